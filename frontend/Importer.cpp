@@ -1,0 +1,1242 @@
+#include "frontend/Importer.h"
+
+#include "ir/TecOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <deque>
+#include <functional>
+#include <limits>
+
+using namespace mlir;
+using llvm::Error;
+using llvm::Expected;
+
+char tec::ImportError::ID = 0;
+
+namespace tec {
+namespace {
+
+Error makeError(ImportErrorKind kind, const llvm::Twine &message) {
+  return llvm::make_error<ImportError>(kind, message.str());
+}
+
+/// Everything the imported IR's params point into.
+struct Storage {
+  onnx::ModelProto model;
+  std::vector<std::unique_ptr<llvm::MemoryBuffer>> mapped;
+  std::deque<std::vector<char>> owned;
+};
+
+/// ONNX TensorProto data types tec represents; nullptr for the rest.
+Type elementTypeFor(MLIRContext &ctx, int32_t onnxType) {
+  Builder b(&ctx);
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT: return b.getF32Type();
+  case onnx::TensorProto::FLOAT16: return b.getF16Type();
+  case onnx::TensorProto::BFLOAT16: return b.getBF16Type();
+  case onnx::TensorProto::INT32: return b.getI32Type();
+  case onnx::TensorProto::INT64: return b.getI64Type();
+  case onnx::TensorProto::BOOL: return b.getI1Type();
+  case 17: return b.getFloat8E4M3FNType(); // FLOAT8E4M3FN (ONNX 1.14+; the field is an int32)
+  case 19: return b.getFloat8E5M2Type();   // FLOAT8E5M2
+  default: return nullptr;
+  }
+}
+
+std::string onnxTypeName(int32_t onnxType) {
+  if (onnxType == 17)
+    return "FLOAT8E4M3FN";
+  if (onnxType == 19)
+    return "FLOAT8E5M2";
+  if (onnx::TensorProto::DataType_IsValid(onnxType))
+    return onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(onnxType));
+  return "type " + std::to_string(onnxType);
+}
+
+/// Bytes per element as ONNX stores raw data (bool: one byte).
+int64_t storageBytes(Type t) { return t.isInteger(1) ? 1 : (t.getIntOrFloatBitWidth() + 7) / 8; }
+
+std::string nodeLabel(const onnx::NodeProto &node, size_t index) {
+  std::string name = node.name().empty() ? "#" + std::to_string(index) : node.name();
+  return "node '" + name + "' (" + node.op_type() + ")";
+}
+
+const onnx::AttributeProto *findAttr(const onnx::NodeProto &node, llvm::StringRef name) {
+  for (const auto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t intAttr(const onnx::NodeProto &node, llvm::StringRef name, int64_t dflt) {
+  const auto *a = findAttr(node, name);
+  return a ? a->i() : dflt;
+}
+
+float floatAttr(const onnx::NodeProto &node, llvm::StringRef name, float dflt) {
+  const auto *a = findAttr(node, name);
+  return a ? a->f() : dflt;
+}
+
+class GraphImporter {
+public:
+  GraphImporter(MLIRContext &ctx, llvm::StringRef path, Storage &storage, const ImportOptions &options,
+                ImportedModel &out)
+      : ctx(ctx), path(path.str()), storage(storage), graph(storage.model.graph()), options(options),
+        out(out), builder(&ctx) {
+    for (const auto &[i, node] : llvm::enumerate(graph.node()))
+      nodeIndex[&node] = i;
+  }
+
+  Error run();
+
+private:
+  using ImportFn = std::function<Error(GraphImporter &, const onnx::NodeProto &)>;
+  static const llvm::StringMap<ImportFn> &importers();
+  friend std::vector<std::string> tec::supportedOnnxOps();
+
+  // Errors that name the file and the node or tensor.
+  Error invalid(const llvm::Twine &what) { return makeError(ImportErrorKind::Invalid, path + ": " + what); }
+  Error unsupported(const llvm::Twine &what) {
+    return makeError(ImportErrorKind::Unsupported, path + ": " + what);
+  }
+  Error nodeInvalid(const onnx::NodeProto &n, const llvm::Twine &what) { return invalid(label(n) + ": " + what); }
+  Error nodeUnsupported(const onnx::NodeProto &n, const llvm::Twine &what) {
+    return unsupported(label(n) + ": " + what);
+  }
+  std::string label(const onnx::NodeProto &n) { return nodeLabel(n, nodeIndex.lookup(&n)); }
+
+  Error checkOpsetAndOps();
+  Error checkTensorProto(const onnx::TensorProto &t, const std::string &what);
+  Expected<ArrayRef<char>> tensorBytes(const onnx::TensorProto &t, const std::string &what);
+  Expected<RankedTensorType> tensorType(const onnx::TensorProto &t, const std::string &what);
+  Expected<RankedTensorType> inputType(const onnx::ValueInfoProto &vi);
+  Error checkDefinitionsAndOrder(std::vector<int> &order);
+  Error runOnnxShapeInference();
+  Error importNode(const onnx::NodeProto &node);
+  Error crossCheck(const onnx::NodeProto &node, unsigned i, RankedTensorType type);
+
+  // Values.
+  Expected<Value> value(const onnx::NodeProto &node, int i);
+  bool hasInput(const onnx::NodeProto &node, int i) { return node.input_size() > i && !node.input(i).empty(); }
+  Expected<std::vector<int64_t>> constInts(const onnx::NodeProto &node, int i);
+  Error define(const onnx::NodeProto &node, unsigned i, Value v);
+  bool outputUsed(const onnx::NodeProto &node, int i) {
+    return node.output_size() > i && !node.output(i).empty() && usedNames.contains(node.output(i));
+  }
+  Location loc(const onnx::NodeProto &node) {
+    return NameLoc::get(builder.getStringAttr(node.name().empty() ? node.op_type() : node.name()),
+                        FileLineColLoc::get(&ctx, path, 0, 0));
+  }
+  RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+  Expected<RankedTensorType> checkedType(const onnx::NodeProto &n, ArrayRef<int64_t> dims, Type elt);
+  Expected<int64_t> normalizeAxis(const onnx::NodeProto &n, int64_t axis, int64_t rank);
+
+  template <typename Op, typename... Args>
+  Value create(const onnx::NodeProto &node, Type type, Args &&...args) {
+    return builder.create<Op>(loc(node), type, std::forward<Args>(args)...).getResult();
+  }
+
+  // Per-operator importers.
+  template <typename Op> Error binary(const onnx::NodeProto &n);
+  template <typename Op> Error unary(const onnx::NodeProto &n);
+  template <typename Op> Error softmaxLike(const onnx::NodeProto &n);
+  template <typename Op> Error reduction(const onnx::NodeProto &n);
+  Error gelu(const onnx::NodeProto &n);
+  Error layerNorm(const onnx::NodeProto &n);
+  Error matmul(const onnx::NodeProto &n);
+  Error gemm(const onnx::NodeProto &n);
+  Error transpose(const onnx::NodeProto &n);
+  Error reshape(const onnx::NodeProto &n);
+  Error flatten(const onnx::NodeProto &n);
+  Error squeeze(const onnx::NodeProto &n);
+  Error unsqueeze(const onnx::NodeProto &n);
+  Error reshapeTo(const onnx::NodeProto &n, Value input, ArrayRef<int64_t> dims);
+  Error concat(const onnx::NodeProto &n);
+  Error split(const onnx::NodeProto &n);
+  Error slice(const onnx::NodeProto &n);
+  Error gather(const onnx::NodeProto &n);
+  Error cast(const onnx::NodeProto &n);
+  Error identity(const onnx::NodeProto &n);
+  Error dropout(const onnx::NodeProto &n);
+  Error constant(const onnx::NodeProto &n);
+  Error where(const onnx::NodeProto &n);
+  Error expand(const onnx::NodeProto &n);
+
+  MLIRContext &ctx;
+  std::string path;
+  Storage &storage;
+  const onnx::GraphProto &graph;
+  const ImportOptions &options;
+  ImportedModel &out;
+  OpBuilder builder;
+  Block *body = nullptr;
+  int64_t opset = 0;
+
+  llvm::DenseMap<const onnx::NodeProto *, size_t> nodeIndex;
+  llvm::StringMap<Value> values;
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+  /// Constant node outputs and integer initializers: materialized as tec.constant on first use.
+  llvm::StringMap<const onnx::TensorProto *> constants;
+  /// Constant node tensors built from value_float(s)/value_int(s) attributes.
+  std::deque<onnx::TensorProto> ownedTensors;
+  llvm::StringSet<> usedNames;
+  llvm::StringMap<const onnx::TypeProto *> onnxInferred;
+};
+
+//===----------------------------------------------------------------------===//
+// Validation
+//===----------------------------------------------------------------------===//
+
+Error GraphImporter::checkOpsetAndOps() {
+  for (const auto &imp : storage.model.opset_import())
+    if (imp.domain().empty() || imp.domain() == "ai.onnx")
+      opset = imp.version();
+  if (opset == 0)
+    return invalid("model imports no opset of the default ONNX domain");
+  out.opset = opset;
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return unsupported("opset " + llvm::Twine(opset) + " is outside the supported range " +
+                       llvm::Twine(kMinOpset) + "-" + llvm::Twine(kMaxOpset) +
+                       " (convert the model with onnx.version_converter)");
+  std::string list;
+  int count = 0;
+  for (const auto &[i, node] : llvm::enumerate(graph.node())) {
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (defaultDomain && importers().contains(node.op_type()))
+      continue;
+    ++count;
+    std::string name = node.name().empty() ? "#" + std::to_string(i) : node.name();
+    list += "\n  node '" + name + "'  op " + (defaultDomain ? "" : node.domain() + ".") + node.op_type();
+  }
+  if (count)
+    return unsupported(llvm::Twine(count) + " unsupported operator" + (count == 1 ? "" : "s") + " (opset " +
+                       llvm::Twine(opset) + "):" + list);
+  return Error::success();
+}
+
+Expected<RankedTensorType> GraphImporter::tensorType(const onnx::TensorProto &t, const std::string &what) {
+  Type elt = elementTypeFor(ctx, t.data_type());
+  if (!elt)
+    return unsupported(what + " has element type " + onnxTypeName(t.data_type()) +
+                       " (supported: FLOAT, FLOAT16, BFLOAT16, INT32, INT64, BOOL, FLOAT8E4M3FN, FLOAT8E5M2)");
+  std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+  if (!shape::elementCount(dims))
+    return invalid(what + " has dims [" + shape::str(dims) + "] whose element count is negative or overflows int64");
+  if (storageBytes(elt) * *shape::elementCount(dims) / storageBytes(elt) != *shape::elementCount(dims))
+    return invalid(what + " has dims [" + shape::str(dims) + "] whose byte size overflows int64");
+  return RankedTensorType::get(dims, elt);
+}
+
+/// Resolves an external-data location inside the model's folder; a path that leaves it is refused.
+static Expected<std::string> resolveExternal(llvm::StringRef modelPath, llvm::StringRef location,
+                                             const std::string &what) {
+  auto fail = [&](const llvm::Twine &why) {
+    return makeError(ImportErrorKind::Invalid, modelPath + ": " + what + ": " + why);
+  };
+  if (location.empty())
+    return fail("external data has no location");
+  if (llvm::sys::path::is_absolute(location))
+    return fail("external data location '" + location + "' is absolute; it must be relative to the model's folder");
+  llvm::SmallString<256> dir(modelPath);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty())
+    dir = ".";
+  llvm::SmallString<256> realDir, realFile, joined(dir);
+  llvm::sys::path::append(joined, location);
+  if (llvm::sys::fs::real_path(dir, realDir))
+    return fail("cannot resolve the model's folder");
+  if (llvm::sys::fs::real_path(joined, realFile))
+    return fail("external data file '" + joined + "' does not exist");
+  llvm::StringRef file(realFile);
+  if (!file.starts_with(realDir) || file.size() <= realDir.size() ||
+      !llvm::sys::path::is_separator(file[realDir.size()]))
+    return fail("external data location '" + location + "' leaves the model's folder (refused)");
+  return realFile.str().str();
+}
+
+Expected<ArrayRef<char>> GraphImporter::tensorBytes(const onnx::TensorProto &t, const std::string &what) {
+  auto type = tensorType(t, what);
+  if (!type)
+    return type.takeError();
+  int64_t expected = type->getNumElements() * storageBytes(type->getElementType());
+  auto wrongSize = [&](int64_t got) {
+    return invalid(what + " holds " + llvm::Twine(got) + " bytes of data, expected " + llvm::Twine(expected) +
+                   " for " + shape::str(type->getShape()) + " " + onnxTypeName(t.data_type()));
+  };
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &kv : t.external_data()) {
+      if (kv.key() == "location")
+        location = kv.value();
+      else if ((kv.key() == "offset" || kv.key() == "length") &&
+               llvm::StringRef(kv.value()).getAsInteger(10, kv.key() == "offset" ? offset : length))
+        return invalid(what + ": external data " + kv.key() + " '" + kv.value() + "' is not an integer");
+    }
+    auto file = resolveExternal(path, location, what);
+    if (!file)
+      return file.takeError();
+    uint64_t fileSize = 0;
+    if (llvm::sys::fs::file_size(*file, fileSize))
+      return invalid(what + ": cannot read external data file '" + *file + "'");
+    if (offset < 0 || static_cast<uint64_t>(offset) > fileSize)
+      return invalid(what + ": external data offset " + llvm::Twine(offset) + " is past the end of '" + *file + "'");
+    int64_t available = static_cast<int64_t>(fileSize) - offset;
+    if (length < 0)
+      length = available;
+    if (length > available)
+      return invalid(what + ": external data needs " + llvm::Twine(length) + " bytes at offset " +
+                     llvm::Twine(offset) + " but '" + *file + "' has " + llvm::Twine(available));
+    if (length != expected)
+      return wrongSize(length);
+    if (expected == 0)
+      return ArrayRef<char>();
+    auto buffer = llvm::MemoryBuffer::getFileSlice(*file, length, offset);
+    if (!buffer)
+      return invalid(what + ": cannot map external data file '" + *file + "': " + buffer.getError().message());
+    storage.mapped.push_back(std::move(*buffer));
+    return ArrayRef<char>(storage.mapped.back()->getBufferStart(), length);
+  }
+  if (t.has_raw_data()) {
+    if (static_cast<int64_t>(t.raw_data().size()) != expected)
+      return wrongSize(t.raw_data().size());
+    return ArrayRef<char>(t.raw_data().data(), t.raw_data().size());
+  }
+  // Typed fields: float and the integer types are already laid out as raw data; the narrow types are
+  // stored one per int32 and need packing.
+  int64_t n = type->getNumElements();
+  Type elt = type->getElementType();
+  if (elt.isF32()) {
+    if (t.float_data_size() != n)
+      return wrongSize(int64_t(t.float_data_size()) * 4);
+    return ArrayRef<char>(reinterpret_cast<const char *>(t.float_data().data()), expected);
+  }
+  if (elt.isInteger(64)) {
+    if (t.int64_data_size() != n)
+      return wrongSize(int64_t(t.int64_data_size()) * 8);
+    return ArrayRef<char>(reinterpret_cast<const char *>(t.int64_data().data()), expected);
+  }
+  if (t.int32_data_size() != n)
+    return wrongSize(int64_t(t.int32_data_size()) * storageBytes(elt));
+  if (elt.isInteger(32))
+    return ArrayRef<char>(reinterpret_cast<const char *>(t.int32_data().data()), expected);
+  auto &packed = storage.owned.emplace_back(expected);
+  int64_t width = storageBytes(elt);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t v = static_cast<uint32_t>(t.int32_data(i));
+    std::memcpy(packed.data() + i * width, &v, width); // little-endian: the low bytes
+  }
+  return ArrayRef<char>(packed.data(), packed.size());
+}
+
+Error GraphImporter::checkTensorProto(const onnx::TensorProto &t, const std::string &what) {
+  return tensorBytes(t, what).takeError();
+}
+
+Expected<RankedTensorType> GraphImporter::inputType(const onnx::ValueInfoProto &vi) {
+  std::string what = "graph input '" + vi.name() + "'";
+  if (!vi.type().has_tensor_type())
+    return unsupported(what + " is not a tensor");
+  const auto &tt = vi.type().tensor_type();
+  Type elt = elementTypeFor(ctx, tt.elem_type());
+  if (!elt)
+    return unsupported(what + " has element type " + onnxTypeName(tt.elem_type()));
+  auto given = options.shapes.find(vi.name());
+  if (!tt.has_shape() && given == options.shapes.end())
+    return invalid(what + " has no shape; pass --shape " + vi.name() + "=AxB");
+  std::vector<int64_t> dims;
+  std::string dynamic;
+  for (const auto &[i, d] : llvm::enumerate(tt.shape().dim())) {
+    if (d.has_dim_value())
+      dims.push_back(d.dim_value());
+    else {
+      dims.push_back(ShapedType::kDynamic);
+      dynamic += (dynamic.empty() ? "" : ", ") + std::to_string(i) +
+                 (d.has_dim_param() ? " ('" + d.dim_param() + "')" : std::string());
+    }
+  }
+  if (given != options.shapes.end()) {
+    ArrayRef<int64_t> fixed = given->second;
+    if (tt.has_shape() && fixed.size() != dims.size())
+      return invalid("--shape " + vi.name() + "=" + shape::str(fixed) + " has rank " + llvm::Twine(fixed.size()) +
+                     ", but the model's input has rank " + llvm::Twine(dims.size()));
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (dims[i] != ShapedType::kDynamic && dims[i] != fixed[i])
+        return invalid("--shape " + vi.name() + "=" + shape::str(fixed) + " disagrees with the model's static dim " +
+                       llvm::Twine(i) + " = " + llvm::Twine(dims[i]));
+    dims.assign(fixed.begin(), fixed.end());
+  } else if (!dynamic.empty()) {
+    return invalid(what + " has dynamic dims " + dynamic + "; fix them with --shape " + vi.name() + "=AxB");
+  }
+  if (!shape::elementCount(dims))
+    return invalid(what + " has dims [" + shape::str(dims) + "] whose element count is negative or overflows int64");
+  return RankedTensorType::get(dims, elt);
+}
+
+Error GraphImporter::checkDefinitionsAndOrder(std::vector<int> &order) {
+  llvm::StringMap<int> producer;
+  for (const auto &[i, node] : llvm::enumerate(graph.node()))
+    for (const auto &o : node.output())
+      if (!o.empty()) {
+        if (producer.contains(o) || initializers.contains(o))
+          return invalid(nodeLabel(node, i) + ": output '" + o + "' is defined twice");
+        producer[o] = i;
+      }
+  llvm::StringSet<> graphInputs;
+  for (const auto &vi : graph.input())
+    graphInputs.insert(vi.name());
+  // Kahn's algorithm, stable in the file's order; nodes left over sit on a cycle.
+  std::vector<int> pending(graph.node_size(), 0);
+  std::vector<std::vector<int>> consumers(graph.node_size());
+  for (const auto &[i, node] : llvm::enumerate(graph.node())) {
+    for (const auto &in : node.input()) {
+      if (in.empty())
+        continue;
+      usedNames.insert(in);
+      auto p = producer.find(in);
+      if (p != producer.end()) {
+        ++pending[i];
+        consumers[p->second].push_back(i);
+      } else if (!graphInputs.contains(in) && !initializers.contains(in)) {
+        return invalid(nodeLabel(node, i) + ": input '" + in +
+                       "' is not defined by any node, initializer or graph input");
+      }
+    }
+  }
+  for (const auto &o : graph.output()) {
+    usedNames.insert(o.name());
+    if (!producer.contains(o.name()) && !graphInputs.contains(o.name()) && !initializers.contains(o.name()))
+      return invalid("graph output '" + o.name() + "' is not defined by any node, initializer or graph input");
+  }
+  std::vector<int> ready;
+  for (int i = graph.node_size() - 1; i >= 0; --i)
+    if (!pending[i])
+      ready.push_back(i);
+  while (!ready.empty()) {
+    int i = ready.back();
+    ready.pop_back();
+    order.push_back(i);
+    std::vector<int> next;
+    for (int c : consumers[i])
+      if (--pending[c] == 0)
+        next.push_back(c);
+    llvm::sort(next, std::greater<int>());
+    ready.insert(ready.end(), next.begin(), next.end());
+    llvm::sort(ready, std::greater<int>());
+  }
+  if (order.size() != static_cast<size_t>(graph.node_size())) {
+    std::string cycle;
+    for (const auto &[i, node] : llvm::enumerate(graph.node()))
+      if (pending[i])
+        cycle += (cycle.empty() ? "" : ", ") + nodeLabel(node, i);
+    return invalid("the graph has a cycle through " + cycle);
+  }
+  return Error::success();
+}
+
+Error GraphImporter::runOnnxShapeInference() {
+  // ONNX 1.12 knows opsets up to 17; for newer opsets its older schemas would infer wrong shapes, so
+  // tec's own shape rules (which always run) stand alone there.
+  if (opset > 17)
+    return Error::success();
+  try {
+    onnx::ShapeInferenceOptions opts{/*check_type=*/true, /*error_mode=*/1, /*enable_data_propagation=*/false};
+    onnx::shape_inference::InferShapes(storage.model, onnx::OpSchemaRegistry::Instance(), opts);
+  } catch (const std::exception &e) {
+    return invalid("ONNX shape inference failed: " + llvm::Twine(e.what()));
+  }
+  for (const auto &vi : storage.model.graph().value_info())
+    onnxInferred[vi.name()] = &vi.type();
+  for (const auto &vi : storage.model.graph().output())
+    onnxInferred[vi.name()] = &vi.type();
+  return Error::success();
+}
+
+Error GraphImporter::crossCheck(const onnx::NodeProto &node, unsigned i, RankedTensorType type) {
+  auto it = onnxInferred.find(node.output(i));
+  if (it == onnxInferred.end() || !it->second->has_tensor_type() || !it->second->tensor_type().has_shape())
+    return Error::success();
+  std::vector<int64_t> dims;
+  for (const auto &d : it->second->tensor_type().shape().dim()) {
+    if (!d.has_dim_value())
+      return Error::success();
+    dims.push_back(d.dim_value());
+  }
+  if (ArrayRef<int64_t>(dims) != type.getShape())
+    return nodeInvalid(node, "output '" + node.output(i) + "' has shape " + shape::str(type.getShape()) +
+                                 " by tec's rules but " + shape::str(dims) + " by ONNX shape inference");
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Values
+//===----------------------------------------------------------------------===//
+
+Expected<Value> GraphImporter::value(const onnx::NodeProto &node, int i) {
+  if (!hasInput(node, i))
+    return nodeInvalid(node, "missing required input #" + llvm::Twine(i));
+  const std::string &name = node.input(i);
+  if (auto it = values.find(name); it != values.end())
+    return it->second;
+  if (auto it = constants.find(name); it != constants.end()) {
+    auto bytes = tensorBytes(*it->second, "tensor '" + name + "'");
+    if (!bytes)
+      return bytes.takeError();
+    auto type = *tensorType(*it->second, name);
+    DenseElementsAttr attr;
+    if (type.getElementType().isInteger(1)) {
+      llvm::SmallVector<bool> bits(bytes->begin(), bytes->end());
+      attr = DenseElementsAttr::get(type, ArrayRef<bool>(bits));
+    } else {
+      attr = DenseElementsAttr::getFromRawBuffer(type, *bytes);
+    }
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(body);
+    Value v = builder.create<ConstantOp>(NameLoc::get(builder.getStringAttr(name)), type, attr);
+    return values[name] = v;
+  }
+  if (auto it = initializers.find(name); it != initializers.end()) {
+    std::string what = "initializer '" + name + "'";
+    auto bytes = tensorBytes(*it->second, what);
+    if (!bytes)
+      return bytes.takeError();
+    auto type = *tensorType(*it->second, what);
+    Value arg = body->addArgument(type, NameLoc::get(builder.getStringAttr(name)));
+    out.params.push_back({name, type, *bytes});
+    return values[name] = arg;
+  }
+  return nodeInvalid(node, "input '" + name + "' is not defined");
+}
+
+Expected<std::vector<int64_t>> GraphImporter::constInts(const onnx::NodeProto &node, int i) {
+  const std::string &name = node.input(i);
+  const onnx::TensorProto *t = nullptr;
+  if (auto it = constants.find(name); it != constants.end())
+    t = it->second;
+  else if (auto it = initializers.find(name); it != initializers.end())
+    t = it->second;
+  if (!t)
+    return nodeUnsupported(node, "input '" + name + "' must be a constant or an initializer (it decides a shape)");
+  if (t->data_type() != onnx::TensorProto::INT64 && t->data_type() != onnx::TensorProto::INT32)
+    return nodeInvalid(node, "input '" + name + "' must be INT64, got " + onnxTypeName(t->data_type()));
+  auto bytes = tensorBytes(*t, "tensor '" + name + "'");
+  if (!bytes)
+    return bytes.takeError();
+  std::vector<int64_t> result;
+  if (t->data_type() == onnx::TensorProto::INT64) {
+    result.resize(bytes->size() / 8);
+    std::memcpy(result.data(), bytes->data(), bytes->size());
+  } else {
+    std::vector<int32_t> narrow(bytes->size() / 4);
+    std::memcpy(narrow.data(), bytes->data(), bytes->size());
+    result.assign(narrow.begin(), narrow.end());
+  }
+  return result;
+}
+
+Error GraphImporter::define(const onnx::NodeProto &node, unsigned i, Value v) {
+  if (static_cast<int>(i) >= node.output_size() || node.output(i).empty())
+    return Error::success();
+  if (auto err = crossCheck(node, i, typeOf(v)))
+    return err;
+  values[node.output(i)] = v;
+  return Error::success();
+}
+
+Expected<RankedTensorType> GraphImporter::checkedType(const onnx::NodeProto &n, ArrayRef<int64_t> dims, Type elt) {
+  if (!shape::elementCount(dims))
+    return nodeInvalid(n, "result dims [" + shape::str(dims) + "] have a negative or overflowing element count");
+  return RankedTensorType::get(dims, elt);
+}
+
+Expected<int64_t> GraphImporter::normalizeAxis(const onnx::NodeProto &n, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return nodeInvalid(n, "axis " + llvm::Twine(axis) + " is out of range for rank " + llvm::Twine(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+//===----------------------------------------------------------------------===//
+// Operators
+//===----------------------------------------------------------------------===//
+
+#define TRY_ASSIGN(var, expr)                                                                                \
+  auto var##OrErr = (expr);                                                                                  \
+  if (!var##OrErr)                                                                                           \
+    return var##OrErr.takeError();                                                                           \
+  auto var = *var##OrErr;
+
+static bool isFloat(Type t) { return llvm::isa<Float32Type, Float16Type, BFloat16Type>(t); }
+
+template <typename Op> Error GraphImporter::binary(const onnx::NodeProto &n) {
+  TRY_ASSIGN(a, value(n, 0));
+  TRY_ASSIGN(b, value(n, 1));
+  Type elt = typeOf(a).getElementType();
+  if (elt != typeOf(b).getElementType())
+    return nodeUnsupported(n, "operands of different element types are not supported");
+  bool numeric = isFloat(elt) || (!std::is_same_v<Op, PowOp> && (elt.isInteger(32) || elt.isInteger(64)));
+  if (!numeric)
+    return nodeUnsupported(n, "element type is not supported");
+  auto dims = shape::broadcast(typeOf(a).getShape(), typeOf(b).getShape());
+  if (!dims)
+    return nodeInvalid(n, "operand shapes " + shape::str(typeOf(a).getShape()) + " and " +
+                              shape::str(typeOf(b).getShape()) + " do not broadcast");
+  TRY_ASSIGN(type, checkedType(n, *dims, elt));
+  return define(n, 0, create<Op>(n, type, a, b));
+}
+
+template <typename Op> Error GraphImporter::unary(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  if (!isFloat(typeOf(x).getElementType()))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  return define(n, 0, create<Op>(n, x.getType(), x));
+}
+
+Error GraphImporter::gelu(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  if (!isFloat(typeOf(x).getElementType()))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  const auto *a = findAttr(n, "approximate");
+  std::string approximate = a ? a->s() : "none";
+  if (approximate != "none" && approximate != "tanh")
+    return nodeInvalid(n, "approximate must be 'none' or 'tanh', got '" + approximate + "'");
+  return define(n, 0, create<GeluOp>(n, x.getType(), x, builder.getStringAttr(approximate)));
+}
+
+template <typename Op> Error GraphImporter::softmaxLike(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  if (!isFloat(typeOf(x).getElementType()))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", -1), typeOf(x).getRank()));
+  return define(n, 0, create<Op>(n, x.getType(), x, axis));
+}
+
+Error GraphImporter::layerNorm(const onnx::NodeProto &n) {
+  if (outputUsed(n, 1) || outputUsed(n, 2))
+    return nodeUnsupported(n, "the Mean and InvStdDev outputs are not supported");
+  TRY_ASSIGN(x, value(n, 0));
+  TRY_ASSIGN(scale, value(n, 1));
+  Value bias;
+  if (hasInput(n, 2)) {
+    TRY_ASSIGN(b, value(n, 2));
+    bias = b;
+  }
+  if (!isFloat(typeOf(x).getElementType()))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", -1), typeOf(x).getRank()));
+  auto normalized = typeOf(x).getShape().drop_front(axis);
+  for (Value v : {scale, bias})
+    if (v && (typeOf(v).getShape() != normalized || typeOf(v).getElementType() != typeOf(x).getElementType()))
+      return nodeUnsupported(n, "scale/bias must have the normalized shape " + shape::str(normalized) +
+                                    " and the input's element type (got " + shape::str(typeOf(v).getShape()) + ")");
+  return define(n, 0, create<LayerNormOp>(n, x.getType(), x, scale, bias, builder.getI64IntegerAttr(axis),
+                                                builder.getF32FloatAttr(floatAttr(n, "epsilon", 1e-5f))));
+}
+
+template <typename Op> Error GraphImporter::reduction(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  auto in = typeOf(x);
+  Type elt = in.getElementType();
+  if (!isFloat(elt) && !elt.isInteger(32) && !elt.isInteger(64))
+    return nodeUnsupported(n, "element type is not supported");
+  // ReduceSum takes axes as an input from opset 13, ReduceMean from opset 18; before, an attribute.
+  bool axesIsInput = std::is_same_v<Op, ReduceSumOp> || opset >= 18;
+  std::vector<int64_t> axes;
+  if (axesIsInput && hasInput(n, 1)) {
+    TRY_ASSIGN(a, constInts(n, 1));
+    axes = a;
+  } else if (const auto *a = findAttr(n, "axes")) {
+    axes.assign(a->ints().begin(), a->ints().end());
+  }
+  if (axes.empty()) {
+    if (intAttr(n, "noop_with_empty_axes", 0))
+      return define(n, 0, x);
+    for (int64_t i = 0; i < in.getRank(); ++i)
+      axes.push_back(i);
+  }
+  for (auto &a : axes) {
+    TRY_ASSIGN(norm, normalizeAxis(n, a, in.getRank()));
+    a = norm;
+  }
+  llvm::sort(axes);
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return nodeInvalid(n, "axes repeat a dimension");
+  bool keepdims = intAttr(n, "keepdims", 1) != 0;
+  auto type = RankedTensorType::get(shape::reduce(in.getShape(), axes, keepdims), elt);
+  return define(n, 0, create<Op>(n, type, x, axes, keepdims));
+}
+
+Error GraphImporter::matmul(const onnx::NodeProto &n) {
+  TRY_ASSIGN(a, value(n, 0));
+  TRY_ASSIGN(b, value(n, 1));
+  if (!isFloat(typeOf(a).getElementType()) || typeOf(a).getElementType() != typeOf(b).getElementType())
+    return nodeUnsupported(n, "operands must share a float element type (f32, f16, bf16)");
+  auto dims = shape::matmul(typeOf(a).getShape(), typeOf(b).getShape());
+  if (!dims)
+    return nodeInvalid(n, "operand shapes " + shape::str(typeOf(a).getShape()) + " and " +
+                              shape::str(typeOf(b).getShape()) + " are incompatible for MatMul");
+  TRY_ASSIGN(type, checkedType(n, *dims, typeOf(a).getElementType()));
+  return define(n, 0, create<MatMulOp>(n, type, a, b));
+}
+
+Error GraphImporter::gemm(const onnx::NodeProto &n) {
+  TRY_ASSIGN(a, value(n, 0));
+  TRY_ASSIGN(b, value(n, 1));
+  Value c;
+  if (hasInput(n, 2)) {
+    TRY_ASSIGN(cv, value(n, 2));
+    c = cv;
+  }
+  Type elt = typeOf(a).getElementType();
+  if (!isFloat(elt) || elt != typeOf(b).getElementType() || (c && typeOf(c).getElementType() != elt))
+    return nodeUnsupported(n, "operands must share a float element type (f32, f16, bf16)");
+  if (typeOf(a).getRank() != 2 || typeOf(b).getRank() != 2)
+    return nodeInvalid(n, "A and B must be 2-D, got " + shape::str(typeOf(a).getShape()) + " and " +
+                              shape::str(typeOf(b).getShape()));
+  bool transA = intAttr(n, "transA", 0), transB = intAttr(n, "transB", 0);
+  int64_t m = typeOf(a).getDimSize(transA), ka = typeOf(a).getDimSize(!transA);
+  int64_t kb = typeOf(b).getDimSize(transB), nn = typeOf(b).getDimSize(!transB);
+  if (ka != kb)
+    return nodeInvalid(n, "inner dims differ: " + llvm::Twine(ka) + " and " + llvm::Twine(kb));
+  if (c) {
+    auto bc = shape::broadcast(typeOf(c).getShape(), {m, nn});
+    if (!bc || ArrayRef<int64_t>(*bc) != ArrayRef<int64_t>{m, nn})
+      return nodeInvalid(n, "C of shape " + shape::str(typeOf(c).getShape()) + " does not broadcast to " +
+                                llvm::Twine(m) + "x" + llvm::Twine(nn));
+  }
+  auto type = RankedTensorType::get({m, nn}, elt);
+  return define(n, 0,
+                create<GemmOp>(n, type, a, b, c, builder.getF32FloatAttr(floatAttr(n, "alpha", 1.0f)),
+                               builder.getF32FloatAttr(floatAttr(n, "beta", 1.0f)), builder.getBoolAttr(transA),
+                               builder.getBoolAttr(transB)));
+}
+
+Error GraphImporter::transpose(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  auto in = typeOf(x);
+  llvm::SmallVector<int64_t> perm;
+  if (const auto *a = findAttr(n, "perm"))
+    perm.assign(a->ints().begin(), a->ints().end());
+  else
+    for (int64_t i = in.getRank() - 1; i >= 0; --i)
+      perm.push_back(i);
+  if (static_cast<int64_t>(perm.size()) != in.getRank())
+    return nodeInvalid(n, "perm has " + llvm::Twine(perm.size()) + " entries for rank " + llvm::Twine(in.getRank()));
+  shape::Dims dims;
+  llvm::SmallVector<bool> seen(perm.size());
+  for (int64_t &p : perm) {
+    if (p < 0)
+      p += in.getRank();
+    if (p < 0 || p >= in.getRank() || seen[p])
+      return nodeInvalid(n, "perm is not a permutation");
+    seen[p] = true;
+    dims.push_back(in.getDimSize(p));
+  }
+  return define(n, 0, create<TransposeOp>(n, RankedTensorType::get(dims, in.getElementType()), x, perm));
+}
+
+Error GraphImporter::reshapeTo(const onnx::NodeProto &n, Value input, ArrayRef<int64_t> dims) {
+  TRY_ASSIGN(type, checkedType(n, dims, typeOf(input).getElementType()));
+  if (type.getNumElements() != typeOf(input).getNumElements())
+    return nodeInvalid(n, "cannot reshape " + shape::str(typeOf(input).getShape()) + " (" +
+                              llvm::Twine(typeOf(input).getNumElements()) + " elements) to " + shape::str(dims));
+  return define(n, 0, create<ReshapeOp>(n, type, input));
+}
+
+Error GraphImporter::reshape(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  TRY_ASSIGN(target, constInts(n, 1));
+  auto in = typeOf(x);
+  bool allowZero = intAttr(n, "allowzero", 0);
+  shape::Dims dims;
+  int inferred = -1;
+  int64_t known = 1;
+  for (auto [i, d] : llvm::enumerate(target)) {
+    if (d == 0 && !allowZero) {
+      if (static_cast<int64_t>(i) >= in.getRank())
+        return nodeInvalid(n, "shape entry " + llvm::Twine(i) + " is 0 (copy) but the input has rank " +
+                                  llvm::Twine(in.getRank()));
+      d = in.getDimSize(i);
+    }
+    if (d == -1) {
+      if (inferred >= 0)
+        return nodeInvalid(n, "shape has more than one -1");
+      inferred = i;
+    } else if (d < 0) {
+      return nodeInvalid(n, "shape entry " + llvm::Twine(i) + " is " + llvm::Twine(d));
+    } else if (llvm::MulOverflow(known, d, known)) {
+      return nodeInvalid(n, "shape's element count overflows int64");
+    }
+    dims.push_back(d);
+  }
+  if (inferred >= 0) {
+    if (known == 0 || in.getNumElements() % known)
+      return nodeInvalid(n, "cannot infer the -1 dim: " + llvm::Twine(in.getNumElements()) +
+                                " elements do not divide by " + llvm::Twine(known));
+    dims[inferred] = in.getNumElements() / known;
+  }
+  return reshapeTo(n, x, dims);
+}
+
+Error GraphImporter::flatten(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  auto in = typeOf(x);
+  int64_t axis = intAttr(n, "axis", 1);
+  if (axis < -in.getRank() || axis > in.getRank())
+    return nodeInvalid(n, "axis " + llvm::Twine(axis) + " is out of range for rank " + llvm::Twine(in.getRank()));
+  if (axis < 0)
+    axis += in.getRank();
+  int64_t outer = *shape::elementCount(in.getShape().take_front(axis));
+  return reshapeTo(n, x, {outer, outer ? in.getNumElements() / outer : 0});
+}
+
+Error GraphImporter::squeeze(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  auto in = typeOf(x);
+  std::vector<int64_t> axes;
+  if (hasInput(n, 1)) {
+    TRY_ASSIGN(a, constInts(n, 1));
+    axes = a;
+  }
+  for (auto &a : axes) {
+    TRY_ASSIGN(norm, normalizeAxis(n, a, in.getRank()));
+    a = norm;
+    if (in.getDimSize(a) != 1)
+      return nodeInvalid(n, "cannot squeeze dim " + llvm::Twine(a) + " of size " + llvm::Twine(in.getDimSize(a)));
+  }
+  shape::Dims dims;
+  for (int64_t i = 0; i < in.getRank(); ++i) {
+    bool drop = axes.empty() ? in.getDimSize(i) == 1 : llvm::is_contained(axes, i);
+    if (!drop)
+      dims.push_back(in.getDimSize(i));
+  }
+  return reshapeTo(n, x, dims);
+}
+
+Error GraphImporter::unsqueeze(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  TRY_ASSIGN(axes, constInts(n, 1));
+  auto in = typeOf(x);
+  int64_t rank = in.getRank() + axes.size();
+  for (auto &a : axes) {
+    TRY_ASSIGN(norm, normalizeAxis(n, a, rank));
+    a = norm;
+  }
+  llvm::sort(axes);
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return nodeInvalid(n, "axes repeat a dimension");
+  shape::Dims dims;
+  for (int64_t i = 0, src = 0; i < rank; ++i)
+    dims.push_back(llvm::is_contained(axes, i) ? 1 : in.getDimSize(src++));
+  return reshapeTo(n, x, dims);
+}
+
+Error GraphImporter::concat(const onnx::NodeProto &n) {
+  if (!findAttr(n, "axis"))
+    return nodeInvalid(n, "missing required attribute 'axis'");
+  llvm::SmallVector<Value> inputs;
+  for (int i = 0; i < n.input_size(); ++i) {
+    TRY_ASSIGN(v, value(n, i));
+    inputs.push_back(v);
+  }
+  if (inputs.empty())
+    return nodeInvalid(n, "needs at least one input");
+  auto first = typeOf(inputs[0]);
+  TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", 0), first.getRank()));
+  shape::Dims dims(first.getShape());
+  dims[axis] = 0;
+  for (Value v : inputs) {
+    auto t = typeOf(v);
+    if (t.getElementType() != first.getElementType() || t.getRank() != first.getRank())
+      return nodeInvalid(n, "inputs differ in element type or rank");
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != axis && t.getDimSize(d) != first.getDimSize(d))
+        return nodeInvalid(n, "inputs " + shape::str(first.getShape()) + " and " + shape::str(t.getShape()) +
+                                  " differ off the concat axis");
+    dims[axis] += t.getDimSize(axis);
+  }
+  return define(n, 0, create<ConcatOp>(n, RankedTensorType::get(dims, first.getElementType()), inputs, axis));
+}
+
+Error GraphImporter::split(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  auto in = typeOf(x);
+  TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", 0), in.getRank()));
+  int64_t dim = in.getDimSize(axis), parts = n.output_size();
+  std::vector<int64_t> sizes;
+  if (hasInput(n, 1)) {
+    TRY_ASSIGN(s, constInts(n, 1));
+    sizes = s;
+  } else if (const auto *a = findAttr(n, "split")) {
+    sizes.assign(a->ints().begin(), a->ints().end());
+  } else {
+    // Opset 18's num_outputs: ceil-sized chunks, the last one smaller; before, equal parts.
+    int64_t num = intAttr(n, "num_outputs", parts);
+    if (num != parts || num <= 0)
+      return nodeInvalid(n, "num_outputs " + llvm::Twine(num) + " differs from the " + llvm::Twine(parts) + " outputs");
+    int64_t chunk = opset >= 18 ? (dim + num - 1) / num : dim / num;
+    if (opset < 18 && dim % num)
+      return nodeInvalid(n, "dim " + llvm::Twine(dim) + " does not split into " + llvm::Twine(num) + " equal parts");
+    for (int64_t i = 0; i < num; ++i)
+      sizes.push_back(std::min(chunk, dim - i * chunk));
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes)
+    total += s;
+  if (static_cast<int64_t>(sizes.size()) != parts || total != dim || llvm::any_of(sizes, [](int64_t s) { return s < 0; }))
+    return nodeInvalid(n, "split sizes do not add up to dim " + llvm::Twine(dim) + " over " + llvm::Twine(parts) + " outputs");
+  llvm::SmallVector<Type> types;
+  for (int64_t s : sizes) {
+    shape::Dims dims(in.getShape());
+    dims[axis] = s;
+    types.push_back(RankedTensorType::get(dims, in.getElementType()));
+  }
+  auto op = builder.create<SplitOp>(loc(n), types, x, axis);
+  for (auto [i, r] : llvm::enumerate(op.getResults()))
+    if (auto err = define(n, i, r))
+      return err;
+  return Error::success();
+}
+
+Error GraphImporter::slice(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  TRY_ASSIGN(starts, constInts(n, 1));
+  TRY_ASSIGN(ends, constInts(n, 2));
+  auto in = typeOf(x);
+  int64_t rank = in.getRank();
+  std::vector<int64_t> axes, steps(starts.size(), 1);
+  if (hasInput(n, 3)) {
+    TRY_ASSIGN(a, constInts(n, 3));
+    axes = a;
+  } else {
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  }
+  if (hasInput(n, 4)) {
+    TRY_ASSIGN(s, constInts(n, 4));
+    steps = s;
+  }
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    return nodeInvalid(n, "starts, ends, axes and steps differ in length");
+  llvm::SmallVector<int64_t> s(rank, 0), e(in.getShape()), st(rank, 1);
+  llvm::SmallVector<bool> seen(rank);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    TRY_ASSIGN(axis, normalizeAxis(n, axes[i], rank));
+    if (seen[axis])
+      return nodeInvalid(n, "axes repeat dim " + llvm::Twine(axis));
+    seen[axis] = true;
+    int64_t dim = in.getDimSize(axis), step = steps[i];
+    if (step == 0)
+      return nodeInvalid(n, "step is 0 on axis " + llvm::Twine(axis));
+    // ONNX's rules: negative indices count from the end, then clamp ([0, dim] forward, [-1, dim-1] backward).
+    auto clampIndex = [&](int64_t v) {
+      if (v < 0)
+        v = v < std::numeric_limits<int64_t>::min() + dim ? -1 : v + dim;
+      return step > 0 ? std::clamp<int64_t>(v, 0, dim) : std::clamp<int64_t>(v, -1, dim - 1);
+    };
+    s[axis] = clampIndex(starts[i]);
+    e[axis] = clampIndex(ends[i]);
+    if (step > 0)
+      s[axis] = std::min(s[axis], dim);
+    else
+      s[axis] = std::max<int64_t>(std::min(s[axis], dim - 1), dim ? 0 : -1);
+    st[axis] = step;
+  }
+  shape::Dims dims;
+  for (int64_t d = 0; d < rank; ++d)
+    dims.push_back(shape::sliceLength(s[d], e[d], st[d]));
+  return define(n, 0, create<SliceOp>(n, RankedTensorType::get(dims, in.getElementType()), x, s, e, st));
+}
+
+Error GraphImporter::gather(const onnx::NodeProto &n) {
+  TRY_ASSIGN(data, value(n, 0));
+  TRY_ASSIGN(indices, value(n, 1));
+  auto d = typeOf(data);
+  Type idx = typeOf(indices).getElementType();
+  if (!idx.isInteger(32) && !idx.isInteger(64))
+    return nodeInvalid(n, "indices must be INT32 or INT64");
+  TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", 0), d.getRank()));
+  shape::Dims dims(d.getShape().take_front(axis));
+  llvm::append_range(dims, typeOf(indices).getShape());
+  llvm::append_range(dims, d.getShape().drop_front(axis + 1));
+  TRY_ASSIGN(type, checkedType(n, dims, d.getElementType()));
+  return define(n, 0, create<GatherOp>(n, type, data, indices, axis));
+}
+
+Error GraphImporter::cast(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  const auto *to = findAttr(n, "to");
+  if (!to)
+    return nodeInvalid(n, "missing required attribute 'to'");
+  Type elt = elementTypeFor(ctx, to->i());
+  if (!elt)
+    return nodeUnsupported(n, "cast to " + onnxTypeName(to->i()) + " is not supported");
+  return define(n, 0, create<CastOp>(n, RankedTensorType::get(typeOf(x).getShape(), elt), x));
+}
+
+Error GraphImporter::identity(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  return define(n, 0, x);
+}
+
+Error GraphImporter::dropout(const onnx::NodeProto &n) {
+  if (outputUsed(n, 1))
+    return nodeUnsupported(n, "the mask output of Dropout is not supported (inference only)");
+  // Dropout is the identity only when training_mode is absent or a constant false.
+  if (hasInput(n, 2)) {
+    const onnx::TensorProto *mode = constants.lookup(n.input(2));
+    if (!mode)
+      return nodeUnsupported(n, "training_mode must be a constant");
+    TRY_ASSIGN(bytes, tensorBytes(*mode, "tensor '" + n.input(2) + "'"));
+    if (llvm::any_of(bytes, [](char c) { return c != 0; }))
+      return nodeUnsupported(n, "training-mode Dropout is not supported (inference only)");
+  }
+  return identity(n);
+}
+
+Error GraphImporter::constant(const onnx::NodeProto &n) {
+  if (n.attribute_size() != 1)
+    return nodeInvalid(n, "needs exactly one value attribute");
+  const auto &a = n.attribute(0);
+  const onnx::TensorProto *t = nullptr;
+  if (a.name() == "value") {
+    t = &a.t();
+  } else if (a.name() == "value_float" || a.name() == "value_floats") {
+    auto &owned = ownedTensors.emplace_back();
+    owned.set_data_type(onnx::TensorProto::FLOAT);
+    if (a.name() == "value_float")
+      owned.add_float_data(a.f());
+    else {
+      owned.add_dims(a.floats_size());
+      owned.mutable_float_data()->CopyFrom(a.floats());
+    }
+    t = &owned;
+  } else if (a.name() == "value_int" || a.name() == "value_ints") {
+    auto &owned = ownedTensors.emplace_back();
+    owned.set_data_type(onnx::TensorProto::INT64);
+    if (a.name() == "value_int")
+      owned.add_int64_data(a.i());
+    else {
+      owned.add_dims(a.ints_size());
+      owned.mutable_int64_data()->CopyFrom(a.ints());
+    }
+    t = &owned;
+  } else {
+    return nodeUnsupported(n, "Constant with attribute '" + a.name() + "' is not supported");
+  }
+  if (auto err = checkTensorProto(*t, label(n) + " value"))
+    return err;
+  constants[n.output(0)] = t;
+  return Error::success();
+}
+
+Error GraphImporter::where(const onnx::NodeProto &n) {
+  TRY_ASSIGN(c, value(n, 0));
+  TRY_ASSIGN(x, value(n, 1));
+  TRY_ASSIGN(y, value(n, 2));
+  if (!typeOf(c).getElementType().isInteger(1))
+    return nodeInvalid(n, "condition must be BOOL");
+  if (typeOf(x).getElementType() != typeOf(y).getElementType())
+    return nodeInvalid(n, "X and Y differ in element type");
+  auto xy = shape::broadcast(typeOf(x).getShape(), typeOf(y).getShape());
+  auto dims = xy ? shape::broadcast(typeOf(c).getShape(), *xy) : std::nullopt;
+  if (!dims)
+    return nodeInvalid(n, "condition, X and Y shapes do not broadcast");
+  TRY_ASSIGN(type, checkedType(n, *dims, typeOf(x).getElementType()));
+  return define(n, 0, create<WhereOp>(n, type, c, x, y));
+}
+
+Error GraphImporter::expand(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  TRY_ASSIGN(target, constInts(n, 1));
+  auto dims = shape::broadcast(typeOf(x).getShape(), target);
+  if (!dims)
+    return nodeInvalid(n, "input " + shape::str(typeOf(x).getShape()) + " does not broadcast to " + shape::str(target));
+  TRY_ASSIGN(type, checkedType(n, *dims, typeOf(x).getElementType()));
+  return define(n, 0, create<ExpandOp>(n, type, x));
+}
+
+const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
+  using G = GraphImporter;
+  static const llvm::StringMap<ImportFn> table = {
+      {"Add", &G::binary<AddOp>},
+      {"Sub", &G::binary<SubOp>},
+      {"Mul", &G::binary<MulOp>},
+      {"Div", &G::binary<DivOp>},
+      {"Pow", &G::binary<PowOp>},
+      {"Relu", &G::unary<ReluOp>},
+      {"Tanh", &G::unary<TanhOp>},
+      {"Sigmoid", &G::unary<SigmoidOp>},
+      {"Erf", &G::unary<ErfOp>},
+      {"Sqrt", &G::unary<SqrtOp>},
+      {"Gelu", &G::gelu},
+      {"Softmax", &G::softmaxLike<SoftmaxOp>},
+      {"LogSoftmax", &G::softmaxLike<LogSoftmaxOp>},
+      {"LayerNormalization", &G::layerNorm},
+      {"ReduceMean", &G::reduction<ReduceMeanOp>},
+      {"ReduceSum", &G::reduction<ReduceSumOp>},
+      {"MatMul", &G::matmul},
+      {"Gemm", &G::gemm},
+      {"Transpose", &G::transpose},
+      {"Reshape", &G::reshape},
+      {"Flatten", &G::flatten},
+      {"Squeeze", &G::squeeze},
+      {"Unsqueeze", &G::unsqueeze},
+      {"Concat", &G::concat},
+      {"Split", &G::split},
+      {"Slice", &G::slice},
+      {"Gather", &G::gather},
+      {"Cast", &G::cast},
+      {"Identity", &G::identity},
+      {"Dropout", &G::dropout},
+      {"Constant", &G::constant},
+      {"Where", &G::where},
+      {"Expand", &G::expand},
+  };
+  return table;
+}
+
+Error GraphImporter::importNode(const onnx::NodeProto &node) {
+  for (const auto &a : node.attribute())
+    if (a.has_g() || a.graphs_size())
+      return nodeUnsupported(node, "subgraph attributes are not supported");
+  return importers().lookup(node.op_type())(*this, node);
+}
+
+Error GraphImporter::run() {
+  if (auto err = checkOpsetAndOps())
+    return err;
+  for (const auto &init : graph.initializer()) {
+    if (init.name().empty())
+      return invalid("an initializer has no name");
+    if (auto err = checkTensorProto(init, "initializer '" + init.name() + "'"))
+      return err;
+    initializers[init.name()] = &init;
+    // Integer and bool initializers are shapes, axes, indices and masks, and 0-D floats are factors
+    // such as 1/sqrt(d) or a fill value: never trained, so constants. Every other one is a param.
+    Type elt = elementTypeFor(ctx, init.data_type());
+    if (elt.isInteger(1) || elt.isInteger(32) || elt.isInteger(64) || init.dims_size() == 0)
+      constants[init.name()] = &init;
+  }
+  for (const auto &[name, dims] : options.shapes) {
+    bool found = llvm::any_of(graph.input(), [&](const auto &vi) { return vi.name() == name; });
+    if (!found)
+      return invalid("--shape names '" + name.str() + "', which is not a graph input");
+  }
+  std::vector<int> order;
+  if (auto err = checkDefinitionsAndOrder(order))
+    return err;
+  if (auto err = runOnnxShapeInference())
+    return err;
+
+  auto module = ModuleOp::create(FileLineColLoc::get(&ctx, path, 0, 0));
+  out.module = module;
+  builder.setInsertionPointToEnd(module.getBody());
+  auto func = builder.create<func::FuncOp>(FileLineColLoc::get(&ctx, path, 0, 0), "forward",
+                                           builder.getFunctionType({}, {}));
+  body = func.addEntryBlock();
+  builder.setInsertionPointToEnd(body);
+
+  for (const auto &vi : graph.input()) {
+    if (initializers.contains(vi.name()))
+      continue; // IR version < 4 lists initializers as inputs too: they are params.
+    auto type = inputType(vi);
+    if (!type)
+      return type.takeError();
+    values[vi.name()] = body->addArgument(*type, NameLoc::get(builder.getStringAttr(vi.name())));
+    out.inputNames.push_back(vi.name());
+  }
+  for (int i : order)
+    if (auto err = importNode(graph.node(i)))
+      return err;
+
+  llvm::SmallVector<Value> results;
+  for (const auto &o : graph.output()) {
+    onnx::NodeProto outputUse;
+    outputUse.set_op_type("graph output");
+    outputUse.add_input(o.name());
+    auto v = value(outputUse, 0);
+    if (!v)
+      return v.takeError();
+    const auto &declared = o.type().tensor_type();
+    auto type = typeOf(*v);
+    if (declared.elem_type() && elementTypeFor(ctx, declared.elem_type()) != type.getElementType())
+      return invalid("graph output '" + o.name() + "' is declared " + onnxTypeName(declared.elem_type()) +
+                     " but computed as another element type");
+    if (declared.has_shape()) {
+      bool mismatch = declared.shape().dim_size() != type.getRank();
+      for (int d = 0; !mismatch && d < declared.shape().dim_size(); ++d)
+        mismatch = declared.shape().dim(d).has_dim_value() && declared.shape().dim(d).dim_value() != type.getDimSize(d);
+      if (mismatch)
+        return invalid("graph output '" + o.name() + "' is declared with another shape than the computed " +
+                       shape::str(type.getShape()));
+    }
+    results.push_back(*v);
+    out.outputNames.push_back(o.name());
+  }
+  builder.create<func::ReturnOp>(FileLineColLoc::get(&ctx, path, 0, 0), results);
+  func.setFunctionType(builder.getFunctionType(body->getArgumentTypes(), TypeRange(ValueRange(results))));
+  size_t firstParam = out.inputNames.size();
+  for (auto [i, p] : llvm::enumerate(out.params))
+    func.setArgAttr(firstParam + i, kParamAttrName, builder.getStringAttr(p.name));
+
+  std::string diagnostics;
+  {
+    ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+      diagnostics += "\n  " + d.str();
+      return success();
+    });
+    if (failed(verify(module)))
+      return invalid("the imported IR does not verify:" + diagnostics);
+  }
+  return Error::success();
+}
+
+} // namespace
+
+std::vector<std::string> supportedOnnxOps() {
+  std::vector<std::string> ops;
+  for (const auto &e : GraphImporter::importers())
+    ops.push_back(e.getKey().str());
+  llvm::sort(ops);
+  return ops;
+}
+
+Expected<ImportedModel> importOnnxFile(MLIRContext &context, llvm::StringRef path, const ImportOptions &options) {
+  context.loadDialect<TecDialect, func::FuncDialect>();
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!file)
+    return makeError(ImportErrorKind::Invalid, path + ": cannot read: " + file.getError().message());
+  auto storage = std::make_shared<Storage>();
+  llvm::StringRef bytes = (*file)->getBuffer();
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+    return makeError(ImportErrorKind::Unsupported,
+                     path + ": larger than 2 GiB; store the weights as external data (onnx.save(..., save_as_external_data=True))");
+  if (!storage->model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return makeError(ImportErrorKind::Invalid,
+                     path + ": not a valid ONNX model (the protobuf does not parse; is the file truncated?)");
+  if (!storage->model.has_graph() || storage->model.ir_version() <= 0)
+    return makeError(ImportErrorKind::Invalid, path + ": not an ONNX model (no graph or IR version)");
+  ImportedModel result;
+  result.producer = storage->model.producer_name();
+  GraphImporter importer(context, path, *storage, options, result);
+  if (auto err = importer.run())
+    return std::move(err);
+  result.storage = std::move(storage);
+  return std::move(result);
+}
+
+} // namespace tec

@@ -1,0 +1,70 @@
+// ONNX ModelProto -> `func.func @forward` in the tec dialect.
+#ifndef TEC_FRONTEND_IMPORTER_H
+#define TEC_FRONTEND_IMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tec {
+
+/// Invalid: the model is broken. Unsupported: it is valid ONNX that tec does not handle (yet).
+enum class ImportErrorKind { Invalid, Unsupported };
+
+/// An import failure, with a message that names the file and the node or tensor.
+class ImportError : public llvm::ErrorInfo<ImportError> {
+public:
+  static char ID;
+  ImportError(ImportErrorKind kind, std::string message) : kind(kind), message(std::move(message)) {}
+  void log(llvm::raw_ostream &os) const override { os << message; }
+  std::error_code convertToErrorCode() const override { return llvm::inconvertibleErrorCode(); }
+  ImportErrorKind getKind() const { return kind; }
+
+private:
+  ImportErrorKind kind;
+  std::string message;
+};
+
+struct ImportOptions {
+  /// Static shapes for graph inputs with dynamic dims (`--shape name=AxB`), as trtexec's --shapes.
+  llvm::StringMap<llvm::SmallVector<int64_t>> shapes;
+};
+
+/// An initializer that became a `tec.param` argument. `bytes` points into the parsed model or a
+/// memory-mapped external data file owned by the ImportedModel: no copy is made.
+struct ParamData {
+  std::string name;
+  mlir::RankedTensorType type;
+  llvm::ArrayRef<char> bytes;
+};
+
+struct ImportedModel {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// `@forward`'s arguments are the graph inputs, then one per param, in this order.
+  std::vector<std::string> inputNames;
+  std::vector<ParamData> params;
+  std::vector<std::string> outputNames;
+  int64_t opset = 0;
+  std::string producer;
+  /// Owns the memory that `params` point into.
+  std::shared_ptr<void> storage;
+};
+
+/// Reads, validates and imports an ONNX model file. External data is resolved next to it.
+llvm::Expected<ImportedModel> importOnnxFile(mlir::MLIRContext &context, llvm::StringRef path,
+                                             const ImportOptions &options = {});
+
+/// The ONNX operator types the importer accepts (default domain, opsets 13-21).
+std::vector<std::string> supportedOnnxOps();
+
+/// Opsets of the default ONNX domain the importer accepts.
+inline constexpr int64_t kMinOpset = 13, kMaxOpset = 21;
+
+} // namespace tec
+
+#endif // TEC_FRONTEND_IMPORTER_H

@@ -1,0 +1,478 @@
+#include "ir/TecOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace tec;
+
+//===----------------------------------------------------------------------===//
+// Shape rules
+//===----------------------------------------------------------------------===//
+
+std::optional<shape::Dims> shape::broadcast(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  Dims out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::optional<shape::Dims> shape::matmul(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  if (a.empty() || b.empty())
+    return std::nullopt;
+  Dims lhs(a), rhs(b);
+  if (lhs.size() == 1)
+    lhs.insert(lhs.begin(), 1);
+  if (rhs.size() == 1)
+    rhs.push_back(1);
+  if (lhs.back() != rhs[rhs.size() - 2])
+    return std::nullopt;
+  auto batch = broadcast(ArrayRef(lhs).drop_back(2), ArrayRef(rhs).drop_back(2));
+  if (!batch)
+    return std::nullopt;
+  Dims out = *batch;
+  if (a.size() > 1)
+    out.push_back(lhs[lhs.size() - 2]);
+  if (b.size() > 1)
+    out.push_back(rhs.back());
+  return out;
+}
+
+shape::Dims shape::reduce(ArrayRef<int64_t> in, ArrayRef<int64_t> axes, bool keepdims) {
+  Dims out;
+  for (auto [i, d] : llvm::enumerate(in)) {
+    bool reduced = llvm::is_contained(axes, static_cast<int64_t>(i));
+    if (!reduced)
+      out.push_back(d);
+    else if (keepdims)
+      out.push_back(1);
+  }
+  return out;
+}
+
+int64_t shape::sliceLength(int64_t start, int64_t end, int64_t step) {
+  if (step > 0)
+    return end > start ? (end - start + step - 1) / step : 0;
+  return start > end ? (start - end - step - 1) / -step : 0;
+}
+
+std::optional<int64_t> shape::elementCount(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || llvm::MulOverflow(n, d, n))
+      return std::nullopt;
+  }
+  return n;
+}
+
+std::string shape::str(ArrayRef<int64_t> dims) {
+  if (dims.empty())
+    return "scalar";
+  std::string s;
+  for (auto [i, d] : llvm::enumerate(dims))
+    s += (i ? "x" : "") + std::to_string(d);
+  return s;
+}
+
+bool tec::isKnownEpilogue(StringRef epilogue) {
+  return llvm::is_contained({"none", "relu", "gelu", "gelu_tanh"}, epilogue);
+}
+
+//===----------------------------------------------------------------------===//
+// Verifier helpers shared by op classes
+//===----------------------------------------------------------------------===//
+
+static RankedTensorType rankedType(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+/// All operands share the result's element type and broadcast to the result's shape.
+static LogicalResult verifyBroadcastResult(Operation *op, ValueRange operands) {
+  auto result = rankedType(op->getResult(0));
+  shape::Dims dims;
+  std::string shapes;
+  for (auto [i, v] : llvm::enumerate(operands)) {
+    auto type = rankedType(v);
+    shapes += (i ? " and " : "") + shape::str(type.getShape());
+    auto next = shape::broadcast(dims, type.getShape());
+    if (!next)
+      return op->emitOpError("operand shapes do not broadcast: ") << shapes;
+    dims = *next;
+  }
+  if (ArrayRef<int64_t>(dims) != result.getShape())
+    return op->emitOpError("expected result shape ")
+           << shape::str(dims) << " (broadcast of " << shapes << "), got " << shape::str(result.getShape());
+  return success();
+}
+
+static LogicalResult verifyBinaryElementTypes(Operation *op) {
+  Type expected = rankedType(op->getResult(0)).getElementType();
+  for (Value v : op->getOperands())
+    if (rankedType(v).getElementType() != expected)
+      return op->emitOpError("expected operand element type ")
+             << expected << " (the result's), got " << rankedType(v).getElementType();
+  return success();
+}
+
+static LogicalResult verifyElementwiseBinary(Operation *op) {
+  if (failed(verifyBinaryElementTypes(op)))
+    return failure();
+  return verifyBroadcastResult(op, op->getOperands());
+}
+
+static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
+  if (axis < 0 || axis >= rank)
+    return op->emitOpError("expected axis in [0, ") << rank << "), got " << axis;
+  return success();
+}
+
+static LogicalResult verifyReduction(Operation *op, RankedTensorType input, ArrayRef<int64_t> axes,
+                                     bool keepdims, RankedTensorType result) {
+  for (auto [i, a] : llvm::enumerate(axes)) {
+    if (a < 0 || a >= input.getRank())
+      return op->emitOpError("expected axes in [0, ") << input.getRank() << "), got " << a;
+    if (i > 0 && axes[i - 1] >= a)
+      return op->emitOpError("expected sorted unique axes");
+  }
+  if (input.getElementType() != result.getElementType())
+    return op->emitOpError("expected result element type ") << input.getElementType() << ", got "
+                                                          << result.getElementType();
+  auto expected = shape::reduce(input.getShape(), axes, keepdims);
+  if (ArrayRef<int64_t>(expected) != result.getShape())
+    return op->emitOpError("expected result shape ")
+           << shape::str(expected) << ", got " << shape::str(result.getShape());
+  return success();
+}
+
+static LogicalResult verifySameElementType(Operation *op, Value a, StringRef what) {
+  Type expected = rankedType(op->getResult(0)).getElementType();
+  if (rankedType(a).getElementType() != expected)
+    return op->emitOpError("expected ") << what << " element type " << expected << ", got "
+                                        << rankedType(a).getElementType();
+  return success();
+}
+
+static LogicalResult verifyEpilogue(Operation *op, StringRef epilogue) {
+  if (!isKnownEpilogue(epilogue))
+    return op->emitOpError("expected epilogue none, relu, gelu or gelu_tanh, got '") << epilogue << "'";
+  return success();
+}
+
+/// Shared by tec.linear and tec.fp8_gemm: input [..., K] x weight (KxN, or NxK with transpose_b)
+/// + bias [N] -> result [..., N].
+static LogicalResult verifyLinearShapes(Operation *op, Value input, Value weight, Value bias,
+                                        bool transposeB) {
+  auto in = rankedType(input), w = rankedType(weight), out = rankedType(op->getResult(0));
+  if (in.getRank() < 1)
+    return op->emitOpError("expected input of rank >= 1, got rank 0");
+  if (w.getRank() != 2)
+    return op->emitOpError("expected 2-D weight, got rank ") << w.getRank();
+  int64_t k = transposeB ? w.getDimSize(1) : w.getDimSize(0);
+  int64_t n = transposeB ? w.getDimSize(0) : w.getDimSize(1);
+  if (in.getShape().back() != k)
+    return op->emitOpError("expected input inner dim ")
+           << k << " to match weight " << shape::str(w.getShape()) << (transposeB ? " (transposed)" : "")
+           << ", got " << in.getShape().back();
+  shape::Dims expected(in.getShape().drop_back());
+  expected.push_back(n);
+  if (ArrayRef<int64_t>(expected) != out.getShape())
+    return op->emitOpError("expected result shape ")
+           << shape::str(expected) << ", got " << shape::str(out.getShape());
+  if (bias) {
+    auto b = rankedType(bias);
+    if (b.getShape() != ArrayRef<int64_t>{n})
+      return op->emitOpError("expected bias shape ") << n << ", got " << shape::str(b.getShape());
+  }
+  return success();
+}
+
+static bool isFp8(Type t) { return llvm::isa<Float8E4M3FNType, Float8E5M2Type>(t); }
+
+//===----------------------------------------------------------------------===//
+// Op verifiers and folders
+//===----------------------------------------------------------------------===//
+
+#define GET_OP_CLASSES
+#include "ir/TecOps.cpp.inc"
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("expected approximate 'none' or 'tanh', got '") << getApproximate() << "'";
+  return success();
+}
+
+LogicalResult WhereOp::verify() {
+  if (getX().getType().getElementType() != getY().getType().getElementType() ||
+      getX().getType().getElementType() != getType().getElementType())
+    return emitOpError("expected x, y and result to share an element type, got ")
+           << getX().getType().getElementType() << ", " << getY().getType().getElementType() << " and "
+           << getType().getElementType();
+  return verifyBroadcastResult(*this, getOperands());
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  return getInput().getType() == getType() ? getInput() : nullptr;
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult LayerNormOp::verify() {
+  auto in = getInput().getType();
+  if (failed(verifyAxis(*this, getAxis(), in.getRank())))
+    return failure();
+  if (in != getType())
+    return emitOpError("expected result type ") << in << ", got " << getType();
+  auto normalized = in.getShape().drop_front(getAxis());
+  for (Value v : {getScale(), getBias()}) {
+    if (!v)
+      continue;
+    if (failed(verifySameElementType(*this, v, "scale/bias")))
+      return failure();
+    if (rankedType(v).getShape() != normalized)
+      return emitOpError("expected scale/bias shape ")
+             << shape::str(normalized) << ", got " << shape::str(rankedType(v).getShape());
+  }
+  if (getEpsilon().convertToFloat() <= 0)
+    return emitOpError("expected positive epsilon, got ") << getEpsilon().convertToFloat();
+  return success();
+}
+
+LogicalResult MatMulOp::verify() {
+  if (failed(verifyBinaryElementTypes(*this)))
+    return failure();
+  auto a = getLhs().getType().getShape(), b = getRhs().getType().getShape();
+  auto expected = shape::matmul(a, b);
+  if (!expected)
+    return emitOpError("incompatible matmul operands ") << shape::str(a) << " and " << shape::str(b);
+  if (ArrayRef<int64_t>(*expected) != getType().getShape())
+    return emitOpError("expected result shape ")
+           << shape::str(*expected) << ", got " << shape::str(getType().getShape());
+  return success();
+}
+
+LogicalResult GemmOp::verify() {
+  if (failed(verifyBinaryElementTypes(*this)))
+    return failure();
+  auto a = getA().getType(), b = getB().getType();
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return emitOpError("expected 2-D A and B, got ") << shape::str(a.getShape()) << " and "
+                                                    << shape::str(b.getShape());
+  int64_t m = a.getDimSize(getTransA() ? 1 : 0), ka = a.getDimSize(getTransA() ? 0 : 1);
+  int64_t kb = b.getDimSize(getTransB() ? 1 : 0), n = b.getDimSize(getTransB() ? 0 : 1);
+  if (ka != kb)
+    return emitOpError("expected matching inner dims, got ") << ka << " and " << kb;
+  if (getType().getShape() != ArrayRef<int64_t>{m, n})
+    return emitOpError("expected result shape ") << m << "x" << n << ", got "
+                                                 << shape::str(getType().getShape());
+  if (getC()) {
+    auto c = getC().getType().getShape();
+    auto b2 = shape::broadcast(c, {m, n});
+    if (c.size() > 2 || !b2 || ArrayRef<int64_t>(*b2) != ArrayRef<int64_t>{m, n})
+      return emitOpError("expected C to broadcast to ") << m << "x" << n << ", got " << shape::str(c);
+  }
+  return success();
+}
+
+LogicalResult LinearOp::verify() {
+  if (failed(verifyBinaryElementTypes(*this)) || failed(verifyEpilogue(*this, getEpilogue())))
+    return failure();
+  return verifyLinearShapes(*this, getInput(), getWeight(), getBias(), getTransposeB());
+}
+
+LogicalResult TransposeOp::verify() {
+  auto in = getInput().getType();
+  ArrayRef<int64_t> perm = getPerm();
+  if (static_cast<int64_t>(perm.size()) != in.getRank())
+    return emitOpError("expected perm of length ") << in.getRank() << ", got " << perm.size();
+  llvm::SmallVector<bool> seen(perm.size());
+  shape::Dims expected;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= in.getRank() || seen[p])
+      return emitOpError("expected a permutation of [0, ") << in.getRank() << "), got "
+                                                           << "[" << shape::str(perm) << "]";
+    seen[p] = true;
+    expected.push_back(in.getDimSize(p));
+  }
+  if (failed(verifySameElementType(*this, getInput(), "input")))
+    return failure();
+  if (ArrayRef<int64_t>(expected) != getType().getShape())
+    return emitOpError("expected result shape ")
+           << shape::str(expected) << ", got " << shape::str(getType().getShape());
+  return success();
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  for (auto [i, p] : llvm::enumerate(getPerm()))
+    if (static_cast<int64_t>(i) != p)
+      return nullptr;
+  return getInput();
+}
+
+LogicalResult ReshapeOp::verify() {
+  if (failed(verifySameElementType(*this, getInput(), "input")))
+    return failure();
+  auto in = getInput().getType().getNumElements(), out = getType().getNumElements();
+  if (in != out)
+    return emitOpError("expected result with ") << in << " elements, got " << out;
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  return getInput().getType() == getType() ? getInput() : nullptr;
+}
+
+LogicalResult ExpandOp::verify() {
+  if (failed(verifySameElementType(*this, getInput(), "input")))
+    return failure();
+  auto in = getInput().getType().getShape(), out = getType().getShape();
+  auto b = shape::broadcast(in, out);
+  if (!b || ArrayRef<int64_t>(*b) != out)
+    return emitOpError("expected input ") << shape::str(in) << " to broadcast to " << shape::str(out);
+  return success();
+}
+
+OpFoldResult ExpandOp::fold(FoldAdaptor) {
+  return getInput().getType() == getType() ? getInput() : nullptr;
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("expected at least one input");
+  auto out = getType();
+  if (failed(verifyAxis(*this, getAxis(), out.getRank())))
+    return failure();
+  int64_t total = 0;
+  for (Value v : getInputs()) {
+    auto t = rankedType(v);
+    if (failed(verifySameElementType(*this, v, "input")))
+      return failure();
+    if (t.getRank() != out.getRank())
+      return emitOpError("expected inputs of rank ") << out.getRank() << ", got " << t.getRank();
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != getAxis() && t.getDimSize(d) != out.getDimSize(d))
+        return emitOpError("expected dim ") << d << " of every input to be " << out.getDimSize(d)
+                                            << ", got " << t.getDimSize(d);
+    total += t.getDimSize(getAxis());
+  }
+  if (total != out.getDimSize(getAxis()))
+    return emitOpError("expected result dim ") << getAxis() << " to be " << total << ", got "
+                                               << out.getDimSize(getAxis());
+  return success();
+}
+
+LogicalResult SplitOp::verify() {
+  auto in = getInput().getType();
+  if (failed(verifyAxis(*this, getAxis(), in.getRank())))
+    return failure();
+  if (getOutputs().empty())
+    return emitOpError("expected at least one result");
+  int64_t total = 0;
+  for (Value v : getOutputs()) {
+    auto t = rankedType(v);
+    if (t.getElementType() != in.getElementType() || t.getRank() != in.getRank())
+      return emitOpError("expected results of element type ")
+             << in.getElementType() << " and rank " << in.getRank() << ", got " << t;
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != getAxis() && t.getDimSize(d) != in.getDimSize(d))
+        return emitOpError("expected result dim ") << d << " to be " << in.getDimSize(d) << ", got "
+                                                   << t.getDimSize(d);
+    total += t.getDimSize(getAxis());
+  }
+  if (total != in.getDimSize(getAxis()))
+    return emitOpError("expected result sizes along axis ")
+           << getAxis() << " to add up to " << in.getDimSize(getAxis()) << ", got " << total;
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  auto in = getInput().getType();
+  if (failed(verifySameElementType(*this, getInput(), "input")))
+    return failure();
+  ArrayRef<int64_t> starts = getStarts(), ends = getEnds(), steps = getSteps();
+  if (static_cast<int64_t>(starts.size()) != in.getRank() || ends.size() != starts.size() ||
+      steps.size() != starts.size())
+    return emitOpError("expected starts, ends and steps of length ") << in.getRank();
+  shape::Dims expected;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    if (steps[d] == 0)
+      return emitOpError("expected nonzero step in dim ") << d;
+    int64_t lo = steps[d] > 0 ? 0 : -1, hi = steps[d] > 0 ? in.getDimSize(d) : in.getDimSize(d) - 1;
+    if (starts[d] < lo || starts[d] > hi || ends[d] < lo || ends[d] > hi + (steps[d] > 0 ? 0 : 1))
+      return emitOpError("expected start and end of dim ") << d << " within its size "
+                                                            << in.getDimSize(d);
+    expected.push_back(shape::sliceLength(starts[d], ends[d], steps[d]));
+  }
+  if (ArrayRef<int64_t>(expected) != getType().getShape())
+    return emitOpError("expected result shape ")
+           << shape::str(expected) << ", got " << shape::str(getType().getShape());
+  return success();
+}
+
+LogicalResult GatherOp::verify() {
+  auto data = getData().getType();
+  if (failed(verifyAxis(*this, getAxis(), data.getRank())) ||
+      failed(verifySameElementType(*this, getData(), "data")))
+    return failure();
+  shape::Dims expected(data.getShape().take_front(getAxis()));
+  llvm::append_range(expected, getIndices().getType().getShape());
+  llvm::append_range(expected, data.getShape().drop_front(getAxis() + 1));
+  if (ArrayRef<int64_t>(expected) != getType().getShape())
+    return emitOpError("expected result shape ")
+           << shape::str(expected) << ", got " << shape::str(getType().getShape());
+  return success();
+}
+
+LogicalResult QuantizeOp::verify() {
+  Type out = getType().getElementType();
+  if (!isFp8(out))
+    return emitOpError("expected f8E4M3FN or f8E5M2 result, got ") << out;
+  return success();
+}
+
+LogicalResult DequantizeOp::verify() {
+  Type in = getInput().getType().getElementType(), out = getType().getElementType();
+  if (!isFp8(in))
+    return emitOpError("expected f8E4M3FN or f8E5M2 input, got ") << in;
+  if (!llvm::isa<Float32Type, Float16Type, BFloat16Type>(out))
+    return emitOpError("expected f32, f16 or bf16 result, got ") << out;
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError("expected result shape ") << shape::str(getInput().getType().getShape())
+                                                 << ", got " << shape::str(getType().getShape());
+  return success();
+}
+
+LogicalResult Fp8GemmOp::verify() {
+  if (failed(verifyEpilogue(*this, getEpilogue())))
+    return failure();
+  if (llvm::isa<Float8E5M2Type>(getInput().getType().getElementType()) &&
+      llvm::isa<Float8E5M2Type>(getWeight().getType().getElementType()))
+    return emitOpError("expected at most one f8E5M2 operand, got two (cuBLASLt has no E5M2 x E5M2 GEMM)");
+  if (getBias() && failed(verifySameElementType(*this, getBias(), "bias")))
+    return failure();
+  return verifyLinearShapes(*this, getInput(), getWeight(), getBias(), getTransposeB());
+}
+
+LogicalResult DelayedScalingOp::verify() {
+  if (getHistory().getType().getRank() != 1 || getHistory().getType().getDimSize(0) < 1)
+    return emitOpError("expected a non-empty 1-D amax history, got ") << getHistory().getType();
+  if (getNewHistory().getType() != getHistory().getType())
+    return emitOpError("expected new history of type ") << getHistory().getType() << ", got "
+                                                        << getNewHistory().getType();
+  float fp8Max = getFp8Max().convertToFloat();
+  if (fp8Max != 448.0f && fp8Max != 57344.0f)
+    return emitOpError("expected fp8_max 448 (E4M3) or 57344 (E5M2), got ") << fp8Max;
+  if (getAlgo() != "max" && getAlgo() != "most_recent")
+    return emitOpError("expected algo 'max' or 'most_recent', got '") << getAlgo() << "'";
+  if (getMargin() < 0)
+    return emitOpError("expected non-negative margin, got ") << getMargin();
+  return success();
+}

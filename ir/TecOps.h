@@ -1,0 +1,46 @@
+// The tec dialect: ops, plus the shape rules shared by the verifiers and the ONNX importer.
+#ifndef TEC_IR_TECOPS_H
+#define TEC_IR_TECOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <optional>
+
+#include "ir/TecOpsDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "ir/TecOps.h.inc"
+
+namespace tec {
+
+/// Name of the function-argument attribute that marks a trainable parameter (an ONNX initializer).
+inline constexpr llvm::StringLiteral kParamAttrName = "tec.param";
+
+/// The epilogues a fused GEMM may carry, in cuBLASLt's terms.
+bool isKnownEpilogue(llvm::StringRef epilogue);
+
+namespace shape {
+using Dims = llvm::SmallVector<int64_t>;
+/// Numpy broadcast of two shapes; nullopt when they are incompatible.
+std::optional<Dims> broadcast(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+/// Numpy matmul result shape (1-D promotion, batch broadcast); nullopt when incompatible.
+std::optional<Dims> matmul(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+/// Shape after reducing `axes` (sorted, non-negative).
+Dims reduce(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> axes, bool keepdims);
+/// Number of elements of `step`-strided range [start, end): never negative.
+int64_t sliceLength(int64_t start, int64_t end, int64_t step);
+/// Element count, or nullopt when it overflows int64 or a dim is negative.
+std::optional<int64_t> elementCount(llvm::ArrayRef<int64_t> dims);
+/// "4x8" for diagnostics.
+std::string str(llvm::ArrayRef<int64_t> dims);
+} // namespace shape
+
+} // namespace tec
+
+#endif // TEC_IR_TECOPS_H

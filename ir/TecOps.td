@@ -1,0 +1,518 @@
+#ifndef TEC_OPS
+#define TEC_OPS
+
+include "ir/TecDialect.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Tec_Float : AnyTypeOf<[F32, F16, BF16]>;
+def Tec_Fp8 : AnyTypeOf<[F8E4M3FN, F8E5M2]>;
+def Tec_Int : AnyTypeOf<[I32, I64]>;
+def Tec_Element : AnyTypeOf<[F32, F16, BF16, I32, I64, I1, F8E4M3FN, F8E5M2]>;
+
+def Tec_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
+def Tec_NumericTensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I64]>;
+def Tec_Fp8Tensor : StaticShapeTensorOf<[F8E4M3FN, F8E5M2]>;
+def Tec_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Tec_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Tec_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I64, I1, F8E4M3FN, F8E5M2]>;
+// A per-tensor FP8 scale, scale_inv or amax: one f32.
+def Tec_Scalar : 0DTensorOf<[F32]>;
+def Tec_History : StaticShapeTensorOf<[F32]>;
+
+// cuBLASLt epilogues a fused GEMM can carry.
+def Tec_EpilogueAttr : DefaultValuedAttr<StrAttr, "\"none\"">;
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Tec_BinaryOp<string mnemonic, string onnxName, Type operandType>
+    : Tec_Op<mnemonic, [Pure]> {
+  let summary = "elementwise " # onnxName # " with numpy broadcasting";
+  let description = !strconcat([{
+    ONNX `}], onnxName, [{` (opset 13+): both operands have the same element type and broadcast
+    numpy-style; the result has the broadcast shape.
+
+    Example:
+    ```mlir
+    %0 = tec.}], mnemonic, [{ %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    ```
+  }]);
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs operandType:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() { return verifyElementwiseBinary(*this); }
+  }];
+}
+
+def Tec_AddOp : Tec_BinaryOp<"add", "Add", Tec_NumericTensor>;
+def Tec_SubOp : Tec_BinaryOp<"sub", "Sub", Tec_NumericTensor>;
+def Tec_MulOp : Tec_BinaryOp<"mul", "Mul", Tec_NumericTensor>;
+def Tec_DivOp : Tec_BinaryOp<"div", "Div", Tec_NumericTensor>;
+def Tec_PowOp : Tec_BinaryOp<"pow", "Pow", Tec_FloatTensor>;
+
+class Tec_UnaryOp<string mnemonic, string onnxName, string formula>
+    : Tec_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = "elementwise " # onnxName;
+  let description = !strconcat([{
+    ONNX `}], onnxName, [{`: `y = }], formula, [{` per element; shape and type are kept.
+
+    Example:
+    ```mlir
+    %0 = tec.}], mnemonic, [{ %x : tensor<4x8xf32>
+    ```
+  }]);
+  let arguments = (ins Tec_FloatTensor:$input);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Tec_ReluOp : Tec_UnaryOp<"relu", "Relu", "max(x, 0)">;
+def Tec_TanhOp : Tec_UnaryOp<"tanh", "Tanh", "tanh(x)">;
+def Tec_SigmoidOp : Tec_UnaryOp<"sigmoid", "Sigmoid", "1 / (1 + exp(-x))">;
+def Tec_ErfOp : Tec_UnaryOp<"erf", "Erf", "erf(x)">;
+def Tec_SqrtOp : Tec_UnaryOp<"sqrt", "Sqrt", "sqrt(x)">;
+
+def Tec_GeluOp : Tec_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "GELU activation, exact (erf) or tanh approximation";
+  let description = [{
+    ONNX `Gelu` (opset 20). `approximate = "none"` is `x/2 * (1 + erf(x/√2))`;
+    `approximate = "tanh"` is `x/2 * (1 + tanh(√(2/π) * (x + 0.044715 x³)))`, the form of cuBLASLt's
+    GELU epilogue.
+
+    Example:
+    ```mlir
+    %0 = tec.gelu %x {approximate = "tanh"} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$input,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Tec_WhereOp : Tec_Op<"where", [Pure]> {
+  let summary = "elementwise select with numpy broadcasting";
+  let description = [{
+    ONNX `Where`: `condition ? x : y`, all three broadcast together; `x` and `y` share the result's
+    element type.
+
+    Example:
+    ```mlir
+    %0 = tec.where %c, %x, %y : (tensor<4x1xi1>, tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Tec_BoolTensor:$condition, Tec_Tensor:$x, Tec_Tensor:$y);
+  let results = (outs Tec_Tensor:$result);
+  let assemblyFormat = "$condition `,` $x `,` $y attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_CastOp : Tec_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "element type conversion";
+  let description = [{
+    ONNX `Cast`: converts each element to the result's element type (floats round to nearest even,
+    float to integer truncates toward zero, anything nonzero becomes `true`).
+
+    Example:
+    ```mlir
+    %0 = tec.cast %x : tensor<4x8xf32> to tensor<4x8xbf16>
+    ```
+  }];
+  let arguments = (ins Tec_Tensor:$input);
+  let results = (outs Tec_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasFolder = 1;
+}
+
+def Tec_ConstantOp : Tec_Op<"constant", [Pure, ConstantLike, AllTypesMatch<["value", "result"]>]> {
+  let summary = "a constant tensor";
+  let description = [{
+    ONNX `Constant`, and small initializers consumed as constants. Large initializers are not
+    constants: they are `tec.param` function arguments.
+
+    Example:
+    ```mlir
+    %0 = tec.constant dense<[1.0, 2.0]> : tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Tec_Tensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization and reductions
+//===----------------------------------------------------------------------===//
+
+class Tec_SoftmaxLikeOp<string mnemonic, string onnxName, string formula>
+    : Tec_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = onnxName # " along one axis";
+  let description = !strconcat([{
+    ONNX `}], onnxName, [{` (opset 13+): `}], formula, [{` along `axis`
+    (normalized to `0 <= axis < rank` by the importer).
+
+    Example:
+    ```mlir
+    %0 = tec.}], mnemonic, [{ %x {axis = 1 : i64} : tensor<4x8xf32>
+    ```
+  }]);
+  let arguments = (ins Tec_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() { return verifyAxis(*this, getAxis(), getInput().getType().getRank()); }
+  }];
+}
+
+def Tec_SoftmaxOp : Tec_SoftmaxLikeOp<"softmax", "Softmax", "exp(x - max) / sum(exp(x - max))">;
+def Tec_LogSoftmaxOp : Tec_SoftmaxLikeOp<"log_softmax", "LogSoftmax", "x - max - log(sum(exp(x - max)))">;
+
+def Tec_LayerNormOp : Tec_Op<"layer_norm", [Pure]> {
+  let summary = "layer normalization over the trailing dimensions from axis";
+  let description = [{
+    ONNX `LayerNormalization` (opset 17): normalizes over dims `axis..rank-1` with `epsilon`, then
+    scales by `scale` and adds the optional `bias`, both shaped like the normalized dims. Only the
+    first ONNX output (Y) is represented.
+
+    Example:
+    ```mlir
+    %0 = tec.layer_norm %x, %g, %b {axis = 1 : i64, epsilon = 1.0e-05 : f32}
+           : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$input, Tec_FloatTensor:$scale,
+                   Optional<Tec_FloatTensor>:$bias, I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $scale (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class Tec_ReduceOp<string mnemonic, string onnxName> : Tec_Op<mnemonic, [Pure]> {
+  let summary = onnxName # " over a set of axes";
+  let description = !strconcat([{
+    ONNX `}], onnxName, [{`: reduces over `axes` (sorted, unique, non-negative; empty never means
+    "all": the importer lists the axes); `keepdims` keeps reduced dims as size 1.
+
+    Example:
+    ```mlir
+    %0 = tec.}], mnemonic, [{ %x {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+    ```
+  }]);
+  let arguments = (ins Tec_NumericTensor:$input, DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
+  let results = (outs Tec_NumericTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() {
+      return verifyReduction(*this, getInput().getType(), getAxes(), getKeepdims(), getResult().getType());
+    }
+  }];
+}
+
+def Tec_ReduceMeanOp : Tec_ReduceOp<"reduce_mean", "ReduceMean">;
+def Tec_ReduceSumOp : Tec_ReduceOp<"reduce_sum", "ReduceSum">;
+
+//===----------------------------------------------------------------------===//
+// GEMMs
+//===----------------------------------------------------------------------===//
+
+def Tec_MatMulOp : Tec_Op<"matmul", [Pure]> {
+  let summary = "numpy matrix product";
+  let description = [{
+    ONNX `MatMul`: 1-D operands are promoted as numpy does, batch dims broadcast.
+
+    Example:
+    ```mlir
+    %0 = tec.matmul %a, %b : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$lhs, Tec_FloatTensor:$rhs);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_GemmOp : Tec_Op<"gemm", [Pure]> {
+  let summary = "ONNX Gemm: alpha * op(A) * op(B) + beta * C";
+  let description = [{
+    ONNX `Gemm` on 2-D operands; `op(X)` transposes when `trans_a`/`trans_b` is set; `C` is optional
+    and broadcasts to the `MxN` result.
+
+    Example:
+    ```mlir
+    %0 = tec.gemm %x, %w, %b {alpha = 1.0 : f32, beta = 1.0 : f32, trans_a = false, trans_b = true}
+           : (tensor<64x256xf32>, tensor<128x256xf32>, tensor<128xf32>) -> tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$a, Tec_FloatTensor:$b, Optional<Tec_FloatTensor>:$c,
+                   F32Attr:$alpha, F32Attr:$beta, BoolAttr:$trans_a, BoolAttr:$trans_b);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = "$a `,` $b (`,` $c^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_LinearOp : Tec_Op<"linear", [Pure]> {
+  let summary = "fused GEMM + optional bias + activation epilogue";
+  let description = [{
+    `result = epilogue(input · W + bias)` where `W` is `weight` (`KxN`) or, with `transpose_b`,
+    its transpose (`weight` is `NxK`, the PyTorch `nn.Linear` layout). The epilogue is one of
+    `none`, `relu`, `gelu` (exact, erf form) or `gelu_tanh` (cuBLASLt's GELU epilogue), so codegen
+    maps the op to one cuBLASLt call with BIAS, RELU_BIAS or GELU_BIAS. The input may have leading
+    batch dims; the bias is `N` long.
+
+    Example:
+    ```mlir
+    %0 = tec.linear %x, %w, %b {epilogue = "relu", transpose_b = true}
+           : (tensor<64x256xf32>, tensor<128x256xf32>, tensor<128xf32>) -> tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$input, Tec_FloatTensor:$weight,
+                   Optional<Tec_FloatTensor>:$bias, Tec_EpilogueAttr:$epilogue,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and data movement
+//===----------------------------------------------------------------------===//
+
+def Tec_TransposeOp : Tec_Op<"transpose", [Pure]> {
+  let summary = "permute dimensions";
+  let description = [{
+    ONNX `Transpose`: result dim `i` is input dim `perm[i]`.
+
+    Example:
+    ```mlir
+    %0 = tec.transpose %x {perm = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins Tec_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Tec_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Tec_ReshapeOp : Tec_Op<"reshape", [Pure]> {
+  let summary = "reinterpret the shape, keeping element order";
+  let description = [{
+    ONNX `Reshape`, `Flatten`, `Squeeze` and `Unsqueeze`: with static shapes all four only change the
+    shape, so the result type says everything.
+
+    Example:
+    ```mlir
+    %0 = tec.reshape %x : tensor<4x8xf32> -> tensor<2x2x8xf32>
+    ```
+  }];
+  let arguments = (ins Tec_Tensor:$input);
+  let results = (outs Tec_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Tec_ExpandOp : Tec_Op<"expand", [Pure]> {
+  let summary = "broadcast to a larger shape";
+  let description = [{
+    ONNX `Expand`: the input broadcasts numpy-style to the result shape.
+
+    Example:
+    ```mlir
+    %0 = tec.expand %x : tensor<1x8xf32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Tec_Tensor:$input);
+  let results = (outs Tec_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Tec_ConcatOp : Tec_Op<"concat", [Pure]> {
+  let summary = "join tensors along an axis";
+  let description = [{
+    ONNX `Concat`: all inputs agree on every dim but `axis`.
+
+    Example:
+    ```mlir
+    %0 = tec.concat %a, %b {axis = 1 : i64} : (tensor<4x2xf32>, tensor<4x6xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Tec_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Tec_Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_SplitOp : Tec_Op<"split", [Pure]> {
+  let summary = "cut a tensor into pieces along an axis";
+  let description = [{
+    ONNX `Split`: the results' sizes along `axis` add up to the input's.
+
+    Example:
+    ```mlir
+    %0:2 = tec.split %x {axis = 1 : i64} : (tensor<4x8xf32>) -> (tensor<4x2xf32>, tensor<4x6xf32>)
+    ```
+  }];
+  let arguments = (ins Tec_Tensor:$input, I64Attr:$axis);
+  let results = (outs Variadic<Tec_Tensor>:$outputs);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_SliceOp : Tec_Op<"slice", [Pure]> {
+  let summary = "strided slice with one start/end/step per dim";
+  let description = [{
+    ONNX `Slice` after the importer normalizes it: `starts`, `ends` and `steps` have one entry per
+    input dim, negative indices resolved and clamped, so result dim `i` has
+    `ceil((ends[i] - starts[i]) / steps[i])` elements (never negative).
+
+    Example:
+    ```mlir
+    %0 = tec.slice %x {starts = array<i64: 0, 2>, ends = array<i64: 4, 8>, steps = array<i64: 1, 2>}
+           : tensor<4x8xf32> -> tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins Tec_Tensor:$input, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$ends,
+                   DenseI64ArrayAttr:$steps);
+  let results = (outs Tec_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tec_GatherOp : Tec_Op<"gather", [Pure]> {
+  let summary = "gather slices along an axis by index";
+  let description = [{
+    ONNX `Gather`: result shape is `data[:axis] ++ indices ++ data[axis+1:]`; negative indices count
+    from the end; an index out of range is a run-time error.
+
+    Example:
+    ```mlir
+    %0 = tec.gather %table, %ids {axis = 0 : i64} : (tensor<100x16xf32>, tensor<4x8xi64>) -> tensor<4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Tec_Tensor:$data, Tec_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Tec_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// FP8
+//===----------------------------------------------------------------------===//
+
+def Tec_QuantizeOp : Tec_Op<"quantize", [Pure, SameOperandsAndResultShape]> {
+  let summary = "scale and cast to FP8, round to nearest even, saturate to finite";
+  let description = [{
+    `result = fp8(input * scale)`, bit for bit CUDA's `__nv_cvt_float_to_fp8(x, __NV_SATFINITE, …)`:
+    E4M3 saturates at ±448, E5M2 at ±57344, NaN stays NaN. `scale` is the tensor's per-tensor
+    delayed-scaling scale.
+
+    Example:
+    ```mlir
+    %0 = tec.quantize %x, %scale : (tensor<64x256xf32>, tensor<f32>) -> tensor<64x256xf8E4M3FN>
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$input, Tec_Scalar:$scale);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_DequantizeOp : Tec_Op<"dequantize", [Pure]> {
+  let summary = "widen FP8 and multiply by scale_inv";
+  let description = [{
+    `result = float(input) * scale_inv`, the inverse of `tec.quantize` up to FP8 rounding.
+
+    Example:
+    ```mlir
+    %0 = tec.dequantize %q, %scale_inv : (tensor<64x256xf8E4M3FN>, tensor<f32>) -> tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Tec_Scalar:$scale_inv);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input `,` $scale_inv attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_AmaxOp : Tec_Op<"amax", [Pure]> {
+  let summary = "maximum absolute value of a tensor";
+  let description = [{
+    `result = max(|input|)` over all elements, as f32; NaN propagates. It feeds the tensor's amax
+    history (slot 0 of `tec.delayed_scaling`).
+
+    Example:
+    ```mlir
+    %0 = tec.amax %x : tensor<64x256xf32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$input);
+  let results = (outs Tec_Scalar:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Tec_Fp8GemmOp : Tec_Op<"fp8_gemm", [Pure]> {
+  let summary = "FP8 GEMM with per-tensor scale_inv operands and a fused epilogue";
+  let description = [{
+    `result = epilogue((input · W) * input_scale_inv * weight_scale_inv + bias)` with FP8 operands, as
+    cuBLASLt computes it with A/B scale pointers. `W` follows `tec.linear`'s `transpose_b` rule.
+    At most one operand may be E5M2 (gradients in the HYBRID recipe); cuBLASLt has no E5M2×E5M2 GEMM.
+
+    Example:
+    ```mlir
+    %0 = tec.fp8_gemm %xq, %wq, %xsi, %wsi, %b {epilogue = "gelu_tanh", transpose_b = true}
+           : (tensor<64x256xf8E4M3FN>, tensor<128x256xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<128xf32>)
+           -> tensor<64x128xbf16>
+    ```
+  }];
+  let arguments = (ins Tec_Fp8Tensor:$input, Tec_Fp8Tensor:$weight, Tec_Scalar:$input_scale_inv,
+                   Tec_Scalar:$weight_scale_inv, Optional<Tec_FloatTensor>:$bias,
+                   Tec_EpilogueAttr:$epilogue, DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $input_scale_inv `,` $weight_scale_inv (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tec_DelayedScalingOp : Tec_Op<"delayed_scaling", [Pure]> {
+  let summary = "Transformer Engine's delayed-scaling update of an amax history and scale";
+  let description = [{
+    Stages `amax` in slot 0 of `history`, reduces the history (`algo = "max"` over all slots, or
+    `"most_recent"` = slot 0) to `a`, and computes `scale = (fp8_max / a) / 2^margin`, keeping the old
+    `scale` when `a` is 0, inf or NaN and clamping an overflowing scale to FLT_MAX. The history then
+    rolls one slot (the new slot 0 is zero, ready for the next step). `fp8_max` is 448 for E4M3 and
+    57344 for E5M2. Results: the rolled history, the scale and its inverse.
+
+    Example:
+    ```mlir
+    %h, %s, %si = tec.delayed_scaling %hist, %scale, %amax {fp8_max = 448.0 : f32, margin = 0 : i64, algo = "max"}
+        : (tensor<1024xf32>, tensor<f32>, tensor<f32>) -> (tensor<1024xf32>, tensor<f32>, tensor<f32>)
+    ```
+  }];
+  let arguments = (ins Tec_History:$history, Tec_Scalar:$scale, Tec_Scalar:$amax,
+                   F32Attr:$fp8_max, DefaultValuedAttr<I64Attr, "0">:$margin,
+                   DefaultValuedAttr<StrAttr, "\"max\"">:$algo);
+  let results = (outs Tec_History:$new_history, Tec_Scalar:$new_scale, Tec_Scalar:$new_scale_inv);
+  let assemblyFormat = "$history `,` $scale `,` $amax attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+#endif // TEC_OPS

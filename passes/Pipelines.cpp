@@ -1,0 +1,26 @@
+#include "passes/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+namespace tec {
+
+void buildInferencePipeline(OpPassManager &pm, const PipelineOptions &options) {
+  auto enabled = [&](StringRef arg) { return !options.disabledPasses.count(arg.str()); };
+  if (enabled("tec-simplify-shapes"))
+    pm.addNestedPass<func::FuncOp>(createTecSimplifyShapes());
+  if (enabled("canonicalize"))
+    pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
+  if (enabled("cse"))
+    pm.addNestedPass<func::FuncOp>(createCSEPass());
+}
+
+void registerTecPassesAndPipelines() {
+  registerTecPasses();
+  PassPipelineRegistration<>("tec-inference-pipeline", "the pipeline `tec model.onnx` runs",
+                             [](OpPassManager &pm) { buildInferencePipeline(pm, {}); });
+}
+
+} // namespace tec
