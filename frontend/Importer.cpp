@@ -125,6 +125,7 @@ private:
   Expected<RankedTensorType> tensorType(const onnx::TensorProto &t, const std::string &what);
   Expected<RankedTensorType> inputType(const onnx::ValueInfoProto &vi);
   Error checkDefinitionsAndOrder(std::vector<int> &order);
+  Error freezeInput(llvm::StringRef name, const std::string &serialized);
   Error runOnnxShapeInference();
   Error importNode(const onnx::NodeProto &node);
   Error crossCheck(const onnx::NodeProto &node, unsigned i, RankedTensorType type);
@@ -205,10 +206,8 @@ Error GraphImporter::checkOpsetAndOps() {
   for (const auto &imp : storage.model.opset_import())
     if (imp.domain().empty() || imp.domain() == "ai.onnx")
       opset = imp.version();
-  if (opset == 0)
-    return invalid("model imports no opset of the default ONNX domain");
   out.opset = opset;
-  if (opset < kMinOpset || opset > kMaxOpset)
+  if (opset != 0 && (opset < kMinOpset || opset > kMaxOpset))
     return unsupported("opset " + llvm::Twine(opset) + " is outside the supported range " +
                        llvm::Twine(kMinOpset) + "-" + llvm::Twine(kMaxOpset) +
                        " (convert the model with onnx.version_converter)");
@@ -225,6 +224,8 @@ Error GraphImporter::checkOpsetAndOps() {
   if (count)
     return unsupported(llvm::Twine(count) + " unsupported operator" + (count == 1 ? "" : "s") + " (opset " +
                        llvm::Twine(opset) + "):" + list);
+  if (opset == 0)
+    return invalid("model imports no opset of the default ONNX domain");
   return Error::success();
 }
 
@@ -385,6 +386,29 @@ Expected<RankedTensorType> GraphImporter::inputType(const onnx::ValueInfoProto &
   if (!shape::elementCount(dims))
     return invalid(what + " has dims [" + shape::str(dims) + "] whose element count is negative or overflows int64");
   return RankedTensorType::get(dims, elt);
+}
+
+Error GraphImporter::freezeInput(llvm::StringRef name, const std::string &serialized) {
+  auto input = llvm::find_if(graph.input(), [&](const auto &vi) { return vi.name() == name; });
+  if (input == graph.input().end())
+    return invalid("--freeze-input names '" + name + "', which is not a graph input");
+  std::string what = "frozen input '" + name.str() + "'";
+  auto &t = ownedTensors.emplace_back();
+  if (!t.ParseFromString(serialized))
+    return invalid(what + ": the value is not a serialized ONNX TensorProto");
+  if (auto err = checkTensorProto(t, what))
+    return err;
+  auto given = *tensorType(t, what);
+  const auto &declared = input->type().tensor_type();
+  bool matches = elementTypeFor(ctx, declared.elem_type()) == given.getElementType() &&
+                 (!declared.has_shape() || declared.shape().dim_size() == given.getRank());
+  for (int d = 0; matches && declared.has_shape() && d < declared.shape().dim_size(); ++d)
+    matches = !declared.shape().dim(d).has_dim_value() || declared.shape().dim(d).dim_value() == given.getDimSize(d);
+  if (!matches)
+    return invalid(what + ": the value (" + onnxTypeName(t.data_type()) + " " + shape::str(given.getShape()) +
+                   ") does not match the input's declared type");
+  constants[name] = &t;
+  return Error::success();
 }
 
 Error GraphImporter::checkDefinitionsAndOrder(std::vector<int> &order) {
@@ -585,6 +609,10 @@ template <typename Op> Error GraphImporter::binary(const onnx::NodeProto &n) {
   TRY_ASSIGN(a, value(n, 0));
   TRY_ASSIGN(b, value(n, 1));
   Type elt = typeOf(a).getElementType();
+  if (std::is_same_v<Op, PowOp> && isFloat(elt) && elt != typeOf(b).getElementType() &&
+      (isFloat(typeOf(b).getElementType()) || typeOf(b).getElementType().isInteger(32) ||
+       typeOf(b).getElementType().isInteger(64)))
+    b = create<CastOp>(n, RankedTensorType::get(typeOf(b).getShape(), elt), b); // ONNX: Y is T1^T2 in T1
   if (elt != typeOf(b).getElementType())
     return nodeUnsupported(n, "operands of different element types are not supported");
   bool numeric = isFloat(elt) || (!std::is_same_v<Op, PowOp> && (elt.isInteger(32) || elt.isInteger(64)));
@@ -625,8 +653,6 @@ template <typename Op> Error GraphImporter::softmaxLike(const onnx::NodeProto &n
 }
 
 Error GraphImporter::layerNorm(const onnx::NodeProto &n) {
-  if (outputUsed(n, 1) || outputUsed(n, 2))
-    return nodeUnsupported(n, "the Mean and InvStdDev outputs are not supported");
   TRY_ASSIGN(x, value(n, 0));
   TRY_ASSIGN(scale, value(n, 1));
   Value bias;
@@ -636,14 +662,24 @@ Error GraphImporter::layerNorm(const onnx::NodeProto &n) {
   }
   if (!isFloat(typeOf(x).getElementType()))
     return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  if (intAttr(n, "stash_type", 1) != onnx::TensorProto::FLOAT)
+    return nodeUnsupported(n, "stash_type other than FLOAT is not supported");
   TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", -1), typeOf(x).getRank()));
   auto normalized = typeOf(x).getShape().drop_front(axis);
   for (Value v : {scale, bias})
     if (v && (typeOf(v).getShape() != normalized || typeOf(v).getElementType() != typeOf(x).getElementType()))
       return nodeUnsupported(n, "scale/bias must have the normalized shape " + shape::str(normalized) +
                                     " and the input's element type (got " + shape::str(typeOf(v).getShape()) + ")");
-  return define(n, 0, create<LayerNormOp>(n, x.getType(), x, scale, bias, builder.getI64IntegerAttr(axis),
-                                                builder.getF32FloatAttr(floatAttr(n, "epsilon", 1e-5f))));
+  shape::Dims statsShape(typeOf(x).getShape().take_front(axis));
+  statsShape.resize(typeOf(x).getRank(), 1);
+  auto statsType = RankedTensorType::get(statsShape, builder.getF32Type());
+  auto op = builder.create<LayerNormOp>(loc(n), TypeRange{x.getType(), statsType, statsType}, x, scale, bias,
+                                        builder.getI64IntegerAttr(axis),
+                                        builder.getF32FloatAttr(floatAttr(n, "epsilon", 1e-5f)));
+  for (auto [i, r] : llvm::enumerate(op->getResults()))
+    if (auto err = define(n, i, r))
+      return err;
+  return Error::success();
 }
 
 template <typename Op> Error GraphImporter::reduction(const onnx::NodeProto &n) {
@@ -993,9 +1029,7 @@ Error GraphImporter::identity(const onnx::NodeProto &n) {
 }
 
 Error GraphImporter::dropout(const onnx::NodeProto &n) {
-  if (outputUsed(n, 1))
-    return nodeUnsupported(n, "the mask output of Dropout is not supported (inference only)");
-  // Dropout is the identity only when training_mode is absent or a constant false.
+  // Dropout is the identity (and its mask all true) only when training_mode is absent or false.
   if (hasInput(n, 2)) {
     const onnx::TensorProto *mode = constants.lookup(n.input(2));
     if (!mode)
@@ -1004,7 +1038,14 @@ Error GraphImporter::dropout(const onnx::NodeProto &n) {
     if (llvm::any_of(bytes, [](char c) { return c != 0; }))
       return nodeUnsupported(n, "training-mode Dropout is not supported (inference only)");
   }
-  return identity(n);
+  TRY_ASSIGN(x, value(n, 0));
+  if (outputUsed(n, 1)) {
+    auto maskType = RankedTensorType::get(typeOf(x).getShape(), builder.getI1Type());
+    auto mask = create<ConstantOp>(n, maskType, DenseElementsAttr::get(maskType, true));
+    if (auto err = define(n, 1, mask))
+      return err;
+  }
+  return define(n, 0, x);
 }
 
 Error GraphImporter::constant(const onnx::NodeProto &n) {
@@ -1136,9 +1177,19 @@ Error GraphImporter::run() {
     if (!found)
       return invalid("--shape names '" + name.str() + "', which is not a graph input");
   }
+  for (const auto &[name, serialized] : options.frozenInputs)
+    if (auto err = freezeInput(name, serialized))
+      return err;
   std::vector<int> order;
   if (auto err = checkDefinitionsAndOrder(order))
     return err;
+  // ONNX requires topological order and its shape inference walks the file's order: sort the nodes
+  // (moving pointers only, so messages keep naming nodes by their original position).
+  auto *nodes = storage.model.mutable_graph()->mutable_node();
+  std::vector<onnx::NodeProto *> sorted;
+  for (int i : order)
+    sorted.push_back(nodes->Mutable(i));
+  std::copy(sorted.begin(), sorted.end(), nodes->pointer_begin());
   if (auto err = runOnnxShapeInference())
     return err;
 
@@ -1151,16 +1202,16 @@ Error GraphImporter::run() {
   builder.setInsertionPointToEnd(body);
 
   for (const auto &vi : graph.input()) {
-    if (initializers.contains(vi.name()))
-      continue; // IR version < 4 lists initializers as inputs too: they are params.
+    if (initializers.contains(vi.name()) || constants.contains(vi.name()))
+      continue; // IR version < 4 lists initializers as inputs too; frozen inputs are constants.
     auto type = inputType(vi);
     if (!type)
       return type.takeError();
     values[vi.name()] = body->addArgument(*type, NameLoc::get(builder.getStringAttr(vi.name())));
     out.inputNames.push_back(vi.name());
   }
-  for (int i : order)
-    if (auto err = importNode(graph.node(i)))
+  for (const auto &node : graph.node())
+    if (auto err = importNode(node))
       return err;
 
   llvm::SmallVector<Value> results;

@@ -24,6 +24,7 @@ public:
   void log(llvm::raw_ostream &os) const override { os << message; }
   std::error_code convertToErrorCode() const override { return llvm::inconvertibleErrorCode(); }
   ImportErrorKind getKind() const { return kind; }
+  const std::string &getMessage() const { return message; }
 
 private:
   ImportErrorKind kind;
@@ -33,6 +34,9 @@ private:
 struct ImportOptions {
   /// Static shapes for graph inputs with dynamic dims (`--shape name=AxB`), as trtexec's --shapes.
   llvm::StringMap<llvm::SmallVector<int64_t>> shapes;
+  /// Values fixed at compile time for graph inputs (`--freeze-input name=file.pb`), each a serialized
+  /// ONNX TensorProto: the input becomes a constant, as shape inputs must be for static shapes.
+  llvm::StringMap<std::string> frozenInputs;
 };
 
 /// An initializer that became a `tec.param` argument. `bytes` points into the parsed model or a

@@ -229,8 +229,14 @@ LogicalResult LayerNormOp::verify() {
   auto in = getInput().getType();
   if (failed(verifyAxis(*this, getAxis(), in.getRank())))
     return failure();
-  if (in != getType())
-    return emitOpError("expected result type ") << in << ", got " << getType();
+  if (in != getResult().getType())
+    return emitOpError("expected result type ") << in << ", got " << getResult().getType();
+  shape::Dims statsShape(in.getShape().take_front(getAxis()));
+  statsShape.resize(in.getRank(), 1);
+  for (Value stat : {getMean(), getInvStdDev()})
+    if (rankedType(stat).getShape() != ArrayRef<int64_t>(statsShape))
+      return emitOpError("expected mean and inv_std_dev shape ")
+             << shape::str(statsShape) << ", got " << shape::str(rankedType(stat).getShape());
   auto normalized = in.getShape().drop_front(getAxis());
   for (Value v : {getScale(), getBias()}) {
     if (!v)
@@ -435,6 +441,9 @@ LogicalResult QuantizeOp::verify() {
   Type out = getType().getElementType();
   if (!isFp8(out))
     return emitOpError("expected f8E4M3FN or f8E5M2 result, got ") << out;
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError("expected result shape ") << shape::str(getInput().getType().getShape())
+                                                 << ", got " << shape::str(getType().getShape());
   return success();
 }
 

@@ -185,18 +185,21 @@ def Tec_LayerNormOp : Tec_Op<"layer_norm", [Pure]> {
   let summary = "layer normalization over the trailing dimensions from axis";
   let description = [{
     ONNX `LayerNormalization` (opset 17): normalizes over dims `axis..rank-1` with `epsilon`, then
-    scales by `scale` and adds the optional `bias`, both shaped like the normalized dims. Only the
-    first ONNX output (Y) is represented.
+    scales by `scale` and adds the optional `bias`, both shaped like the normalized dims. Like ONNX
+    (and PyTorch's `native_layer_norm`) it also yields the f32 `mean` and `inv_std_dev`, shaped like
+    the input with the normalized dims set to 1: the backward pass needs them, and an unused one costs
+    nothing after codegen.
 
     Example:
     ```mlir
-    %0 = tec.layer_norm %x, %g, %b {axis = 1 : i64, epsilon = 1.0e-05 : f32}
-           : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %y, %mean, %rstd = tec.layer_norm %x, %g, %b {axis = 1 : i64, epsilon = 1.0e-05 : f32}
+           : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
     ```
   }];
   let arguments = (ins Tec_FloatTensor:$input, Tec_FloatTensor:$scale,
                    Optional<Tec_FloatTensor>:$bias, I64Attr:$axis, F32Attr:$epsilon);
-  let results = (outs Tec_FloatTensor:$result);
+  let results = (outs Tec_FloatTensor:$result, StaticShapeTensorOf<[F32]>:$mean,
+                 StaticShapeTensorOf<[F32]>:$inv_std_dev);
   let assemblyFormat = "$input `,` $scale (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -417,7 +420,7 @@ def Tec_GatherOp : Tec_Op<"gather", [Pure]> {
 // FP8
 //===----------------------------------------------------------------------===//
 
-def Tec_QuantizeOp : Tec_Op<"quantize", [Pure, SameOperandsAndResultShape]> {
+def Tec_QuantizeOp : Tec_Op<"quantize", [Pure]> {
   let summary = "scale and cast to FP8, round to nearest even, saturate to finite";
   let description = [{
     `result = fp8(input * scale)`, bit for bit CUDA's `__nv_cvt_float_to_fp8(x, __NV_SATFINITE, …)`:

@@ -12,6 +12,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -32,6 +33,10 @@ cl::opt<std::string> outputPath("o", cl::desc("write the compiled IR to this fil
                                 cl::cat(category));
 cl::list<std::string> shapes("shape", cl::desc("fix dynamic input dims, e.g. --shape x=64x1024 (repeatable, or a,b)"),
                              cl::value_desc("name=AxB"), cl::CommaSeparated, cl::cat(category));
+cl::list<std::string> frozenInputs("freeze-input",
+                                   cl::desc("fix a graph input's value at compile time (ONNX TensorProto .pb), "
+                                            "e.g. a shape input; repeatable"),
+                                   cl::value_desc("name=file.pb"), cl::CommaSeparated, cl::cat(category));
 enum class Emit { Summary, Import, Tec };
 cl::opt<Emit> emit("emit", cl::desc("what to print on stdout"), cl::init(Emit::Summary),
                    cl::values(clEnumValN(Emit::Summary, "summary", "the compile summary (default)"),
@@ -79,7 +84,7 @@ private:
   int index = 0;
 };
 
-llvm::Error parseShapes(tec::ImportOptions &options) {
+llvm::Error parseInputOptions(tec::ImportOptions &options) {
   for (const std::string &spec : shapes) {
     auto [name, dims] = llvm::StringRef(spec).split('=');
     if (name.empty() || dims.empty())
@@ -94,6 +99,16 @@ llvm::Error parseShapes(tec::ImportOptions &options) {
       values.push_back(v);
     }
     options.shapes[name] = values;
+  }
+  for (const std::string &spec : frozenInputs) {
+    auto [name, file] = llvm::StringRef(spec).split('=');
+    if (name.empty() || file.empty())
+      return llvm::createStringError("--freeze-input '" + spec + "': expected name=file.pb");
+    auto buffer = llvm::MemoryBuffer::getFile(file, /*IsText=*/false);
+    if (!buffer)
+      return llvm::createStringError("--freeze-input '" + spec + "': cannot read " + file.str() + ": " +
+                                     buffer.getError().message());
+    options.frozenInputs[name] = (*buffer)->getBuffer().str();
   }
   return llvm::Error::success();
 }
@@ -164,7 +179,7 @@ void printSummary(const tec::ImportedModel &model, func::FuncOp forward, const s
 
 int compile() {
   tec::ImportOptions options;
-  if (auto err = parseShapes(options)) {
+  if (auto err = parseInputOptions(options)) {
     llvm::errs() << "error: " << llvm::toString(std::move(err)) << "\n";
     return kExitBadInput;
   }

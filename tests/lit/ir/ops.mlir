@@ -1,0 +1,120 @@
+// Round trip of every tec op: print, parse again, and through the generic form too.
+// RUN: tec-opt %s | tec-opt | FileCheck %s
+// RUN: tec-opt %s --mlir-print-op-generic | tec-opt | FileCheck %s
+
+// CHECK-LABEL: func @elementwise
+func.func @elementwise(%a: tensor<4x8xf32>, %b: tensor<8xf32>, %c: tensor<4x1xi1>, %i: tensor<4x8xi64>) -> tensor<4x8xf32> {
+  // CHECK: tec.add %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %0 = tec.add %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // CHECK: tec.sub
+  %1 = tec.sub %0, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // CHECK: tec.mul
+  %2 = tec.mul %1, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  // CHECK: tec.div
+  %3 = tec.div %2, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // CHECK: tec.pow
+  %4 = tec.pow %3, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // CHECK: tec.add %{{.*}} : (tensor<4x8xi64>, tensor<4x8xi64>) -> tensor<4x8xi64>
+  %ints = tec.add %i, %i : (tensor<4x8xi64>, tensor<4x8xi64>) -> tensor<4x8xi64>
+  // CHECK: tec.relu %{{.*}} : tensor<4x8xf32>
+  %5 = tec.relu %4 : tensor<4x8xf32>
+  // CHECK: tec.tanh
+  %6 = tec.tanh %5 : tensor<4x8xf32>
+  // CHECK: tec.sigmoid
+  %7 = tec.sigmoid %6 : tensor<4x8xf32>
+  // CHECK: tec.erf
+  %8 = tec.erf %7 : tensor<4x8xf32>
+  // CHECK: tec.sqrt
+  %9 = tec.sqrt %8 : tensor<4x8xf32>
+  // CHECK: tec.gelu %{{.*}} : tensor<4x8xf32>
+  %10 = tec.gelu %9 : tensor<4x8xf32>
+  // CHECK: tec.gelu %{{.*}} {approximate = "tanh"} : tensor<4x8xf32>
+  %11 = tec.gelu %10 {approximate = "tanh"} : tensor<4x8xf32>
+  // CHECK: tec.where %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x1xi1>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %12 = tec.where %c, %11, %b : (tensor<4x1xi1>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // CHECK: tec.cast %{{.*}} : tensor<4x8xf32> to tensor<4x8xbf16>
+  %13 = tec.cast %12 : tensor<4x8xf32> to tensor<4x8xbf16>
+  // CHECK: tec.cast %{{.*}} : tensor<4x8xbf16> to tensor<4x8xf32>
+  %14 = tec.cast %13 : tensor<4x8xbf16> to tensor<4x8xf32>
+  return %14 : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func @constant
+func.func @constant() -> tensor<2xf32> {
+  // CHECK: tec.constant dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>
+  %0 = tec.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// CHECK-LABEL: func @normalization
+func.func @normalization(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x1xf32>, tensor<8xf32>) {
+  // CHECK: tec.softmax %{{.*}} {axis = 1 : i64} : tensor<4x8xf32>
+  %0 = tec.softmax %x {axis = 1 : i64} : tensor<4x8xf32>
+  // CHECK: tec.log_softmax %{{.*}} {axis = 0 : i64} : tensor<4x8xf32>
+  %1 = tec.log_softmax %x {axis = 0 : i64} : tensor<4x8xf32>
+  // CHECK: tec.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64, epsilon = 9.99999974E-6 : f32}
+  %2:3 = tec.layer_norm %x, %g, %b {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+  // CHECK: tec.layer_norm %{{.*}}, %{{.*}} {axis = 1 : i64, epsilon = 1.000000e-03 : f32} : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+  %3:3 = tec.layer_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-03 : f32} : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+  // CHECK: tec.reduce_mean %{{.*}} {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %4 = tec.reduce_mean %x {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  // CHECK: tec.reduce_sum %{{.*}} {axes = array<i64: 0>, keepdims = false} : tensor<4x8xf32> -> tensor<8xf32>
+  %5 = tec.reduce_sum %x {axes = array<i64: 0>, keepdims = false} : tensor<4x8xf32> -> tensor<8xf32>
+  return %0, %1, %2#0, %3#0, %4, %5 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x1xf32>, tensor<8xf32>
+}
+
+// CHECK-LABEL: func @gemms
+func.func @gemms(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %b: tensor<128xf32>, %x3: tensor<2x4x256xf32>, %wkn: tensor<256x128xf32>) -> (tensor<2x4x128xf32>, tensor<64x128xf32>, tensor<64x128xf32>, tensor<64x128xf32>, tensor<2x4x128xf32>) {
+  // CHECK: tec.matmul %{{.*}}, %{{.*}} : (tensor<2x4x256xf32>, tensor<256x128xf32>) -> tensor<2x4x128xf32>
+  %0 = tec.matmul %x3, %wkn : (tensor<2x4x256xf32>, tensor<256x128xf32>) -> tensor<2x4x128xf32>
+  // CHECK: tec.gemm %{{.*}}, %{{.*}}, %{{.*}} {alpha = 1.000000e+00 : f32, beta = 5.000000e-01 : f32, trans_a = false, trans_b = true}
+  %1 = tec.gemm %x, %w, %b {alpha = 1.0 : f32, beta = 0.5 : f32, trans_a = false, trans_b = true} : (tensor<64x256xf32>, tensor<128x256xf32>, tensor<128xf32>) -> tensor<64x128xf32>
+  // CHECK: tec.gemm %{{.*}}, %{{.*}} {alpha
+  %2 = tec.gemm %x, %w {alpha = 2.0 : f32, beta = 1.0 : f32, trans_a = false, trans_b = true} : (tensor<64x256xf32>, tensor<128x256xf32>) -> tensor<64x128xf32>
+  // CHECK: tec.linear %{{.*}}, %{{.*}}, %{{.*}} {epilogue = "relu", transpose_b = true}
+  %3 = tec.linear %x, %w, %b {epilogue = "relu", transpose_b = true} : (tensor<64x256xf32>, tensor<128x256xf32>, tensor<128xf32>) -> tensor<64x128xf32>
+  // CHECK: tec.linear %{{.*}}, %{{.*}} {epilogue = "gelu_tanh"} : (tensor<2x4x256xf32>, tensor<256x128xf32>) -> tensor<2x4x128xf32>
+  %4 = tec.linear %x3, %wkn {epilogue = "gelu_tanh"} : (tensor<2x4x256xf32>, tensor<256x128xf32>) -> tensor<2x4x128xf32>
+  return %0, %1, %2, %3, %4 : tensor<2x4x128xf32>, tensor<64x128xf32>, tensor<64x128xf32>, tensor<64x128xf32>, tensor<2x4x128xf32>
+}
+
+// CHECK-LABEL: func @shapes
+func.func @shapes(%x: tensor<4x8xf32>, %y: tensor<4x6xf32>, %r: tensor<1x8xf32>, %table: tensor<100x16xf32>, %ids: tensor<4x8xi64>) -> (tensor<8x4xf32>, tensor<2x2x8xf32>, tensor<4x8xf32>, tensor<4x14xf32>, tensor<4x2xf32>, tensor<4x3xf32>, tensor<4x8x16xf32>) {
+  // CHECK: tec.transpose %{{.*}} {perm = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
+  %0 = tec.transpose %x {perm = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
+  // CHECK: tec.reshape %{{.*}} : tensor<4x8xf32> -> tensor<2x2x8xf32>
+  %1 = tec.reshape %x : tensor<4x8xf32> -> tensor<2x2x8xf32>
+  // CHECK: tec.expand %{{.*}} : tensor<1x8xf32> -> tensor<4x8xf32>
+  %2 = tec.expand %r : tensor<1x8xf32> -> tensor<4x8xf32>
+  // CHECK: tec.concat %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<4x8xf32>, tensor<4x6xf32>) -> tensor<4x14xf32>
+  %3 = tec.concat %x, %y {axis = 1 : i64} : (tensor<4x8xf32>, tensor<4x6xf32>) -> tensor<4x14xf32>
+  // CHECK: tec.split %{{.*}} {axis = 1 : i64} : (tensor<4x8xf32>) -> (tensor<4x2xf32>, tensor<4x6xf32>)
+  %4:2 = tec.split %x {axis = 1 : i64} : (tensor<4x8xf32>) -> (tensor<4x2xf32>, tensor<4x6xf32>)
+  // CHECK: tec.slice %{{.*}} {ends = array<i64: 4, 8>, starts = array<i64: 0, 2>, steps = array<i64: 1, 2>} : tensor<4x8xf32> -> tensor<4x3xf32>
+  %5 = tec.slice %x {starts = array<i64: 0, 2>, ends = array<i64: 4, 8>, steps = array<i64: 1, 2>} : tensor<4x8xf32> -> tensor<4x3xf32>
+  // CHECK: tec.gather %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<100x16xf32>, tensor<4x8xi64>) -> tensor<4x8x16xf32>
+  %6 = tec.gather %table, %ids {axis = 0 : i64} : (tensor<100x16xf32>, tensor<4x8xi64>) -> tensor<4x8x16xf32>
+  return %0, %1, %2, %3, %4#0, %5, %6 : tensor<8x4xf32>, tensor<2x2x8xf32>, tensor<4x8xf32>, tensor<4x14xf32>, tensor<4x2xf32>, tensor<4x3xf32>, tensor<4x8x16xf32>
+}
+
+// CHECK-LABEL: func @fp8
+func.func @fp8(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %b: tensor<128xf32>, %dy: tensor<64x128xf32>,
+               %s: tensor<f32>, %hist: tensor<1024xf32>) -> (tensor<64x128xbf16>, tensor<64x256xf32>, tensor<64x256xf32>, tensor<1024xf32>, tensor<f32>, tensor<f32>) {
+  // CHECK: tec.quantize %{{.*}}, %{{.*}} : (tensor<64x256xf32>, tensor<f32>) -> tensor<64x256xf8E4M3FN>
+  %xq = tec.quantize %x, %s : (tensor<64x256xf32>, tensor<f32>) -> tensor<64x256xf8E4M3FN>
+  %wq = tec.quantize %w, %s : (tensor<128x256xf32>, tensor<f32>) -> tensor<128x256xf8E4M3FN>
+  // CHECK: tec.quantize %{{.*}}, %{{.*}} : (tensor<64x128xf32>, tensor<f32>) -> tensor<64x128xf8E5M2>
+  %dyq = tec.quantize %dy, %s : (tensor<64x128xf32>, tensor<f32>) -> tensor<64x128xf8E5M2>
+  // CHECK: tec.dequantize %{{.*}}, %{{.*}} : (tensor<64x256xf8E4M3FN>, tensor<f32>) -> tensor<64x256xf32>
+  %xd = tec.dequantize %xq, %s : (tensor<64x256xf8E4M3FN>, tensor<f32>) -> tensor<64x256xf32>
+  // CHECK: tec.amax %{{.*}} : tensor<64x256xf32> -> tensor<f32>
+  %a = tec.amax %x : tensor<64x256xf32> -> tensor<f32>
+  // CHECK: tec.fp8_gemm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {epilogue = "gelu_tanh", transpose_b = true}
+  %y = tec.fp8_gemm %xq, %wq, %s, %s, %b {epilogue = "gelu_tanh", transpose_b = true} : (tensor<64x256xf8E4M3FN>, tensor<128x256xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<128xf32>) -> tensor<64x128xbf16>
+  // dgrad in the HYBRID recipe: E5M2 gradient times E4M3 weight.
+  // CHECK: tec.fp8_gemm {{.*}} : (tensor<64x128xf8E5M2>, tensor<128x256xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<64x256xf32>
+  %dx = tec.fp8_gemm %dyq, %wq, %s, %s : (tensor<64x128xf8E5M2>, tensor<128x256xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<64x256xf32>
+  // CHECK: tec.delayed_scaling %{{.*}}, %{{.*}}, %{{.*}} {algo = "most_recent", fp8_max = 4.480000e+02 : f32, margin = 1 : i64}
+  %h, %ns, %nsi = tec.delayed_scaling %hist, %s, %a {fp8_max = 448.0 : f32, margin = 1 : i64, algo = "most_recent"} : (tensor<1024xf32>, tensor<f32>, tensor<f32>) -> (tensor<1024xf32>, tensor<f32>, tensor<f32>)
+  return %y, %xd, %dx, %h, %ns, %nsi : tensor<64x128xbf16>, tensor<64x256xf32>, tensor<64x256xf32>, tensor<1024xf32>, tensor<f32>, tensor<f32>
+}

@@ -1,0 +1,273 @@
+// The importer on small models built here: which ops come out, with which shapes and attributes.
+// Shapes are checked against ONNX's operator definitions (and, for opsets <= 17, ONNX's own shape
+// inference, which the importer cross-checks).
+#include "OnnxBuilder.h"
+
+#include "frontend/Importer.h"
+#include "ir/TecOps.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+using namespace tec;
+using tec::testing::OnnxBuilder;
+
+namespace {
+
+struct Imported {
+  mlir::MLIRContext context;
+  ImportedModel model;
+  mlir::func::FuncOp forward() { return model.module->lookupSymbol<mlir::func::FuncOp>("forward"); }
+  template <typename Op> std::vector<Op> ops() {
+    std::vector<Op> found;
+    forward().walk([&](Op op) { found.push_back(op); });
+    return found;
+  }
+  std::string ir() {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    model.module->print(os);
+    return s;
+  }
+};
+
+std::unique_ptr<Imported> importOk(OnnxBuilder &b, ImportOptions options = {}) {
+  auto result = std::make_unique<Imported>();
+  auto model = importOnnxFile(result->context, b.save(), options);
+  if (!model) {
+    ADD_FAILURE() << llvm::toString(model.takeError());
+    return nullptr;
+  }
+  result->model = std::move(*model);
+  return result;
+}
+
+std::vector<int64_t> shapeOf(mlir::Value v) {
+  auto s = llvm::cast<mlir::RankedTensorType>(v.getType()).getShape();
+  return {s.begin(), s.end()};
+}
+
+} // namespace
+
+TEST(Importer, GemmWithTransBKeepsWeightsAsTaggedParams) {
+  OnnxBuilder b;
+  b.input("x", {4, 8});
+  std::vector<float> w(16 * 8);
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = 0.25f * i;
+  b.initF32("fc.weight", {16, 8}, w);
+  b.initF32("fc.bias", {16}, std::vector<float>(16, 1.5f));
+  auto &gemm = b.node("Gemm", {"x", "fc.weight", "fc.bias"}, {"y"}, "fc");
+  OnnxBuilder::setInt(gemm, "transB", 1);
+  b.output("y");
+  auto m = importOk(b);
+  ASSERT_TRUE(m);
+  auto gemms = m->ops<GemmOp>();
+  ASSERT_EQ(gemms.size(), 1u);
+  EXPECT_TRUE(gemms[0].getTransB());
+  EXPECT_EQ(shapeOf(gemms[0].getResult()), (std::vector<int64_t>{4, 16}));
+  auto f = m->forward();
+  ASSERT_EQ(f.getNumArguments(), 3u);
+  EXPECT_FALSE(f.getArgAttr(0, kParamAttrName));
+  EXPECT_EQ(llvm::cast<mlir::StringAttr>(f.getArgAttr(1, kParamAttrName)).getValue(), "fc.weight");
+  ASSERT_EQ(m->model.params.size(), 2u);
+  EXPECT_EQ(m->model.params[0].name, "fc.weight");
+  ASSERT_EQ(m->model.params[0].bytes.size(), w.size() * sizeof(float));
+  EXPECT_EQ(std::memcmp(m->model.params[0].bytes.data(), w.data(), w.size() * sizeof(float)), 0);
+  // The weights never appear in the printed IR.
+  EXPECT_EQ(m->ir().find("dense"), std::string::npos);
+}
+
+TEST(Importer, ReshapeResolvesZeroAndMinusOne) {
+  OnnxBuilder b;
+  b.input("x", {2, 3, 4});
+  b.initI64("shape", {2}, {0, -1});
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  b.output("y");
+  auto m = importOk(b);
+  ASSERT_TRUE(m);
+  auto reshapes = m->ops<ReshapeOp>();
+  ASSERT_EQ(reshapes.size(), 1u);
+  EXPECT_EQ(shapeOf(reshapes[0].getResult()), (std::vector<int64_t>{2, 12}));
+  EXPECT_TRUE(m->model.params.empty()) << "an INT64 shape initializer is a constant, not a param";
+}
+
+TEST(Importer, SqueezeUnsqueezeFlattenBecomeReshapes) {
+  OnnxBuilder b;
+  b.input("x", {2, 1, 3});
+  b.initI64("sq_axes", {1}, {1});
+  b.initI64("unsq_axes", {2}, {0, -1});
+  b.node("Squeeze", {"x", "sq_axes"}, {"a"});
+  b.node("Unsqueeze", {"a", "unsq_axes"}, {"c"});
+  auto &flat = b.node("Flatten", {"c"}, {"d"});
+  OnnxBuilder::setInt(flat, "axis", 2);
+  b.output("a");
+  b.output("c");
+  b.output("d");
+  auto m = importOk(b);
+  ASSERT_TRUE(m);
+  auto results = m->forward().getResultTypes();
+  ASSERT_EQ(results.size(), 3u);
+  auto dims = [&](int i) {
+    auto s = llvm::cast<mlir::RankedTensorType>(results[i]).getShape();
+    return std::vector<int64_t>(s.begin(), s.end());
+  };
+  EXPECT_EQ(dims(0), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(dims(1), (std::vector<int64_t>{1, 2, 3, 1}));
+  EXPECT_EQ(dims(2), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(m->ops<ReshapeOp>().size(), 3u);
+}
+
+TEST(Importer, SliceNormalizesNegativeIndicesAndSteps) {
+  OnnxBuilder b;
+  b.input("x", {10, 6});
+  b.initI64("starts", {2}, {-1, 1});
+  b.initI64("ends", {2}, {-1000, 1000});
+  b.initI64("axes", {2}, {0, -1});
+  b.initI64("steps", {2}, {-1, 2});
+  b.node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"});
+  b.output("y");
+  auto m = importOk(b);
+  ASSERT_TRUE(m);
+  auto slices = m->ops<SliceOp>();
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(slices[0].getStarts(), (llvm::ArrayRef<int64_t>{9, 1}));
+  EXPECT_EQ(slices[0].getEnds(), (llvm::ArrayRef<int64_t>{-1, 6}));
+  EXPECT_EQ(slices[0].getSteps(), (llvm::ArrayRef<int64_t>{-1, 2}));
+  EXPECT_EQ(shapeOf(slices[0].getResult()), (std::vector<int64_t>{10, 3}));
+}
+
+TEST(Importer, SplitFollowsEachOpsetsRule) {
+  for (int64_t opset : {13, 18}) {
+    OnnxBuilder b(opset);
+    b.input("x", {7, 2});
+    auto &split = b.node("Split", {"x"}, {"a", "b", "c"});
+    if (opset == 18)
+      OnnxBuilder::setInt(split, "num_outputs", 3);
+    b.output("a");
+    b.output("c");
+    if (opset == 13) {
+      // Opset 13 splits equally only: 7 rows do not split into 3.
+      mlir::MLIRContext ctx;
+      auto model = importOnnxFile(ctx, b.save());
+      ASSERT_FALSE(model);
+      std::string message = llvm::toString(model.takeError());
+      EXPECT_NE(message.find("Split"), std::string::npos) << message;
+      continue;
+    }
+    auto m = importOk(b);
+    ASSERT_TRUE(m);
+    auto splits = m->ops<SplitOp>();
+    ASSERT_EQ(splits.size(), 1u);
+    EXPECT_EQ(shapeOf(splits[0].getResult(0)), (std::vector<int64_t>{3, 2}));
+    EXPECT_EQ(shapeOf(splits[0].getResult(2)), (std::vector<int64_t>{1, 2}));
+  }
+}
+
+TEST(Importer, ReduceMeanAxesAttributeBeforeOpset18InputAfter) {
+  for (int64_t opset : {13, 18}) {
+    OnnxBuilder b(opset);
+    b.input("x", {2, 3, 4});
+    auto &reduce = b.node("ReduceMean", opset >= 18 ? std::vector<std::string>{"x", "axes"}
+                                                    : std::vector<std::string>{"x"},
+                          {"y"});
+    if (opset >= 18)
+      b.initI64("axes", {1}, {-1});
+    else
+      OnnxBuilder::setInts(reduce, "axes", {-1});
+    OnnxBuilder::setInt(reduce, "keepdims", 0);
+    b.output("y");
+    auto m = importOk(b);
+    ASSERT_TRUE(m);
+    auto ops = m->ops<ReduceMeanOp>();
+    ASSERT_EQ(ops.size(), 1u) << "opset " << opset;
+    EXPECT_EQ(ops[0].getAxes(), (llvm::ArrayRef<int64_t>{2}));
+    EXPECT_EQ(shapeOf(ops[0].getResult()), (std::vector<int64_t>{2, 3}));
+  }
+}
+
+TEST(Importer, ConstantsAndScalarInitializersAreNotParams) {
+  OnnxBuilder b;
+  b.input("x", {4});
+  auto &c = b.node("Constant", {}, {"half"});
+  OnnxBuilder::setFloat(c, "value_float", 0.5f);
+  b.initF32("two", {}, {2.0f});
+  b.node("Mul", {"x", "half"}, {"a"});
+  b.node("Pow", {"a", "two"}, {"y"});
+  b.output("y");
+  auto m = importOk(b);
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(m->model.params.empty());
+  auto constants = m->ops<ConstantOp>();
+  ASSERT_EQ(constants.size(), 2u);
+  EXPECT_EQ(m->forward().getNumArguments(), 1u);
+}
+
+TEST(Importer, ShapeOptionFixesDynamicDims) {
+  OnnxBuilder b;
+  b.input("x", {-1, 8});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  ImportOptions options;
+  options.shapes["x"] = {5, 8};
+  auto m = importOk(b, options);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(shapeOf(m->forward().getArgument(0)), (std::vector<int64_t>{5, 8}));
+  EXPECT_EQ(shapeOf(m->ops<ReluOp>()[0].getResult()), (std::vector<int64_t>{5, 8}));
+}
+
+TEST(Importer, ExternalDataIsMappedFromBesideTheModel) {
+  std::string dir = OnnxBuilder::tempDir();
+  std::vector<float> w = {1, 2, 3, 4, 5, 6};
+  {
+    std::ofstream os(dir + "/weights.bin", std::ios::binary);
+    float pad = -1;
+    os.write(reinterpret_cast<const char *>(&pad), sizeof(pad)); // data starts at offset 4
+    os.write(reinterpret_cast<const char *>(w.data()), w.size() * sizeof(float));
+  }
+  OnnxBuilder b;
+  b.input("x", {2, 3});
+  auto &t = b.initF32("w", {2, 3}, {});
+  t.clear_raw_data();
+  t.set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [k, v] : {std::pair{"location", "weights.bin"}, std::pair{"offset", "4"}, std::pair{"length", "24"}}) {
+    auto *e = t.add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  b.node("Add", {"x", "w"}, {"y"});
+  b.output("y");
+  mlir::MLIRContext ctx;
+  auto model = importOnnxFile(ctx, b.save("model.onnx", dir));
+  ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  ASSERT_EQ(model->params.size(), 1u);
+  ASSERT_EQ(model->params[0].bytes.size(), 24u);
+  EXPECT_EQ(std::memcmp(model->params[0].bytes.data(), w.data(), 24), 0);
+}
+
+TEST(Importer, NodesOutOfOrderAreSortedAndIdentityDropoutVanish) {
+  OnnxBuilder b;
+  b.input("x", {3});
+  b.node("Relu", {"b"}, {"y"}, "second");
+  b.node("Dropout", {"a"}, {"b"}, "drop");
+  b.node("Identity", {"x"}, {"a"}, "first");
+  b.output("y");
+  auto m = importOk(b);
+  ASSERT_TRUE(m);
+  auto relus = m->ops<ReluOp>();
+  ASSERT_EQ(relus.size(), 1u);
+  EXPECT_EQ(relus[0].getInput(), m->forward().getArgument(0));
+}
+
+TEST(Importer, SupportedOpsListsTheIssueSubset) {
+  auto ops = supportedOnnxOps();
+  for (const char *op : {"MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Relu", "Gelu", "Tanh", "Sigmoid", "Erf",
+                         "Sqrt", "Pow", "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Reshape",
+                         "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather", "Cast", "Identity",
+                         "Dropout", "Constant", "ReduceMean", "ReduceSum", "Where", "Expand"})
+    EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << op;
+}
