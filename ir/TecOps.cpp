@@ -7,6 +7,7 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <limits>
+#include <sstream>
 
 using namespace mlir;
 using namespace tec;
@@ -195,6 +196,13 @@ static LogicalResult verifyLinearShapes(Operation *op, Value input, Value weight
   return success();
 }
 
+/// 240 rather than 2.400000e+02 in messages.
+static std::string shortFloat(float v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 static bool isFp8(Type t) { return llvm::isa<Float8E4M3FNType, Float8E5M2Type>(t); }
 
 //===----------------------------------------------------------------------===//
@@ -248,7 +256,7 @@ LogicalResult LayerNormOp::verify() {
              << shape::str(normalized) << ", got " << shape::str(rankedType(v).getShape());
   }
   if (getEpsilon().convertToFloat() <= 0)
-    return emitOpError("expected positive epsilon, got ") << getEpsilon().convertToFloat();
+    return emitOpError("expected positive epsilon, got ") << shortFloat(getEpsilon().convertToFloat());
   return success();
 }
 
@@ -478,7 +486,7 @@ LogicalResult DelayedScalingOp::verify() {
                                                         << getNewHistory().getType();
   float fp8Max = getFp8Max().convertToFloat();
   if (fp8Max != 448.0f && fp8Max != 57344.0f)
-    return emitOpError("expected fp8_max 448 (E4M3) or 57344 (E5M2), got ") << fp8Max;
+    return emitOpError("expected fp8_max 448 (E4M3) or 57344 (E5M2), got ") << shortFloat(fp8Max);
   if (getAlgo() != "max" && getAlgo() != "most_recent")
     return emitOpError("expected algo 'max' or 'most_recent', got '") << getAlgo() << "'";
   if (getMargin() < 0)

@@ -476,11 +476,12 @@ def Tec_Fp8GemmOp : Tec_Op<"fp8_gemm", [Pure]> {
     `result = epilogue((input · W) * input_scale_inv * weight_scale_inv + bias)` with FP8 operands, as
     cuBLASLt computes it with A/B scale pointers. `W` follows `tec.linear`'s `transpose_b` rule.
     At most one operand may be E5M2 (gradients in the HYBRID recipe); cuBLASLt has no E5M2×E5M2 GEMM.
+    The bias has the result's element type, as cuBLASLt's `BIAS_DATA_TYPE` does for BF16/FP16/FP32 outputs.
 
     Example:
     ```mlir
     %0 = tec.fp8_gemm %xq, %wq, %xsi, %wsi, %b {epilogue = "gelu_tanh", transpose_b = true}
-           : (tensor<64x256xf8E4M3FN>, tensor<128x256xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<128xf32>)
+           : (tensor<64x256xf8E4M3FN>, tensor<128x256xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<128xbf16>)
            -> tensor<64x128xbf16>
     ```
   }];

@@ -98,7 +98,7 @@ func.func @shapes(%x: tensor<4x8xf32>, %y: tensor<4x6xf32>, %r: tensor<1x8xf32>,
 }
 
 // CHECK-LABEL: func @fp8
-func.func @fp8(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %b: tensor<128xf32>, %dy: tensor<64x128xf32>,
+func.func @fp8(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %b: tensor<128xbf16>, %dy: tensor<64x128xf32>,
                %s: tensor<f32>, %hist: tensor<1024xf32>) -> (tensor<64x128xbf16>, tensor<64x256xf32>, tensor<64x256xf32>, tensor<1024xf32>, tensor<f32>, tensor<f32>) {
   // CHECK: tec.quantize %{{.*}}, %{{.*}} : (tensor<64x256xf32>, tensor<f32>) -> tensor<64x256xf8E4M3FN>
   %xq = tec.quantize %x, %s : (tensor<64x256xf32>, tensor<f32>) -> tensor<64x256xf8E4M3FN>
@@ -110,7 +110,7 @@ func.func @fp8(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %b: tensor<128xf
   // CHECK: tec.amax %{{.*}} : tensor<64x256xf32> -> tensor<f32>
   %a = tec.amax %x : tensor<64x256xf32> -> tensor<f32>
   // CHECK: tec.fp8_gemm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {epilogue = "gelu_tanh", transpose_b = true}
-  %y = tec.fp8_gemm %xq, %wq, %s, %s, %b {epilogue = "gelu_tanh", transpose_b = true} : (tensor<64x256xf8E4M3FN>, tensor<128x256xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<128xf32>) -> tensor<64x128xbf16>
+  %y = tec.fp8_gemm %xq, %wq, %s, %s, %b {epilogue = "gelu_tanh", transpose_b = true} : (tensor<64x256xf8E4M3FN>, tensor<128x256xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<128xbf16>) -> tensor<64x128xbf16>
   // dgrad in the HYBRID recipe: E5M2 gradient times E4M3 weight.
   // CHECK: tec.fp8_gemm {{.*}} : (tensor<64x128xf8E5M2>, tensor<128x256xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<64x256xf32>
   %dx = tec.fp8_gemm %dyq, %wq, %s, %s : (tensor<64x128xf8E5M2>, tensor<128x256xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<64x256xf32>

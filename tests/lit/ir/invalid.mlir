@@ -1,0 +1,248 @@
+// Verifier negatives: each op rejects wrong element types and shapes with an expected-vs-actual message.
+// RUN: tec-opt %s --split-input-file --verify-diagnostics
+
+func.func @add_no_broadcast(%a: tensor<4x3xf32>, %b: tensor<2x3xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{'tec.add' op operand shapes do not broadcast: 4x3 and 2x3}}
+  %0 = tec.add %a, %b : (tensor<4x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @add_wrong_result_shape(%a: tensor<4x3xf32>, %b: tensor<3xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'tec.add' op expected result shape 4x3 (broadcast of 4x3 and 3), got 4x4}}
+  %0 = tec.add %a, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @mul_mixed_types(%a: tensor<4xf32>, %b: tensor<4xf16>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tec.mul' op expected operand element type 'f32' (the result's), got 'f16'}}
+  %0 = tec.mul %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @dynamic_shape(%a: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'tec.relu' op operand #0 must be statically shaped tensor}}
+  %0 = tec.relu %a : tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @relu_on_ints(%a: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{'tec.relu' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type values}}
+  %0 = tec.relu %a : tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+func.func @gelu_bad_approximate(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tec.gelu' op expected approximate 'none' or 'tanh', got 'fast'}}
+  %0 = tec.gelu %a {approximate = "fast"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @softmax_axis(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'tec.softmax' op expected axis in [0, 2), got 2}}
+  %0 = tec.softmax %a {axis = 2 : i64} : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @layer_norm_scale_shape(%x: tensor<4x8xf32>, %g: tensor<4xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'tec.layer_norm' op expected scale/bias shape 8, got 4}}
+  %0:3 = tec.layer_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x8xf32>, tensor<4xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+  return %0#0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @layer_norm_stats_shape(%x: tensor<4x8xf32>, %g: tensor<8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'tec.layer_norm' op expected mean and inv_std_dev shape 4x1, got 4}}
+  %0:3 = tec.layer_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %0#0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @reduce_unsorted(%x: tensor<4x8xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'tec.reduce_sum' op expected sorted unique axes}}
+  %0 = tec.reduce_sum %x {axes = array<i64: 1, 0>, keepdims = false} : tensor<4x8xf32> -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @reduce_shape(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tec.reduce_mean' op expected result shape 4x1, got 4}}
+  %0 = tec.reduce_mean %x {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @matmul_inner(%a: tensor<4x8xf32>, %b: tensor<7x2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'tec.matmul' op incompatible matmul operands 4x8 and 7x2}}
+  %0 = tec.matmul %a, %b : (tensor<4x8xf32>, tensor<7x2xf32>) -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @gemm_trans(%a: tensor<4x8xf32>, %b: tensor<8x2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'tec.gemm' op expected matching inner dims, got 8 and 2}}
+  %0 = tec.gemm %a, %b {alpha = 1.0 : f32, beta = 1.0 : f32, trans_a = false, trans_b = true} : (tensor<4x8xf32>, tensor<8x2xf32>) -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @linear_bias(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %b: tensor<256xf32>) -> tensor<64x128xf32> {
+  // expected-error @+1 {{'tec.linear' op expected bias shape 128, got 256}}
+  %0 = tec.linear %x, %w, %b {transpose_b = true} : (tensor<64x256xf32>, tensor<128x256xf32>, tensor<256xf32>) -> tensor<64x128xf32>
+  return %0 : tensor<64x128xf32>
+}
+
+// -----
+
+func.func @linear_inner(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>) -> tensor<64x256xf32> {
+  // expected-error @+1 {{'tec.linear' op expected input inner dim 128 to match weight 128x256, got 256}}
+  %0 = tec.linear %x, %w : (tensor<64x256xf32>, tensor<128x256xf32>) -> tensor<64x256xf32>
+  return %0 : tensor<64x256xf32>
+}
+
+// -----
+
+func.func @linear_epilogue(%x: tensor<64x256xf32>, %w: tensor<256x128xf32>) -> tensor<64x128xf32> {
+  // expected-error @+1 {{'tec.linear' op expected epilogue none, relu, gelu or gelu_tanh, got 'swish'}}
+  %0 = tec.linear %x, %w {epilogue = "swish"} : (tensor<64x256xf32>, tensor<256x128xf32>) -> tensor<64x128xf32>
+  return %0 : tensor<64x128xf32>
+}
+
+// -----
+
+func.func @transpose_perm(%x: tensor<4x8xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'tec.transpose' op expected a permutation of [0, 2), got [1x1]}}
+  %0 = tec.transpose %x {perm = array<i64: 1, 1>} : tensor<4x8xf32> -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @reshape_count(%x: tensor<4x8xf32>) -> tensor<5x6xf32> {
+  // expected-error @+1 {{'tec.reshape' op expected result with 32 elements, got 30}}
+  %0 = tec.reshape %x : tensor<4x8xf32> -> tensor<5x6xf32>
+  return %0 : tensor<5x6xf32>
+}
+
+// -----
+
+func.func @expand_shape(%x: tensor<3x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'tec.expand' op expected input 3x8 to broadcast to 4x8}}
+  %0 = tec.expand %x : tensor<3x8xf32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @concat_dims(%a: tensor<4x2xf32>, %b: tensor<3x6xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'tec.concat' op expected dim 0 of every input to be 4, got 3}}
+  %0 = tec.concat %a, %b {axis = 1 : i64} : (tensor<4x2xf32>, tensor<3x6xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @split_sizes(%x: tensor<4x8xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'tec.split' op expected result sizes along axis 1 to add up to 8, got 7}}
+  %0:2 = tec.split %x {axis = 1 : i64} : (tensor<4x8xf32>) -> (tensor<4x2xf32>, tensor<4x5xf32>)
+  return %0#0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @slice_shape(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'tec.slice' op expected result shape 4x3, got 4x4}}
+  %0 = tec.slice %x {starts = array<i64: 0, 2>, ends = array<i64: 4, 8>, steps = array<i64: 1, 2>} : tensor<4x8xf32> -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @gather_indices(%t: tensor<100x16xf32>, %i: tensor<4xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'tec.gather' op operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = tec.gather %t, %i {axis = 0 : i64} : (tensor<100x16xf32>, tensor<4xf32>) -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+func.func @where_condition(%c: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tec.where' op operand #0 must be statically shaped tensor of 1-bit signless integer values}}
+  %0 = tec.where %c, %x, %x : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @quantize_to_f16(%x: tensor<4xf32>, %s: tensor<f32>) -> tensor<4xf16> {
+  // expected-error @+1 {{'tec.quantize' op expected f8E4M3FN or f8E5M2 result, got 'f16'}}
+  %0 = tec.quantize %x, %s : (tensor<4xf32>, tensor<f32>) -> tensor<4xf16>
+  return %0 : tensor<4xf16>
+}
+
+// -----
+
+func.func @quantize_scale_not_scalar(%x: tensor<4xf32>, %s: tensor<4xf32>) -> tensor<4xf8E4M3FN> {
+  // expected-error @+1 {{'tec.quantize' op operand #1 must be 0D tensor of 32-bit float values}}
+  %0 = tec.quantize %x, %s : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf8E4M3FN>
+  return %0 : tensor<4xf8E4M3FN>
+}
+
+// -----
+
+func.func @dequantize_from_f32(%x: tensor<4xf32>, %s: tensor<f32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tec.dequantize' op expected f8E4M3FN or f8E5M2 input, got 'f32'}}
+  %0 = tec.dequantize %x, %s : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fp8_gemm_two_e5m2(%a: tensor<64x128xf8E5M2>, %b: tensor<128x128xf8E5M2>, %s: tensor<f32>) -> tensor<64x128xf32> {
+  // expected-error @+1 {{'tec.fp8_gemm' op expected at most one f8E5M2 operand, got two (cuBLASLt has no E5M2 x E5M2 GEMM)}}
+  %0 = tec.fp8_gemm %a, %b, %s, %s : (tensor<64x128xf8E5M2>, tensor<128x128xf8E5M2>, tensor<f32>, tensor<f32>) -> tensor<64x128xf32>
+  return %0 : tensor<64x128xf32>
+}
+
+// -----
+
+func.func @fp8_gemm_f32_operand(%a: tensor<64x128xf32>, %b: tensor<128x128xf8E4M3FN>, %s: tensor<f32>) -> tensor<64x128xf32> {
+  // expected-error @+1 {{'tec.fp8_gemm' op operand #0 must be statically shaped tensor of f8E4M3FN type or f8E5M2 type values}}
+  %0 = tec.fp8_gemm %a, %b, %s, %s : (tensor<64x128xf32>, tensor<128x128xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<64x128xf32>
+  return %0 : tensor<64x128xf32>
+}
+
+// -----
+
+func.func @delayed_scaling_fp8_max(%h: tensor<16xf32>, %s: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{'tec.delayed_scaling' op expected fp8_max 448 (E4M3) or 57344 (E5M2), got 240}}
+  %0:3 = tec.delayed_scaling %h, %s, %s {fp8_max = 240.0 : f32} : (tensor<16xf32>, tensor<f32>, tensor<f32>) -> (tensor<16xf32>, tensor<f32>, tensor<f32>)
+  return %0#1 : tensor<f32>
+}
+
+// -----
+
+func.func @delayed_scaling_history(%h: tensor<16xf32>, %s: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{'tec.delayed_scaling' op expected new history of type 'tensor<16xf32>', got 'tensor<8xf32>'}}
+  %0:3 = tec.delayed_scaling %h, %s, %s {fp8_max = 448.0 : f32} : (tensor<16xf32>, tensor<f32>, tensor<f32>) -> (tensor<8xf32>, tensor<f32>, tensor<f32>)
+  return %0#1 : tensor<f32>
+}
