@@ -1,0 +1,91 @@
+// FP8 conversions, bit for bit CUDA's __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...): round to nearest
+// even, saturate to the largest finite value, NaN -> 0x7F. Written on float bits (float -> double is
+// exact, so this equals CUDA's double-based host path); tested against it over all 2^32 inputs.
+#ifndef TEC_KERNELS_COMMON_FP8_H
+#define TEC_KERNELS_COMMON_FP8_H
+
+#include "kernels/common/HostDevice.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace tec::kernels {
+
+enum class Fp8Format { E4M3, E5M2 };
+
+/// Largest finite values: E4M3 448 (S.1111.110), E5M2 57344 (S.11110.11).
+inline constexpr float kE4M3Max = 448.0f, kE5M2Max = 57344.0f;
+
+TEC_HOST_DEVICE uint32_t floatBits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof(b));
+  return b;
+}
+
+TEC_HOST_DEVICE float bitsToFloat(uint32_t b) {
+  float x;
+  std::memcpy(&x, &b, sizeof(x));
+  return x;
+}
+
+TEC_HOST_DEVICE uint8_t floatToFp8(float x, Fp8Format format) {
+  const bool e4m3 = format == Fp8Format::E4M3;
+  const int mantissaBits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const uint32_t maxNorm = e4m3 ? 0x7E : 0x7B;
+  // |x| above these rounds past the largest finite value: E4M3 448 + half an ulp (464, a tie that
+  // rounds to even 448, so strictly above); E5M2 57344 + half an ulp (61440, whose tie rounds up).
+  const uint32_t bits = floatBits(x);
+  const uint32_t absBits = bits & 0x7FFFFFFFu;
+  const uint8_t sign = static_cast<uint8_t>((bits >> 31) << 7);
+  if (absBits > 0x7F800000u)
+    return 0x7F; // NaN, canonical positive
+  const uint32_t minDenormHalf = e4m3 ? 0x3A800000u : 0x37000000u; // 2^-10, 2^-17
+  const uint32_t minNorm = e4m3 ? 0x3C800000u : 0x38800000u;       // 2^-6, 2^-14
+  if (absBits <= minDenormHalf)
+    return sign; // zero or underflow, keeping the sign
+  const bool overflow = e4m3 ? absBits > 0x43E80000u /*464*/ : absBits >= 0x47700000u /*61440*/;
+  if (overflow)
+    return static_cast<uint8_t>(maxNorm | sign);
+  const int exponent = static_cast<int>((absBits >> 23) & 0xFF) - 127 + bias;
+  const uint32_t halfUlp = 1u << (23 - mantissaBits - 1);
+  uint32_t mantissa = (absBits >> (23 - mantissaBits)) & ((1u << mantissaBits) - 1);
+  uint32_t result;
+  if (absBits >= minNorm) {
+    result = (static_cast<uint32_t>(exponent) << mantissaBits) | mantissa;
+    const uint32_t rounded = absBits & ((halfUlp << 1) - 1);
+    if (rounded > halfUlp || (rounded == halfUlp && (mantissa & 1)))
+      ++result;
+  } else {
+    const int shift = 1 - exponent;
+    mantissa |= 1u << mantissaBits; // the implicit leading bit
+    result = mantissa >> shift;
+    const uint32_t rounded = (absBits | (1u << 23)) & ((halfUlp << (shift + 1)) - 1);
+    if (rounded > (halfUlp << shift) || (rounded == (halfUlp << shift) && (result & 1)))
+      ++result;
+  }
+  return static_cast<uint8_t>(result | sign);
+}
+
+TEC_HOST_DEVICE float fp8ToFloat(uint8_t v, Fp8Format format) {
+  const bool e4m3 = format == Fp8Format::E4M3;
+  const int mantissaBits = e4m3 ? 3 : 2, exponentBits = e4m3 ? 4 : 5, bias = e4m3 ? 7 : 15;
+  const uint32_t sign = static_cast<uint32_t>(v >> 7) << 31;
+  const uint32_t exponent = (v >> mantissaBits) & ((1u << exponentBits) - 1);
+  const uint32_t mantissa = v & ((1u << mantissaBits) - 1);
+  if (e4m3 && exponent == 15 && mantissa == 7)
+    return bitsToFloat(sign | 0x7FC00000u);
+  if (!e4m3 && exponent == 31)
+    return bitsToFloat(sign | (mantissa ? 0x7FC00000u : 0x7F800000u));
+  if (exponent == 0) {
+    // Denormal: mantissa * 2^(1 - bias - mantissaBits), exact in float.
+    float magnitude = static_cast<float>(mantissa) * bitsToFloat(static_cast<uint32_t>(127 + 1 - bias - mantissaBits) << 23);
+    return bitsToFloat(sign | floatBits(magnitude));
+  }
+  return bitsToFloat(sign | ((exponent - bias + 127) << 23) | (mantissa << (23 - mantissaBits)));
+}
+
+TEC_HOST_DEVICE float fp8Max(Fp8Format format) { return format == Fp8Format::E4M3 ? kE4M3Max : kE5M2Max; }
+
+} // namespace tec::kernels
+
+#endif

@@ -1,0 +1,591 @@
+#include "kernels/cpu/CpuKernels.h"
+
+#include "kernels/common/Half.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace tec::kernels::cpu {
+
+int64_t numElements(const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+size_t elementBytes(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+  case ElementType::I32: return 4;
+  case ElementType::F16:
+  case ElementType::BF16: return 2;
+  case ElementType::I64: return 8;
+  case ElementType::Bool:
+  case ElementType::F8E4M3:
+  case ElementType::F8E5M2: return 1;
+  }
+  return 0;
+}
+
+void setThreads(int threads) {
+  if (threads <= 0)
+    return;
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
+namespace {
+
+/// Below this many elements an OpenMP region costs more than it saves.
+constexpr int64_t kParallelThreshold = 1 << 14;
+
+/// Strides of `shape` broadcast (right-aligned) to `out`: 0 along broadcast dims.
+std::vector<int64_t> broadcastStrides(const Shape &shape, const Shape &out) {
+  std::vector<int64_t> strides(out.size(), 0);
+  int64_t stride = 1;
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1, o = static_cast<int64_t>(out.size()) - 1; i >= 0;
+       --i, --o) {
+    strides[o] = shape[i] == 1 ? 0 : stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
+/// Calls f(row, offsets...) for each row of `out` (its last dim), with each operand's element offset
+/// at the row's start; operands advance along the row by their last stride.
+template <size_t N, typename F>
+void forEachBroadcastRow(const Shape &out, const std::array<std::vector<int64_t>, N> &strides, F f) {
+  const int64_t rank = out.size();
+  const int64_t inner = rank ? out.back() : 1;
+  const int64_t rows = inner ? numElements(out) / inner : 0;
+#pragma omp parallel for schedule(static) if (rows * inner > kParallelThreshold)
+  for (int64_t row = 0; row < rows; ++row) {
+    std::array<int64_t, N> offsets{};
+    int64_t rest = row;
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      int64_t coord = rest % out[d];
+      rest /= out[d];
+      for (size_t k = 0; k < N; ++k)
+        offsets[k] += coord * strides[k][d];
+    }
+    f(row * inner, offsets);
+  }
+}
+
+template <typename T, typename Op>
+void binaryLoop(const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out, const Shape &outShape, Op op) {
+  const int64_t n = numElements(outShape);
+  if (aShape == outShape && bShape == outShape) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = op(a[i], b[i]);
+    return;
+  }
+  if (aShape == outShape && numElements(bShape) == 1) {
+    const T s = b[0];
+#pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = op(a[i], s);
+    return;
+  }
+  std::array<std::vector<int64_t>, 2> strides{broadcastStrides(aShape, outShape), broadcastStrides(bShape, outShape)};
+  const int64_t inner = outShape.empty() ? 1 : outShape.back();
+  const int64_t sa = outShape.empty() ? 0 : strides[0].back(), sb = outShape.empty() ? 0 : strides[1].back();
+  forEachBroadcastRow(outShape, strides, [&](int64_t start, const std::array<int64_t, 2> &off) {
+    for (int64_t j = 0; j < inner; ++j)
+      out[start + j] = op(a[off[0] + j * sa], b[off[1] + j * sb]);
+  });
+}
+
+} // namespace
+
+template <typename T>
+void binary(BinaryKind kind, const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
+            const Shape &outShape) {
+  switch (kind) {
+  case BinaryKind::Add: return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return T(x + y); });
+  case BinaryKind::Sub: return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return T(x - y); });
+  case BinaryKind::Mul: return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return T(x * y); });
+  case BinaryKind::Div:
+    return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) {
+      if constexpr (std::is_integral_v<T>)
+        return y == 0 ? T(0) : T(x / y); // integer division by zero is undefined in ONNX; never trap
+      else
+        return T(x / y);
+    });
+  case BinaryKind::Pow:
+    return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (y == 2.0f) // x*x is exact where powf may not be correctly rounded
+          return x * x;
+        return std::pow(x, y);
+      } else {
+        return T(std::pow(static_cast<double>(x), static_cast<double>(y)));
+      }
+    });
+  }
+}
+
+template void binary<float>(BinaryKind, const float *, const Shape &, const float *, const Shape &, float *, const Shape &);
+template void binary<int32_t>(BinaryKind, const int32_t *, const Shape &, const int32_t *, const Shape &, int32_t *,
+                              const Shape &);
+template void binary<int64_t>(BinaryKind, const int64_t *, const Shape &, const int64_t *, const Shape &, int64_t *,
+                              const Shape &);
+
+void unary(UnaryKind kind, const float *x, float *y, int64_t n) {
+  auto run = [&](auto op) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = op(x[i]);
+  };
+  switch (kind) {
+  case UnaryKind::Relu: return run([](float v) { return relu(v); });
+  case UnaryKind::Tanh: return run([](float v) { return std::tanh(v); });
+  case UnaryKind::Sigmoid: return run([](float v) { return sigmoid(v); });
+  case UnaryKind::Erf: return run([](float v) { return std::erf(v); });
+  case UnaryKind::Sqrt: return run([](float v) { return std::sqrt(v); });
+  case UnaryKind::Gelu: return run([](float v) { return gelu(v); });
+  case UnaryKind::GeluTanh: return run([](float v) { return geluTanh(v); });
+  }
+}
+
+void where(const bool *cond, const Shape &condShape, const void *x, const Shape &xShape, const void *y,
+           const Shape &yShape, void *out, const Shape &outShape, size_t bytes) {
+  std::array<std::vector<int64_t>, 3> strides{broadcastStrides(condShape, outShape), broadcastStrides(xShape, outShape),
+                                              broadcastStrides(yShape, outShape)};
+  const int64_t inner = outShape.empty() ? 1 : outShape.back();
+  std::array<int64_t, 3> last{};
+  for (int k = 0; k < 3; ++k)
+    last[k] = outShape.empty() ? 0 : strides[k].back();
+  auto *o = static_cast<char *>(out);
+  auto *xs = static_cast<const char *>(x), *ys = static_cast<const char *>(y);
+  forEachBroadcastRow(outShape, strides, [&](int64_t start, const std::array<int64_t, 3> &off) {
+    for (int64_t j = 0; j < inner; ++j) {
+      bool c = cond[off[0] + j * last[0]];
+      const char *src = c ? xs + (off[1] + j * last[1]) * bytes : ys + (off[2] + j * last[2]) * bytes;
+      std::memcpy(o + (start + j) * bytes, src, bytes);
+    }
+  });
+}
+
+namespace {
+
+double loadAsDouble(const void *p, ElementType t, int64_t i) {
+  switch (t) {
+  case ElementType::F32: return static_cast<const float *>(p)[i];
+  case ElementType::F16: return f16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case ElementType::BF16: return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case ElementType::I32: return static_cast<const int32_t *>(p)[i];
+  case ElementType::I64: return static_cast<double>(static_cast<const int64_t *>(p)[i]);
+  case ElementType::Bool: return static_cast<const uint8_t *>(p)[i] ? 1.0 : 0.0;
+  case ElementType::F8E4M3: return fp8ToFloat(static_cast<const uint8_t *>(p)[i], Fp8Format::E4M3);
+  case ElementType::F8E5M2: return fp8ToFloat(static_cast<const uint8_t *>(p)[i], Fp8Format::E5M2);
+  }
+  return 0;
+}
+
+template <typename I> I saturatingInt(double v) {
+  // C++ leaves out-of-range float-to-int conversions undefined; clamp them (NaN becomes 0).
+  if (std::isnan(v))
+    return 0;
+  v = std::trunc(v);
+  if (v <= static_cast<double>(std::numeric_limits<I>::min()))
+    return std::numeric_limits<I>::min();
+  if (v >= static_cast<double>(std::numeric_limits<I>::max()))
+    return std::numeric_limits<I>::max();
+  return static_cast<I>(v);
+}
+
+void storeFromDouble(void *p, ElementType t, int64_t i, double v) {
+  switch (t) {
+  case ElementType::F32: static_cast<float *>(p)[i] = static_cast<float>(v); return;
+  case ElementType::F16: static_cast<uint16_t *>(p)[i] = floatToF16(static_cast<float>(v)); return;
+  case ElementType::BF16: static_cast<uint16_t *>(p)[i] = floatToBf16(static_cast<float>(v)); return;
+  case ElementType::I32: static_cast<int32_t *>(p)[i] = saturatingInt<int32_t>(v); return;
+  case ElementType::I64: static_cast<int64_t *>(p)[i] = saturatingInt<int64_t>(v); return;
+  case ElementType::Bool: static_cast<uint8_t *>(p)[i] = v != 0.0; return;
+  case ElementType::F8E4M3:
+    static_cast<uint8_t *>(p)[i] = floatToFp8(static_cast<float>(v), Fp8Format::E4M3);
+    return;
+  case ElementType::F8E5M2:
+    static_cast<uint8_t *>(p)[i] = floatToFp8(static_cast<float>(v), Fp8Format::E5M2);
+    return;
+  }
+}
+
+bool isInteger(ElementType t) { return t == ElementType::I32 || t == ElementType::I64 || t == ElementType::Bool; }
+
+int64_t loadInt(const void *p, ElementType t, int64_t i) {
+  switch (t) {
+  case ElementType::I32: return static_cast<const int32_t *>(p)[i];
+  case ElementType::I64: return static_cast<const int64_t *>(p)[i];
+  default: return static_cast<const uint8_t *>(p)[i] != 0;
+  }
+}
+
+} // namespace
+
+void cast(const void *x, ElementType from, void *y, ElementType to, int64_t n) {
+  if (from == to) {
+    std::memcpy(y, x, n * elementBytes(from));
+    return;
+  }
+  if (isInteger(from) && isInteger(to)) { // exact, also for int64 values past 2^53
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v = loadInt(x, from, i);
+      if (to == ElementType::I32)
+        static_cast<int32_t *>(y)[i] = static_cast<int32_t>(v);
+      else if (to == ElementType::I64)
+        static_cast<int64_t *>(y)[i] = v;
+      else
+        static_cast<uint8_t *>(y)[i] = v != 0;
+    }
+    return;
+  }
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i)
+    storeFromDouble(y, to, i, loadAsDouble(x, from, i));
+}
+
+void softmax(const float *x, float *y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax) {
+#pragma omp parallel for schedule(static) if (outer * axis * inner > kParallelThreshold)
+  for (int64_t r = 0; r < outer * inner; ++r) {
+    const int64_t o = r / inner, i = r % inner;
+    const float *in = x + o * axis * inner + i;
+    float *out = y + o * axis * inner + i;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < axis; ++j)
+      mx = std::max(mx, in[j * inner]);
+    double sum = 0;
+    for (int64_t j = 0; j < axis; ++j)
+      sum += std::exp(in[j * inner] - mx);
+    if (logSoftmax) {
+      float logSum = static_cast<float>(std::log(sum));
+      for (int64_t j = 0; j < axis; ++j)
+        out[j * inner] = in[j * inner] - mx - logSum;
+    } else {
+      float inv = static_cast<float>(1.0 / sum);
+      for (int64_t j = 0; j < axis; ++j)
+        out[j * inner] = std::exp(in[j * inner] - mx) * inv;
+    }
+  }
+}
+
+void layerNorm(const float *x, const float *scale, const float *bias, float *y, float *mean, float *rstd, int64_t rows,
+               int64_t cols, float epsilon) {
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *in = x + r * cols;
+    double sum = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      sum += in[j];
+    const double mu = sum / cols;
+    double sq = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      sq += (in[j] - mu) * (in[j] - mu);
+    const float inv = static_cast<float>(1.0 / std::sqrt(sq / cols + epsilon));
+    const float m = static_cast<float>(mu);
+    float *out = y + r * cols;
+    for (int64_t j = 0; j < cols; ++j)
+      out[j] = (in[j] - m) * inv * scale[j] + (bias ? bias[j] : 0.0f);
+    if (mean)
+      mean[r] = m;
+    if (rstd)
+      rstd[r] = inv;
+  }
+}
+
+template <typename T>
+void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<int64_t> &axes, T *y) {
+  const int64_t rank = shape.size();
+  std::vector<int64_t> strides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  std::vector<int64_t> keptDims, keptStrides, reducedOffsets{0};
+  for (int64_t d = 0; d < rank; ++d) {
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) {
+      keptDims.push_back(shape[d]);
+      keptStrides.push_back(strides[d]);
+      continue;
+    }
+    std::vector<int64_t> next;
+    next.reserve(reducedOffsets.size() * shape[d]);
+    for (int64_t base : reducedOffsets)
+      for (int64_t i = 0; i < shape[d]; ++i)
+        next.push_back(base + i * strides[d]);
+    reducedOffsets = std::move(next);
+  }
+  const int64_t outCount = numElements(keptDims), count = reducedOffsets.size();
+#pragma omp parallel for schedule(static) if (outCount * count > kParallelThreshold)
+  for (int64_t o = 0; o < outCount; ++o) {
+    int64_t base = 0, rest = o;
+    for (int64_t d = static_cast<int64_t>(keptDims.size()) - 1; d >= 0; --d) {
+      base += (rest % keptDims[d]) * keptStrides[d];
+      rest /= keptDims[d];
+    }
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+    Acc sum = 0;
+    for (int64_t off : reducedOffsets)
+      sum += x[base + off];
+    y[o] = kind == ReduceKind::Mean ? static_cast<T>(count ? sum / static_cast<Acc>(count) : 0) : static_cast<T>(sum);
+  }
+}
+
+template void reduce<float>(ReduceKind, const float *, const Shape &, const std::vector<int64_t> &, float *);
+template void reduce<int32_t>(ReduceKind, const int32_t *, const Shape &, const std::vector<int64_t> &, int32_t *);
+template void reduce<int64_t>(ReduceKind, const int64_t *, const Shape &, const std::vector<int64_t> &, int64_t *);
+
+void matmul(const float *a, const Shape &aShape, const float *b, const Shape &bShape, float *out, const Shape &outShape) {
+  Shape lhs = aShape, rhs = bShape;
+  if (lhs.size() == 1)
+    lhs.insert(lhs.begin(), 1);
+  if (rhs.size() == 1)
+    rhs.push_back(1);
+  const int64_t m = lhs[lhs.size() - 2], k = lhs.back(), n = rhs.back();
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    std::fill(out, out + numElements(outShape), 0.0f);
+    return;
+  }
+  Shape aBatch(lhs.begin(), lhs.end() - 2), bBatch(rhs.begin(), rhs.end() - 2);
+  // A weight without batch dims: fold A's batch into M for one large GEMM.
+  if (numElements(bBatch) == 1) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, numElements(aBatch) * m, n, k, 1.0f, a, k, b, n, 0.0f,
+                out, n);
+    return;
+  }
+  Shape batch(outShape.begin(), outShape.end() - (aShape.size() > 1 ? 1 : 0) - (bShape.size() > 1 ? 1 : 0));
+  auto aStrides = broadcastStrides(aBatch, batch), bStrides = broadcastStrides(bBatch, batch);
+  const int64_t batches = numElements(batch);
+  for (int64_t i = 0; i < batches; ++i) {
+    int64_t ao = 0, bo = 0, rest = i;
+    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+      int64_t c = rest % batch[d];
+      rest /= batch[d];
+      ao += c * aStrides[d];
+      bo += c * bStrides[d];
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a + ao * m * k, k, b + bo * k * n, n, 0.0f,
+                out + i * m * n, n);
+  }
+}
+
+void gemm(const float *a, const float *b, const float *c, const Shape &cShape, float *y, int64_t m, int64_t n,
+          int64_t k, bool transA, bool transB, float alpha, float beta) {
+  float betaForBlas = 0.0f;
+  if (c && beta != 0.0f) {
+    std::array<std::vector<int64_t>, 1> strides{broadcastStrides(cShape, {m, n})};
+    forEachBroadcastRow(Shape{m, n}, strides, [&](int64_t start, const std::array<int64_t, 1> &off) {
+      for (int64_t j = 0; j < n; ++j)
+        y[start + j] = beta * c[off[0] + j * strides[0][1]];
+    });
+    betaForBlas = 1.0f;
+  }
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    if (betaForBlas == 0.0f)
+      std::fill(y, y + m * n, 0.0f);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
+              transA ? m : k, b, transB ? k : n, betaForBlas, y, n);
+}
+
+void linear(const float *x, const float *weight, const float *bias, float *y, int64_t m, int64_t n, int64_t k,
+            bool transposeB, Epilogue epilogue) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0)
+    std::fill(y, y + m * n, 0.0f);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, transposeB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, x, k, weight,
+                transposeB ? k : n, 0.0f, y, n);
+  if (!bias && epilogue == Epilogue::None)
+    return;
+  // Bias and activation in one pass over the output, as cuBLASLt's epilogue does.
+#pragma omp parallel for schedule(static) if (m * n > kParallelThreshold)
+  for (int64_t i = 0; i < m; ++i) {
+    float *row = y + i * n;
+    for (int64_t j = 0; j < n; ++j)
+      row[j] = applyEpilogue(row[j] + (bias ? bias[j] : 0.0f), epilogue);
+  }
+}
+
+namespace {
+
+inline void copyElement(char *dst, const char *src, size_t bytes) {
+  switch (bytes) {
+  case 1: *dst = *src; return;
+  case 2: std::memcpy(dst, src, 2); return;
+  case 4: std::memcpy(dst, src, 4); return;
+  case 8: std::memcpy(dst, src, 8); return;
+  default: std::memcpy(dst, src, bytes);
+  }
+}
+
+/// out[i...] = in[offset + sum(i_d * inStrides[d])] for every output element.
+void stridedCopy(const char *in, int64_t offset, const std::vector<int64_t> &inStrides, char *out, const Shape &outShape,
+                 size_t bytes) {
+  const int64_t inner = outShape.empty() ? 1 : outShape.back();
+  const int64_t innerStride = outShape.empty() ? 0 : inStrides.back();
+  std::array<std::vector<int64_t>, 1> strides{inStrides};
+  forEachBroadcastRow(outShape, strides, [&](int64_t start, const std::array<int64_t, 1> &off) {
+    const char *src = in + (offset + off[0]) * static_cast<int64_t>(bytes);
+    char *dst = out + start * static_cast<int64_t>(bytes);
+    if (innerStride == 1) {
+      std::memcpy(dst, src, inner * bytes);
+      return;
+    }
+    for (int64_t j = 0; j < inner; ++j)
+      copyElement(dst + j * bytes, src + j * innerStride * static_cast<int64_t>(bytes), bytes);
+  });
+}
+
+std::vector<int64_t> contiguousStrides(const Shape &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+} // namespace
+
+void transpose(const void *x, const Shape &inShape, const std::vector<int64_t> &perm, void *y, size_t bytes) {
+  auto inStrides = contiguousStrides(inShape);
+  Shape outShape;
+  std::vector<int64_t> strides;
+  for (int64_t p : perm) {
+    outShape.push_back(inShape[p]);
+    strides.push_back(inStrides[p]);
+  }
+  stridedCopy(static_cast<const char *>(x), 0, strides, static_cast<char *>(y), outShape, bytes);
+}
+
+void expand(const void *x, const Shape &inShape, void *y, const Shape &outShape, size_t bytes) {
+  stridedCopy(static_cast<const char *>(x), 0, broadcastStrides(inShape, outShape), static_cast<char *>(y), outShape,
+              bytes);
+}
+
+void slice(const void *x, const Shape &inShape, const std::vector<int64_t> &starts, const std::vector<int64_t> &steps,
+           void *y, const Shape &outShape, size_t bytes) {
+  if (numElements(outShape) == 0)
+    return;
+  auto inStrides = contiguousStrides(inShape);
+  int64_t offset = 0;
+  std::vector<int64_t> strides(inShape.size());
+  for (size_t d = 0; d < inShape.size(); ++d) {
+    offset += starts[d] * inStrides[d];
+    strides[d] = steps[d] * inStrides[d];
+  }
+  stridedCopy(static_cast<const char *>(x), offset, strides, static_cast<char *>(y), outShape, bytes);
+}
+
+void copyAlongAxis(const void *x, const Shape &inShape, void *y, const Shape &outShape, int64_t axis, int64_t offset,
+                   size_t bytes, bool split) {
+  // `small` is the piece (concat input, split output); `big` the whole along `axis`.
+  const Shape &small = split ? outShape : inShape;
+  const Shape &big = split ? inShape : outShape;
+  int64_t outer = 1, innerElems = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= small[d];
+  for (size_t d = axis + 1; d < small.size(); ++d)
+    innerElems *= small[d];
+  const int64_t chunk = small[axis] * innerElems * bytes, bigRow = big[axis] * innerElems * bytes;
+  const int64_t start = offset * innerElems * bytes;
+  auto *src = static_cast<const char *>(x);
+  auto *dst = static_cast<char *>(y);
+  for (int64_t o = 0; o < outer; ++o) {
+    if (split)
+      std::memcpy(dst + o * chunk, src + o * bigRow + start, chunk);
+    else
+      std::memcpy(dst + o * bigRow + start, src + o * chunk, chunk);
+  }
+}
+
+template <typename Index>
+bool gather(const void *data, const Shape &dataShape, const Index *indices, int64_t numIndices, int64_t axis, void *y,
+            size_t bytes) {
+  const int64_t axisDim = dataShape[axis];
+  for (int64_t j = 0; j < numIndices; ++j)
+    if (indices[j] < -axisDim || indices[j] >= axisDim)
+      return false;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= dataShape[d];
+  for (size_t d = axis + 1; d < dataShape.size(); ++d)
+    inner *= dataShape[d];
+  const int64_t block = inner * bytes;
+  auto *src = static_cast<const char *>(data);
+  auto *dst = static_cast<char *>(y);
+#pragma omp parallel for schedule(static) if (outer * numIndices * inner > kParallelThreshold)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < numIndices; ++j) {
+      int64_t idx = indices[j] < 0 ? indices[j] + axisDim : indices[j];
+      std::memcpy(dst + (o * numIndices + j) * block, src + (o * axisDim + idx) * block, block);
+    }
+  return true;
+}
+
+template bool gather<int32_t>(const void *, const Shape &, const int32_t *, int64_t, int64_t, void *, size_t);
+template bool gather<int64_t>(const void *, const Shape &, const int64_t *, int64_t, int64_t, void *, size_t);
+
+void quantize(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format) {
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = floatToFp8(x[i] * scale, format);
+}
+
+void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format format) {
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = fp8ToFloat(x[i], format) * scaleInv;
+}
+
+float amax(const float *x, int64_t n) {
+  float result = 0.0f;
+  bool nan = false;
+#pragma omp parallel for reduction(max : result) reduction(|| : nan) schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    nan = nan || std::isnan(x[i]);
+    result = std::max(result, std::fabs(x[i]));
+  }
+  return nan ? std::numeric_limits<float>::quiet_NaN() : result;
+}
+
+void delayedScaling(const float *history, int64_t length, float scale, float amaxValue, float fp8Max, int64_t margin,
+                    bool mostRecent, float *newHistory, float *newScale, float *newScaleInv) {
+  std::vector<float> staged(history, history + length);
+  staged[0] = amaxValue;
+  float a = staged[0];
+  if (!mostRecent)
+    for (float v : staged)
+      a = (std::isnan(v) || std::isnan(a)) ? std::numeric_limits<float>::quiet_NaN() : std::max(a, v);
+  float s = scale;
+  if (a > 0.0f && std::isfinite(a)) {
+    s = (fp8Max / a) / std::ldexp(1.0f, static_cast<int>(margin));
+    if (std::isinf(s))
+      s = FLT_MAX;
+  }
+  *newScale = s;
+  *newScaleInv = 1.0f / s;
+  // torch.roll(history, -1) then history[0] = 0, as Transformer Engine does: this step's amax moves to the
+  // last slot and slot 0, which held the oldest amax, is cleared to stage the next step's.
+  for (int64_t i = 0; i < length; ++i)
+    newHistory[i] = staged[(i + 1) % length];
+  newHistory[0] = 0.0f;
+}
+
+} // namespace tec::kernels::cpu

@@ -1,0 +1,88 @@
+// CPU kernels: GEMMs through BLAS with the epilogue in the same pass over the output, the rest with
+// OpenMP. Plain pointers and shapes in, nothing of the compiler or runtime: these are also the CPU
+// twins the CUDA kernels are checked against.
+#ifndef TEC_KERNELS_CPU_CPUKERNELS_H
+#define TEC_KERNELS_CPU_CPUKERNELS_H
+
+#include "kernels/common/Activations.h"
+#include "kernels/common/Fp8.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tec::kernels::cpu {
+
+using Shape = std::vector<int64_t>;
+
+int64_t numElements(const Shape &shape);
+
+/// Element types the data-movement and cast kernels handle.
+enum class ElementType { F32, F16, BF16, I32, I64, Bool, F8E4M3, F8E5M2 };
+size_t elementBytes(ElementType type);
+
+/// Threads for OpenMP regions and BLAS; 0 keeps the libraries' defaults.
+void setThreads(int threads);
+
+// Elementwise with numpy broadcasting. T is float, int32_t or int64_t.
+enum class BinaryKind { Add, Sub, Mul, Div, Pow };
+template <typename T>
+void binary(BinaryKind kind, const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
+            const Shape &outShape);
+
+enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Gelu, GeluTanh };
+void unary(UnaryKind kind, const float *x, float *y, int64_t n);
+
+/// Where(cond, x, y) with broadcasting, on elements of `bytes` bytes.
+void where(const bool *cond, const Shape &condShape, const void *x, const Shape &xShape, const void *y,
+           const Shape &yShape, void *out, const Shape &outShape, size_t bytes);
+
+void cast(const void *x, ElementType from, void *y, ElementType to, int64_t n);
+
+// Normalization and reductions over float.
+void softmax(const float *x, float *y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax);
+/// Normalizes each of `rows` rows of `cols` values; mean and rstd (one per row) may be null.
+void layerNorm(const float *x, const float *scale, const float *bias, float *y, float *mean, float *rstd,
+               int64_t rows, int64_t cols, float epsilon);
+enum class ReduceKind { Sum, Mean };
+template <typename T>
+void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<int64_t> &axes, T *y);
+
+// GEMMs (row-major float).
+/// numpy matmul with 1-D promotion and batch broadcasting.
+void matmul(const float *a, const Shape &aShape, const float *b, const Shape &bShape, float *out,
+            const Shape &outShape);
+/// ONNX Gemm: y = alpha * op(A) op(B) + beta * C, C broadcast to MxN (may be null).
+void gemm(const float *a, const float *b, const float *c, const Shape &cShape, float *y, int64_t m, int64_t n,
+          int64_t k, bool transA, bool transB, float alpha, float beta);
+/// y[M,N] = epilogue(x[M,K] · W + bias), W = weight[K,N] or weight[N,K]ᵀ; bias may be null.
+void linear(const float *x, const float *weight, const float *bias, float *y, int64_t m, int64_t n, int64_t k,
+            bool transposeB, Epilogue epilogue);
+
+// Data movement on elements of `bytes` bytes.
+void transpose(const void *x, const Shape &inShape, const std::vector<int64_t> &perm, void *y, size_t bytes);
+void expand(const void *x, const Shape &inShape, void *y, const Shape &outShape, size_t bytes);
+void slice(const void *x, const Shape &inShape, const std::vector<int64_t> &starts,
+           const std::vector<int64_t> &steps, void *y, const Shape &outShape, size_t bytes);
+/// Copies `x` (shape `inShape`) into `y` at `offset` along `axis` of `outShape` (concat), or the reverse
+/// (split) when `gatherFromOut` is set.
+void copyAlongAxis(const void *x, const Shape &inShape, void *y, const Shape &outShape, int64_t axis,
+                   int64_t offset, size_t bytes, bool split);
+/// Returns false (and writes nothing) when an index is out of range.
+template <typename Index>
+bool gather(const void *data, const Shape &dataShape, const Index *indices, int64_t numIndices, int64_t axis,
+            void *y, size_t bytes);
+
+// FP8 emulation, bit-exact with the CUDA kernels.
+void quantize(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format);
+void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format format);
+/// max |x|; NaN if any element is NaN.
+float amax(const float *x, int64_t n);
+/// Transformer Engine's delayed scaling: stage `amax` in history[0], reduce the history (max or most
+/// recent), compute the new scale (keeping `scale` when the amax is 0/inf/NaN), then roll one slot.
+void delayedScaling(const float *history, int64_t length, float scale, float amax, float fp8Max, int64_t margin,
+                    bool mostRecent, float *newHistory, float *newScale, float *newScaleInv);
+
+} // namespace tec::kernels::cpu
+
+#endif

@@ -1,0 +1,71 @@
+// The .tecplan file: a 64-byte header (magic, format version, offsets, checksum), the protobuf
+// metadata, and a 64-byte-aligned raw data section mapped with mmap so weights load without copies.
+#ifndef TEC_RUNTIME_PLANFILE_H
+#define TEC_RUNTIME_PLANFILE_H
+
+#include "runtime/Status.h"
+#include "runtime/plan.pb.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tec {
+
+inline constexpr uint32_t kPlanFormatVersion = 1;
+inline constexpr int64_t kPlanAlignment = 64;
+
+/// The data section being assembled: chunks are referenced, not copied, until the file is written.
+class PlanDataBuilder {
+public:
+  /// Appends `bytes` at the next 64-byte boundary; returns its offset in the data section.
+  int64_t add(const void *data, int64_t bytes);
+  int64_t size() const { return end; }
+
+  struct Chunk {
+    const void *data;
+    int64_t offset, bytes;
+  };
+  const std::vector<Chunk> &chunks() const { return parts; }
+
+private:
+  std::vector<Chunk> parts;
+  int64_t end = 0;
+};
+
+/// Writes the plan atomically: a temporary file beside `path`, fsync, rename.
+Status writePlanFile(const std::string &path, const plan::Plan &plan, const PlanDataBuilder &data);
+
+class PlanFile {
+public:
+  /// Maps and validates a plan file; corrupt, truncated or other-version files are refused.
+  static Result<std::unique_ptr<PlanFile>> open(const std::string &path);
+  ~PlanFile();
+  PlanFile(const PlanFile &) = delete;
+  PlanFile &operator=(const PlanFile &) = delete;
+
+  const plan::Plan &plan() const { return metadata; }
+  const char *data() const { return dataStart; }
+  int64_t dataSize() const { return dataBytes; }
+  const std::string &path() const { return filePath; }
+
+private:
+  PlanFile() = default;
+  std::string filePath;
+  void *mapping = nullptr;
+  size_t mappingBytes = 0;
+  plan::Plan metadata;
+  const char *dataStart = nullptr;
+  int64_t dataBytes = 0;
+};
+
+/// Checks what the runtime relies on before it touches memory: buffer indices, sizes, offsets.
+Status validatePlan(const plan::Plan &plan, int64_t dataBytes);
+
+const char *dtypeName(plan::DType dtype);
+int64_t dtypeBytes(plan::DType dtype);
+
+} // namespace tec
+
+#endif
