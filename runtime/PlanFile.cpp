@@ -24,20 +24,45 @@ struct Header {
 };
 static_assert(sizeof(Header) == 64, "the header is 64 bytes on disk");
 
-/// FNV-1a over 8-byte words: fast enough to check a large plan at load, and any flipped bit shows.
-uint64_t checksum(uint64_t h, const char *p, uint64_t n) {
-  constexpr uint64_t prime = 0x100000001b3ULL;
-  uint64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ w) * prime;
+/// FNV-1a over 8-byte words, fed as a byte stream (pieces of any length hash as their concatenation):
+/// fast enough to check a large plan at load, and any flipped bit shows.
+class Checksum {
+public:
+  void update(const char *p, uint64_t n) {
+    while (n && pendingBytes) {
+      pending[pendingBytes++] = *p++;
+      --n;
+      if (pendingBytes == 8)
+        mixPending();
+    }
+    for (; n >= 8; n -= 8, p += 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      mix(w);
+    }
+    while (n--)
+      pending[pendingBytes++] = *p++;
   }
-  for (; i < n; ++i)
-    h = (h ^ static_cast<unsigned char>(p[i])) * prime;
-  return h;
-}
-constexpr uint64_t kChecksumSeed = 0xcbf29ce484222325ULL;
+  uint64_t finish() {
+    for (int i = 0; i < pendingBytes; ++i)
+      hash = (hash ^ static_cast<unsigned char>(pending[i])) * kPrime;
+    pendingBytes = 0;
+    return hash;
+  }
+
+private:
+  static constexpr uint64_t kPrime = 0x100000001b3ULL;
+  void mix(uint64_t w) { hash = (hash ^ w) * kPrime; }
+  void mixPending() {
+    uint64_t w;
+    std::memcpy(&w, pending, 8);
+    mix(w);
+    pendingBytes = 0;
+  }
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  char pending[8] = {};
+  int pendingBytes = 0;
+};
 
 int64_t alignUp(int64_t v) { return (v + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment; }
 
@@ -68,6 +93,11 @@ int64_t PlanDataBuilder::add(const void *data, int64_t bytes) {
   return offset;
 }
 
+int64_t PlanDataBuilder::addCopy(const void *data, int64_t bytes) {
+  auto &copy = owned.emplace_back(static_cast<const char *>(data), static_cast<const char *>(data) + bytes);
+  return add(copy.data(), bytes);
+}
+
 Status writePlanFile(const std::string &path, const plan::Plan &plan, const PlanDataBuilder &data) {
   std::string metadata;
   if (!plan.SerializeToString(&metadata))
@@ -80,18 +110,19 @@ Status writePlanFile(const std::string &path, const plan::Plan &plan, const Plan
   header.metadataBytes = metadata.size();
   header.dataOffset = alignUp(sizeof(Header) + metadata.size());
   header.dataBytes = data.size();
-  uint64_t h = checksum(kChecksumSeed, metadata.data(), metadata.size());
+  Checksum sum;
+  sum.update(metadata.data(), metadata.size());
   std::vector<char> padding(kPlanAlignment, 0);
   {
     // The checksum runs over the data section exactly as written, padding included.
     int64_t at = 0;
     for (const auto &c : data.chunks()) {
-      h = checksum(h, padding.data(), c.offset - at);
-      h = checksum(h, static_cast<const char *>(c.data), c.bytes);
+      sum.update(padding.data(), c.offset - at);
+      sum.update(static_cast<const char *>(c.data), c.bytes);
       at = c.offset + c.bytes;
     }
   }
-  header.checksum = h;
+  header.checksum = sum.finish();
 
   std::string temp = path + ".tmp.XXXXXX";
   int fd = mkstemp(temp.data());
@@ -166,9 +197,10 @@ Result<std::unique_ptr<PlanFile>> PlanFile::open(const std::string &path) {
       header.metadataBytes > size - header.metadataOffset || header.dataOffset > size ||
       header.dataBytes > size - header.dataOffset || header.dataOffset % kPlanAlignment)
     return refuse("the header's sections do not fit in the file's " + std::to_string(size) + " bytes (truncated?)");
-  uint64_t h = checksum(kChecksumSeed, base + header.metadataOffset, header.metadataBytes);
-  h = checksum(h, base + header.dataOffset, header.dataBytes);
-  if (h != header.checksum)
+  Checksum sum;
+  sum.update(base + header.metadataOffset, header.metadataBytes);
+  sum.update(base + header.dataOffset, header.dataBytes);
+  if (sum.finish() != header.checksum)
     return refuse("checksum mismatch: the file is corrupt");
   if (!file->metadata.ParseFromArray(base + header.metadataOffset, static_cast<int>(header.metadataBytes)))
     return refuse("the metadata does not parse");

@@ -7,6 +7,7 @@
 #include "runtime/plan.pb.h"
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@ class PlanDataBuilder {
 public:
   /// Appends `bytes` at the next 64-byte boundary; returns its offset in the data section.
   int64_t add(const void *data, int64_t bytes);
+  /// The same for data the builder keeps (small constants made while compiling).
+  int64_t addCopy(const void *data, int64_t bytes);
   int64_t size() const { return end; }
 
   struct Chunk {
@@ -31,6 +34,7 @@ public:
 
 private:
   std::vector<Chunk> parts;
+  std::deque<std::vector<char>> owned;
   int64_t end = 0;
 };
 

@@ -1,88 +1,97 @@
-// tec: compile an ONNX model. Imports it, runs the pipeline, prints a compile summary.
-#include "frontend/Importer.h"
-#include "ir/TecOps.h"
-#include "passes/Passes.h"
+// tec: compile an ONNX model into a plan (`tec model.onnx`), run a plan (`tec run`), look inside one
+// (`tec inspect`).
+#include "Driver.h"
+#include "TensorFiles.h"
 
-#include "mlir/IR/AsmState.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassInstrumentation.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Support/FileUtilities.h"
+#include "runtime/Session.h"
+
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <map>
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
 
 using namespace mlir;
 namespace cl = llvm::cl;
 
 namespace {
 
-/// Exit codes: bad input (model, flags) is 2, a failure inside tec is 1.
+/// Exit codes: bad input (model, plan, flags) is 2, a failure inside tec is 1.
 constexpr int kExitBadInput = 2, kExitInternal = 1;
 
 cl::OptionCategory category("tec options");
-cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"), cl::Required, cl::cat(category));
-cl::opt<std::string> outputPath("o", cl::desc("write the compiled IR to this file"), cl::value_desc("file"),
-                                cl::cat(category));
+
+// tec model.onnx
+cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"), cl::cat(category));
+cl::opt<std::string> outputPath("o", cl::desc("where to write the plan (default: the model's path with .tecplan)"),
+                                cl::value_desc("file"), cl::cat(category));
 cl::list<std::string> shapes("shape", cl::desc("fix dynamic input dims, e.g. --shape x=64x1024 (repeatable, or a,b)"),
                              cl::value_desc("name=AxB"), cl::CommaSeparated, cl::cat(category));
 cl::list<std::string> frozenInputs("freeze-input",
                                    cl::desc("fix a graph input's value at compile time (ONNX TensorProto .pb), "
                                             "e.g. a shape input; repeatable"),
                                    cl::value_desc("name=file.pb"), cl::CommaSeparated, cl::cat(category));
-enum class Emit { Summary, Import, Tec };
-cl::opt<Emit> emit("emit", cl::desc("what to print on stdout"), cl::init(Emit::Summary),
-                   cl::values(clEnumValN(Emit::Summary, "summary", "the compile summary (default)"),
-                              clEnumValN(Emit::Import, "import", "the tec IR as imported, before any pass"),
-                              clEnumValN(Emit::Tec, "tec", "the tec IR after the pipeline")),
+enum class Emit { Plan, Import, Tec };
+cl::opt<Emit> emit("emit", cl::desc("what to produce"), cl::init(Emit::Plan),
+                   cl::values(clEnumValN(Emit::Plan, "plan", "write the plan and print the compile summary (default)"),
+                              clEnumValN(Emit::Import, "import", "print the tec IR as imported, before any pass"),
+                              clEnumValN(Emit::Tec, "tec", "print the tec IR after the pipeline")),
                    cl::cat(category));
 cl::opt<std::string> dumpPasses("dump-passes", cl::desc("write the IR after each pass as DIR/NN-pass.mlir"),
                                 cl::value_desc("DIR"), cl::cat(category));
 cl::list<std::string> disabledPasses("disable-pass", cl::desc("leave a pass out of the pipeline (repeatable)"),
                                      cl::value_desc("pass"), cl::CommaSeparated, cl::cat(category));
 
-OpPrintingFlags printingFlags() { return OpPrintingFlags().elideLargeElementsAttrs(16); }
+// tec run plan.tecplan
+cl::SubCommand runCommand("run", "run a compiled plan and print a performance summary");
+cl::opt<std::string> runPlan(cl::Positional, cl::desc("<model.tecplan>"), cl::Required, cl::sub(runCommand), cl::cat(category));
+cl::list<std::string> runInputs("input", cl::desc("an input from a .npy or .pb file (repeatable; others are random)"),
+                                cl::value_desc("name=file"), cl::sub(runCommand), cl::cat(category));
+cl::opt<std::string> outputDir("output-dir", cl::desc("write each output as DIR/<name>.npy"), cl::value_desc("DIR"),
+                               cl::sub(runCommand), cl::cat(category));
+cl::opt<int> iterations("iterations", cl::desc("timed runs"), cl::init(10), cl::sub(runCommand), cl::cat(category));
+cl::opt<int> warmup("warmup", cl::desc("untimed runs before timing"), cl::init(2), cl::sub(runCommand), cl::cat(category));
+cl::opt<int> threads("threads", cl::desc("CPU threads (0: the libraries' default)"), cl::init(0), cl::sub(runCommand), cl::cat(category));
+cl::opt<std::string> device("device", cl::desc("auto, cpu or cuda (cuda: no fallback)"), cl::init("auto"),
+                            cl::sub(runCommand), cl::cat(category));
+cl::opt<std::string> variantName("variant", cl::desc("run this variant (a target such as cpu)"), cl::sub(runCommand), cl::cat(category));
+cl::opt<uint64_t> seed("seed", cl::desc("seed of the random inputs"), cl::init(0), cl::sub(runCommand), cl::cat(category));
+cl::opt<std::string> jsonReport("json", cl::desc("also write the performance summary as JSON"), cl::value_desc("file"),
+                                cl::sub(runCommand), cl::cat(category));
 
-/// Records the passes that ran and, given a folder, writes the module after each one as NN-pass.mlir.
-class PassRecorder : public PassInstrumentation {
-public:
-  PassRecorder(std::string dir, ModuleOp module) : dir(std::move(dir)), module(module) {}
-  void write(llvm::StringRef name) {
-    if (dir.empty())
-      return;
-    llvm::SmallString<256> file(dir);
-    llvm::sys::path::append(file, llvm::formatv("{0:02}-{1}.mlir", index++, name).str());
-    std::error_code ec;
-    llvm::raw_fd_ostream os(file, ec);
-    if (ec) {
-      llvm::errs() << "error: cannot write " << file << ": " << ec.message() << "\n";
-      failed = true;
-      return;
-    }
-    module.print(os, printingFlags());
-    files.push_back(file.str().str());
-  }
-  void runAfterPass(Pass *pass, Operation *) override {
-    if (pass->getArgument().empty()) // the adaptors that nest passes on functions
-      return;
-    passes.push_back(pass->getArgument().str());
-    write(pass->getArgument());
-  }
-  std::vector<std::string> passes, files;
-  bool failed = false;
+// tec inspect plan.tecplan
+cl::SubCommand inspectCommand("inspect", "print a plan's variants, steps, buffers and memory");
+cl::opt<std::string> inspectPlan(cl::Positional, cl::desc("<model.tecplan>"), cl::Required, cl::sub(inspectCommand), cl::cat(category));
+cl::opt<bool> inspectJson("json", cl::desc("the plan's metadata as JSON"), cl::sub(inspectCommand), cl::cat(category));
 
-private:
-  std::string dir;
-  ModuleOp module;
-  int index = 0;
-};
+std::string bytesString(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 3)
+    bytes /= 1024, ++u;
+  return llvm::formatv("{0:f1} {1}", bytes, units[u]).str();
+}
+
+std::string shapeString(llvm::ArrayRef<int64_t> dims) {
+  std::string s;
+  for (auto [i, d] : llvm::enumerate(dims))
+    s += (i ? "x" : "") + std::to_string(d);
+  return s.empty() ? "scalar" : s;
+}
+
+//===----------------------------------------------------------------------===//
+// tec model.onnx
+//===----------------------------------------------------------------------===//
 
 llvm::Error parseInputOptions(tec::ImportOptions &options) {
   for (const std::string &spec : shapes) {
@@ -117,44 +126,24 @@ std::string typeString(Type type) {
   auto t = llvm::cast<RankedTensorType>(type);
   std::string s;
   llvm::raw_string_ostream os(s);
-  os << t.getElementType() << "[" << tec::shape::str(t.getShape()) << "]";
+  os << t.getElementType() << "[" << shapeString(t.getShape()) << "]";
   return s;
 }
 
-std::string bytesString(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 3)
-    bytes /= 1024, ++u;
-  return llvm::formatv("{0:f1} {1}", bytes, units[u]).str();
-}
-
-std::map<std::string, int> countOps(ModuleOp module) {
-  std::map<std::string, int> counts;
-  module.walk([&](Operation *op) {
-    if (op->getDialect() && op->getDialect()->getNamespace() == "tec")
-      ++counts[op->getName().stripDialect().str()];
-  });
-  return counts;
-}
-
-std::string opsString(const std::map<std::string, int> &counts) {
+std::string opsString(const std::map<std::string, int> &counts, int &total) {
   std::string s;
-  for (const auto &[name, n] : counts)
+  total = 0;
+  for (const auto &[name, n] : counts) {
     s += (s.empty() ? "" : ", ") + name + " " + std::to_string(n);
+    total += n;
+  }
   return s;
 }
 
-int total(const std::map<std::string, int> &counts) {
-  int n = 0;
-  for (const auto &[_, c] : counts)
-    n += c;
-  return n;
-}
-
-void printSummary(const tec::ImportedModel &model, func::FuncOp forward, const std::map<std::string, int> &imported,
-                  const std::map<std::string, int> &compiled, const PassRecorder &recorder) {
+void printSummary(const tec::CompiledModel &c, const std::string &planPath) {
   auto &os = llvm::outs();
+  const auto &model = c.model;
+  auto forward = const_cast<tec::ImportedModel &>(model).module->lookupSymbol<func::FuncOp>("forward");
   os << "tec: compiled " << inputPath << "\n";
   os << "  model    opset " << model.opset << (model.producer.empty() ? "" : ", producer " + model.producer) << "\n";
   auto args = forward.getArgumentTypes();
@@ -170,71 +159,286 @@ void printSummary(const tec::ImportedModel &model, func::FuncOp forward, const s
     elements += p.type.getNumElements();
   }
   os << "  params   " << model.params.size() << " tensors, " << elements << " values, " << bytesString(bytes) << "\n";
-  os << "  imported " << total(imported) << " ops: " << opsString(imported) << "\n";
-  os << "  compiled " << total(compiled) << " ops: " << opsString(compiled) << "\n";
-  os << "  pipeline " << llvm::join(recorder.passes, " -> ") << "\n";
-  if (!recorder.files.empty())
-    os << "  dumps    " << recorder.files.size() << " files in " << dumpPasses << "\n";
+  int total;
+  std::string ops = opsString(c.importedOps, total);
+  os << "  imported " << total << " ops: " << ops << "\n";
+  ops = opsString(c.compiledOps, total);
+  os << "  compiled " << total << " ops: " << ops << "\n";
+  os << "  pipeline " << llvm::join(c.passes, " -> ") << "\n";
+  for (const auto &v : c.plan.variants())
+    os << "  variant  " << v.target() << " (" << v.precision() << "): " << v.steps_size() << " steps, arena "
+       << bytesString(v.arena_bytes()) << "\n";
+  if (!planPath.empty())
+    os << "  plan     " << planPath << " (data " << bytesString(c.data.size()) << ")\n";
+  if (!c.dumpFiles.empty())
+    os << "  dumps    " << c.dumpFiles.size() << " files in " << dumpPasses << "\n";
+}
+
+int reportCompileError(llvm::Error err) {
+  int code = kExitInternal;
+  llvm::handleAllErrors(
+      std::move(err),
+      [&](const tec::ImportError &e) {
+        llvm::errs() << "error: " << e.getMessage() << "\n";
+        code = kExitBadInput;
+      },
+      [&](const llvm::ErrorInfoBase &e) { llvm::errs() << "error: " << e.message() << "\n"; });
+  return code;
 }
 
 int compile() {
-  tec::ImportOptions options;
-  if (auto err = parseInputOptions(options)) {
+  if (inputPath.empty()) {
+    llvm::errs() << "error: no model given (usage: tec model.onnx, tec run plan.tecplan, tec inspect plan.tecplan)\n";
+    return kExitBadInput;
+  }
+  tec::CompileOptions options;
+  if (auto err = parseInputOptions(options.import)) {
     llvm::errs() << "error: " << llvm::toString(std::move(err)) << "\n";
     return kExitBadInput;
   }
+  options.pipeline.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
+  options.dumpDir = dumpPasses;
   MLIRContext context;
   context.printOpOnDiagnostic(false);
-  auto model = tec::importOnnxFile(context, inputPath, options);
-  if (!model) {
-    llvm::errs() << "error: " << llvm::toString(model.takeError()) << "\n";
-    return kExitBadInput;
-  }
-  ModuleOp module = *model->module;
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (emit == Emit::Import) {
-    module.print(llvm::outs(), printingFlags());
+    auto model = tec::importOnnxFile(context, inputPath, options.import);
+    if (!model)
+      return reportCompileError(model.takeError());
+    model->module->print(llvm::outs(), tec::irPrintingFlags());
     llvm::outs() << "\n";
     return 0;
   }
-  auto imported = countOps(module);
-
-  tec::PipelineOptions pipelineOptions;
-  pipelineOptions.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
-  PassManager pm(&context);
-  tec::buildInferencePipeline(pm, pipelineOptions);
-  if (!dumpPasses.empty())
-    if (auto ec = llvm::sys::fs::create_directories(dumpPasses)) {
-      llvm::errs() << "error: cannot create " << dumpPasses << ": " << ec.message() << "\n";
-      return kExitBadInput;
-    }
-  auto owned = std::make_unique<PassRecorder>(dumpPasses, module);
-  PassRecorder &recorder = *owned;
-  recorder.write("import");
-  pm.addInstrumentation(std::move(owned));
-  if (failed(pm.run(module))) {
-    llvm::errs() << "error: " << inputPath << ": the compile pipeline failed (see the diagnostics above)\n";
-    return kExitInternal;
-  }
-  if (recorder.failed)
-    return kExitBadInput;
-
-  if (!outputPath.empty()) {
-    std::string error;
-    auto out = openOutputFile(outputPath, &error);
-    if (!out) {
-      llvm::errs() << "error: " << error << "\n";
-      return kExitBadInput;
-    }
-    module.print(out->os(), printingFlags());
-    out->keep();
-  }
+  auto compiled = tec::compileModel(context, inputPath, options);
+  if (!compiled)
+    return reportCompileError(compiled.takeError());
   if (emit == Emit::Tec) {
-    module.print(llvm::outs(), printingFlags());
+    (*compiled)->model.module->print(llvm::outs(), tec::irPrintingFlags());
     llvm::outs() << "\n";
     return 0;
   }
-  printSummary(*model, forward, imported, countOps(module), recorder);
+  std::string planPath = outputPath;
+  if (planPath.empty()) {
+    llvm::SmallString<256> p(inputPath.getValue());
+    llvm::sys::path::replace_extension(p, "tecplan");
+    planPath = p.str().str();
+  }
+  if (tec::Status s = tec::writePlanFile(planPath, (*compiled)->plan, (*compiled)->data); !s.ok()) {
+    llvm::errs() << "error: " << s.message() << "\n";
+    return kExitBadInput;
+  }
+  printSummary(**compiled, planPath);
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// tec run
+//===----------------------------------------------------------------------===//
+
+void fillRandom(void *data, const tec::TensorInfo &info, std::mt19937_64 &rng) {
+  int64_t count = info.bytes / tec::dtypeBytes(info.dtype);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  switch (info.dtype) {
+  case tec::plan::F32:
+    for (int64_t i = 0; i < count; ++i)
+      static_cast<float *>(data)[i] = uniform(rng);
+    return;
+  case tec::plan::BOOL:
+    for (int64_t i = 0; i < count; ++i)
+      static_cast<uint8_t *>(data)[i] = rng() & 1;
+    return;
+  default: // integers (often indices) and narrow floats: zeros are always valid
+    std::memset(data, 0, info.bytes);
+  }
+}
+
+double percentile(std::vector<double> sorted, double p) {
+  if (sorted.empty())
+    return 0;
+  double rank = p / 100.0 * (sorted.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(rank)), hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo);
+}
+
+int run() {
+  tec::SessionOptions options;
+  options.device = device;
+  options.variant = variantName;
+  options.threads = threads;
+  auto session = tec::Session::open(runPlan, options);
+  if (!session.ok()) {
+    llvm::errs() << "error: " << session.error().message() << "\n";
+    return kExitBadInput;
+  }
+  auto &s = **session;
+  llvm::outs() << "tec run: " << s.selectionReason() << "\n";
+  std::vector<bool> given(s.inputs().size());
+  for (const std::string &spec : runInputs) {
+    auto [name, file] = llvm::StringRef(spec).split('=');
+    auto it = std::find_if(s.inputs().begin(), s.inputs().end(), [&](const auto &i) { return i.name == name; });
+    if (it == s.inputs().end()) {
+      llvm::errs() << "error: --input " << spec << ": the plan has no input '" << name << "'\n";
+      return kExitBadInput;
+    }
+    auto tensor = tec::readTensorFile(file.str());
+    if (!tensor.ok()) {
+      llvm::errs() << "error: " << tensor.error().message() << "\n";
+      return kExitBadInput;
+    }
+    if (tensor->dtype != it->dtype || tensor->shape != it->shape) {
+      llvm::errs() << "error: --input " << spec << ": expected " << tec::dtypeName(it->dtype) << "["
+                   << shapeString(it->shape) << "], got " << tec::dtypeName(tensor->dtype) << "["
+                   << shapeString(tensor->shape) << "]\n";
+      return kExitBadInput;
+    }
+    size_t index = it - s.inputs().begin();
+    if (tec::Status st = s.setInput(index, tensor->bytes.data(), tensor->bytes.size()); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
+      return kExitBadInput;
+    }
+    given[index] = true;
+  }
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < s.inputs().size(); ++i)
+    if (!given[i]) {
+      fillRandom(s.inputData(i), s.inputs()[i], rng);
+      llvm::outs() << "  input " << s.inputs()[i].name << ": random (seed " << seed << ")\n";
+    }
+  for (int i = 0; i < warmup; ++i)
+    if (tec::Status st = s.run(); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
+      return kExitInternal;
+    }
+  std::vector<double> ms;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < std::max(1, iterations.getValue()); ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (tec::Status st = s.run(); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
+      return kExitInternal;
+    }
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  double mean = 0;
+  for (double v : ms)
+    mean += v / ms.size();
+  double median = percentile(sorted, 50), p90 = percentile(sorted, 90), p99 = percentile(sorted, 99);
+  llvm::outs() << llvm::formatv("=== Performance summary ({0} iterations, {1} warm-up, variant {2}, backend {3}) ===\n",
+                                ms.size(), warmup.getValue(), s.variant().target(), s.backendName());
+  llvm::outs() << llvm::formatv("Throughput: {0:f2} qps\n", ms.size() / total);
+  llvm::outs() << llvm::formatv(
+      "Latency: min = {0:f4} ms, max = {1:f4} ms, mean = {2:f4} ms, median = {3:f4} ms, percentile(90%) = {4:f4} ms, "
+      "percentile(99%) = {5:f4} ms\n",
+      sorted.front(), sorted.back(), mean, median, p90, p99);
+  if (!jsonReport.empty()) {
+    std::error_code ec;
+    llvm::raw_fd_ostream json(jsonReport, ec);
+    if (ec) {
+      llvm::errs() << "error: cannot write " << jsonReport << ": " << ec.message() << "\n";
+      return kExitBadInput;
+    }
+    json << llvm::formatv("{{\"variant\": \"{0}\", \"backend\": \"{1}\", \"iterations\": {2}, \"threads\": {3}, "
+                          "\"throughput_qps\": {4}, \"latency_ms\": {{\"min\": {5}, \"max\": {6}, \"mean\": {7}, "
+                          "\"median\": {8}, \"p90\": {9}, \"p99\": {10}}}\n",
+                          s.variant().target(), s.backendName(), ms.size(), threads.getValue(), ms.size() / total,
+                          sorted.front(), sorted.back(), mean, median, p90, p99);
+  }
+  if (!outputDir.empty()) {
+    if (auto ec = llvm::sys::fs::create_directories(outputDir)) {
+      llvm::errs() << "error: cannot create " << outputDir << ": " << ec.message() << "\n";
+      return kExitBadInput;
+    }
+    for (size_t i = 0; i < s.outputs().size(); ++i) {
+      const auto &o = s.outputs()[i];
+      std::string file = o.name;
+      std::replace_if(file.begin(), file.end(), [](char c) { return c == '/' || c == '\\' || c == ':'; }, '_');
+      llvm::SmallString<256> path(outputDir.getValue());
+      llvm::sys::path::append(path, file + ".npy");
+      if (tec::Status st = tec::writeNpy(path.str().str(), o.dtype, o.shape, s.outputData(i), o.bytes); !st.ok()) {
+        llvm::errs() << "error: " << st.message() << "\n";
+        return kExitBadInput;
+      }
+      llvm::outs() << "  output " << o.name << " -> " << path << "\n";
+    }
+  }
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// tec inspect
+//===----------------------------------------------------------------------===//
+
+const char *roleName(tec::plan::Role r) {
+  switch (r) {
+  case tec::plan::INPUT: return "input";
+  case tec::plan::OUTPUT: return "output";
+  case tec::plan::PARAM: return "param";
+  case tec::plan::CONSTANT: return "constant";
+  default: return "temp";
+  }
+}
+
+int inspect() {
+  auto file = tec::PlanFile::open(inspectPlan);
+  if (!file.ok()) {
+    llvm::errs() << "error: " << file.error().message() << "\n";
+    return kExitBadInput;
+  }
+  const auto &plan = (*file)->plan();
+  if (inspectJson) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.add_whitespace = true;
+    opts.always_print_primitive_fields = true;
+    (void)google::protobuf::util::MessageToJsonString(plan, &json, opts);
+    llvm::outs() << json;
+    return 0;
+  }
+  auto &os = llvm::outs();
+  os << "plan " << inspectPlan << ": from " << plan.source_model() << ", format v" << tec::kPlanFormatVersion << ", data "
+     << bytesString((*file)->dataSize()) << "\n";
+  os << "inputs:  " << llvm::join(plan.input_names(), ", ") << "\n";
+  os << "outputs: " << llvm::join(plan.output_names(), ", ") << "\n";
+  for (const auto &v : plan.variants()) {
+    int64_t params = 0, constants = 0;
+    for (const auto &b : v.buffers()) {
+      if (b.alias_of() >= 0)
+        continue;
+      if (b.role() == tec::plan::PARAM)
+        params += b.bytes();
+      else if (b.role() == tec::plan::CONSTANT)
+        constants += b.bytes();
+    }
+    os << "\nvariant " << v.target() << " (" << v.precision() << "): " << v.steps_size() << " steps, "
+       << v.buffers_size() << " buffers\n";
+    os << "  memory: arena " << bytesString(v.arena_bytes()) << ", params " << bytesString(params) << ", constants "
+       << bytesString(constants) << "\n";
+    os << "  steps:\n";
+    for (auto [i, st] : llvm::enumerate(v.steps())) {
+      std::string ins, outs;
+      for (int b : st.inputs())
+        ins += (ins.empty() ? "" : ", ") + std::string("%") + std::to_string(b);
+      for (int b : st.outputs())
+        outs += (outs.empty() ? "" : ", ") + std::string("%") + std::to_string(b);
+      os << llvm::formatv("    {0,3}  {1,-14} {2} -> {3}", i, st.kernel(), ins, outs);
+      if (!st.source().empty())
+        os << "   (" << st.source() << ")";
+      os << "\n";
+    }
+    os << "  buffers:\n";
+    for (auto [i, b] : llvm::enumerate(v.buffers())) {
+      std::string type = std::string(tec::dtypeName(b.dtype())) + "[" +
+                         shapeString(std::vector<int64_t>(b.shape().begin(), b.shape().end())) + "]";
+      int64_t offset = b.alias_of() >= 0 ? v.buffers(b.alias_of()).offset() : b.offset();
+      os << llvm::formatv("    %{0,-3} {1,-8} {2,-22} offset {3,10}  {4,10}", i, roleName(b.role()), type, offset,
+                          bytesString(b.bytes()));
+      if (b.alias_of() >= 0)
+        os << "  view of %" << b.alias_of();
+      os << "  " << b.name() << "\n";
+    }
+  }
   return 0;
 }
 
@@ -243,5 +447,9 @@ int compile() {
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "tec: compile an ONNX model for fast low-precision training and inference\n");
+  if (runCommand)
+    return run();
+  if (inspectCommand)
+    return inspect();
   return compile();
 }

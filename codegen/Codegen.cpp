@@ -1,0 +1,329 @@
+#include "codegen/Codegen.h"
+
+#include "ir/TecOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace tec {
+
+namespace {
+
+std::optional<plan::DType> dtypeOf(Type t) {
+  if (t.isF32())
+    return plan::F32;
+  if (t.isF16())
+    return plan::F16;
+  if (t.isBF16())
+    return plan::BF16;
+  if (t.isInteger(32))
+    return plan::I32;
+  if (t.isInteger(64))
+    return plan::I64;
+  if (t.isInteger(1))
+    return plan::BOOL;
+  if (llvm::isa<Float8E4M3FNType>(t))
+    return plan::F8E4M3FN;
+  if (llvm::isa<Float8E5M2Type>(t))
+    return plan::F8E5M2;
+  return std::nullopt;
+}
+
+std::string locationName(Location loc) {
+  if (auto name = llvm::dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = llvm::dyn_cast<FusedLoc>(loc)) {
+    std::string names;
+    for (Location l : fused.getLocations())
+      if (auto n = locationName(l); !n.empty())
+        names += (names.empty() ? "" : "+") + n;
+    return names;
+  }
+  return "";
+}
+
+/// Elementwise ops whose kernels read each input element at the index they write: they may write their
+/// result over an input of the same shape and type that nothing reads afterwards.
+bool mayRunInPlace(Operation *op) {
+  return llvm::isa<AddOp, SubOp, MulOp, DivOp, PowOp, ReluOp, TanhOp, SigmoidOp, ErfOp, SqrtOp, GeluOp>(op);
+}
+
+class VariantBuilder {
+public:
+  VariantBuilder(func::FuncOp forward, const CodegenInputs &inputs, PlanDataBuilder &data)
+      : forward(forward), inputs(inputs), data(data) {}
+
+  llvm::Expected<plan::Variant> build();
+
+private:
+  llvm::Error fail(Operation *op, const llvm::Twine &why) {
+    std::string loc;
+    llvm::raw_string_ostream os(loc);
+    op->getLoc().print(os);
+    return llvm::createStringError(llvm::Twine("codegen: ") + why + " ('" + op->getName().getStringRef() + "' at " +
+                                   loc + ")");
+  }
+  llvm::Expected<int> newBuffer(Value value, const std::string &name, plan::Role role, Operation *owner);
+  int rootOf(int buffer) const {
+    int alias = variant.buffers(buffer).alias_of();
+    return alias >= 0 ? alias : buffer;
+  }
+  void noteUse(Value v, int position) {
+    int root = rootOf(bufferOf.lookup(v));
+    lastUse[root] = std::max(lastUse[root], position);
+  }
+  llvm::Error addConstant(ConstantOp op);
+  llvm::Error addStep(Operation *op, int position);
+  void planArena();
+
+  func::FuncOp forward;
+  const CodegenInputs &inputs;
+  PlanDataBuilder &data;
+  plan::Variant variant;
+  llvm::DenseMap<Value, int> bufferOf;
+  /// Per buffer (meaningful for roots): op positions of the first write and the last read.
+  std::vector<int> firstDef, lastUse;
+  /// Per value: the position of its last reader. Per root: the latest such position over the values
+  /// stored in it so far; a root whose values are all read for the last time here may be overwritten.
+  llvm::DenseMap<Value, int> valueLastUse;
+  std::vector<int> finalRead;
+};
+
+llvm::Expected<int> VariantBuilder::newBuffer(Value value, const std::string &name, plan::Role role, Operation *owner) {
+  auto type = llvm::cast<RankedTensorType>(value.getType());
+  auto dtype = dtypeOf(type.getElementType());
+  if (!dtype) {
+    std::string t;
+    llvm::raw_string_ostream(t) << type.getElementType();
+    return fail(owner, "element type " + t + " has no plan dtype");
+  }
+  int index = variant.buffers_size();
+  auto *b = variant.add_buffers();
+  b->set_name(name);
+  b->set_dtype(*dtype);
+  for (int64_t d : type.getShape())
+    b->add_shape(d);
+  b->set_role(role);
+  b->set_bytes(type.getNumElements() * dtypeBytes(*dtype));
+  b->set_alias_of(-1);
+  bufferOf[value] = index;
+  firstDef.push_back(-1);
+  lastUse.push_back(-1);
+  finalRead.push_back(valueLastUse.lookup(value));
+  return index;
+}
+
+llvm::Error VariantBuilder::addConstant(ConstantOp op) {
+  auto buffer = newBuffer(op.getResult(), locationName(op.getLoc()), plan::CONSTANT, op);
+  if (!buffer)
+    return buffer.takeError();
+  auto attr = llvm::dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!attr)
+    return fail(op, "only dense constants can be stored");
+  auto *b = variant.mutable_buffers(*buffer);
+  const int64_t n = attr.getNumElements(), width = dtypeBytes(b->dtype());
+  if (attr.getElementType().isInteger(1)) {
+    std::vector<char> bytes(n);
+    for (auto [i, v] : llvm::enumerate(attr.getValues<bool>()))
+      bytes[i] = v;
+    b->set_offset(data.addCopy(bytes.data(), n));
+  } else if (attr.isSplat()) {
+    std::vector<char> bytes(n * width);
+    ArrayRef<char> raw = attr.getRawData();
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(bytes.data() + i * width, raw.data(), width);
+    b->set_offset(data.addCopy(bytes.data(), bytes.size()));
+  } else {
+    ArrayRef<char> raw = attr.getRawData();
+    b->set_offset(data.add(raw.data(), raw.size()));
+  }
+  return llvm::Error::success();
+}
+
+/// Op attributes become step attributes one for one, so a new op needs no codegen change.
+plan::Attr convertAttr(Attribute attr, bool &ok) {
+  plan::Attr out;
+  ok = true;
+  if (auto b = llvm::dyn_cast<BoolAttr>(attr))
+    out.set_i(b.getValue());
+  else if (auto i = llvm::dyn_cast<IntegerAttr>(attr))
+    out.set_i(i.getInt());
+  else if (auto f = llvm::dyn_cast<FloatAttr>(attr))
+    out.set_f(f.getValueAsDouble());
+  else if (auto s = llvm::dyn_cast<StringAttr>(attr))
+    out.set_s(s.str());
+  else if (auto a = llvm::dyn_cast<DenseI64ArrayAttr>(attr))
+    for (int64_t v : a.asArrayRef())
+      out.mutable_ints()->add_values(v);
+  else
+    ok = false;
+  return out;
+}
+
+llvm::Error VariantBuilder::addStep(Operation *op, int position) {
+  for (Value v : op->getOperands())
+    noteUse(v, position);
+  // A reshape is a view: the same bytes under another shape.
+  if (auto reshape = llvm::dyn_cast<ReshapeOp>(op)) {
+    auto buffer = newBuffer(reshape.getResult(), locationName(op->getLoc()), plan::TEMP, op);
+    if (!buffer)
+      return buffer.takeError();
+    int root = rootOf(bufferOf.lookup(reshape.getInput()));
+    variant.mutable_buffers(*buffer)->set_alias_of(root);
+    finalRead[root] = std::max(finalRead[root], finalRead[*buffer]);
+    return llvm::Error::success();
+  }
+  auto *step = variant.add_steps();
+  step->set_kernel(op->getName().stripDialect().str());
+  step->set_source(locationName(op->getLoc()));
+  for (const NamedAttribute &a : op->getAttrs()) {
+    bool ok;
+    plan::Attr converted = convertAttr(a.getValue(), ok);
+    if (!ok)
+      return fail(op, "attribute '" + a.getName().strref() + "' has no plan form");
+    (*step->mutable_attrs())[a.getName().str()] = converted;
+  }
+  for (Value v : op->getOperands())
+    step->add_inputs(bufferOf.lookup(v));
+  for (auto [i, result] : llvm::enumerate(op->getResults())) {
+    std::string name = step->source() + (op->getNumResults() > 1 ? ":" + std::to_string(i) : "");
+    auto buffer = newBuffer(result, name, plan::TEMP, op);
+    if (!buffer)
+      return buffer.takeError();
+    step->add_outputs(*buffer);
+    // Write in place over an input that dies here (same shape and type, an arena temporary).
+    if (mayRunInPlace(op))
+      for (Value in : op->getOperands()) {
+        int root = rootOf(bufferOf.lookup(in));
+        const auto &r = variant.buffers(root);
+        if (in.getType() == result.getType() && r.role() == plan::TEMP && finalRead[root] <= position) {
+          variant.mutable_buffers(*buffer)->set_alias_of(root);
+          finalRead[root] = finalRead[*buffer];
+          break;
+        }
+      }
+    int root = rootOf(*buffer);
+    if (firstDef[root] < 0)
+      firstDef[root] = position;
+    lastUse[root] = std::max(lastUse[root], position);
+  }
+  return llvm::Error::success();
+}
+
+void VariantBuilder::planArena() {
+  // Greedy: largest roots first, each at the lowest 64-byte-aligned offset that no root alive at the
+  // same time occupies.
+  std::vector<int> roots;
+  for (int i = 0; i < variant.buffers_size(); ++i) {
+    const auto &b = variant.buffers(i);
+    if (b.alias_of() < 0 && (b.role() == plan::TEMP || b.role() == plan::INPUT || b.role() == plan::OUTPUT))
+      roots.push_back(i);
+  }
+  std::stable_sort(roots.begin(), roots.end(),
+                   [&](int a, int b) { return variant.buffers(a).bytes() > variant.buffers(b).bytes(); });
+  std::vector<int> placed;
+  int64_t arena = 0;
+  for (int r : roots) {
+    auto *b = variant.mutable_buffers(r);
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (int p : placed)
+      if (firstDef[p] <= lastUse[r] && firstDef[r] <= lastUse[p])
+        busy.push_back({variant.buffers(p).offset(), variant.buffers(p).offset() + variant.buffers(p).bytes()});
+    std::sort(busy.begin(), busy.end());
+    int64_t offset = 0;
+    for (auto [lo, hi] : busy) {
+      if (offset + b->bytes() <= lo)
+        break;
+      offset = std::max(offset, (hi + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment);
+    }
+    b->set_offset(offset);
+    arena = std::max(arena, offset + b->bytes());
+    placed.push_back(r);
+  }
+  variant.set_arena_bytes(arena);
+}
+
+llvm::Expected<plan::Variant> VariantBuilder::build() {
+  variant.set_target(inputs.target);
+  variant.set_precision(inputs.precision);
+  Block &body = forward.getBody().front();
+  const int end = static_cast<int>(body.getOperations().size());
+  int position = 0;
+  for (Operation &op : body.getOperations()) {
+    ++position;
+    for (Value v : op.getOperands())
+      valueLastUse[v] = llvm::isa<func::ReturnOp>(op) ? end + 1 : position;
+  }
+  for (BlockArgument arg : body.getArguments()) {
+    bool isParam = inputs.argDataOffsets[arg.getArgNumber()] >= 0;
+    auto buffer = newBuffer(arg, inputs.argNames[arg.getArgNumber()], isParam ? plan::PARAM : plan::INPUT, forward);
+    if (!buffer)
+      return buffer.takeError();
+    if (isParam)
+      variant.mutable_buffers(*buffer)->set_offset(inputs.argDataOffsets[arg.getArgNumber()]);
+    else
+      variant.add_inputs(*buffer);
+  }
+  position = 0;
+  for (Operation &op : body.getOperations()) {
+    ++position;
+    if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
+      for (Value v : ret.getOperands())
+        noteUse(v, end);
+      continue;
+    }
+    if (op.getDialect() == nullptr || op.getDialect()->getNamespace() != "tec")
+      return fail(&op, "no kernel for this op");
+    if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
+      if (auto err = addConstant(constant))
+        return std::move(err);
+      continue;
+    }
+    if (auto err = addStep(&op, position))
+      return std::move(err);
+  }
+  // Outputs live in the arena to the end; one that is an input, a param or a constant is copied out.
+  auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    int buffer = bufferOf.lookup(v);
+    int root = rootOf(buffer);
+    if (variant.buffers(root).role() != plan::TEMP && variant.buffers(root).role() != plan::OUTPUT) {
+      auto *step = variant.add_steps();
+      step->set_kernel("copy");
+      step->set_source("output " + std::to_string(i));
+      step->add_inputs(buffer);
+      auto out = newBuffer(v, "output:" + std::to_string(i), plan::OUTPUT, ret);
+      if (!out)
+        return out.takeError();
+      bufferOf[v] = buffer; // later outputs of the same value copy again, from the original
+      step->add_outputs(*out);
+      buffer = root = *out;
+      firstDef[root] = end;
+    }
+    variant.mutable_buffers(root)->set_role(plan::OUTPUT);
+    lastUse[root] = end + 1;
+    variant.add_outputs(buffer);
+  }
+  // Inputs are set once and read by every run: they hold their space for the whole step.
+  for (int i = 0; i < variant.buffers_size(); ++i)
+    if (variant.buffers(i).role() == plan::INPUT && variant.buffers(i).alias_of() < 0) {
+      firstDef[i] = -1;
+      lastUse[i] = end + 1;
+    }
+  planArena();
+  return variant;
+}
+
+} // namespace
+
+llvm::Expected<plan::Variant> buildVariant(func::FuncOp forward, const CodegenInputs &inputs, PlanDataBuilder &data) {
+  VariantBuilder builder(forward, inputs, data);
+  return builder.build();
+}
+
+} // namespace tec

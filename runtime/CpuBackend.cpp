@@ -1,0 +1,614 @@
+// The CPU backend: each plan step becomes a closure over resolved pointers at prepare time. Kernels
+// compute in f32; f16/bf16 buffers of float ops are widened into f32 scratch and narrowed back.
+#include "runtime/Backend.h"
+#include "runtime/PlanFile.h"
+
+#include "kernels/cpu/CpuKernels.h"
+
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <unordered_map>
+
+namespace tec {
+
+namespace {
+
+namespace k = kernels::cpu;
+
+k::ElementType elementType(plan::DType t) {
+  switch (t) {
+  case plan::F32: return k::ElementType::F32;
+  case plan::F16: return k::ElementType::F16;
+  case plan::BF16: return k::ElementType::BF16;
+  case plan::I32: return k::ElementType::I32;
+  case plan::I64: return k::ElementType::I64;
+  case plan::BOOL: return k::ElementType::Bool;
+  case plan::F8E4M3FN: return k::ElementType::F8E4M3;
+  default: return k::ElementType::F8E5M2;
+  }
+}
+
+struct AlignedFree {
+  void operator()(char *p) const { std::free(p); }
+};
+
+class CpuBackend final : public Backend {
+public:
+  explicit CpuBackend(int threads) : threads(threads) {}
+  const char *name() const override { return "cpu"; }
+  Status prepare(const plan::Variant &variant, const char *data) override;
+  void *hostData(int buffer) override { return pointers[buffer]; }
+  Status run() override {
+    for (auto &step : program)
+      if (Status s = step(); !s.ok())
+        return s;
+    return Status::success();
+  }
+
+private:
+  using Closure = std::function<Status()>;
+  using Compiler = Status (CpuBackend::*)(const plan::Step &);
+  static const std::unordered_map<std::string, Compiler> &compilers();
+
+  // Buffer access while compiling a step.
+  const plan::Buffer &buf(int i) const { return variant->buffers(i); }
+  k::Shape shape(int i) const { return {buf(i).shape().begin(), buf(i).shape().end()}; }
+  int64_t count(int i) const { return k::numElements(shape(i)); }
+  plan::DType dtype(int i) const { return buf(i).dtype(); }
+  template <typename T = void> T *ptr(int i) const { return static_cast<T *>(pointers[i]); }
+  /// f32 view of a float buffer: the buffer itself, or f32 scratch filled before the step runs.
+  float *floatIn(int i);
+  /// f32 view of a float output: the buffer itself, or scratch narrowed into it after the step.
+  float *floatOut(int i);
+  void emit(Closure body) {
+    auto pre = std::move(pending.pre), post = std::move(pending.post);
+    pending = {};
+    if (pre.empty() && post.empty()) {
+      program.push_back(std::move(body));
+      return;
+    }
+    program.push_back([pre, body, post]() {
+      for (auto &c : pre)
+        c();
+      Status s = body();
+      for (auto &c : post)
+        c();
+      return s;
+    });
+  }
+
+  static int64_t attrI(const plan::Step &s, const char *name, int64_t dflt = 0) {
+    auto it = s.attrs().find(name);
+    return it == s.attrs().end() ? dflt : it->second.i();
+  }
+  static double attrF(const plan::Step &s, const char *name, double dflt = 0) {
+    auto it = s.attrs().find(name);
+    return it == s.attrs().end() ? dflt : it->second.f();
+  }
+  static std::string attrS(const plan::Step &s, const char *name, const char *dflt = "") {
+    auto it = s.attrs().find(name);
+    return it == s.attrs().end() ? dflt : it->second.s();
+  }
+  static std::vector<int64_t> attrInts(const plan::Step &s, const char *name) {
+    auto it = s.attrs().find(name);
+    if (it == s.attrs().end())
+      return {};
+    return {it->second.ints().values().begin(), it->second.ints().values().end()};
+  }
+  static kernels::Epilogue epilogue(const std::string &e) {
+    if (e == "relu")
+      return kernels::Epilogue::Relu;
+    if (e == "gelu")
+      return kernels::Epilogue::Gelu;
+    if (e == "gelu_tanh")
+      return kernels::Epilogue::GeluTanh;
+    return kernels::Epilogue::None;
+  }
+  Status expectArity(const plan::Step &s, int minIn, int maxIn, int outs) const {
+    if (s.inputs_size() < minIn || s.inputs_size() > maxIn || s.outputs_size() != outs)
+      return Status::error("step '" + s.kernel() + "' (from " + s.source() + ") has the wrong number of operands");
+    return Status::success();
+  }
+
+  // One compiler per kernel.
+  Status binary(const plan::Step &s);
+  Status unary(const plan::Step &s);
+  Status where(const plan::Step &s);
+  Status cast(const plan::Step &s);
+  Status softmax(const plan::Step &s);
+  Status layerNorm(const plan::Step &s);
+  Status reduce(const plan::Step &s);
+  Status matmul(const plan::Step &s);
+  Status gemm(const plan::Step &s);
+  Status linear(const plan::Step &s);
+  Status transpose(const plan::Step &s);
+  Status expand(const plan::Step &s);
+  Status concat(const plan::Step &s);
+  Status split(const plan::Step &s);
+  Status slice(const plan::Step &s);
+  Status gather(const plan::Step &s);
+  Status copy(const plan::Step &s);
+  Status quantize(const plan::Step &s);
+  Status dequantize(const plan::Step &s);
+  Status amax(const plan::Step &s);
+  Status fp8Gemm(const plan::Step &s);
+  Status delayedScaling(const plan::Step &s);
+
+  int threads;
+  const plan::Variant *variant = nullptr;
+  std::unique_ptr<char, AlignedFree> arena;
+  std::vector<void *> pointers;
+  std::deque<std::vector<float>> scratch;
+  struct {
+    std::vector<std::function<void()>> pre, post;
+  } pending;
+  std::vector<Closure> program;
+};
+
+bool isFloat(plan::DType t) { return t == plan::F32 || t == plan::F16 || t == plan::BF16; }
+
+float *CpuBackend::floatIn(int i) {
+  if (dtype(i) == plan::F32)
+    return ptr<float>(i);
+  auto &shadow = scratch.emplace_back(count(i));
+  void *src = pointers[i];
+  auto from = elementType(dtype(i));
+  int64_t n = count(i);
+  float *dst = shadow.data();
+  pending.pre.push_back([=] { k::cast(src, from, dst, k::ElementType::F32, n); });
+  return dst;
+}
+
+float *CpuBackend::floatOut(int i) {
+  if (dtype(i) == plan::F32)
+    return ptr<float>(i);
+  auto &shadow = scratch.emplace_back(count(i));
+  void *dst = pointers[i];
+  auto to = elementType(dtype(i));
+  int64_t n = count(i);
+  float *src = shadow.data();
+  pending.post.push_back([=] { k::cast(src, k::ElementType::F32, dst, to, n); });
+  return src;
+}
+
+Status CpuBackend::binary(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  static const std::unordered_map<std::string, k::BinaryKind> kinds = {
+      {"add", k::BinaryKind::Add}, {"sub", k::BinaryKind::Sub}, {"mul", k::BinaryKind::Mul},
+      {"div", k::BinaryKind::Div}, {"pow", k::BinaryKind::Pow}};
+  auto kind = kinds.at(s.kernel());
+  int a = s.inputs(0), b = s.inputs(1), o = s.outputs(0);
+  auto as = shape(a), bs = shape(b), os = shape(o);
+  if (dtype(o) == plan::I32 || dtype(o) == plan::I64) {
+    if (dtype(o) == plan::I32)
+      emit([=, pa = ptr<int32_t>(a), pb = ptr<int32_t>(b), po = ptr<int32_t>(o)] {
+        k::binary(kind, pa, as, pb, bs, po, os);
+        return Status::success();
+      });
+    else
+      emit([=, pa = ptr<int64_t>(a), pb = ptr<int64_t>(b), po = ptr<int64_t>(o)] {
+        k::binary(kind, pa, as, pb, bs, po, os);
+        return Status::success();
+      });
+    return Status::success();
+  }
+  float *pa = floatIn(a), *pb = floatIn(b), *po = floatOut(o);
+  emit([=] {
+    k::binary(kind, pa, as, pb, bs, po, os);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::unary(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  static const std::unordered_map<std::string, k::UnaryKind> kinds = {
+      {"relu", k::UnaryKind::Relu}, {"tanh", k::UnaryKind::Tanh}, {"sigmoid", k::UnaryKind::Sigmoid},
+      {"erf", k::UnaryKind::Erf},   {"sqrt", k::UnaryKind::Sqrt}, {"gelu", k::UnaryKind::Gelu}};
+  auto kind = kinds.at(s.kernel());
+  if (s.kernel() == "gelu" && attrS(s, "approximate", "none") == "tanh")
+    kind = k::UnaryKind::GeluTanh;
+  int64_t n = count(s.outputs(0));
+  float *x = floatIn(s.inputs(0)), *y = floatOut(s.outputs(0));
+  emit([=] {
+    k::unary(kind, x, y, n);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::where(const plan::Step &s) {
+  if (Status st = expectArity(s, 3, 3, 1); !st.ok())
+    return st;
+  int c = s.inputs(0), x = s.inputs(1), y = s.inputs(2), o = s.outputs(0);
+  auto cs = shape(c), xs = shape(x), ys = shape(y), os = shape(o);
+  size_t bytes = dtypeBytes(dtype(o));
+  emit([=, pc = ptr<bool>(c), px = ptr(x), py = ptr(y), po = ptr(o)] {
+    k::where(pc, cs, px, xs, py, ys, po, os, bytes);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::cast(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  int x = s.inputs(0), o = s.outputs(0);
+  auto from = elementType(dtype(x)), to = elementType(dtype(o));
+  int64_t n = count(o);
+  emit([=, px = ptr(x), po = ptr(o)] {
+    k::cast(px, from, po, to, n);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::softmax(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0));
+  int64_t axis = attrI(s, "axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
+    return Status::error("softmax axis out of range");
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= in[d];
+  for (size_t d = axis + 1; d < in.size(); ++d)
+    inner *= in[d];
+  int64_t dim = in[axis];
+  bool log = s.kernel() == "log_softmax";
+  float *x = floatIn(s.inputs(0)), *y = floatOut(s.outputs(0));
+  emit([=] {
+    k::softmax(x, y, outer, dim, inner, log);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::layerNorm(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 3, 3); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0));
+  int64_t axis = attrI(s, "axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
+    return Status::error("layer_norm axis out of range");
+  int64_t rows = 1, cols = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d)
+    (d < axis ? rows : cols) *= in[d];
+  float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
+  float *x = floatIn(s.inputs(0)), *g = floatIn(s.inputs(1));
+  float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
+  float *y = floatOut(s.outputs(0)), *mean = floatOut(s.outputs(1)), *rstd = floatOut(s.outputs(2));
+  emit([=] {
+    k::layerNorm(x, g, b, y, mean, rstd, rows, cols, eps);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::reduce(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto kind = s.kernel() == "reduce_mean" ? k::ReduceKind::Mean : k::ReduceKind::Sum;
+  auto in = shape(s.inputs(0));
+  auto axes = attrInts(s, "axes");
+  int x = s.inputs(0), o = s.outputs(0);
+  if (dtype(x) == plan::I32)
+    emit([=, px = ptr<int32_t>(x), po = ptr<int32_t>(o)] {
+      k::reduce(kind, px, in, axes, po);
+      return Status::success();
+    });
+  else if (dtype(x) == plan::I64)
+    emit([=, px = ptr<int64_t>(x), po = ptr<int64_t>(o)] {
+      k::reduce(kind, px, in, axes, po);
+      return Status::success();
+    });
+  else {
+    float *px = floatIn(x), *po = floatOut(o);
+    emit([=] {
+      k::reduce(kind, px, in, axes, po);
+      return Status::success();
+    });
+  }
+  return Status::success();
+}
+
+Status CpuBackend::matmul(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  auto as = shape(s.inputs(0)), bs = shape(s.inputs(1)), os = shape(s.outputs(0));
+  float *a = floatIn(s.inputs(0)), *b = floatIn(s.inputs(1)), *o = floatOut(s.outputs(0));
+  emit([=] {
+    k::matmul(a, as, b, bs, o, os);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::gemm(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 3, 1); !st.ok())
+    return st;
+  bool transA = attrI(s, "trans_a"), transB = attrI(s, "trans_b");
+  auto as = shape(s.inputs(0)), bs = shape(s.inputs(1));
+  int64_t m = as[transA ? 1 : 0], kk = as[transA ? 0 : 1], n = bs[transB ? 0 : 1];
+  float alpha = static_cast<float>(attrF(s, "alpha", 1.0)), beta = static_cast<float>(attrF(s, "beta", 1.0));
+  float *a = floatIn(s.inputs(0)), *b = floatIn(s.inputs(1));
+  float *c = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
+  k::Shape cs = s.inputs_size() > 2 ? shape(s.inputs(2)) : k::Shape{};
+  float *y = floatOut(s.outputs(0));
+  emit([=] {
+    k::gemm(a, b, c, cs, y, m, n, kk, transA, transB, alpha, beta);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::linear(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 3, 1); !st.ok())
+    return st;
+  bool transB = attrI(s, "transpose_b");
+  auto ws = shape(s.inputs(1)), os = shape(s.outputs(0));
+  int64_t n = os.back(), kk = transB ? ws[1] : ws[0], m = count(s.outputs(0)) / (n ? n : 1);
+  auto e = epilogue(attrS(s, "epilogue", "none"));
+  float *x = floatIn(s.inputs(0)), *w = floatIn(s.inputs(1));
+  float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
+  float *y = floatOut(s.outputs(0));
+  emit([=] {
+    k::linear(x, w, b, y, m, n, kk, transB, e);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::transpose(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0));
+  auto perm = attrInts(s, "perm");
+  if (perm.size() != in.size())
+    return Status::error("transpose perm does not match the rank");
+  size_t bytes = dtypeBytes(dtype(s.inputs(0)));
+  emit([=, x = ptr(s.inputs(0)), y = ptr(s.outputs(0))] {
+    k::transpose(x, in, perm, y, bytes);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::expand(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
+  size_t bytes = dtypeBytes(dtype(s.inputs(0)));
+  emit([=, x = ptr(s.inputs(0)), y = ptr(s.outputs(0))] {
+    k::expand(x, in, y, out, bytes);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::concat(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1 << 20, 1); !st.ok())
+    return st;
+  int64_t axis = attrI(s, "axis");
+  auto out = shape(s.outputs(0));
+  size_t bytes = dtypeBytes(dtype(s.outputs(0)));
+  int64_t offset = 0;
+  for (int in : s.inputs()) {
+    auto inShape = shape(in);
+    emit([=, x = ptr(in), y = ptr(s.outputs(0))] {
+      k::copyAlongAxis(x, inShape, y, out, axis, offset, bytes, /*split=*/false);
+      return Status::success();
+    });
+    offset += inShape[axis];
+  }
+  return Status::success();
+}
+
+Status CpuBackend::split(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, s.outputs_size()); !st.ok())
+    return st;
+  int64_t axis = attrI(s, "axis");
+  auto in = shape(s.inputs(0));
+  size_t bytes = dtypeBytes(dtype(s.inputs(0)));
+  int64_t offset = 0;
+  for (int out : s.outputs()) {
+    auto outShape = shape(out);
+    emit([=, x = ptr(s.inputs(0)), y = ptr(out)] {
+      k::copyAlongAxis(x, in, y, outShape, axis, offset, bytes, /*split=*/true);
+      return Status::success();
+    });
+    offset += outShape[axis];
+  }
+  return Status::success();
+}
+
+Status CpuBackend::slice(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
+  auto starts = attrInts(s, "starts"), steps = attrInts(s, "steps");
+  if (starts.size() != in.size() || steps.size() != in.size())
+    return Status::error("slice attributes do not match the rank");
+  size_t bytes = dtypeBytes(dtype(s.inputs(0)));
+  emit([=, x = ptr(s.inputs(0)), y = ptr(s.outputs(0))] {
+    k::slice(x, in, starts, steps, y, out, bytes);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::gather(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  auto data = shape(s.inputs(0));
+  int64_t axis = attrI(s, "axis"), n = count(s.inputs(1));
+  size_t bytes = dtypeBytes(dtype(s.inputs(0)));
+  std::string where = s.source();
+  auto error = [where, axis, dim = data[axis]] {
+    return Status::error("gather '" + where + "': an index is outside [-" + std::to_string(dim) + ", " +
+                         std::to_string(dim) + ") along axis " + std::to_string(axis));
+  };
+  if (dtype(s.inputs(1)) == plan::I32)
+    emit([=, x = ptr(s.inputs(0)), idx = ptr<int32_t>(s.inputs(1)), y = ptr(s.outputs(0))] {
+      return k::gather(x, data, idx, n, axis, y, bytes) ? Status::success() : error();
+    });
+  else
+    emit([=, x = ptr(s.inputs(0)), idx = ptr<int64_t>(s.inputs(1)), y = ptr(s.outputs(0))] {
+      return k::gather(x, data, idx, n, axis, y, bytes) ? Status::success() : error();
+    });
+  return Status::success();
+}
+
+Status CpuBackend::copy(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  int64_t bytes = buf(s.outputs(0)).bytes();
+  emit([=, x = ptr(s.inputs(0)), y = ptr(s.outputs(0))] {
+    std::memmove(y, x, bytes);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+kernels::Fp8Format fp8Format(plan::DType t) {
+  return t == plan::F8E5M2 ? kernels::Fp8Format::E5M2 : kernels::Fp8Format::E4M3;
+}
+
+Status CpuBackend::quantize(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  int64_t n = count(s.outputs(0));
+  auto format = fp8Format(dtype(s.outputs(0)));
+  float *x = floatIn(s.inputs(0));
+  emit([=, scale = ptr<float>(s.inputs(1)), y = ptr<uint8_t>(s.outputs(0))] {
+    k::quantize(x, *scale, y, n, format);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::dequantize(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  int64_t n = count(s.outputs(0));
+  auto format = fp8Format(dtype(s.inputs(0)));
+  float *y = floatOut(s.outputs(0));
+  emit([=, x = ptr<uint8_t>(s.inputs(0)), scaleInv = ptr<float>(s.inputs(1))] {
+    k::dequantize(x, *scaleInv, y, n, format);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::amax(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  int64_t n = count(s.inputs(0));
+  float *x = floatIn(s.inputs(0));
+  emit([=, y = ptr<float>(s.outputs(0))] {
+    *y = k::amax(x, n);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::fp8Gemm(const plan::Step &s) {
+  if (Status st = expectArity(s, 4, 5, 1); !st.ok())
+    return st;
+  // Emulation: widen both FP8 operands exactly (scale_inv applied), then an f32 GEMM.
+  int xq = s.inputs(0), wq = s.inputs(1);
+  auto &xs = scratch.emplace_back(count(xq));
+  auto &ws = scratch.emplace_back(count(wq));
+  auto xf = fp8Format(dtype(xq)), wf = fp8Format(dtype(wq));
+  int64_t xn = count(xq), wn = count(wq);
+  bool transB = attrI(s, "transpose_b");
+  auto wShape = shape(wq), os = shape(s.outputs(0));
+  int64_t n = os.back(), kk = transB ? wShape[1] : wShape[0], m = count(s.outputs(0)) / (n ? n : 1);
+  auto e = epilogue(attrS(s, "epilogue", "none"));
+  float *b = s.inputs_size() > 4 ? floatIn(s.inputs(4)) : nullptr;
+  float *y = floatOut(s.outputs(0));
+  emit([=, xp = ptr<uint8_t>(xq), wp = ptr<uint8_t>(wq), xsi = ptr<float>(s.inputs(2)),
+        wsi = ptr<float>(s.inputs(3)), xd = xs.data(), wd = ws.data()] {
+    k::dequantize(xp, *xsi, xd, xn, xf);
+    k::dequantize(wp, *wsi, wd, wn, wf);
+    k::linear(xd, wd, b, y, m, n, kk, transB, e);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::delayedScaling(const plan::Step &s) {
+  if (Status st = expectArity(s, 3, 3, 3); !st.ok())
+    return st;
+  int64_t length = count(s.inputs(0)), margin = attrI(s, "margin");
+  float fp8Max = static_cast<float>(attrF(s, "fp8_max", kernels::kE4M3Max));
+  bool mostRecent = attrS(s, "algo", "max") == "most_recent";
+  emit([=, h = ptr<float>(s.inputs(0)), scale = ptr<float>(s.inputs(1)), a = ptr<float>(s.inputs(2)),
+        nh = ptr<float>(s.outputs(0)), ns = ptr<float>(s.outputs(1)), nsi = ptr<float>(s.outputs(2))] {
+    k::delayedScaling(h, length, *scale, *a, fp8Max, margin, mostRecent, nh, ns, nsi);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+const std::unordered_map<std::string, CpuBackend::Compiler> &CpuBackend::compilers() {
+  using B = CpuBackend;
+  static const std::unordered_map<std::string, Compiler> table = {
+      {"add", &B::binary},       {"sub", &B::binary},
+      {"mul", &B::binary},       {"div", &B::binary},
+      {"pow", &B::binary},       {"relu", &B::unary},
+      {"tanh", &B::unary},       {"sigmoid", &B::unary},
+      {"erf", &B::unary},        {"sqrt", &B::unary},
+      {"gelu", &B::unary},       {"where", &B::where},
+      {"cast", &B::cast},        {"softmax", &B::softmax},
+      {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm},
+      {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},
+      {"matmul", &B::matmul},    {"gemm", &B::gemm},
+      {"linear", &B::linear},    {"transpose", &B::transpose},
+      {"expand", &B::expand},    {"concat", &B::concat},
+      {"split", &B::split},      {"slice", &B::slice},
+      {"gather", &B::gather},    {"copy", &B::copy},
+      {"quantize", &B::quantize}, {"dequantize", &B::dequantize},
+      {"amax", &B::amax},        {"fp8_gemm", &B::fp8Gemm},
+      {"delayed_scaling", &B::delayedScaling},
+  };
+  return table;
+}
+
+Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
+  variant = &v;
+  k::setThreads(threads);
+  void *memory = nullptr;
+  size_t arenaBytes = (v.arena_bytes() + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
+  if (arenaBytes && posix_memalign(&memory, kPlanAlignment, arenaBytes) != 0)
+    return Status::error("cannot allocate the " + std::to_string(arenaBytes) + "-byte arena");
+  arena.reset(static_cast<char *>(memory));
+  pointers.assign(v.buffers_size(), nullptr);
+  for (int i = 0; i < v.buffers_size(); ++i) {
+    const auto &root = v.buffers(i).alias_of() >= 0 ? v.buffers(v.buffers(i).alias_of()) : v.buffers(i);
+    bool inData = root.role() == plan::PARAM || root.role() == plan::CONSTANT;
+    // Params and constants are read in place from the mapped file: no copy.
+    pointers[i] = const_cast<char *>(inData ? data + root.offset() : arena.get() + root.offset());
+  }
+  for (const auto &step : v.steps()) {
+    auto it = compilers().find(step.kernel());
+    if (it == compilers().end())
+      return Status::error("the cpu backend has no kernel '" + step.kernel() + "' (step from " + step.source() + ")");
+    for (int i : step.inputs())
+      if (!isFloat(dtype(i)) && (step.kernel() == "matmul" || step.kernel() == "linear" || step.kernel() == "gemm"))
+        return Status::error("step '" + step.kernel() + "' needs float operands");
+    if (Status s = (this->*(it->second))(step); !s.ok())
+      return s;
+  }
+  return Status::success();
+}
+
+} // namespace
+
+std::unique_ptr<Backend> createCpuBackend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+} // namespace tec

@@ -1,0 +1,71 @@
+#include "runtime/Session.h"
+
+namespace tec {
+
+Result<VariantChoice> chooseVariant(const plan::Plan &plan, const CudaProbe &cuda, const SessionOptions &options) {
+  std::string targets;
+  int cpu = -1;
+  for (int i = 0; i < plan.variants_size(); ++i) {
+    const auto &target = plan.variants(i).target();
+    targets += (targets.empty() ? "" : ", ") + target;
+    if (target == "cpu")
+      cpu = i;
+  }
+  if (!options.variant.empty()) {
+    for (int i = 0; i < plan.variants_size(); ++i)
+      if (plan.variants(i).target() == options.variant) {
+        if (options.variant != "cpu")
+          return Status::error("variant '" + options.variant + "' needs the CUDA backend, which this tec lacks");
+        return VariantChoice{i, "cpu", "variant cpu (asked for), cpu backend"};
+      }
+    return Status::error("the plan has no variant '" + options.variant + "' (it has: " + targets + ")");
+  }
+  // Until the CUDA backend exists every variant runs on the CPU; a GPU is reported, not used.
+  std::string gpu = cuda.usable ? "found " + cuda.name + " (" + smName(cuda.major, cuda.minor) +
+                                      ") but this tec has no CUDA backend yet"
+                                : cuda.reason;
+  if (options.device == "cuda")
+    return Status::error("--device cuda: cannot run on a GPU: " + gpu);
+  if (cpu < 0)
+    return Status::error("the plan has no cpu variant (it has: " + targets + ") and no GPU can run here: " + gpu);
+  return VariantChoice{cpu, "cpu", "variant cpu on the cpu backend: " + gpu};
+}
+
+Result<std::unique_ptr<Session>> Session::open(const std::string &path, const SessionOptions &options) {
+  auto file = PlanFile::open(path);
+  if (!file.ok())
+    return file.error();
+  std::unique_ptr<Session> session(new Session());
+  session->file = file.take();
+  const plan::Plan &p = session->file->plan();
+  auto choice = chooseVariant(p, probeCuda(), options);
+  if (!choice.ok())
+    return Status::error(path + ": " + choice.error().message());
+  session->choice = *choice;
+  session->backend = createCpuBackend(options.threads);
+  const auto &variant = p.variants(session->choice.index);
+  if (Status s = session->backend->prepare(variant, session->file->data()); !s.ok())
+    return Status::error(path + ": variant " + variant.target() + ": " + s.message());
+  auto describe = [&](const std::string &name, int buffer) {
+    const auto &b = variant.buffers(buffer);
+    return TensorInfo{name, b.dtype(), {b.shape().begin(), b.shape().end()}, b.bytes(), buffer};
+  };
+  for (int i = 0; i < variant.inputs_size(); ++i)
+    session->inputInfo.push_back(describe(p.input_names(i), variant.inputs(i)));
+  for (int i = 0; i < variant.outputs_size(); ++i)
+    session->outputInfo.push_back(describe(p.output_names(i), variant.outputs(i)));
+  return session;
+}
+
+Status Session::setInput(size_t index, const void *data, int64_t bytes) {
+  if (index >= inputInfo.size())
+    return Status::error("no input #" + std::to_string(index));
+  const auto &info = inputInfo[index];
+  if (bytes != info.bytes)
+    return Status::error("input '" + info.name + "' takes " + std::to_string(info.bytes) + " bytes, got " +
+                         std::to_string(bytes));
+  std::memcpy(inputData(index), data, bytes);
+  return Status::success();
+}
+
+} // namespace tec

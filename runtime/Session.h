@@ -1,0 +1,68 @@
+// tec::Session: open a plan, pick the variant and backend this machine runs best, bind inputs, run,
+// read outputs. The runtime links neither LLVM nor MLIR: a plan runs without the compiler.
+#ifndef TEC_RUNTIME_SESSION_H
+#define TEC_RUNTIME_SESSION_H
+
+#include "runtime/Backend.h"
+#include "runtime/Device.h"
+#include "runtime/PlanFile.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tec {
+
+struct TensorInfo {
+  std::string name;
+  plan::DType dtype;
+  std::vector<int64_t> shape;
+  int64_t bytes = 0;
+  int buffer = -1;
+};
+
+struct SessionOptions {
+  /// A variant's target ("cpu", "sm_90", ...); empty picks the best one this machine runs.
+  std::string variant;
+  /// "auto", "cpu" or "cuda" ("cuda" makes a missing GPU an error instead of a fallback).
+  std::string device = "auto";
+  /// CPU threads; 0 keeps the OpenMP/BLAS defaults.
+  int threads = 0;
+};
+
+/// Which variant of `plan` to run here, and why; an error when none can run.
+struct VariantChoice {
+  int index = -1;
+  std::string backend, reason;
+};
+Result<VariantChoice> chooseVariant(const plan::Plan &plan, const CudaProbe &cuda, const SessionOptions &options);
+
+class Session {
+public:
+  static Result<std::unique_ptr<Session>> open(const std::string &path, const SessionOptions &options = {});
+
+  const std::vector<TensorInfo> &inputs() const { return inputInfo; }
+  const std::vector<TensorInfo> &outputs() const { return outputInfo; }
+  /// Copies `bytes` (which must equal the input's size) into input `index`.
+  Status setInput(size_t index, const void *data, int64_t bytes);
+  /// Where input `index` lives, to fill in place.
+  void *inputData(size_t index) { return backend->hostData(inputInfo[index].buffer); }
+  Status run() { return backend->run(); }
+  const void *outputData(size_t index) { return backend->hostData(outputInfo[index].buffer); }
+
+  const plan::Plan &plan() const { return file->plan(); }
+  const plan::Variant &variant() const { return file->plan().variants(choice.index); }
+  const std::string &backendName() const { return choice.backend; }
+  /// One line: which variant and backend run, and why.
+  const std::string &selectionReason() const { return choice.reason; }
+
+private:
+  std::unique_ptr<PlanFile> file;
+  std::unique_ptr<Backend> backend;
+  VariantChoice choice;
+  std::vector<TensorInfo> inputInfo, outputInfo;
+};
+
+} // namespace tec
+
+#endif
