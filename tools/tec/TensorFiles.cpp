@@ -102,7 +102,9 @@ Result<HostTensor> readPb(const std::string &path) {
   switch (proto.data_type()) {
   case onnx::TensorProto::FLOAT: t.dtype = plan::F32; break;
   case onnx::TensorProto::FLOAT16: t.dtype = plan::F16; break;
-  case onnx::TensorProto::BFLOAT16: t.dtype = plan::BF16; break;
+  case onnx::TensorProto::BFLOAT16:
+  // ONNX's test data stores bfloat16 tensors as UINT16 bit patterns (numpy has no bfloat16).
+  case onnx::TensorProto::UINT16: t.dtype = plan::BF16; break;
   case onnx::TensorProto::INT32: t.dtype = plan::I32; break;
   case onnx::TensorProto::INT64: t.dtype = plan::I64; break;
   case onnx::TensorProto::BOOL: t.dtype = plan::BOOL; break;

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Compiles each test model with `tec`, runs the plan with `tec run` on seeded inputs, and compares the
+outputs with ONNX Runtime's on the same inputs. Exits non-zero on any mismatch."""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnxruntime as ort
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tec", required=True)
+    parser.add_argument("models", nargs="+")
+    args = parser.parse_args()
+    failures = checked = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in args.models:
+            name = os.path.splitext(os.path.basename(model))[0]
+            plan = os.path.join(tmp, name + ".tecplan")
+            subprocess.run([args.tec, model, "-o", plan], check=True, stdout=subprocess.DEVNULL)
+            session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+            rng = np.random.default_rng(42)
+            feeds, flags = {}, []
+            for i in session.get_inputs():
+                x = rng.standard_normal(i.shape).astype(np.float32)
+                path = os.path.join(tmp, f"{name}.{i.name}.npy")
+                np.save(path, x)
+                feeds[i.name] = x
+                flags += ["--input", f"{i.name}={path}"]
+            out_dir = os.path.join(tmp, name + ".out")
+            subprocess.run([args.tec, "run", plan, "--iterations", "1", "--warmup", "0", "--output-dir", out_dir] + flags,
+                           check=True, stdout=subprocess.DEVNULL)
+            for o, expected in zip(session.get_outputs(), session.run(None, feeds)):
+                got = np.load(os.path.join(out_dir, o.name + ".npy"))
+                ok = got.shape == expected.shape and np.allclose(got, expected, rtol=RTOL, atol=ATOL)
+                err = np.abs(got - expected).max() if got.shape == expected.shape else float("inf")
+                print(f"{'ok  ' if ok else 'FAIL'} {name}: output {o.name} {got.shape} max abs error {err:.3g}")
+                failures += not ok
+                checked += 1
+    print(f"{checked - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+// FP8, FP16 and BF16 conversions against NVIDIA's own host conversions in cuda_fp8.h / cuda_fp16.h /
+// cuda_bf16.h: every one of the 2^32 float bit patterns, both FP8 formats. Without the CUDA headers
+// these tests are reported skipped.
+#include "kernels/common/Half.h"
+#include "kernels/cpu/CpuKernels.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+
+#if __has_include(<cuda_fp8.h>)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#define TEC_HAVE_CUDA_HEADERS 1
+#endif
+
+using namespace tec::kernels;
+
+namespace {
+
+/// Runs `check(bits)` over all 2^32 patterns in parallel; returns the first mismatching pattern, if any.
+template <typename Check> std::optional<uint32_t> firstMismatch(Check check) {
+  std::atomic<uint64_t> first{UINT64_MAX};
+#pragma omp parallel for schedule(static)
+  for (int64_t hi = 0; hi < (int64_t(1) << 16); ++hi) {
+    for (uint32_t lo = 0; lo < (1u << 16); ++lo) {
+      uint32_t bits = static_cast<uint32_t>(hi) << 16 | lo;
+      if (!check(bits)) {
+        uint64_t expected = first.load();
+        while (bits < expected && !first.compare_exchange_weak(expected, bits)) {
+        }
+      }
+    }
+  }
+  if (first.load() == UINT64_MAX)
+    return std::nullopt;
+  return static_cast<uint32_t>(first.load());
+}
+
+} // namespace
+
+#ifdef TEC_HAVE_CUDA_HEADERS
+
+TEST(Fp8Exhaustive, E4M3MatchesCudaOnAllFloats) {
+  auto bad = firstMismatch([](uint32_t bits) {
+    float x = bitsToFloat(bits);
+    return floatToFp8(x, Fp8Format::E4M3) == __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+  });
+  EXPECT_FALSE(bad.has_value()) << "first mismatch at float bits 0x" << std::hex << *bad;
+}
+
+TEST(Fp8Exhaustive, E5M2MatchesCudaOnAllFloats) {
+  auto bad = firstMismatch([](uint32_t bits) {
+    float x = bitsToFloat(bits);
+    return floatToFp8(x, Fp8Format::E5M2) == __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
+  });
+  EXPECT_FALSE(bad.has_value()) << "first mismatch at float bits 0x" << std::hex << *bad;
+}
+
+TEST(Fp8Exhaustive, DecodingMatchesCudaForEveryCode) {
+  for (int code = 0; code < 256; ++code)
+    for (auto [format, cuda] : {std::pair{Fp8Format::E4M3, __NV_E4M3}, std::pair{Fp8Format::E5M2, __NV_E5M2}}) {
+      __half_raw raw = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), cuda);
+      float expected = __half2float(__half(raw));
+      float got = fp8ToFloat(static_cast<uint8_t>(code), format);
+      if (std::isnan(expected))
+        EXPECT_TRUE(std::isnan(got)) << "code " << code;
+      else
+        EXPECT_EQ(floatBits(got), floatBits(expected)) << "code " << code;
+    }
+}
+
+TEST(HalfExhaustive, F16AndBf16MatchCudaOnAllFloats) {
+  auto bad = firstMismatch([](uint32_t bits) {
+    float x = bitsToFloat(bits);
+    __half h = __float2half_rn(x);
+    __nv_bfloat16 b = __float2bfloat16_rn(x);
+    uint16_t hBits, bBits;
+    std::memcpy(&hBits, &h, 2);
+    std::memcpy(&bBits, &b, 2);
+    bool nan = std::isnan(x);
+    // NaN payloads differ between implementations; both must stay NaN.
+    bool f16 = nan ? std::isnan(f16ToFloat(floatToF16(x))) : floatToF16(x) == hBits;
+    bool bf16 = nan ? std::isnan(bf16ToFloat(floatToBf16(x))) : floatToBf16(x) == bBits;
+    return f16 && bf16 && (nan || f16ToFloat(hBits) == __half2float(h));
+  });
+  EXPECT_FALSE(bad.has_value()) << "first mismatch at float bits 0x" << std::hex << *bad;
+}
+
+#else
+
+TEST(Fp8Exhaustive, E4M3MatchesCudaOnAllFloats) { GTEST_SKIP() << "cuda_fp8.h not found: no oracle"; }
+TEST(Fp8Exhaustive, E5M2MatchesCudaOnAllFloats) { GTEST_SKIP() << "cuda_fp8.h not found: no oracle"; }
+TEST(Fp8Exhaustive, DecodingMatchesCudaForEveryCode) { GTEST_SKIP() << "cuda_fp8.h not found: no oracle"; }
+TEST(HalfExhaustive, F16AndBf16MatchCudaOnAllFloats) { GTEST_SKIP() << "cuda_fp16.h not found: no oracle"; }
+
+#endif
+
+// The formats' defining points, from the OCP FP8 specification (independent of CUDA's headers).
+TEST(Fp8, SpecificationPoints) {
+  EXPECT_EQ(floatToFp8(448.0f, Fp8Format::E4M3), 0x7E);
+  EXPECT_EQ(floatToFp8(1e9f, Fp8Format::E4M3), 0x7E);    // saturates
+  EXPECT_EQ(floatToFp8(-1e9f, Fp8Format::E4M3), 0xFE);
+  EXPECT_EQ(floatToFp8(INFINITY, Fp8Format::E5M2), 0x7B); // satfinite: no inf
+  EXPECT_EQ(floatToFp8(57344.0f, Fp8Format::E5M2), 0x7B);
+  EXPECT_EQ(floatToFp8(NAN, Fp8Format::E4M3), 0x7F);
+  EXPECT_EQ(fp8ToFloat(0x01, Fp8Format::E4M3), std::ldexp(1.0f, -9)); // smallest denormal
+  EXPECT_EQ(fp8ToFloat(0x01, Fp8Format::E5M2), std::ldexp(1.0f, -16));
+  EXPECT_EQ(floatToFp8(1.0f, Fp8Format::E4M3), 0x38);
+  EXPECT_EQ(floatToFp8(-0.0f, Fp8Format::E5M2), 0x80);
+}
+
+TEST(Fp8Kernels, QuantizeScalesBeforeTheCastAndDequantizeInverts) {
+  std::vector<float> x = {0.5f, -3.0f, 200.0f, 25.0f};
+  std::vector<uint8_t> q(x.size());
+  cpu::quantize(x.data(), 4.0f, q.data(), x.size(), Fp8Format::E4M3);
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(q[i], floatToFp8(x[i] * 4.0f, Fp8Format::E4M3));
+  std::vector<float> back(x.size());
+  cpu::dequantize(q.data(), 0.25f, back.data(), x.size(), Fp8Format::E4M3);
+  EXPECT_EQ(back[0], 0.5f);
+  EXPECT_EQ(back[1], -3.0f);
+  EXPECT_EQ(back[2], 112.0f); // 800 saturates to 448, / 4
+  EXPECT_EQ(back[3], 24.0f);  // 100 is a tie between 96 and 104: to even, 96, / 4
+}
+
+TEST(Fp8Kernels, AmaxIsTheLargestMagnitudeAndPropagatesNan) {
+  std::vector<float> x(100000, 0.25f);
+  x[77777] = -9.5f;
+  EXPECT_EQ(cpu::amax(x.data(), x.size()), 9.5f);
+  x[5] = NAN;
+  EXPECT_TRUE(std::isnan(cpu::amax(x.data(), x.size())));
+}
+
+// Transformer Engine's DelayedScaling, step by step: amax_history[0] = amax; a = max(history) or
+// history[0]; scale = (fp8_max / a) / 2^margin unless a is 0/inf/NaN; history = roll(history, -1);
+// history[0] = 0.
+TEST(Fp8Kernels, DelayedScalingFollowsTransformerEngine) {
+  std::vector<float> history = {0.0f, 3.0f, 10.0f, 1.0f};
+  std::vector<float> next(4);
+  float scale, scaleInv;
+  cpu::delayedScaling(history.data(), 4, 1.0f, 2.0f, kE4M3Max, 0, /*mostRecent=*/false, next.data(), &scale, &scaleInv);
+  EXPECT_EQ(scale, 448.0f / 10.0f);
+  EXPECT_EQ(scaleInv, 1.0f / (448.0f / 10.0f));
+  EXPECT_EQ(next, (std::vector<float>{0.0f, 10.0f, 1.0f, 2.0f}));
+
+  cpu::delayedScaling(history.data(), 4, 1.0f, 2.0f, kE5M2Max, 1, /*mostRecent=*/true, next.data(), &scale, &scaleInv);
+  EXPECT_EQ(scale, 57344.0f / 2.0f / 2.0f);
+
+  for (float bad : {0.0f, INFINITY, NAN}) {
+    std::vector<float> zeros(4, 0.0f);
+    cpu::delayedScaling(zeros.data(), 4, 3.5f, bad, kE4M3Max, 0, true, next.data(), &scale, &scaleInv);
+    EXPECT_EQ(scale, 3.5f) << "amax " << bad << " keeps the previous scale";
+  }
+  std::vector<float> tiny = {0.0f};
+  cpu::delayedScaling(tiny.data(), 1, 1.0f, 1e-45f, kE4M3Max, 0, false, next.data(), &scale, &scaleInv);
+  EXPECT_EQ(scale, FLT_MAX) << "an overflowing scale is clamped";
+}

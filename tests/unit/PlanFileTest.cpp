@@ -1,0 +1,211 @@
+// Plan files and Session, with the runtime library alone (this test does not link MLIR, proving a
+// plan runs without the compiler): round trip, and refusal of corrupt, truncated, other-version and
+// inconsistent plans with clear messages.
+#include "runtime/Session.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <stdlib.h>
+
+using namespace tec;
+
+namespace {
+
+std::string tempDir() {
+  std::string dir = "/tmp/tec-plan-test.XXXXXX";
+  EXPECT_NE(mkdtemp(dir.data()), nullptr);
+  return dir;
+}
+
+plan::Buffer *addBuffer(plan::Variant &v, const std::string &name, std::vector<int64_t> shape, plan::Role role,
+                        int64_t offset) {
+  auto *b = v.add_buffers();
+  b->set_name(name);
+  b->set_dtype(plan::F32);
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    b->add_shape(d);
+    n *= d;
+  }
+  b->set_role(role);
+  b->set_bytes(n * 4);
+  b->set_offset(offset);
+  b->set_alias_of(-1);
+  return b;
+}
+
+/// y = relu(x + bias) with x: input [2,3], bias: param [3].
+struct SmallPlan {
+  plan::Plan plan;
+  PlanDataBuilder data;
+  std::vector<float> bias = {1.0f, -2.0f, 0.5f};
+  SmallPlan() {
+    auto &v = *plan.add_variants();
+    v.set_target("cpu");
+    v.set_precision("fp32");
+    addBuffer(v, "x", {2, 3}, plan::INPUT, 0);
+    addBuffer(v, "bias", {3}, plan::PARAM, data.add(bias.data(), 12));
+    addBuffer(v, "sum", {2, 3}, plan::TEMP, 64);
+    addBuffer(v, "y", {2, 3}, plan::OUTPUT, 64)->set_alias_of(2);
+    v.set_arena_bytes(128);
+    auto *add = v.add_steps();
+    add->set_kernel("add");
+    add->add_inputs(0);
+    add->add_inputs(1);
+    add->add_outputs(2);
+    auto *relu = v.add_steps();
+    relu->set_kernel("relu");
+    relu->add_inputs(2);
+    relu->add_outputs(3);
+    v.add_inputs(0);
+    v.add_outputs(3);
+    plan.add_input_names("x");
+    plan.add_output_names("y");
+    plan.set_source_model("handmade");
+  }
+  std::string write(const std::string &dir) {
+    std::string path = dir + "/small.tecplan";
+    Status s = writePlanFile(path, plan, data);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return path;
+  }
+};
+
+std::string readAll(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void writeAll(const std::string &path, const std::string &bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string openError(const std::string &path) {
+  auto session = Session::open(path);
+  EXPECT_FALSE(session.ok());
+  return session.ok() ? "" : session.error().message();
+}
+
+} // namespace
+
+TEST(PlanFile, RoundTripRunsAndReadsWeightsInPlace) {
+  SmallPlan small;
+  std::string path = small.write(tempDir());
+  auto session = Session::open(path);
+  ASSERT_TRUE(session.ok()) << session.error().message();
+  auto &s = **session;
+  EXPECT_EQ(s.backendName(), "cpu");
+  EXPECT_NE(s.selectionReason().find("cpu"), std::string::npos);
+  std::vector<float> x = {0, 0, 0, -5, 5, -5};
+  ASSERT_TRUE(s.setInput(0, x.data(), 24).ok());
+  ASSERT_TRUE(s.run().ok());
+  auto *y = static_cast<const float *>(s.outputData(0));
+  EXPECT_EQ(std::vector<float>(y, y + 6), (std::vector<float>{1, 0, 0.5f, 0, 3, 0}));
+  // The data section is 64-byte aligned in the file, so mapped weights are aligned for SIMD.
+  auto file = PlanFile::open(path);
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*file)->data()) % 64, 0u);
+}
+
+TEST(PlanFile, WrongInputSizeIsAnError) {
+  SmallPlan small;
+  auto session = Session::open(small.write(tempDir()));
+  ASSERT_TRUE(session.ok());
+  float x[2] = {};
+  Status s = (*session)->setInput(0, x, sizeof(x));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "input 'x' takes 24 bytes, got 8");
+}
+
+TEST(PlanFile, CorruptByteIsRefusedByTheChecksum) {
+  SmallPlan small;
+  std::string path = small.write(tempDir());
+  std::string bytes = readAll(path);
+  bytes[bytes.size() - 3] ^= 0x10; // inside the bias weights
+  writeAll(path, bytes);
+  EXPECT_EQ(openError(path), path + ": not a usable tec plan: checksum mismatch: the file is corrupt");
+}
+
+TEST(PlanFile, TruncatedFileIsRefused) {
+  SmallPlan small;
+  std::string path = small.write(tempDir());
+  std::string bytes = readAll(path);
+  writeAll(path, bytes.substr(0, bytes.size() - 8));
+  EXPECT_NE(openError(path).find("do not fit in the file"), std::string::npos);
+  writeAll(path, bytes.substr(0, 20));
+  EXPECT_NE(openError(path).find("shorter than the 64-byte header"), std::string::npos);
+}
+
+TEST(PlanFile, OtherFormatVersionIsRefused) {
+  SmallPlan small;
+  std::string path = small.write(tempDir());
+  std::string bytes = readAll(path);
+  bytes[8] = 7; // the version field follows the 8-byte magic
+  writeAll(path, bytes);
+  EXPECT_EQ(openError(path), path + ": not a usable tec plan: format version 7, but this tec reads version 1; "
+                                    "recompile the model with this tec");
+}
+
+TEST(PlanFile, NotAPlanIsRefused) {
+  std::string path = tempDir() + "/model.onnx";
+  writeAll(path, std::string(200, 'x'));
+  EXPECT_NE(openError(path).find("bad magic"), std::string::npos);
+}
+
+TEST(PlanFile, InconsistentMetadataIsRefusedBeforeAnythingRuns) {
+  SmallPlan small;
+  small.plan.mutable_variants(0)->mutable_steps(0)->set_inputs(1, 99);
+  std::string path = small.write(tempDir());
+  EXPECT_NE(openError(path).find("step 'add' refers to buffer 99 of 4"), std::string::npos);
+
+  SmallPlan outside;
+  outside.plan.mutable_variants(0)->mutable_buffers(1)->set_offset(1 << 20);
+  path = outside.write(tempDir());
+  EXPECT_NE(openError(path).find("buffer 'bias' lies outside the data section"), std::string::npos);
+
+  SmallPlan unknown;
+  unknown.plan.mutable_variants(0)->mutable_steps(1)->set_kernel("frobnicate");
+  path = unknown.write(tempDir());
+  EXPECT_NE(openError(path).find("the cpu backend has no kernel 'frobnicate'"), std::string::npos);
+}
+
+TEST(PlanFile, WriteIntoAMissingFolderFailsWithoutLeavingAFile) {
+  SmallPlan small;
+  Status s = writePlanFile("/nonexistent-dir/x.tecplan", small.plan, small.data);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/nonexistent-dir/x.tecplan"), std::string::npos);
+}
+
+TEST(VariantChoice, FallsBackToCpuAndSaysWhy) {
+  SmallPlan small;
+  CudaProbe noGpu;
+  noGpu.reason = "no CUDA driver (libcuda.so.1 not found)";
+  auto choice = chooseVariant(small.plan, noGpu, {});
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->backend, "cpu");
+  EXPECT_NE(choice->reason.find("no CUDA driver"), std::string::npos);
+
+  SessionOptions forceCuda;
+  forceCuda.device = "cuda";
+  auto forced = chooseVariant(small.plan, noGpu, forceCuda);
+  ASSERT_FALSE(forced.ok());
+  EXPECT_NE(forced.error().message().find("--device cuda"), std::string::npos);
+
+  SessionOptions missing;
+  missing.variant = "sm_90";
+  auto absent = chooseVariant(small.plan, noGpu, missing);
+  ASSERT_FALSE(absent.ok());
+  EXPECT_EQ(absent.error().message(), "the plan has no variant 'sm_90' (it has: cpu)");
+}
+
+TEST(VariantChoice, NoCpuVariantAndNoGpuIsAnError) {
+  SmallPlan small;
+  small.plan.mutable_variants(0)->set_target("sm_90");
+  CudaProbe noGpu;
+  noGpu.reason = "the CUDA driver reports no device";
+  auto choice = chooseVariant(small.plan, noGpu, {});
+  ASSERT_FALSE(choice.ok());
+  EXPECT_NE(choice.error().message().find("no cpu variant (it has: sm_90)"), std::string::npos);
+}
