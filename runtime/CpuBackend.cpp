@@ -3,6 +3,7 @@
 #include "runtime/Backend.h"
 #include "runtime/PlanFile.h"
 
+#include "kernels/cpu/Blas.h"
 #include "kernels/cpu/CpuKernels.h"
 
 #include <cstdlib>
@@ -598,8 +599,12 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
     auto it = compilers().find(step.kernel());
     if (it == compilers().end())
       return Status::error("the cpu backend has no kernel '" + step.kernel() + "' (step from " + step.source() + ")");
+    bool isGemm = step.kernel() == "matmul" || step.kernel() == "linear" || step.kernel() == "gemm" ||
+                  step.kernel() == "fp8_gemm";
+    if (isGemm && !k::blas().loaded)
+      return Status::error("step '" + step.kernel() + "' needs BLAS: " + k::blas().library);
     for (int i : step.inputs())
-      if (!isFloat(dtype(i)) && (step.kernel() == "matmul" || step.kernel() == "linear" || step.kernel() == "gemm"))
+      if (isGemm && step.kernel() != "fp8_gemm" && !isFloat(dtype(i)))
         return Status::error("step '" + step.kernel() + "' needs float operands");
     if (Status s = (this->*(it->second))(step); !s.ok())
       return s;

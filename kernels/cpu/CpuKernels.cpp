@@ -1,8 +1,8 @@
 #include "kernels/cpu/CpuKernels.h"
 
 #include "kernels/common/Half.h"
+#include "kernels/cpu/Blas.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -12,8 +12,6 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
-
-extern "C" void openblas_set_num_threads(int);
 
 namespace tec::kernels::cpu {
 
@@ -42,7 +40,7 @@ void setThreads(int threads) {
   if (threads <= 0)
     return;
   omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  setBlasThreads(threads);
 }
 
 namespace {
@@ -363,8 +361,7 @@ void matmul(const float *a, const Shape &aShape, const float *b, const Shape &bS
   Shape aBatch(lhs.begin(), lhs.end() - 2), bBatch(rhs.begin(), rhs.end() - 2);
   // A weight without batch dims: fold A's batch into M for one large GEMM.
   if (numElements(bBatch) == 1) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, numElements(aBatch) * m, n, k, 1.0f, a, k, b, n, 0.0f,
-                out, n);
+    sgemm(false, false, numElements(aBatch) * m, n, k, 1.0f, a, k, b, n, 0.0f, out, n);
     return;
   }
   Shape batch(outShape.begin(), outShape.end() - (aShape.size() > 1 ? 1 : 0) - (bShape.size() > 1 ? 1 : 0));
@@ -378,8 +375,7 @@ void matmul(const float *a, const Shape &aShape, const float *b, const Shape &bS
       ao += c * aStrides[d];
       bo += c * bStrides[d];
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a + ao * m * k, k, b + bo * k * n, n, 0.0f,
-                out + i * m * n, n);
+    sgemm(false, false, m, n, k, 1.0f, a + ao * m * k, k, b + bo * k * n, n, 0.0f, out + i * m * n, n);
   }
 }
 
@@ -401,8 +397,7 @@ void gemm(const float *a, const float *b, const float *c, const Shape &cShape, f
       std::fill(y, y + m * n, 0.0f);
     return;
   }
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
-              transA ? m : k, b, transB ? k : n, betaForBlas, y, n);
+  sgemm(transA, transB, m, n, k, alpha, a, transA ? m : k, b, transB ? k : n, betaForBlas, y, n);
 }
 
 void linear(const float *x, const float *weight, const float *bias, float *y, int64_t m, int64_t n, int64_t k,
@@ -412,8 +407,7 @@ void linear(const float *x, const float *weight, const float *bias, float *y, in
   if (k == 0)
     std::fill(y, y + m * n, 0.0f);
   else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, transposeB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, x, k, weight,
-                transposeB ? k : n, 0.0f, y, n);
+    sgemm(false, transposeB, m, n, k, 1.0f, x, k, weight, transposeB ? k : n, 0.0f, y, n);
   if (!bias && epilogue == Epilogue::None)
     return;
   // Bias and activation in one pass over the output, as cuBLASLt's epilogue does.

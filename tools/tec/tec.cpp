@@ -3,6 +3,7 @@
 #include "Driver.h"
 #include "TensorFiles.h"
 
+#include "kernels/cpu/Blas.h"
 #include "runtime/Session.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -271,6 +272,8 @@ int run() {
   }
   auto &s = **session;
   llvm::outs() << "tec run: " << s.selectionReason() << "\n";
+  if (s.backendName() == "cpu" && tec::kernels::cpu::blas().loaded)
+    llvm::outs() << "  blas: " << tec::kernels::cpu::blas().config << "\n";
   std::vector<bool> given(s.inputs().size());
   for (const std::string &spec : runInputs) {
     auto [name, file] = llvm::StringRef(spec).split('=');
