@@ -6,6 +6,7 @@
 #include "runtime/plan.pb.h"
 
 #include <memory>
+#include <vector>
 
 namespace tec {
 
@@ -18,7 +19,8 @@ public:
   virtual Status prepare(const plan::Variant &variant, const char *data) = 0;
   /// Host-visible storage of a buffer (an input to fill, an output to read).
   virtual void *hostData(int buffer) = 0;
-  virtual Status run() = 0;
+  /// Runs every step; with `stepMillis` (one entry per plan step), adds each step's time to it.
+  virtual Status run(std::vector<double> *stepMillis = nullptr) = 0;
 };
 
 /// `threads` = 0 keeps OpenMP's and BLAS's defaults.

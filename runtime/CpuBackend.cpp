@@ -6,6 +6,7 @@
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/CpuKernels.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -40,10 +41,15 @@ public:
   const char *name() const override { return "cpu"; }
   Status prepare(const plan::Variant &variant, const char *data) override;
   void *hostData(int buffer) override { return pointers[buffer]; }
-  Status run() override {
-    for (auto &step : program)
-      if (Status s = step(); !s.ok())
+  Status run(std::vector<double> *stepMillis) override {
+    for (size_t i = 0; i < program.size(); ++i) {
+      auto start = stepMillis ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+      if (Status s = program[i](); !s.ok())
         return s;
+      if (stepMillis)
+        (*stepMillis)[programStep[i]] +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
     return Status::success();
   }
 
@@ -65,6 +71,7 @@ private:
   void emit(Closure body) {
     auto pre = std::move(pending.pre), post = std::move(pending.post);
     pending = {};
+    programStep.push_back(currentStep);
     if (pre.empty() && post.empty()) {
       program.push_back(std::move(body));
       return;
@@ -145,6 +152,9 @@ private:
     std::vector<std::function<void()>> pre, post;
   } pending;
   std::vector<Closure> program;
+  /// The plan step each closure of `program` belongs to (concat and split emit several).
+  std::vector<int> programStep;
+  int currentStep = 0;
 };
 
 bool isFloat(plan::DType t) { return t == plan::F32 || t == plan::F16 || t == plan::BF16; }
@@ -595,7 +605,8 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
     // Params and constants are read in place from the mapped file: no copy.
     pointers[i] = const_cast<char *>(inData ? data + root.offset() : arena.get() + root.offset());
   }
-  for (const auto &step : v.steps()) {
+  for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
+    const plan::Step &step = v.steps(currentStep);
     auto it = compilers().find(step.kernel());
     if (it == compilers().end())
       return Status::error("the cpu backend has no kernel '" + step.kernel() + "' (step from " + step.source() + ")");

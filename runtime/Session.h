@@ -47,7 +47,7 @@ public:
   Status setInput(size_t index, const void *data, int64_t bytes);
   /// Where input `index` lives, to fill in place.
   void *inputData(size_t index) { return backend->hostData(inputInfo[index].buffer); }
-  Status run() { return backend->run(); }
+  Status run(std::vector<double> *stepMillis = nullptr) { return backend->run(stepMillis); }
   const void *outputData(size_t index) { return backend->hostData(outputInfo[index].buffer); }
 
   const plan::Plan &plan() const { return file->plan(); }

@@ -11,7 +11,8 @@ namespace tec::kernels {
 /// The epilogues of a fused GEMM, as cuBLASLt names them.
 enum class Epilogue { None, Relu, Gelu, GeluTanh };
 
-TEC_HOST_DEVICE float relu(float x) { return x > 0.0f ? x : 0.0f; }
+/// NaN stays NaN (as numpy.maximum and cuBLASLt do); written so that compilers emit a vector max.
+TEC_HOST_DEVICE float relu(float x) { return x < 0.0f ? 0.0f : x; }
 
 /// Exact GELU: x/2 * (1 + erf(x/sqrt(2))).
 TEC_HOST_DEVICE float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }

@@ -81,28 +81,42 @@ void forEachBroadcastRow(const Shape &out, const std::array<std::vector<int64_t>
   }
 }
 
+/// One row of a broadcast binary op; a plain function so the loop vectorizes.
+template <typename T, typename Op>
+void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, T *out, int64_t n, Op op) {
+  if (sa == 1 && sb == 1) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      out[j] = op(a[j], b[j]);
+  } else if (sa == 1 && sb == 0) {
+    const T s = b[0];
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      out[j] = op(a[j], s);
+  } else {
+    for (int64_t j = 0; j < n; ++j)
+      out[j] = op(a[j * sa], b[j * sb]);
+  }
+}
+
 template <typename T, typename Op>
 void binaryLoop(const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out, const Shape &outShape, Op op) {
   const int64_t n = numElements(outShape);
-  if (aShape == outShape && bShape == outShape) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = op(a[i], b[i]);
-    return;
-  }
-  if (aShape == outShape && numElements(bShape) == 1) {
-    const T s = b[0];
-#pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = op(a[i], s);
+  if (aShape == outShape && (bShape == outShape || numElements(bShape) == 1)) {
+    const int64_t sb = bShape == outShape ? 1 : 0;
+    const int64_t chunk = 1 << 14, chunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * chunk, len = std::min(chunk, n - begin);
+      binaryRow(a + begin, 1, b + begin * sb, sb, out + begin, len, op);
+    }
     return;
   }
   std::array<std::vector<int64_t>, 2> strides{broadcastStrides(aShape, outShape), broadcastStrides(bShape, outShape)};
   const int64_t inner = outShape.empty() ? 1 : outShape.back();
   const int64_t sa = outShape.empty() ? 0 : strides[0].back(), sb = outShape.empty() ? 0 : strides[1].back();
-  forEachBroadcastRow(outShape, strides, [&](int64_t start, const std::array<int64_t, 2> &off) {
-    for (int64_t j = 0; j < inner; ++j)
-      out[start + j] = op(a[off[0] + j * sa], b[off[1] + j * sb]);
+  forEachBroadcastRow(outShape, strides, [=](int64_t start, const std::array<int64_t, 2> &off) {
+    binaryRow(a + off[0], sa, b + off[1], sb, out + start, inner, op);
   });
 }
 
@@ -141,20 +155,27 @@ template void binary<int32_t>(BinaryKind, const int32_t *, const Shape &, const 
 template void binary<int64_t>(BinaryKind, const int64_t *, const Shape &, const int64_t *, const Shape &, int64_t *,
                               const Shape &);
 
-void unary(UnaryKind kind, const float *x, float *y, int64_t n) {
-  auto run = [&](auto op) {
+namespace {
+
+/// y[i] = op(x[i]). A plain function (not a lambda capturing by reference) so that the compiler can
+/// keep the pointers in registers and vectorize the loop.
+template <typename Op> void mapUnary(const float *__restrict x, float *y, int64_t n, Op op) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = op(x[i]);
-  };
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = op(x[i]);
+}
+
+} // namespace
+
+void unary(UnaryKind kind, const float *x, float *y, int64_t n) {
   switch (kind) {
-  case UnaryKind::Relu: return run([](float v) { return relu(v); });
-  case UnaryKind::Tanh: return run([](float v) { return std::tanh(v); });
-  case UnaryKind::Sigmoid: return run([](float v) { return sigmoid(v); });
-  case UnaryKind::Erf: return run([](float v) { return std::erf(v); });
-  case UnaryKind::Sqrt: return run([](float v) { return std::sqrt(v); });
-  case UnaryKind::Gelu: return run([](float v) { return gelu(v); });
-  case UnaryKind::GeluTanh: return run([](float v) { return geluTanh(v); });
+  case UnaryKind::Relu: return mapUnary(x, y, n, [](float v) { return relu(v); });
+  case UnaryKind::Tanh: return mapUnary(x, y, n, [](float v) { return std::tanh(v); });
+  case UnaryKind::Sigmoid: return mapUnary(x, y, n, [](float v) { return sigmoid(v); });
+  case UnaryKind::Erf: return mapUnary(x, y, n, [](float v) { return std::erf(v); });
+  case UnaryKind::Sqrt: return mapUnary(x, y, n, [](float v) { return std::sqrt(v); });
+  case UnaryKind::Gelu: return mapUnary(x, y, n, [](float v) { return gelu(v); });
+  case UnaryKind::GeluTanh: return mapUnary(x, y, n, [](float v) { return geluTanh(v); });
   }
 }
 

@@ -66,6 +66,8 @@ cl::opt<int> threads("threads", cl::desc("CPU threads (0: the libraries' default
 cl::opt<std::string> device("device", cl::desc("auto, cpu or cuda (cuda: no fallback)"), cl::init("auto"),
                             cl::sub(runCommand), cl::cat(category));
 cl::opt<std::string> variantName("variant", cl::desc("run this variant (a target such as cpu)"), cl::sub(runCommand), cl::cat(category));
+cl::opt<bool> profile("profile", cl::desc("print each step's mean time (like trtexec --dumpProfile)"),
+                      cl::sub(runCommand), cl::cat(category));
 cl::opt<uint64_t> seed("seed", cl::desc("seed of the random inputs"), cl::init(0), cl::sub(runCommand), cl::cat(category));
 cl::opt<std::string> jsonReport("json", cl::desc("also write the performance summary as JSON"), cl::value_desc("file"),
                                 cl::sub(runCommand), cl::cat(category));
@@ -311,11 +313,11 @@ int run() {
       llvm::errs() << "error: " << st.message() << "\n";
       return kExitInternal;
     }
-  std::vector<double> ms;
+  std::vector<double> ms, stepMillis(s.variant().steps_size());
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < std::max(1, iterations.getValue()); ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    if (tec::Status st = s.run(); !st.ok()) {
+    if (tec::Status st = s.run(profile ? &stepMillis : nullptr); !st.ok()) {
       llvm::errs() << "error: " << st.message() << "\n";
       return kExitInternal;
     }
@@ -335,6 +337,17 @@ int run() {
       "Latency: min = {0:f4} ms, max = {1:f4} ms, mean = {2:f4} ms, median = {3:f4} ms, percentile(90%) = {4:f4} ms, "
       "percentile(99%) = {5:f4} ms\n",
       sorted.front(), sorted.back(), mean, median, p90, p99);
+  if (profile) {
+    double sum = 0;
+    for (double v : stepMillis)
+      sum += v;
+    llvm::outs() << llvm::formatv("=== Profile (mean per run) ===\n{0,4}  {1,-14} {2,10} {3,7}  {4}\n", "step", "kernel",
+                                  "ms", "%", "source");
+    for (int i = 0; i < s.variant().steps_size(); ++i)
+      llvm::outs() << llvm::formatv("{0,4}  {1,-14} {2,10:f4} {3,6:f1}%  {4}\n", i, s.variant().steps(i).kernel(),
+                                    stepMillis[i] / ms.size(), sum ? 100 * stepMillis[i] / sum : 0,
+                                    s.variant().steps(i).source());
+  }
   if (!jsonReport.empty()) {
     std::error_code ec;
     llvm::raw_fd_ostream json(jsonReport, ec);
