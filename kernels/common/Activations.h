@@ -5,6 +5,8 @@
 #include "kernels/common/HostDevice.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 namespace tec::kernels {
 
@@ -14,8 +16,43 @@ enum class Epilogue { None, Relu, Gelu, GeluTanh };
 /// NaN stays NaN (as numpy.maximum and cuBLASLt do); written so that compilers emit a vector max.
 TEC_HOST_DEVICE float relu(float x) { return x < 0.0f ? 0.0f : x; }
 
-/// Exact GELU: x/2 * (1 + erf(x/sqrt(2))).
-TEC_HOST_DEVICE float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
+/// e^x within 2 ulp, branch-free so that CPU loops vectorize: x = n ln2 + r (Cody-Waite), a degree-6
+/// polynomial for e^r on |r| <= ln2/2 (truncation error r^7/7! < 1.3e-7), times 2^n built in the
+/// exponent bits. Below -87.3 (where e^x leaves the normal floats) the result is 0; NaN stays NaN.
+TEC_HOST_DEVICE float expApprox(float x) {
+  const float clamped = x > 88.0f ? 88.0f : (x < -87.3f ? -87.3f : x);
+  // Round to nearest by adding and removing 1.5 * 2^23 (no floorf: a library call without SSE4.1).
+  const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const float r = (clamped - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, sizeof(scale));
+  const float result = x < -87.3f ? 0.0f : p * scale;
+  return x != x ? x : result;
+}
+
+/// erf within 1.5e-7 absolute (Abramowitz & Stegun 7.1.26), branch-free for vectorized GELU.
+TEC_HOST_DEVICE float erfApprox(float x) {
+  const float a = fabsf(x);
+  const float t = 1.0f / (1.0f + 0.3275911f * a);
+  float p = 1.061405429f;
+  p = p * t - 1.453152027f;
+  p = p * t + 1.421413741f;
+  p = p * t - 0.284496736f;
+  p = p * t + 0.254829592f;
+  const float y = 1.0f - p * t * expApprox(-a * a);
+  return x < 0.0f ? -y : y;
+}
+
+/// GELU in the erf form: x/2 * (1 + erf(x/sqrt(2))), the "exact" GELU (erf to float precision).
+TEC_HOST_DEVICE float gelu(float x) { return 0.5f * x * (1.0f + erfApprox(x * 0.70710678118654752440f)); }
 
 /// cuBLASLt's GELU epilogue: x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))).
 TEC_HOST_DEVICE float geluTanh(float x) {

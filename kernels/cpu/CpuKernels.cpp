@@ -157,12 +157,19 @@ template void binary<int64_t>(BinaryKind, const int64_t *, const Shape &, const 
 
 namespace {
 
-/// y[i] = op(x[i]). A plain function (not a lambda capturing by reference) so that the compiler can
-/// keep the pointers in registers and vectorize the loop.
-template <typename Op> void mapUnary(const float *__restrict x, float *y, int64_t n, Op op) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
+/// y[i] = op(x[i]) over one chunk: a plain function, outside the OpenMP region, so the compiler keeps
+/// the pointers in registers and vectorizes the loop (x may equal y: in place).
+template <typename Op> void mapChunk(const float *x, float *y, int64_t n, Op op) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     y[i] = op(x[i]);
+}
+
+template <typename Op> void mapUnary(const float *x, float *y, int64_t n, Op op) {
+  const int64_t chunk = 1 << 14, chunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t c = 0; c < chunks; ++c)
+    mapChunk(x + c * chunk, y + c * chunk, std::min(chunk, n - c * chunk), op);
 }
 
 } // namespace
@@ -179,23 +186,40 @@ void unary(UnaryKind kind, const float *x, float *y, int64_t n) {
   }
 }
 
-void where(const bool *cond, const Shape &condShape, const void *x, const Shape &xShape, const void *y,
-           const Shape &yShape, void *out, const Shape &outShape, size_t bytes) {
-  std::array<std::vector<int64_t>, 3> strides{broadcastStrides(condShape, outShape), broadcastStrides(xShape, outShape),
-                                              broadcastStrides(yShape, outShape)};
+namespace {
+
+template <typename T>
+void whereTyped(const bool *cond, const std::array<std::vector<int64_t>, 3> &strides, const T *x, const T *y, T *out,
+                const Shape &outShape) {
   const int64_t inner = outShape.empty() ? 1 : outShape.back();
   std::array<int64_t, 3> last{};
   for (int k = 0; k < 3; ++k)
     last[k] = outShape.empty() ? 0 : strides[k].back();
-  auto *o = static_cast<char *>(out);
-  auto *xs = static_cast<const char *>(x), *ys = static_cast<const char *>(y);
-  forEachBroadcastRow(outShape, strides, [&](int64_t start, const std::array<int64_t, 3> &off) {
-    for (int64_t j = 0; j < inner; ++j) {
-      bool c = cond[off[0] + j * last[0]];
-      const char *src = c ? xs + (off[1] + j * last[1]) * bytes : ys + (off[2] + j * last[2]) * bytes;
-      std::memcpy(o + (start + j) * bytes, src, bytes);
-    }
+  forEachBroadcastRow(outShape, strides, [=](int64_t start, const std::array<int64_t, 3> &off) {
+    const bool *c = cond + off[0];
+    const T *xs = x + off[1], *ys = y + off[2];
+    T *o = out + start;
+    for (int64_t j = 0; j < inner; ++j)
+      o[j] = c[j * last[0]] ? xs[j * last[1]] : ys[j * last[2]];
   });
+}
+
+} // namespace
+
+void where(const bool *cond, const Shape &condShape, const void *x, const Shape &xShape, const void *y,
+           const Shape &yShape, void *out, const Shape &outShape, size_t bytes) {
+  std::array<std::vector<int64_t>, 3> strides{broadcastStrides(condShape, outShape), broadcastStrides(xShape, outShape),
+                                              broadcastStrides(yShape, outShape)};
+  switch (bytes) {
+  case 1: return whereTyped(cond, strides, static_cast<const uint8_t *>(x), static_cast<const uint8_t *>(y),
+                            static_cast<uint8_t *>(out), outShape);
+  case 2: return whereTyped(cond, strides, static_cast<const uint16_t *>(x), static_cast<const uint16_t *>(y),
+                            static_cast<uint16_t *>(out), outShape);
+  case 4: return whereTyped(cond, strides, static_cast<const uint32_t *>(x), static_cast<const uint32_t *>(y),
+                            static_cast<uint32_t *>(out), outShape);
+  default: return whereTyped(cond, strides, static_cast<const uint64_t *>(x), static_cast<const uint64_t *>(y),
+                             static_cast<uint64_t *>(out), outShape);
+  }
 }
 
 namespace {
@@ -278,27 +302,51 @@ void cast(const void *x, ElementType from, void *y, ElementType to, int64_t n) {
     storeFromDouble(y, to, i, loadAsDouble(x, from, i));
 }
 
+namespace {
+
+/// Softmax of one contiguous row: one exponential per element (kept in `out`), then a scale.
+void softmaxRow(const float *__restrict in, float *__restrict out, int64_t n, bool logSoftmax) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j)
+    mx = std::max(mx, in[j]);
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    out[j] = expApprox(in[j] - mx);
+    sum += out[j];
+  }
+  if (logSoftmax) {
+    const float logSum = std::log(sum);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      out[j] = in[j] - mx - logSum;
+    return;
+  }
+  const float inv = 1.0f / sum;
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j)
+    out[j] *= inv;
+}
+
+} // namespace
+
 void softmax(const float *x, float *y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax) {
+  if (inner == 1) {
+#pragma omp parallel for schedule(static) if (outer * axis > kParallelThreshold)
+    for (int64_t o = 0; o < outer; ++o)
+      softmaxRow(x + o * axis, y + o * axis, axis, logSoftmax);
+    return;
+  }
+  // A strided axis: gather each (outer, inner) column into a contiguous row first.
 #pragma omp parallel for schedule(static) if (outer * axis * inner > kParallelThreshold)
   for (int64_t r = 0; r < outer * inner; ++r) {
     const int64_t o = r / inner, i = r % inner;
-    const float *in = x + o * axis * inner + i;
-    float *out = y + o * axis * inner + i;
-    float mx = -std::numeric_limits<float>::infinity();
+    std::vector<float> column(axis), result(axis);
     for (int64_t j = 0; j < axis; ++j)
-      mx = std::max(mx, in[j * inner]);
-    double sum = 0;
+      column[j] = x[(o * axis + j) * inner + i];
+    softmaxRow(column.data(), result.data(), axis, logSoftmax);
     for (int64_t j = 0; j < axis; ++j)
-      sum += std::exp(in[j * inner] - mx);
-    if (logSoftmax) {
-      float logSum = static_cast<float>(std::log(sum));
-      for (int64_t j = 0; j < axis; ++j)
-        out[j * inner] = in[j * inner] - mx - logSum;
-    } else {
-      float inv = static_cast<float>(1.0 / sum);
-      for (int64_t j = 0; j < axis; ++j)
-        out[j * inner] = std::exp(in[j * inner] - mx) * inv;
-    }
+      y[(o * axis + j) * inner + i] = result[j];
   }
 }
 
