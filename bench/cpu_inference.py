@@ -3,8 +3,9 @@
 
 Models: the MLP (batch 64, hidden 1024) and the GPT-style block, made by tests/models/gen_models.py.
 tec runs its plan through `tec run --threads T` (timed in-process); ONNX Runtime runs with
-intra_op_num_threads=T, timed around session.run. Prints the median latency of each and the ratio
-tec/ORT (below 1: tec is faster), and writes everything as JSON.
+intra_op_num_threads=T, timed around session.run. The two alternate in rounds (a shared machine drifts);
+each side's latency is the median over rounds of its per-round median. Prints both and the ratio tec/ORT
+(below 1: tec is faster), and writes everything as JSON.
 """
 import argparse
 import json
@@ -24,12 +25,15 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "models"))
 import gen_models  # noqa: E402
 
 
-def ort_median_ms(model_path, feeds, threads, iterations, warmup):
+def ort_session(model_path, threads):
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+
+
+def ort_median_ms(session, feeds, iterations, warmup):
     for _ in range(warmup):
         session.run(None, feeds)
     times = []
@@ -52,7 +56,8 @@ def tec_median_ms(tec, plan, inputs, threads, iterations, warmup, tmp):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tec", default=os.path.join(HERE, "..", "build", "release", "bin", "tec"))
-    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--iterations", type=int, default=50, help="timed runs per round and side")
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "cpu_inference.json"))
@@ -77,14 +82,20 @@ def main():
                 inputs[i.name] = os.path.join(tmp, f"{name}.{i.name}.npy")
                 np.save(inputs[i.name], feeds[i.name])
             for threads in [int(t) for t in args.threads.split(",")]:
-                ort_ms = ort_median_ms(model_path, feeds, threads, args.iterations, args.warmup)
-                tec_ms = tec_median_ms(args.tec, plan, inputs, threads, args.iterations, args.warmup, tmp)
+                session = ort_session(model_path, threads)
+                ort_rounds, tec_rounds = [], []
+                for _ in range(args.rounds):
+                    ort_rounds.append(ort_median_ms(session, feeds, args.iterations, args.warmup))
+                    tec_rounds.append(tec_median_ms(args.tec, plan, inputs, threads, args.iterations, args.warmup, tmp))
+                ort_ms, tec_ms = float(np.median(ort_rounds)), float(np.median(tec_rounds))
                 results.append({"model": name, "threads": threads, "tec_median_ms": tec_ms,
-                                "onnxruntime_median_ms": ort_ms, "ratio_tec_over_ort": tec_ms / ort_ms})
+                                "onnxruntime_median_ms": ort_ms, "ratio_tec_over_ort": tec_ms / ort_ms,
+                                "tec_round_medians_ms": tec_rounds, "onnxruntime_round_medians_ms": ort_rounds})
                 print(f"{name:26s} threads {threads}: tec {tec_ms:8.3f} ms   onnxruntime {ort_ms:8.3f} ms   "
                       f"ratio {tec_ms / ort_ms:5.2f}", flush=True)
     report = {"machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
-              "onnxruntime": ort.__version__, "iterations": args.iterations, "warmup": args.warmup,
+              "onnxruntime": ort.__version__, "iterations": args.iterations, "rounds": args.rounds,
+              "warmup": args.warmup,
               "results": results}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
