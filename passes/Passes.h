@@ -21,6 +21,8 @@ namespace tec {
 struct PipelineOptions {
   /// Pass arguments (e.g. "tec-simplify-shapes") to leave out, as `--disable-pass` asks.
   std::set<std::string> disabledPasses;
+  /// Let an erf GELU use cuBLASLt's tanh GELU epilogue (`--fast-gelu`).
+  bool fastGelu = false;
 };
 
 /// The inference pipeline, spelled out in one place.

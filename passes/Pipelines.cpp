@@ -15,6 +15,10 @@ void buildInferencePipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   if (enabled("cse"))
     pm.addNestedPass<func::FuncOp>(createCSEPass());
+  if (enabled("tec-recognize-patterns"))
+    pm.addNestedPass<func::FuncOp>(createTecRecognizePatterns());
+  if (enabled("tec-fuse-linear"))
+    pm.addNestedPass<func::FuncOp>(createTecFuseLinear({options.fastGelu}));
 }
 
 void registerTecPassesAndPipelines() {

@@ -50,6 +50,7 @@ cl::opt<Emit> emit("emit", cl::desc("what to produce"), cl::init(Emit::Plan),
                    cl::cat(category));
 cl::opt<std::string> dumpPasses("dump-passes", cl::desc("write the IR after each pass as DIR/NN-pass.mlir"),
                                 cl::value_desc("DIR"), cl::cat(category));
+cl::opt<bool> fastGelu("fast-gelu", cl::desc("let an erf GELU use cuBLASLt's tanh GELU epilogue"), cl::cat(category));
 cl::list<std::string> disabledPasses("disable-pass", cl::desc("leave a pass out of the pipeline (repeatable)"),
                                      cl::value_desc("pass"), cl::CommaSeparated, cl::cat(category));
 
@@ -143,6 +144,35 @@ std::string opsString(const std::map<std::string, int> &counts, int &total) {
   return s;
 }
 
+/// The ONNX nodes an op came from: its location's names (fused ops carry several).
+std::vector<std::string> sourceNodes(Location loc) {
+  std::vector<std::string> names;
+  if (auto name = llvm::dyn_cast<NameLoc>(loc))
+    names.push_back(name.getName().str());
+  else if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      for (auto &n : sourceNodes(l))
+        names.push_back(n);
+  return names;
+}
+
+/// Which source nodes became which op, for every op built from more than one node.
+void printFusions(func::FuncOp forward) {
+  std::vector<std::string> lines;
+  forward.walk([&](Operation *op) {
+    auto nodes = sourceNodes(op->getLoc());
+    if (nodes.size() < 2)
+      return;
+    std::string what = op->getName().stripDialect().str();
+    if (auto epilogue = op->getAttrOfType<StringAttr>("epilogue"); epilogue && epilogue.getValue() != "none")
+      what += " (epilogue " + epilogue.getValue().str() + ")";
+    lines.push_back(what + " <- " + llvm::join(nodes, ", "));
+  });
+  llvm::outs() << "  fusions  " << lines.size() << (lines.empty() ? "\n" : ":\n");
+  for (const auto &l : lines)
+    llvm::outs() << "    " << l << "\n";
+}
+
 void printSummary(const tec::CompiledModel &c, const std::string &planPath) {
   auto &os = llvm::outs();
   const auto &model = c.model;
@@ -168,6 +198,7 @@ void printSummary(const tec::CompiledModel &c, const std::string &planPath) {
   ops = opsString(c.compiledOps, total);
   os << "  compiled " << total << " ops: " << ops << "\n";
   os << "  pipeline " << llvm::join(c.passes, " -> ") << "\n";
+  printFusions(forward);
   for (const auto &v : c.plan.variants())
     os << "  variant  " << v.target() << " (" << v.precision() << "): " << v.steps_size() << " steps, arena "
        << bytesString(v.arena_bytes()) << "\n";
@@ -200,6 +231,7 @@ int compile() {
     return kExitBadInput;
   }
   options.pipeline.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
+  options.pipeline.fastGelu = fastGelu;
   options.dumpDir = dumpPasses;
   MLIRContext context;
   context.printOpOnDiagnostic(false);

@@ -1,0 +1,260 @@
+#include "passes/Matchers.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace tec {
+#define GEN_PASS_DEF_TECRECOGNIZEPATTERNS
+#include "passes/Passes.h.inc"
+} // namespace tec
+
+using namespace mlir;
+using namespace tec;
+
+namespace {
+
+/// The factors of a product: single-use tec.mul chains are flattened, so x * 0.5 * (1 + erf(...)) in
+/// any association and operand order gives the same three factors.
+void collectFactors(Value v, SmallVectorImpl<Value> &factors, SmallVectorImpl<Operation *> &muls, bool root) {
+  auto mul = v.getDefiningOp<MulOp>();
+  if (mul && (root || absorbable(v))) {
+    muls.push_back(mul);
+    collectFactors(mul.getLhs(), factors, muls, false);
+    collectFactors(mul.getRhs(), factors, muls, false);
+    return;
+  }
+  factors.push_back(v);
+}
+
+/// `v` is 1 + f(...) with `f` the defining op of the other operand, in either order.
+template <typename Inner> Inner onePlus(Value v, Operation *&add) {
+  auto a = v.getDefiningOp<AddOp>();
+  if (!a || !absorbable(v))
+    return nullptr;
+  add = a;
+  for (auto [one, other] : {std::pair{a.getLhs(), a.getRhs()}, std::pair{a.getRhs(), a.getLhs()}})
+    if (isConstant(one, 1.0))
+      if (auto inner = other.template getDefiningOp<Inner>(); inner && absorbable(other))
+        return inner;
+  return nullptr;
+}
+
+/// `v` is x / sqrt(2) or x * (1/sqrt(2)), operands in either order for the product.
+bool isScaledBySqrtHalf(Value v, Value x, SmallVectorImpl<Operation *> &matched) {
+  if (!absorbable(v))
+    return false;
+  if (auto div = v.getDefiningOp<DivOp>(); div && div.getLhs() == x && isConstant(div.getRhs(), std::sqrt(2.0))) {
+    matched.push_back(div);
+    return true;
+  }
+  if (auto mul = v.getDefiningOp<MulOp>())
+    for (auto [a, b] : {std::pair{mul.getLhs(), mul.getRhs()}, std::pair{mul.getRhs(), mul.getLhs()}})
+      if (a == x && isConstant(b, std::sqrt(0.5))) {
+        matched.push_back(mul);
+        return true;
+      }
+  return false;
+}
+
+/// `v` is x^3: pow(x, 3), x * (x * x) or (x * x) * x.
+bool isCube(Value v, Value x, SmallVectorImpl<Operation *> &matched) {
+  if (!absorbable(v))
+    return false;
+  if (auto pow = v.getDefiningOp<PowOp>(); pow && pow.getLhs() == x && isConstant(pow.getRhs(), 3.0)) {
+    matched.push_back(pow);
+    return true;
+  }
+  auto mul = v.getDefiningOp<MulOp>();
+  if (!mul)
+    return false;
+  for (auto [a, b] : {std::pair{mul.getLhs(), mul.getRhs()}, std::pair{mul.getRhs(), mul.getLhs()}})
+    if (auto sq = b.getDefiningOp<MulOp>(); a == x && sq && absorbable(b) && sq.getLhs() == x && sq.getRhs() == x) {
+      matched.append({mul, sq});
+      return true;
+    }
+  return false;
+}
+
+/// `v` is sqrt(2/pi) * (x + 0.044715 * x^3), products and sums in any operand order.
+bool isTanhArgument(Value v, Value x, SmallVectorImpl<Operation *> &matched) {
+  auto outer = v.getDefiningOp<MulOp>();
+  if (!outer || !absorbable(v))
+    return false;
+  for (auto [c, inner] : {std::pair{outer.getLhs(), outer.getRhs()}, std::pair{outer.getRhs(), outer.getLhs()}}) {
+    auto sum = inner.getDefiningOp<AddOp>();
+    if (!isConstant(c, std::sqrt(2.0 / M_PI)) || !sum || !absorbable(inner))
+      continue;
+    for (auto [lin, cubic] : {std::pair{sum.getLhs(), sum.getRhs()}, std::pair{sum.getRhs(), sum.getLhs()}}) {
+      auto scaled = cubic.getDefiningOp<MulOp>();
+      if (lin != x || !scaled || !absorbable(cubic))
+        continue;
+      for (auto [k, cube] :
+           {std::pair{scaled.getLhs(), scaled.getRhs()}, std::pair{scaled.getRhs(), scaled.getLhs()}}) {
+        SmallVector<Operation *> cubeOps;
+        if (isConstant(k, 0.044715) && isCube(cube, x, cubeOps)) {
+          matched.append({outer, sum, scaled});
+          matched.append(cubeOps);
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
+/// GELU as exporters write it: x * 0.5 * (1 + erf(x / sqrt(2))) or, for the tanh approximation,
+/// x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), in any association and operand order.
+struct RecognizeGelu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp root, PatternRewriter &rewriter) const override {
+    SmallVector<Value> factors;
+    SmallVector<Operation *> matched;
+    collectFactors(root, factors, matched, /*root=*/true);
+    if (factors.size() != 3)
+      return rewriter.notifyMatchFailure(root, "not a product of three factors");
+    auto half = llvm::find_if(factors, [](Value f) { return isConstant(f, 0.5); });
+    if (half == factors.end())
+      return rewriter.notifyMatchFailure(root, "no 0.5 factor");
+    factors.erase(half);
+    for (auto [x, rest] : {std::pair{factors[0], factors[1]}, std::pair{factors[1], factors[0]}}) {
+      if (x.getType() != root.getType())
+        continue;
+      SmallVector<Operation *> ops(matched);
+      Operation *add = nullptr;
+      if (auto erf = onePlus<ErfOp>(rest, add); erf && isScaledBySqrtHalf(erf.getInput(), x, ops)) {
+        ops.append({add, erf});
+        return replace(root, x, "none", ops, rewriter);
+      }
+      if (auto tanh = onePlus<TanhOp>(rest, add); tanh && isTanhArgument(tanh.getInput(), x, ops)) {
+        ops.append({add, tanh});
+        return replace(root, x, "tanh", ops, rewriter);
+      }
+    }
+    return rewriter.notifyMatchFailure(root, "not the erf or tanh GELU formula");
+  }
+
+  static LogicalResult replace(MulOp root, Value x, StringRef approximate, ArrayRef<Operation *> ops,
+                               PatternRewriter &rewriter) {
+    SmallVector<Location> locs;
+    for (Operation *op : ops)
+      locs.push_back(op->getLoc());
+    rewriter.replaceOpWithNewOp<GeluOp>(root, root.getType(), x, rewriter.getStringAttr(approximate))
+        ->setLoc(rewriter.getFusedLoc(locs));
+    return success();
+  }
+};
+
+/// The dims reduced by a mean over the trailing dims from `axis` with kept dims, or nullopt.
+std::optional<int64_t> trailingMeanAxis(ReduceMeanOp mean) {
+  auto axes = mean.getAxes();
+  int64_t rank = mean.getInput().getType().getRank();
+  if (!mean.getKeepdims() || axes.empty() || axes.back() != rank - 1)
+    return std::nullopt;
+  for (size_t i = 1; i < axes.size(); ++i)
+    if (axes[i] != axes[i - 1] + 1)
+      return std::nullopt;
+  return axes.front();
+}
+
+/// LayerNorm as exporters write it: (x - mean) / sqrt(mean((x - mean)^2) + eps) * gamma + beta, over
+/// trailing dims, with the square as Pow(d, 2) or d * d and products and sums in any operand order.
+struct RecognizeLayerNorm : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp root, PatternRewriter &rewriter) const override {
+    for (auto [scaled, beta] : {std::pair{root.getLhs(), root.getRhs()}, std::pair{root.getRhs(), root.getLhs()}}) {
+      auto mulGamma = scaled.getDefiningOp<MulOp>();
+      if (!mulGamma || !absorbable(scaled))
+        continue;
+      for (auto [norm, gamma] :
+           {std::pair{mulGamma.getLhs(), mulGamma.getRhs()}, std::pair{mulGamma.getRhs(), mulGamma.getLhs()}}) {
+        SmallVector<Operation *> ops{root, mulGamma};
+        if (auto n = matchNormalized(norm, ops); n && fits(*n, gamma, beta, root))
+          return replace(root, *n, gamma, beta, ops, rewriter);
+      }
+    }
+    return rewriter.notifyMatchFailure(root, "not (x - mean) / sqrt(var + eps) * gamma + beta");
+  }
+
+  struct Normalized {
+    Value x;
+    float epsilon;
+    int64_t axis;
+  };
+
+  /// On a match, what is normalized and how; `ops` collects the matched ops.
+  static std::optional<Normalized> matchNormalized(Value norm, SmallVectorImpl<Operation *> &ops) {
+    auto div = norm.getDefiningOp<DivOp>();
+    if (!div || !absorbable(norm))
+      return std::nullopt;
+    auto centered = div.getLhs().getDefiningOp<SubOp>();
+    auto sqrt = div.getRhs().getDefiningOp<SqrtOp>();
+    if (!centered || !sqrt || !absorbable(div.getRhs()))
+      return std::nullopt;
+    auto mean = centered.getRhs().getDefiningOp<ReduceMeanOp>();
+    Value x = centered.getLhs();
+    if (!mean || mean.getInput() != x)
+      return std::nullopt;
+    auto axis = trailingMeanAxis(mean);
+    auto addEps = sqrt.getInput().getDefiningOp<AddOp>();
+    if (!axis || !addEps || !absorbable(sqrt.getInput()))
+      return std::nullopt;
+    for (auto [varValue, epsValue] :
+         {std::pair{addEps.getLhs(), addEps.getRhs()}, std::pair{addEps.getRhs(), addEps.getLhs()}}) {
+      auto var = varValue.getDefiningOp<ReduceMeanOp>();
+      auto eps = splatConstant(epsValue);
+      if (!var || !eps || *eps <= 0 || var.getAxes() != mean.getAxes() || !var.getKeepdims() || !absorbable(varValue))
+        continue;
+      Value sq = var.getInput();
+      Operation *square = sq.getDefiningOp();
+      bool squares = (llvm::isa_and_nonnull<PowOp>(square) && square->getOperand(0) == centered.getResult() &&
+                      isConstant(square->getOperand(1), 2.0)) ||
+                     (llvm::isa_and_nonnull<MulOp>(square) && square->getOperand(0) == centered.getResult() &&
+                      square->getOperand(1) == centered.getResult());
+      // `centered` feeds the square and the division, and nothing else.
+      bool onlyHere = llvm::all_of(centered->getUsers(), [&](Operation *u) { return u == square || u == div; });
+      if (!squares || !absorbable(sq) || !onlyHere)
+        continue;
+      ops.append({div, centered, sqrt, addEps, var, square, mean});
+      return Normalized{x, static_cast<float>(*eps), *axis};
+    }
+    return std::nullopt;
+  }
+
+  /// gamma and beta have the normalized shape and x's type; the result keeps x's type.
+  static bool fits(const Normalized &n, Value gamma, Value beta, AddOp root) {
+    auto type = llvm::cast<RankedTensorType>(n.x.getType());
+    auto normalized = type.getShape().drop_front(n.axis);
+    auto ok = [&](Value v) {
+      auto t = llvm::cast<RankedTensorType>(v.getType());
+      return t.getShape() == normalized && t.getElementType() == type.getElementType();
+    };
+    return root.getType() == type && ok(gamma) && ok(beta) && !llvm::isa<IntegerType>(type.getElementType());
+  }
+
+  static LogicalResult replace(AddOp root, const Normalized &n, Value gamma, Value beta, ArrayRef<Operation *> ops,
+                               PatternRewriter &rewriter) {
+    auto type = llvm::cast<RankedTensorType>(n.x.getType());
+    shape::Dims statsShape(type.getShape().take_front(n.axis));
+    statsShape.resize(type.getRank(), 1);
+    auto stats = RankedTensorType::get(statsShape, rewriter.getF32Type());
+    SmallVector<Location> locs;
+    for (Operation *op : ops)
+      locs.push_back(op->getLoc());
+    auto ln = rewriter.create<LayerNormOp>(rewriter.getFusedLoc(locs), TypeRange{type, stats, stats}, n.x, gamma,
+                                           beta, rewriter.getI64IntegerAttr(n.axis), rewriter.getF32FloatAttr(n.epsilon));
+    rewriter.replaceOp(root, ln.getResult());
+    return success();
+  }
+};
+
+struct TecRecognizePatterns : tec::impl::TecRecognizePatternsBase<TecRecognizePatterns> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<RecognizeGelu, RecognizeLayerNorm>(&getContext());
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,217 @@
+// RUN: tec-opt %s --tec-recognize-patterns --split-input-file | FileCheck %s
+
+// The torch.onnx.export form: x * (1 + erf(x / sqrt(2))) * 0.5.
+// CHECK-LABEL: func @gelu_erf_div
+//       CHECK:   %[[G:.+]] = tec.gelu %arg0 : tensor<4x8xf32>
+//   CHECK-NOT:   tec.erf
+//       CHECK:   return %[[G]]
+func.func @gelu_erf_div(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %sqrt2 = tec.constant dense<1.41421354> : tensor<f32>
+  %one = tec.constant dense<1.0> : tensor<f32>
+  %half = tec.constant dense<0.5> : tensor<f32>
+  %0 = tec.div %x, %sqrt2 : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %1 = tec.erf %0 : tensor<4x8xf32>
+  %2 = tec.add %1, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %3 = tec.mul %x, %2 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %4 = tec.mul %3, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  return %4 : tensor<4x8xf32>
+}
+
+// -----
+
+// Another association and operand order, and x * (1/sqrt(2)) instead of x / sqrt(2).
+// CHECK-LABEL: func @gelu_erf_mul_reordered
+//       CHECK:   tec.gelu %arg0 : tensor<4x8xf32>
+//   CHECK-NOT:   tec.erf
+func.func @gelu_erf_mul_reordered(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %inv = tec.constant dense<0.707106769> : tensor<f32>
+  %one = tec.constant dense<1.0> : tensor<f32>
+  %half = tec.constant dense<0.5> : tensor<f32>
+  %0 = tec.mul %inv, %x : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = tec.erf %0 : tensor<4x8xf32>
+  %2 = tec.add %one, %1 : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = tec.mul %half, %x : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %4 = tec.mul %2, %3 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %4 : tensor<4x8xf32>
+}
+
+// -----
+
+// The tanh approximation with Pow(x, 3): becomes gelu {approximate = "tanh"}.
+// CHECK-LABEL: func @gelu_tanh_pow
+//       CHECK:   tec.gelu %arg0 {approximate = "tanh"} : tensor<4x8xf32>
+//   CHECK-NOT:   tec.tanh
+func.func @gelu_tanh_pow(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %three = tec.constant dense<3.0> : tensor<f32>
+  %k = tec.constant dense<0.044715> : tensor<f32>
+  %c = tec.constant dense<0.797884583> : tensor<f32>
+  %one = tec.constant dense<1.0> : tensor<f32>
+  %half = tec.constant dense<0.5> : tensor<f32>
+  %0 = tec.pow %x, %three : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %1 = tec.mul %0, %k : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %2 = tec.add %x, %1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = tec.mul %c, %2 : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %4 = tec.tanh %3 : tensor<4x8xf32>
+  %5 = tec.add %4, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %6 = tec.mul %x, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %7 = tec.mul %6, %5 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %7 : tensor<4x8xf32>
+}
+
+// -----
+
+// The cube written as x * (x * x).
+// CHECK-LABEL: func @gelu_tanh_mul_cube
+//       CHECK:   tec.gelu %arg0 {approximate = "tanh"}
+func.func @gelu_tanh_mul_cube(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %k = tec.constant dense<0.044715> : tensor<f32>
+  %c = tec.constant dense<0.797884583> : tensor<f32>
+  %one = tec.constant dense<1.0> : tensor<f32>
+  %half = tec.constant dense<0.5> : tensor<f32>
+  %sq = tec.mul %x, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %0 = tec.mul %x, %sq : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %1 = tec.mul %k, %0 : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %2 = tec.add %1, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %3 = tec.mul %2, %c : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %4 = tec.tanh %3 : tensor<8xf32>
+  %5 = tec.add %one, %4 : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %6 = tec.mul %5, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %7 = tec.mul %half, %6 : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  return %7 : tensor<8xf32>
+}
+
+// -----
+
+// A constant that is not 0.5 is not GELU.
+// CHECK-LABEL: func @not_gelu_wrong_constant
+//       CHECK:   tec.erf
+//   CHECK-NOT:   tec.gelu
+func.func @not_gelu_wrong_constant(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %sqrt2 = tec.constant dense<1.41421354> : tensor<f32>
+  %one = tec.constant dense<1.0> : tensor<f32>
+  %c = tec.constant dense<0.6> : tensor<f32>
+  %0 = tec.div %x, %sqrt2 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %1 = tec.erf %0 : tensor<8xf32>
+  %2 = tec.add %1, %one : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %3 = tec.mul %x, %2 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %4 = tec.mul %3, %c : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  return %4 : tensor<8xf32>
+}
+
+// -----
+
+// erf's argument is scaled from another tensor than the factor: not GELU.
+// CHECK-LABEL: func @not_gelu_different_input
+//       CHECK:   tec.erf
+//   CHECK-NOT:   tec.gelu
+func.func @not_gelu_different_input(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<8xf32> {
+  %sqrt2 = tec.constant dense<1.41421354> : tensor<f32>
+  %one = tec.constant dense<1.0> : tensor<f32>
+  %half = tec.constant dense<0.5> : tensor<f32>
+  %0 = tec.div %y, %sqrt2 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %1 = tec.erf %0 : tensor<8xf32>
+  %2 = tec.add %1, %one : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %3 = tec.mul %x, %2 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %4 = tec.mul %3, %half : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  return %4 : tensor<8xf32>
+}
+
+// -----
+
+// The erf result is also returned: it must stay materialized, so nothing is fused.
+// CHECK-LABEL: func @not_gelu_shared_intermediate
+//       CHECK:   tec.erf
+//   CHECK-NOT:   tec.gelu
+func.func @not_gelu_shared_intermediate(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %sqrt2 = tec.constant dense<1.41421354> : tensor<f32>
+  %one = tec.constant dense<1.0> : tensor<f32>
+  %half = tec.constant dense<0.5> : tensor<f32>
+  %0 = tec.div %x, %sqrt2 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %1 = tec.erf %0 : tensor<8xf32>
+  %2 = tec.add %1, %one : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %3 = tec.mul %x, %2 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %4 = tec.mul %3, %half : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  return %4, %1 : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// LayerNorm over the last dim, as exporters write it (Pow form), gamma and beta on the right.
+// CHECK-LABEL: func @layer_norm_pow
+//       CHECK:   %[[Y:.+]], %{{.+}}, %{{.+}} = tec.layer_norm %arg0, %arg1, %arg2 {axis = 2 : i64, epsilon = 9.99999974E-6 : f32}
+//  CHECK-SAME:     -> (tensor<2x4x8xf32>, tensor<2x4x1xf32>, tensor<2x4x1xf32>)
+//   CHECK-NOT:   tec.reduce_mean
+//       CHECK:   return %[[Y]]
+func.func @layer_norm_pow(%x: tensor<2x4x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<2x4x8xf32> {
+  %two = tec.constant dense<2.0> : tensor<f32>
+  %eps = tec.constant dense<1.0e-05> : tensor<f32>
+  %mean = tec.reduce_mean %x {axes = array<i64: 2>, keepdims = true} : tensor<2x4x8xf32> -> tensor<2x4x1xf32>
+  %d = tec.sub %x, %mean : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %sq = tec.pow %d, %two : (tensor<2x4x8xf32>, tensor<f32>) -> tensor<2x4x8xf32>
+  %var = tec.reduce_mean %sq {axes = array<i64: 2>, keepdims = true} : tensor<2x4x8xf32> -> tensor<2x4x1xf32>
+  %ve = tec.add %var, %eps : (tensor<2x4x1xf32>, tensor<f32>) -> tensor<2x4x1xf32>
+  %std = tec.sqrt %ve : tensor<2x4x1xf32>
+  %n = tec.div %d, %std : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %s = tec.mul %n, %g : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %y = tec.add %s, %b : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// d * d for the square, eps on the left, gamma and beta on the left, over the last two dims.
+// CHECK-LABEL: func @layer_norm_mul_square_two_dims
+//       CHECK:   tec.layer_norm %arg0, %arg1, %arg2 {axis = 1 : i64, epsilon = 1.000000e-03 : f32}
+func.func @layer_norm_mul_square_two_dims(%x: tensor<2x4x8xf32>, %g: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<2x4x8xf32> {
+  %eps = tec.constant dense<1.0e-03> : tensor<f32>
+  %mean = tec.reduce_mean %x {axes = array<i64: 1, 2>, keepdims = true} : tensor<2x4x8xf32> -> tensor<2x1x1xf32>
+  %d = tec.sub %x, %mean : (tensor<2x4x8xf32>, tensor<2x1x1xf32>) -> tensor<2x4x8xf32>
+  %sq = tec.mul %d, %d : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %var = tec.reduce_mean %sq {axes = array<i64: 1, 2>, keepdims = true} : tensor<2x4x8xf32> -> tensor<2x1x1xf32>
+  %ve = tec.add %eps, %var : (tensor<f32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
+  %std = tec.sqrt %ve : tensor<2x1x1xf32>
+  %n = tec.div %d, %std : (tensor<2x4x8xf32>, tensor<2x1x1xf32>) -> tensor<2x4x8xf32>
+  %s = tec.mul %g, %n : (tensor<4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %y = tec.add %b, %s : (tensor<4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Normalizing over a leading dim is not LayerNorm.
+// CHECK-LABEL: func @not_layer_norm_leading_axis
+//   CHECK-NOT:   tec.layer_norm
+func.func @not_layer_norm_leading_axis(%x: tensor<4x8xf32>, %g: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %two = tec.constant dense<2.0> : tensor<f32>
+  %eps = tec.constant dense<1.0e-05> : tensor<f32>
+  %mean = tec.reduce_mean %x {axes = array<i64: 0>, keepdims = true} : tensor<4x8xf32> -> tensor<1x8xf32>
+  %d = tec.sub %x, %mean : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  %sq = tec.pow %d, %two : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %var = tec.reduce_mean %sq {axes = array<i64: 0>, keepdims = true} : tensor<4x8xf32> -> tensor<1x8xf32>
+  %ve = tec.add %var, %eps : (tensor<1x8xf32>, tensor<f32>) -> tensor<1x8xf32>
+  %std = tec.sqrt %ve : tensor<1x8xf32>
+  %n = tec.div %d, %std : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  %s = tec.mul %n, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = tec.add %s, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// A gamma that is not shaped like the normalized dims (here per row) is not LayerNorm's scale.
+// CHECK-LABEL: func @not_layer_norm_row_gamma
+//   CHECK-NOT:   tec.layer_norm
+func.func @not_layer_norm_row_gamma(%x: tensor<4x8xf32>, %g: tensor<4x1xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %two = tec.constant dense<2.0> : tensor<f32>
+  %eps = tec.constant dense<1.0e-05> : tensor<f32>
+  %mean = tec.reduce_mean %x {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %d = tec.sub %x, %mean : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %sq = tec.pow %d, %two : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %var = tec.reduce_mean %sq {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %ve = tec.add %var, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %std = tec.sqrt %ve : tensor<4x1xf32>
+  %n = tec.div %d, %std : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %s = tec.mul %n, %g : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %y = tec.add %s, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
