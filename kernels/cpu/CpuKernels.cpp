@@ -469,6 +469,29 @@ void gemm(const float *a, const float *b, const float *c, const Shape &cShape, f
   sgemm(transA, transB, m, n, k, alpha, a, transA ? m : k, b, transB ? k : n, betaForBlas, y, n);
 }
 
+namespace {
+
+/// One row of a GEMM epilogue: a plain function so that the loop vectorizes.
+template <typename Act> void epilogueRow(float *row, const float *bias, int64_t n, Act act) {
+  if (bias) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      row[j] = act(row[j] + bias[j]);
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      row[j] = act(row[j]);
+  }
+}
+
+template <typename Act> void biasEpilogue(float *y, const float *bias, int64_t m, int64_t n, Act act) {
+#pragma omp parallel for schedule(static) if (m * n > kParallelThreshold)
+  for (int64_t i = 0; i < m; ++i)
+    epilogueRow(y + i * n, bias, n, act);
+}
+
+} // namespace
+
 void linear(const float *x, const float *weight, const float *bias, float *y, int64_t m, int64_t n, int64_t k,
             bool transposeB, Epilogue epilogue) {
   if (m == 0 || n == 0)
@@ -480,11 +503,11 @@ void linear(const float *x, const float *weight, const float *bias, float *y, in
   if (!bias && epilogue == Epilogue::None)
     return;
   // Bias and activation in one pass over the output, as cuBLASLt's epilogue does.
-#pragma omp parallel for schedule(static) if (m * n > kParallelThreshold)
-  for (int64_t i = 0; i < m; ++i) {
-    float *row = y + i * n;
-    for (int64_t j = 0; j < n; ++j)
-      row[j] = applyEpilogue(row[j] + (bias ? bias[j] : 0.0f), epilogue);
+  switch (epilogue) {
+  case Epilogue::None: return biasEpilogue(y, bias, m, n, [](float v) { return v; });
+  case Epilogue::Relu: return biasEpilogue(y, bias, m, n, [](float v) { return relu(v); });
+  case Epilogue::Gelu: return biasEpilogue(y, bias, m, n, [](float v) { return gelu(v); });
+  case Epilogue::GeluTanh: return biasEpilogue(y, bias, m, n, [](float v) { return geluTanh(v); });
   }
 }
 
