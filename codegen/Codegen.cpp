@@ -221,7 +221,7 @@ void VariantBuilder::planArena() {
   std::vector<int> roots;
   for (int i = 0; i < variant.buffers_size(); ++i) {
     const auto &b = variant.buffers(i);
-    if (b.alias_of() < 0 && (b.role() == plan::TEMP || b.role() == plan::INPUT || b.role() == plan::OUTPUT))
+    if (b.alias_of() < 0 && b.role() != plan::PARAM && b.role() != plan::CONSTANT)
       roots.push_back(i);
   }
   std::stable_sort(roots.begin(), roots.end(),
@@ -260,12 +260,29 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
       valueLastUse[v] = llvm::isa<func::ReturnOp>(op) ? end + 1 : position;
   }
   for (BlockArgument arg : body.getArguments()) {
-    bool isParam = inputs.argDataOffsets[arg.getArgNumber()] >= 0;
-    auto buffer = newBuffer(arg, inputs.argNames[arg.getArgNumber()], isParam ? plan::PARAM : plan::INPUT, forward);
+    unsigned i = arg.getArgNumber();
+    if (i >= inputs.argDataOffsets.size()) {
+      auto name = forward.getArgAttrOfType<StringAttr>(i, kStateAttrName);
+      auto init = forward.getArgAttrOfType<FloatAttr>(i, kStateInitAttrName);
+      if (!name || !init)
+        return fail(forward, "argument " + llvm::Twine(i) + " is neither an input, a param nor tagged state");
+      auto buffer = newBuffer(arg, name.str(), plan::STATE, forward);
+      if (!buffer)
+        return buffer.takeError();
+      // The initial value, every element the same, goes into the data section.
+      auto type = llvm::cast<RankedTensorType>(arg.getType());
+      if (!type.getElementType().isF32())
+        return fail(forward, "state '" + name.str() + "' is not f32");
+      std::vector<float> values(type.getNumElements(), static_cast<float>(init.getValueAsDouble()));
+      variant.mutable_buffers(*buffer)->set_init_offset(data.addCopy(values.data(), values.size() * sizeof(float)));
+      continue;
+    }
+    bool isParam = inputs.argDataOffsets[i] >= 0;
+    auto buffer = newBuffer(arg, inputs.argNames[i], isParam ? plan::PARAM : plan::INPUT, forward);
     if (!buffer)
       return buffer.takeError();
     if (isParam)
-      variant.mutable_buffers(*buffer)->set_offset(inputs.argDataOffsets[arg.getArgNumber()]);
+      variant.mutable_buffers(*buffer)->set_offset(inputs.argDataOffsets[i]);
     else
       variant.add_inputs(*buffer);
   }
@@ -291,6 +308,17 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
   auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     int buffer = bufferOf.lookup(v);
+    // The next value of a state argument is copied over it after every other step has read it.
+    if (auto arg = forward.getResultAttrOfType<IntegerAttr>(i, kStateUpdateAttrName)) {
+      if (arg.getInt() < 0 || arg.getInt() >= body.getNumArguments())
+        return fail(ret, "a state update names argument " + llvm::Twine(arg.getInt()));
+      auto *step = variant.add_steps();
+      step->set_kernel("copy");
+      step->set_source("state update");
+      step->add_inputs(buffer);
+      step->add_outputs(bufferOf.lookup(body.getArgument(arg.getInt())));
+      continue;
+    }
     int root = rootOf(buffer);
     if (variant.buffers(root).role() != plan::TEMP && variant.buffers(root).role() != plan::OUTPUT) {
       auto *step = variant.add_steps();
@@ -309,9 +337,11 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
     lastUse[root] = end + 1;
     variant.add_outputs(buffer);
   }
-  // Inputs are set once and read by every run: they hold their space for the whole step.
+  // Inputs are set once and read by every run, state carries over between runs: both hold their
+  // space for the whole step.
   for (int i = 0; i < variant.buffers_size(); ++i)
-    if (variant.buffers(i).role() == plan::INPUT && variant.buffers(i).alias_of() < 0) {
+    if ((variant.buffers(i).role() == plan::INPUT || variant.buffers(i).role() == plan::STATE) &&
+        variant.buffers(i).alias_of() < 0) {
       firstDef[i] = -1;
       lastUse[i] = end + 1;
     }

@@ -15,7 +15,8 @@ namespace tec {
 
 /// What codegen needs besides the IR: where each param's data went in the data section.
 struct CodegenInputs {
-  /// One entry per @forward argument: the data-section offset of a param, -1 for a graph input.
+  /// One entry per leading @forward argument (graph inputs, then params): the data-section offset of
+  /// a param, -1 for a graph input. Arguments past these are state (`tec.state`), named by it.
   std::vector<int64_t> argDataOffsets;
   std::vector<std::string> argNames;
   std::string target = "cpu", precision = "fp32";

@@ -21,6 +21,13 @@ namespace tec {
 
 /// Name of the function-argument attribute that marks a trainable parameter (an ONNX initializer).
 inline constexpr llvm::StringLiteral kParamAttrName = "tec.param";
+/// A state argument (FP8 meta state, optimizer state): its name, and the value every element starts at.
+inline constexpr llvm::StringLiteral kStateAttrName = "tec.state";
+inline constexpr llvm::StringLiteral kStateInitAttrName = "tec.state_init";
+/// On a function result: the index of the state argument this result is the next value of.
+inline constexpr llvm::StringLiteral kStateUpdateAttrName = "tec.state_update";
+/// On a GEMM: the precision it runs in and why, for the compile summary's per-layer table.
+inline constexpr llvm::StringLiteral kPrecisionAttrName = "tec.precision";
 
 /// The epilogues a fused GEMM may carry, in cuBLASLt's terms.
 bool isKnownEpilogue(llvm::StringRef epilogue);

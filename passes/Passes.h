@@ -3,6 +3,7 @@
 #define TEC_PASSES_PASSES_H
 
 #include "ir/TecOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -23,10 +24,20 @@ struct PipelineOptions {
   std::set<std::string> disabledPasses;
   /// Let an erf GELU use cuBLASLt's tanh GELU epilogue (`--fast-gelu`).
   bool fastGelu = false;
+  /// FP8 policy (`--fp8`, `--keep-precision`) and delayed scaling (`--amax-history`, `--margin`, `--algo`).
+  std::string fp8 = "auto";
+  std::string keepPrecision;
+  int64_t amaxHistory = 1024, margin = 0;
+  std::string amaxAlgo = "max";
+  /// On the cpu target, keep FP8 GEMMs, emulated (`--fp8-emulate`).
+  bool fp8Emulate = false;
 };
 
-/// The inference pipeline, spelled out in one place.
+/// The target-independent inference pipeline, spelled out in one place.
 void buildInferencePipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+
+/// What runs per target after it, on a copy of the module: FP8 insertion and lowering.
+void buildTargetPipeline(mlir::OpPassManager &pm, const PipelineOptions &options, llvm::StringRef target);
 
 /// Registers every tec pass and the named pipelines with MLIR's registry (for tec-opt).
 void registerTecPassesAndPipelines();

@@ -45,4 +45,50 @@ def TecFuseLinear : Pass<"tec-fuse-linear", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tec::TecDialect"];
 }
 
+def TecInsertFp8 : Pass<"tec-insert-fp8", "mlir::ModuleOp"> {
+  let summary = "Run eligible GEMMs in FP8 with delayed scaling and amax tracking";
+  let description = [{
+    Each eligible `tec.linear` becomes `tec.fp8_gemm` over E4M3 operands: both operands are quantized
+    with their current per-tensor `scale`, the GEMM takes the matching `scale_inv`s, and the amax of
+    every quantized tensor feeds `tec.delayed_scaling`, which produces the next history, scale and
+    scale_inv (Transformer Engine's DelayedScaling: algo max|most_recent, margin). That FP8 meta state
+    is explicit: per quantized tensor three function arguments tagged `tec.state` (history starting at
+    0, scale and scale_inv at 1) and three results tagged `tec.state_update`, so the function stays pure
+    and a step is `state' = f(state, inputs)`.
+
+    Eligibility is one function, `fp8Blocker`: K and N multiples of 16 (Hopper FP8 GEMMs are TN-only
+    with 16-byte-aligned leading dims), then the policy: `fp8=none`, a `keep-precision` node-name regex
+    (first and last layers, typically), and under `fp8=auto` a size threshold below which quantizing
+    costs more than FP8 saves. A GEMM left in higher precision is tagged `tec.precision` with the reason,
+    and the compile summary lists it.
+  }];
+  let options = [
+    Option<"fp8", "fp8", "std::string", "\"auto\"", "auto | all | none">,
+    Option<"keepPrecision", "keep-precision", "std::string", "\"\"",
+           "regex of ONNX node names whose GEMMs stay in higher precision">,
+    Option<"amaxHistory", "amax-history", "int64_t", "1024", "length of each amax history">,
+    Option<"margin", "margin", "int64_t", "0", "delayed scaling margin (scale /= 2^margin)">,
+    Option<"algo", "algo", "std::string", "\"max\"", "amax from the history: max | most_recent">
+  ];
+  let dependentDialects = ["::tec::TecDialect"];
+}
+
+def TecLowerForTarget : Pass<"tec-lower-for-target", "mlir::ModuleOp"> {
+  let summary = "Give each GEMM the precision the target's tensor cores have";
+  let description = [{
+    Driven by the capability table (`passes/Targets.cpp`), not by scattered checks. On sm_90/sm_89 the
+    FP8 GEMMs stay and every other GEMM runs in BF16. On sm_80/sm_86 an FP8 GEMM becomes a BF16 one
+    (its quantize, amax and delayed-scaling ops, and their state, disappear), as on sm_70/sm_75 in FP16:
+    operands are cast down, the GEMM runs, the result is cast back, so the model's interface is the same
+    for every target. On `cpu` GEMMs run in FP32, and FP8 GEMMs too unless `fp8-emulate` keeps them (to
+    test FP8 numerics on a machine without a GPU). Every GEMM is tagged `tec.precision` with what it runs
+    in and why.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"", "sm_90 | sm_89 | sm_86 | sm_80 | sm_75 | sm_70 | cpu">,
+    Option<"fp8Emulate", "fp8-emulate", "bool", "false", "on cpu, keep FP8 GEMMs (emulated)">
+  ];
+  let dependentDialects = ["::tec::TecDialect"];
+}
+
 #endif // TEC_PASSES

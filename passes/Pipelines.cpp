@@ -21,6 +21,19 @@ void buildInferencePipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addNestedPass<func::FuncOp>(createTecFuseLinear({options.fastGelu}));
 }
 
+void buildTargetPipeline(OpPassManager &pm, const PipelineOptions &options, StringRef target) {
+  auto enabled = [&](StringRef arg) { return !options.disabledPasses.count(arg.str()); };
+  if (enabled("tec-insert-fp8") && options.fp8 != "none")
+    pm.addPass(createTecInsertFp8(
+        {options.fp8, options.keepPrecision, options.amaxHistory, options.margin, options.amaxAlgo}));
+  if (enabled("tec-lower-for-target"))
+    pm.addPass(createTecLowerForTarget({target.str(), options.fp8Emulate}));
+  if (enabled("canonicalize"))
+    pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
+  if (enabled("cse"))
+    pm.addNestedPass<func::FuncOp>(createCSEPass());
+}
+
 void registerTecPassesAndPipelines() {
   registerTecPasses();
   PassPipelineRegistration<>("tec-inference-pipeline", "the pipeline `tec model.onnx` runs",

@@ -605,6 +605,10 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
     // Params and constants are read in place from the mapped file: no copy.
     pointers[i] = const_cast<char *>(inData ? data + root.offset() : arena.get() + root.offset());
   }
+  // State starts from its initial value in the plan and then carries over from run to run.
+  for (int i = 0; i < v.buffers_size(); ++i)
+    if (v.buffers(i).role() == plan::STATE && v.buffers(i).alias_of() < 0)
+      std::memcpy(pointers[i], data + v.buffers(i).init_offset(), v.buffers(i).bytes());
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
     auto it = compilers().find(step.kernel());

@@ -263,6 +263,8 @@ Status validatePlan(const plan::Plan &plan, int64_t dataBytes) {
       if (root.offset() < 0 || b.bytes() > root.bytes() || root.offset() > limit - root.bytes())
         return Status::error(where + ": buffer '" + b.name() + "' lies outside the " +
                              (inData ? "data section" : "arena"));
+      if (b.role() == plan::STATE && (b.init_offset() < 0 || b.init_offset() > dataBytes - b.bytes()))
+        return Status::error(where + ": state '" + b.name() + "' has its initial value outside the data section");
     }
     for (const auto &s : v.steps())
       for (const auto &list : {s.inputs(), s.outputs()})

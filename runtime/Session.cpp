@@ -14,9 +14,8 @@ Result<VariantChoice> chooseVariant(const plan::Plan &plan, const CudaProbe &cud
   if (!options.variant.empty()) {
     for (int i = 0; i < plan.variants_size(); ++i)
       if (plan.variants(i).target() == options.variant) {
-        if (options.variant != "cpu")
-          return Status::error("variant '" + options.variant + "' needs the CUDA backend, which this tec lacks");
-        return VariantChoice{i, "cpu", "variant cpu (asked for), cpu backend"};
+        return VariantChoice{i, "cpu", "variant " + options.variant + " (asked for) on the cpu backend" +
+                                           (options.variant == "cpu" ? "" : ", its GPU precisions emulated")};
       }
     return Status::error("the plan has no variant '" + options.variant + "' (it has: " + targets + ")");
   }
@@ -27,7 +26,8 @@ Result<VariantChoice> chooseVariant(const plan::Plan &plan, const CudaProbe &cud
   if (options.device == "cuda")
     return Status::error("--device cuda: cannot run on a GPU: " + gpu);
   if (cpu < 0)
-    return Status::error("the plan has no cpu variant (it has: " + targets + ") and no GPU can run here: " + gpu);
+    return VariantChoice{0, "cpu", "variant " + plan.variants(0).target() + " on the cpu backend (the plan has no "
+                                   "cpu variant; its GPU precisions are emulated): " + gpu};
   return VariantChoice{cpu, "cpu", "variant cpu on the cpu backend: " + gpu};
 }
 

@@ -2,9 +2,12 @@
 
 #include "codegen/Codegen.h"
 #include "ir/TecOps.h"
+#include "passes/Targets.h"
+#include "runtime/Device.h"
 
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -15,17 +18,73 @@ namespace tec {
 
 OpPrintingFlags irPrintingFlags() { return OpPrintingFlags().elideLargeElementsAttrs(16); }
 
+std::vector<std::string> sourceNodes(Location loc) {
+  std::vector<std::string> names;
+  if (auto name = llvm::dyn_cast<NameLoc>(loc))
+    names.push_back(name.getName().str());
+  else if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      for (auto &n : sourceNodes(l))
+        names.push_back(n);
+  return names;
+}
+
+llvm::Expected<std::vector<std::string>> resolveTargets(llvm::StringRef spec) {
+  std::vector<std::string> targets;
+  if (spec == "all" || spec.empty()) {
+    for (const auto &t : allTargets())
+      targets.push_back(t.name.str());
+    return targets;
+  }
+  if (spec == "auto") {
+    CudaProbe cuda = probeCuda();
+    if (cuda.usable) {
+      // The best table entry this GPU can run: same major, minor at most its own.
+      for (const auto &t : allTargets()) {
+        int sm = 0;
+        if (t.name.starts_with("sm_") && !t.name.drop_front(3).getAsInteger(10, sm) &&
+            sm / 10 == cuda.major && sm % 10 <= cuda.minor) {
+          targets.push_back(t.name.str());
+          break;
+        }
+      }
+    }
+    targets.push_back("cpu");
+    return targets;
+  }
+  llvm::SmallVector<llvm::StringRef> parts;
+  spec.split(parts, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef p : parts) {
+    if (!lookupTarget(p)) {
+      std::string known;
+      for (const auto &t : allTargets())
+        known += (known.empty() ? "" : ", ") + t.name.str();
+      return llvm::createStringError("--target: unknown target '" + p.str() + "' (known: " + known +
+                                     ", or all, auto)");
+    }
+    if (std::find(targets.begin(), targets.end(), p.str()) == targets.end())
+      targets.push_back(p.str());
+  }
+  // Best first, as the runtime tries them.
+  std::vector<std::string> ordered;
+  for (const auto &t : allTargets())
+    if (std::find(targets.begin(), targets.end(), t.name.str()) != targets.end())
+      ordered.push_back(t.name.str());
+  return ordered;
+}
+
 namespace {
 
 /// Records the passes that ran and, given a folder, writes the module after each one as NN-pass.mlir.
 class PassRecorder : public PassInstrumentation {
 public:
-  PassRecorder(std::string dir, ModuleOp module, CompiledModel &out) : dir(std::move(dir)), module(module), out(out) {}
+  PassRecorder(std::string dir, ModuleOp module, CompiledModel &out, int &index, std::string prefix = "")
+      : dir(std::move(dir)), prefix(std::move(prefix)), module(module), out(out), index(index) {}
   void write(llvm::StringRef name) {
     if (dir.empty())
       return;
     llvm::SmallString<256> file(dir);
-    llvm::sys::path::append(file, llvm::formatv("{0:02}-{1}.mlir", index++, name).str());
+    llvm::sys::path::append(file, llvm::formatv("{0:02}-{1}{2}.mlir", index++, prefix, name).str());
     std::error_code ec;
     llvm::raw_fd_ostream os(file, ec);
     if (ec) {
@@ -38,17 +97,32 @@ public:
   void runAfterPass(Pass *pass, Operation *) override {
     if (pass->getArgument().empty()) // the adaptors that nest passes on functions
       return;
-    out.passes.push_back(pass->getArgument().str());
+    if (prefix.empty())
+      out.passes.push_back(pass->getArgument().str());
     write(pass->getArgument());
   }
   std::string error;
 
 private:
-  std::string dir;
+  std::string dir, prefix;
   ModuleOp module;
   CompiledModel &out;
-  int index = 0;
+  int &index;
 };
+
+/// Adds what each GEMM of a lowered module runs in to the per-layer table.
+void recordPrecisions(ModuleOp module, llvm::StringRef target, std::vector<LayerPrecision> &layers) {
+  module.walk([&](Operation *op) {
+    auto precision = op->getAttrOfType<StringAttr>(kPrecisionAttrName);
+    if (!precision || !llvm::isa<LinearOp, Fp8GemmOp>(op))
+      return;
+    std::string layer = llvm::join(sourceNodes(op->getLoc()), "+");
+    auto it = std::find_if(layers.begin(), layers.end(), [&](const auto &l) { return l.layer == layer; });
+    if (it == layers.end())
+      it = layers.insert(layers.end(), LayerPrecision{layer, {}});
+    it->perTarget.push_back({target.str(), precision.str()});
+  });
+}
 
 std::map<std::string, int> countOps(ModuleOp module) {
   std::map<std::string, int> counts;
@@ -76,7 +150,8 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
       return llvm::createStringError("cannot create " + options.dumpDir + ": " + ec.message());
   PassManager pm(&context);
   buildInferencePipeline(pm, options.pipeline);
-  auto recorder = std::make_unique<PassRecorder>(options.dumpDir, module, *compiled);
+  int dumpIndex = 0;
+  auto recorder = std::make_unique<PassRecorder>(options.dumpDir, module, *compiled, dumpIndex);
   PassRecorder &dumps = *recorder;
   dumps.write("import");
   pm.addInstrumentation(std::move(recorder));
@@ -87,7 +162,6 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
   compiled->compiledOps = countOps(module);
 
   // Params go into the data section once, shared by every variant.
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
   CodegenInputs inputs;
   for (const auto &name : compiled->model.inputNames) {
     inputs.argNames.push_back(name);
@@ -97,11 +171,29 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
     inputs.argNames.push_back(param.name);
     inputs.argDataOffsets.push_back(compiled->data.add(param.bytes.data(), param.bytes.size()));
   }
-  auto variant = buildVariant(forward, inputs, compiled->data);
-  if (!variant)
-    return llvm::createStringError(path + ": " + llvm::toString(variant.takeError()));
   auto &plan = compiled->plan;
-  *plan.add_variants() = std::move(*variant);
+  // One variant per target, each from its own copy of the module: FP8 insertion and lowering differ.
+  for (const std::string &target : options.targets) {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    PassManager targetPm(&context);
+    buildTargetPipeline(targetPm, options.pipeline, target);
+    auto targetRecorder = std::make_unique<PassRecorder>(options.dumpDir, *copy, *compiled, dumpIndex, target + "-");
+    PassRecorder &targetDumps = *targetRecorder;
+    targetPm.addInstrumentation(std::move(targetRecorder));
+    if (failed(targetPm.run(*copy)))
+      return llvm::createStringError(path + ": the " + target + " pipeline failed (see the diagnostics above)");
+    if (!targetDumps.error.empty())
+      return llvm::createStringError(targetDumps.error);
+    recordPrecisions(*copy, target, compiled->layers);
+    bool fp8 = false;
+    copy->walk([&](Fp8GemmOp) { fp8 = true; });
+    inputs.target = target;
+    inputs.precision = fp8 ? "fp8" : precisionName(lookupTarget(target)->fallback).str();
+    auto variant = buildVariant(copy->lookupSymbol<func::FuncOp>("forward"), inputs, compiled->data);
+    if (!variant)
+      return llvm::createStringError(path + ": " + target + ": " + llvm::toString(variant.takeError()));
+    *plan.add_variants() = std::move(*variant);
+  }
   for (const auto &name : compiled->model.inputNames)
     plan.add_input_names(name);
   for (const auto &name : compiled->model.outputNames)

@@ -19,12 +19,21 @@ namespace tec {
 struct CompileOptions {
   ImportOptions import;
   PipelineOptions pipeline;
+  /// The plan's variants, best first (default: every target tec knows).
+  std::vector<std::string> targets = {"cpu"};
   /// Write the IR after the import and after each pass here (`--dump-passes`); empty: don't.
   std::string dumpDir;
 };
 
+/// What one GEMM layer runs in on each target, and why (the summary's per-layer table).
+struct LayerPrecision {
+  std::string layer;
+  std::vector<std::pair<std::string, std::string>> perTarget; // (target, "fp8: ..." / "bf16: ...")
+};
+
 struct CompiledModel {
   ImportedModel model;
+  std::vector<LayerPrecision> layers;
   std::map<std::string, int> importedOps, compiledOps;
   std::vector<std::string> passes, dumpFiles;
   plan::Plan plan;
@@ -39,6 +48,13 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(mlir::MLIRContext &c
 
 /// The IR as the dumps and --emit print it (large constants elided).
 mlir::OpPrintingFlags irPrintingFlags();
+
+/// The ONNX nodes an op came from: its location's names (fused ops carry several).
+std::vector<std::string> sourceNodes(mlir::Location loc);
+
+/// `--target`: "all", "auto" (this machine's GPU, if any, and cpu) or a comma list; errors name the
+/// unknown target.
+llvm::Expected<std::vector<std::string>> resolveTargets(llvm::StringRef spec);
 
 } // namespace tec
 

@@ -51,6 +51,22 @@ cl::opt<Emit> emit("emit", cl::desc("what to produce"), cl::init(Emit::Plan),
 cl::opt<std::string> dumpPasses("dump-passes", cl::desc("write the IR after each pass as DIR/NN-pass.mlir"),
                                 cl::value_desc("DIR"), cl::cat(category));
 cl::opt<bool> fastGelu("fast-gelu", cl::desc("let an erf GELU use cuBLASLt's tanh GELU epilogue"), cl::cat(category));
+cl::opt<std::string> targets("target",
+                            cl::desc("variants to build: all (default), auto (this machine), or a list such as "
+                                     "sm_90,sm_80,cpu"),
+                            cl::init("all"), cl::cat(category));
+cl::opt<std::string> fp8Policy("fp8", cl::desc("which GEMMs run in FP8 where the target has it: auto | all | none"),
+                               cl::init("auto"), cl::cat(category));
+cl::opt<std::string> keepPrecision("keep-precision",
+                                   cl::desc("regex of ONNX node names whose GEMMs stay out of FP8 (e.g. first|last)"),
+                                   cl::value_desc("regex"), cl::cat(category));
+cl::opt<std::string> fp8Format("fp8-format",
+                               cl::desc("e4m3 | hybrid (E4M3 forward, E5M2 gradients; inference uses E4M3 either way)"),
+                               cl::init("hybrid"), cl::cat(category));
+cl::opt<int64_t> amaxHistory("amax-history", cl::desc("length of each FP8 amax history"), cl::init(1024),
+                             cl::cat(category));
+cl::opt<bool> fp8Emulate("fp8-emulate", cl::desc("keep FP8 GEMMs on the cpu target, emulated (to test numerics)"),
+                         cl::cat(category));
 cl::list<std::string> disabledPasses("disable-pass", cl::desc("leave a pass out of the pipeline (repeatable)"),
                                      cl::value_desc("pass"), cl::CommaSeparated, cl::cat(category));
 
@@ -144,23 +160,11 @@ std::string opsString(const std::map<std::string, int> &counts, int &total) {
   return s;
 }
 
-/// The ONNX nodes an op came from: its location's names (fused ops carry several).
-std::vector<std::string> sourceNodes(Location loc) {
-  std::vector<std::string> names;
-  if (auto name = llvm::dyn_cast<NameLoc>(loc))
-    names.push_back(name.getName().str());
-  else if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
-    for (Location l : fused.getLocations())
-      for (auto &n : sourceNodes(l))
-        names.push_back(n);
-  return names;
-}
-
 /// Which source nodes became which op, for every op built from more than one node.
 void printFusions(func::FuncOp forward) {
   std::vector<std::string> lines;
   forward.walk([&](Operation *op) {
-    auto nodes = sourceNodes(op->getLoc());
+    auto nodes = tec::sourceNodes(op->getLoc());
     if (nodes.size() < 2)
       return;
     std::string what = op->getName().stripDialect().str();
@@ -171,6 +175,42 @@ void printFusions(func::FuncOp forward) {
   llvm::outs() << "  fusions  " << lines.size() << (lines.empty() ? "\n" : ":\n");
   for (const auto &l : lines)
     llvm::outs() << "    " << l << "\n";
+}
+
+/// TensorRT's layer information in the terminal: each GEMM's precision per target, then the reasons.
+void printPrecisions(const tec::CompiledModel &c) {
+  if (c.layers.empty())
+    return;
+  auto &os = llvm::outs();
+  size_t width = 5;
+  for (const auto &l : c.layers)
+    width = std::max(width, l.layer.size());
+  os << "  precision per GEMM layer:\n    " << llvm::left_justify("layer", width);
+  for (const auto &v : c.plan.variants())
+    os << "  " << llvm::left_justify(v.target(), 6);
+  os << "\n";
+  for (const auto &l : c.layers) {
+    os << "    " << llvm::left_justify(l.layer, width);
+    for (const auto &v : c.plan.variants()) {
+      auto it = std::find_if(l.perTarget.begin(), l.perTarget.end(), [&](const auto &p) { return p.first == v.target(); });
+      std::string precision = it == l.perTarget.end() ? "-" : llvm::StringRef(it->second).split(':').first.str();
+      os << "  " << llvm::left_justify(precision, 6);
+    }
+    os << "\n";
+  }
+  // Why, once per distinct reason of each layer.
+  for (const auto &l : c.layers) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> reasons;
+    for (const auto &[target, text] : l.perTarget) {
+      auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto &r) { return r.first == text; });
+      if (it == reasons.end())
+        reasons.push_back({text, {target}});
+      else
+        it->second.push_back(target);
+    }
+    for (const auto &[text, targetsWithIt] : reasons)
+      os << "    " << l.layer << " on " << llvm::join(targetsWithIt, ", ") << ": " << text << "\n";
+  }
 }
 
 void printSummary(const tec::CompiledModel &c, const std::string &planPath) {
@@ -202,6 +242,7 @@ void printSummary(const tec::CompiledModel &c, const std::string &planPath) {
   for (const auto &v : c.plan.variants())
     os << "  variant  " << v.target() << " (" << v.precision() << "): " << v.steps_size() << " steps, arena "
        << bytesString(v.arena_bytes()) << "\n";
+  printPrecisions(c);
   if (!planPath.empty())
     os << "  plan     " << planPath << " (data " << bytesString(c.data.size()) << ")\n";
   if (!c.dumpFiles.empty())
@@ -232,6 +273,28 @@ int compile() {
   }
   options.pipeline.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
   options.pipeline.fastGelu = fastGelu;
+  options.pipeline.fp8 = fp8Policy;
+  options.pipeline.keepPrecision = keepPrecision;
+  options.pipeline.amaxHistory = amaxHistory;
+  options.pipeline.fp8Emulate = fp8Emulate;
+  if (fp8Policy != "auto" && fp8Policy != "all" && fp8Policy != "none") {
+    llvm::errs() << "error: --fp8: expected auto, all or none, got '" << fp8Policy << "'\n";
+    return kExitBadInput;
+  }
+  if (fp8Format != "e4m3" && fp8Format != "hybrid") {
+    llvm::errs() << "error: --fp8-format: expected e4m3 or hybrid, got '" << fp8Format << "'\n";
+    return kExitBadInput;
+  }
+  if (amaxHistory < 1) {
+    llvm::errs() << "error: --amax-history: expected at least 1, got " << amaxHistory << "\n";
+    return kExitBadInput;
+  }
+  auto resolved = tec::resolveTargets(targets);
+  if (!resolved) {
+    llvm::errs() << "error: " << llvm::toString(resolved.takeError()) << "\n";
+    return kExitBadInput;
+  }
+  options.targets = *resolved;
   options.dumpDir = dumpPasses;
   MLIRContext context;
   context.printOpOnDiagnostic(false);
@@ -424,6 +487,7 @@ const char *roleName(tec::plan::Role r) {
   case tec::plan::OUTPUT: return "output";
   case tec::plan::PARAM: return "param";
   case tec::plan::CONSTANT: return "constant";
+  case tec::plan::STATE: return "state";
   default: return "temp";
   }
 }

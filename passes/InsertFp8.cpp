@@ -1,0 +1,156 @@
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/Regex.h"
+
+namespace tec {
+#define GEN_PASS_DEF_TECINSERTFP8
+#include "passes/Passes.h.inc"
+} // namespace tec
+
+using namespace mlir;
+using namespace tec;
+
+namespace {
+
+/// Below this many multiply-adds, quantizing both operands costs more memory traffic than FP8 saves
+/// (a recurring Transformer Engine finding for small layers); `--fp8=auto` keeps such GEMMs in higher
+/// precision. 2^22 MACs is e.g. 64x256x256; to be replaced by thresholds measured in bench/gpu.
+constexpr int64_t kMinFp8MultiplyAdds = int64_t(1) << 22;
+
+struct Fp8Policy {
+  StringRef mode;        // auto | all | none
+  StringRef keepPattern; // --keep-precision: node-name regex
+};
+
+/// The ONNX node names an op came from (its location's names).
+void sourceNames(Location loc, SmallVectorImpl<std::string> &names) {
+  if (auto name = llvm::dyn_cast<NameLoc>(loc))
+    names.push_back(name.getName().str());
+  else if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      sourceNames(l, names);
+}
+
+/// Why a GEMM stays in higher precision, or "" when it may run in FP8. Hopper's FP8 GEMMs are TN-only
+/// with 16-byte-aligned leading dimensions: K and N must be multiples of 16. Then the user's policy:
+/// --fp8=none, --keep-precision, and under --fp8=auto the size threshold above.
+std::string fp8Blocker(LinearOp op, const Fp8Policy &policy) {
+  if (policy.mode == "none")
+    return "--fp8=none";
+  auto w = op.getWeight().getType();
+  int64_t k = op.getTransposeB() ? w.getDimSize(1) : w.getDimSize(0);
+  int64_t n = op.getTransposeB() ? w.getDimSize(0) : w.getDimSize(1);
+  int64_t m = op.getType().getNumElements() / std::max<int64_t>(n, 1);
+  if (k % 16 || n % 16)
+    return "K=" + std::to_string(k) + ", N=" + std::to_string(n) + ": FP8 GEMMs need multiples of 16";
+  if (!policy.keepPattern.empty()) {
+    llvm::Regex keep(policy.keepPattern);
+    SmallVector<std::string> names;
+    sourceNames(op.getLoc(), names);
+    for (const auto &name : names)
+      if (keep.match(name))
+        return "kept by --keep-precision (" + name + ")";
+  }
+  if (policy.mode == "auto" && m * n * k < kMinFp8MultiplyAdds)
+    return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+           " is too small for FP8 to pay (--fp8=all forces it)";
+  return "";
+}
+
+struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
+  using TecInsertFp8Base::TecInsertFp8Base;
+
+  /// Appends one state argument; returns it.
+  Value addState(func::FuncOp f, RankedTensorType type, const std::string &name, float init) {
+    Block &body = f.getBody().front();
+    Value arg = body.addArgument(type, f.getLoc());
+    unsigned index = body.getNumArguments() - 1;
+    f.setType(FunctionType::get(f.getContext(), body.getArgumentTypes(), f.getResultTypes()));
+    Builder b(f.getContext());
+    f.setArgAttr(index, kStateAttrName, b.getStringAttr(name));
+    f.setArgAttr(index, kStateInitAttrName, b.getF32FloatAttr(init));
+    return arg;
+  }
+
+  /// Quantizes `v` (E4M3) with the current scale: returns (quantized, scale_inv), and queues the
+  /// delayed-scaling update, which is built at the end of the function: every read of this step's
+  /// scale and scale_inv comes before it.
+  struct PendingUpdate {
+    Value history, scale, scaleInv, amax;
+  };
+  std::pair<Value, Value> quantize(func::FuncOp f, OpBuilder &b, Value v, const std::string &name,
+                                   SmallVectorImpl<PendingUpdate> &updates) {
+    auto f32 = b.getF32Type();
+    auto scalar = RankedTensorType::get({}, f32);
+    Value history = addState(f, RankedTensorType::get({amaxHistory}, f32), name + "/amax_history", 0.0f);
+    Value scale = addState(f, scalar, name + "/scale", 1.0f);
+    Value scaleInv = addState(f, scalar, name + "/scale_inv", 1.0f);
+    Location loc = v.getLoc();
+    auto type = llvm::cast<RankedTensorType>(v.getType());
+    Value amax = b.create<AmaxOp>(loc, scalar, v);
+    Value q = b.create<QuantizeOp>(loc, RankedTensorType::get(type.getShape(), b.getFloat8E4M3FNType()), v, scale);
+    updates.push_back({history, scale, scaleInv, amax});
+    return {q, scaleInv};
+  }
+
+  void runOnOperation() override {
+    if (fp8 != "auto" && fp8 != "all" && fp8 != "none") {
+      getOperation().emitError("expected --fp8=auto|all|none, got '") << fp8 << "'";
+      return signalPassFailure();
+    }
+    if (!keepPrecision.empty() && !llvm::Regex(keepPrecision).isValid()) {
+      getOperation().emitError("--keep-precision is not a valid regex: '") << keepPrecision << "'";
+      return signalPassFailure();
+    }
+    Fp8Policy policy{fp8, keepPrecision};
+    Builder attrs(&getContext());
+    for (auto f : getOperation().getOps<func::FuncOp>()) {
+      SmallVector<LinearOp> linears;
+      f.walk([&](LinearOp op) { linears.push_back(op); });
+      SmallVector<PendingUpdate> updates;
+      for (auto [i, linear] : llvm::enumerate(linears)) {
+        if (std::string why = fp8Blocker(linear, policy); !why.empty()) {
+          linear->setAttr(kPrecisionAttrName, attrs.getStringAttr(why));
+          continue;
+        }
+        SmallVector<std::string> names;
+        sourceNames(linear.getLoc(), names);
+        std::string layer = names.empty() ? "gemm" + std::to_string(i) : names.front();
+        OpBuilder b(linear);
+        auto [xq, xsi] = quantize(f, b, linear.getInput(), layer + "/input", updates);
+        auto [wq, wsi] = quantize(f, b, linear.getWeight(), layer + "/weight", updates);
+        auto gemm = b.create<Fp8GemmOp>(linear.getLoc(), linear.getType(), xq, wq, xsi, wsi, linear.getBias(),
+                                        linear.getEpilogueAttr(), linear.getTransposeBAttr());
+        gemm->setAttr(kPrecisionAttrName, attrs.getStringAttr("E4M3 x E4M3, delayed scaling"));
+        linear.replaceAllUsesWith(gemm.getResult());
+        linear.erase();
+      }
+      if (updates.empty())
+        continue;
+      // The next FP8 meta state leaves the function as results, each tagged with its argument.
+      auto ret = llvm::cast<func::ReturnOp>(f.getBody().front().getTerminator());
+      OpBuilder b(ret);
+      SmallVector<Value> results(ret.getOperands());
+      SmallVector<unsigned> stateArgs;
+      for (const PendingUpdate &u : updates) {
+        auto scalar = u.scale.getType();
+        auto next = b.create<DelayedScalingOp>(u.amax.getLoc(), TypeRange{u.history.getType(), scalar, scalar},
+                                               u.history, u.scale, u.amax, b.getF32FloatAttr(448.0f),
+                                               b.getI64IntegerAttr(margin), b.getStringAttr(algo));
+        for (auto [i, state] : llvm::enumerate(std::array<Value, 3>{u.history, u.scale, u.scaleInv})) {
+          results.push_back(next.getResult(i));
+          stateArgs.push_back(llvm::cast<BlockArgument>(state).getArgNumber());
+        }
+      }
+      b.create<func::ReturnOp>(ret.getLoc(), results);
+      ret.erase();
+      unsigned first = f.getNumResults();
+      f.setType(FunctionType::get(&getContext(), f.getArgumentTypes(), TypeRange(ValueRange(results))));
+      for (auto [i, arg] : llvm::enumerate(stateArgs))
+        f.setResultAttr(first + i, kStateUpdateAttrName, attrs.getI64IntegerAttr(arg));
+    }
+  }
+};
+
+} // namespace

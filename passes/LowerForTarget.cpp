@@ -1,0 +1,135 @@
+#include "passes/Passes.h"
+#include "passes/Targets.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/BitVector.h"
+
+namespace tec {
+#define GEN_PASS_DEF_TECLOWERFORTARGET
+#include "passes/Passes.h.inc"
+} // namespace tec
+
+using namespace mlir;
+using namespace tec;
+
+namespace {
+
+Type elementTypeFor(GemmPrecision p, MLIRContext *ctx) {
+  Builder b(ctx);
+  switch (p) {
+  case GemmPrecision::BF16: return b.getBF16Type();
+  case GemmPrecision::F16: return b.getF16Type();
+  default: return b.getF32Type();
+  }
+}
+
+Value castTo(OpBuilder &b, Value v, Type element) {
+  auto type = llvm::cast<RankedTensorType>(v.getType());
+  if (!v || type.getElementType() == element)
+    return v;
+  return b.create<CastOp>(v.getLoc(), RankedTensorType::get(type.getShape(), element), v);
+}
+
+/// A GEMM in `element` precision computing what `op` computes: operands cast down, result cast back;
+/// the GEMM is tagged with `precision`.
+Value gemmIn(OpBuilder &b, Operation *op, Value x, Value w, Value bias, StringAttr epilogue, BoolAttr transposeB,
+             Type element, const std::string &precision) {
+  auto resultType = llvm::cast<RankedTensorType>(op->getResult(0).getType());
+  Value cx = castTo(b, x, element), cw = castTo(b, w, element);
+  Value cb = bias ? castTo(b, bias, element) : Value();
+  auto linear = b.create<LinearOp>(op->getLoc(), RankedTensorType::get(resultType.getShape(), element), cx, cw, cb,
+                                   epilogue, transposeB);
+  linear->setAttr(kPrecisionAttrName, b.getStringAttr(precision));
+  return castTo(b, linear.getResult(), resultType.getElementType());
+}
+
+struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
+  using TecLowerForTargetBase::TecLowerForTargetBase;
+
+  /// Drops FP8 meta state no op uses any more: its update results and its arguments.
+  void dropDeadFp8State(func::FuncOp f) {
+    auto ret = llvm::cast<func::ReturnOp>(f.getBody().front().getTerminator());
+    llvm::BitVector deadResults(f.getNumResults());
+    SmallVector<Value> kept;
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      if (f.getResultAttr(i, kStateUpdateAttrName) && v.getDefiningOp<DelayedScalingOp>())
+        deadResults.set(i);
+      else
+        kept.push_back(v);
+    }
+    OpBuilder(ret).create<func::ReturnOp>(ret.getLoc(), kept);
+    ret.erase();
+    (void)f.eraseResults(deadResults);
+    // Erase what fed them, innermost last.
+    for (bool changed = true; changed;) {
+      changed = false;
+      f.walk([&](Operation *op) {
+        if (llvm::isa<DelayedScalingOp, AmaxOp, QuantizeOp>(op) && op->use_empty()) {
+          op->erase();
+          changed = true;
+        }
+      });
+    }
+    llvm::BitVector deadArgs(f.getNumArguments());
+    for (BlockArgument arg : f.getArguments())
+      if (f.getArgAttr(arg.getArgNumber(), kStateAttrName) && arg.use_empty())
+        deadArgs.set(arg.getArgNumber());
+    (void)f.eraseArguments(deadArgs);
+  }
+
+  void runOnOperation() override {
+    const TargetCapability *cap = lookupTarget(target);
+    if (!cap) {
+      getOperation().emitError("unknown target '") << target << "' (sm_90, sm_89, sm_86, sm_80, sm_75, sm_70, cpu)";
+      return signalPassFailure();
+    }
+    const bool keepFp8 = cap->gemms == GemmPrecision::Fp8 || (cap->name == "cpu" && fp8Emulate);
+    Type fallback = elementTypeFor(cap->fallback, &getContext());
+    std::string fallbackName = precisionName(cap->fallback).str();
+    Builder attrs(&getContext());
+    for (auto f : getOperation().getOps<func::FuncOp>()) {
+      SmallVector<Fp8GemmOp> fp8Gemms;
+      f.walk([&](Fp8GemmOp op) { fp8Gemms.push_back(op); });
+      SmallVector<LinearOp> linears; // the GEMMs tec-insert-fp8 left in higher precision
+      f.walk([&](LinearOp op) { linears.push_back(op); });
+      for (Fp8GemmOp op : fp8Gemms) {
+        if (keepFp8) {
+          std::string note = cap->name == "cpu" ? "emulated" : cap->note.str();
+          op->setAttr(kPrecisionAttrName, attrs.getStringAttr("fp8: E4M3 x E4M3, delayed scaling" +
+                                                              (note.empty() ? "" : " (" + note + ")")));
+          continue;
+        }
+        auto xq = op.getInput().getDefiningOp<QuantizeOp>(), wq = op.getWeight().getDefiningOp<QuantizeOp>();
+        if (!xq || !wq) {
+          op.emitOpError("expected operands quantized in this function to lower it for ") << target;
+          return signalPassFailure();
+        }
+        OpBuilder b(op);
+        Value y = gemmIn(b, op, xq.getInput(), wq.getInput(), op.getBias(), op.getEpilogueAttr(),
+                         op.getTransposeBAttr(), fallback, fallbackName + ": FP8 asked; " + cap->note.str());
+        op.replaceAllUsesWith(y);
+        op.erase();
+      }
+      // GEMMs that are not FP8 run in the target's tensor-core precision; the reason they are not FP8
+      // (from tec-insert-fp8) stays in the tag.
+      for (LinearOp op : linears) {
+        auto why = op->getAttrOfType<StringAttr>(kPrecisionAttrName);
+        std::string precision = fallbackName + ": " + (why ? why.str() : cap->note.empty() ? "the target's precision"
+                                                                                           : cap->note.str());
+        if (op.getType().getElementType() == fallback || !llvm::isa<Float32Type>(op.getType().getElementType())) {
+          op->setAttr(kPrecisionAttrName, attrs.getStringAttr(precision));
+          continue;
+        }
+        OpBuilder b(op);
+        Value y = gemmIn(b, op, op.getInput(), op.getWeight(), op.getBias(), op.getEpilogueAttr(),
+                         op.getTransposeBAttr(), fallback, precision);
+        op.replaceAllUsesWith(y);
+        op.erase();
+      }
+      if (!keepFp8)
+        dropDeadFp8State(f);
+    }
+  }
+};
+
+} // namespace
