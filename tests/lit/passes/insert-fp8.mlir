@@ -1,0 +1,53 @@
+// RUN: tec-opt %s --tec-insert-fp8="fp8=all amax-history=16" --split-input-file | FileCheck %s
+// RUN: tec-opt %s --tec-insert-fp8="fp8=auto" --split-input-file | FileCheck %s --check-prefix=AUTO
+// RUN: tec-opt %s --tec-insert-fp8="fp8=all keep-precision=^fc1$" --split-input-file | FileCheck %s --check-prefix=KEEP
+// RUN: tec-opt %s --tec-insert-fp8="fp8=none" --split-input-file | FileCheck %s --check-prefix=NONE
+
+// An eligible GEMM: both operands quantized with their current scale, the FP8 GEMM takes the
+// scale_invs, the amaxes feed delayed scaling at the end, and the state is explicit.
+// CHECK-LABEL: func @eligible
+//  CHECK-SAME:   %[[H:[a-z0-9]+]]: tensor<16xf32> {tec.state = "fc1/input/amax_history", tec.state_init = 0.000000e+00 : f32}
+//  CHECK-SAME:   %[[S:[a-z0-9]+]]: tensor<f32> {tec.state = "fc1/input/scale", tec.state_init = 1.000000e+00 : f32}
+//  CHECK-SAME:   %[[SI:[a-z0-9]+]]: tensor<f32> {tec.state = "fc1/input/scale_inv", tec.state_init = 1.000000e+00 : f32}
+//  CHECK-SAME:   {tec.state = "fc1/weight/amax_history"
+//  CHECK-SAME:   -> (tensor<64x128xf32>, tensor<16xf32> {tec.state_update = 3 : i64}, tensor<f32> {tec.state_update = 4 : i64}
+//       CHECK:   %[[A:.+]] = tec.amax %arg0
+//       CHECK:   %[[XQ:.+]] = tec.quantize %arg0, %[[S]] : (tensor<64x256xf32>, tensor<f32>) -> tensor<64x256xf8E4M3FN>
+//       CHECK:   %[[WQ:.+]] = tec.quantize %arg1
+//       CHECK:   %[[Y:.+]] = tec.fp8_gemm %[[XQ]], %[[WQ]], %[[SI]], %{{.+}}, %arg2 {epilogue = "relu", tec.precision = "E4M3 x E4M3, delayed scaling", transpose_b = true}
+//   CHECK-NOT:   tec.linear
+//       CHECK:   %{{.+}}, %{{.+}}, %{{.+}} = tec.delayed_scaling %[[H]], %[[S]], %[[A]] {fp8_max = 4.480000e+02 : f32}
+//       CHECK:   return %[[Y]],
+// NONE-LABEL: func @eligible
+//   NONE-NOT:   tec.quantize
+//       NONE:   tec.linear
+func.func @eligible(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %b: tensor<128xf32>) -> tensor<64x128xf32> {
+  %0 = tec.linear %x, %w, %b {epilogue = "relu", transpose_b = true} : (tensor<64x256xf32>, tensor<128x256xf32>, tensor<128xf32>) -> tensor<64x128xf32> loc("fc1")
+  return %0 : tensor<64x128xf32>
+}
+
+// -----
+
+// N = 10 is not a multiple of 16: Hopper's FP8 GEMMs cannot take it. The reason is recorded.
+// CHECK-LABEL: func @ineligible_dims
+//   CHECK-NOT:   tec.quantize
+//       CHECK:   tec.linear %arg0, %arg1 {tec.precision = "K=256, N=10: FP8 GEMMs need multiples of 16", transpose_b = true}
+func.func @ineligible_dims(%x: tensor<64x256xf32>, %w: tensor<10x256xf32>) -> tensor<64x10xf32> {
+  %0 = tec.linear %x, %w {transpose_b = true} : (tensor<64x256xf32>, tensor<10x256xf32>) -> tensor<64x10xf32> loc("head")
+  return %0 : tensor<64x10xf32>
+}
+
+// -----
+
+// Small GEMMs stay out of FP8 under --fp8=auto; large ones go in. --keep-precision matches node names.
+// AUTO-LABEL: func @sizes
+//       AUTO:   tec.linear %arg0, %arg1 {tec.precision = "64x128x256 is too small for FP8 to pay (--fp8=all forces it)"
+//       AUTO:   tec.fp8_gemm
+// KEEP-LABEL: func @sizes
+//       KEEP:   tec.linear %arg0, %arg1 {tec.precision = "kept by --keep-precision (fc1)"
+//       KEEP:   tec.fp8_gemm
+func.func @sizes(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %big: tensor<512x1024xf32>, %wb: tensor<1024x1024xf32>) -> (tensor<64x128xf32>, tensor<512x1024xf32>) {
+  %0 = tec.linear %x, %w {transpose_b = true} : (tensor<64x256xf32>, tensor<128x256xf32>) -> tensor<64x128xf32> loc("fc1")
+  %1 = tec.linear %big, %wb : (tensor<512x1024xf32>, tensor<1024x1024xf32>) -> tensor<512x1024xf32> loc("fc2")
+  return %0, %1 : tensor<64x128xf32>, tensor<512x1024xf32>
+}
