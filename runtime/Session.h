@@ -49,6 +49,8 @@ public:
   void *inputData(size_t index) { return backend->hostData(inputInfo[index].buffer); }
   Status run(std::vector<double> *stepMillis = nullptr) { return backend->run(stepMillis); }
   const void *outputData(size_t index) { return backend->hostData(outputInfo[index].buffer); }
+  /// Where buffer `index` of the running variant lives (state, to read it back after runs).
+  const void *bufferData(int index) { return backend->hostData(index); }
 
   const plan::Plan &plan() const { return file->plan(); }
   const plan::Variant &variant() const { return file->plan().variants(choice.index); }

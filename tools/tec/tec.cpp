@@ -89,6 +89,19 @@ cl::opt<uint64_t> seed("seed", cl::desc("seed of the random inputs"), cl::init(0
 cl::opt<std::string> jsonReport("json", cl::desc("also write the performance summary as JSON"), cl::value_desc("file"),
                                 cl::sub(runCommand), cl::cat(category));
 
+// tec calibrate plan.tecplan
+cl::SubCommand calibrateCommand("calibrate", "fill the FP8 amax histories from sample inputs and freeze the scales");
+cl::opt<std::string> calibratePlan(cl::Positional, cl::desc("<model.tecplan>"), cl::Required,
+                                   cl::sub(calibrateCommand), cl::cat(category));
+cl::list<std::string> calibrateInputs("input", cl::desc("a sample input from .npy or .pb (repeatable; others random)"),
+                                      cl::value_desc("name=file"), cl::sub(calibrateCommand), cl::cat(category));
+cl::opt<int> calibrateSteps("steps", cl::desc("runs over the samples (random inputs change every run)"), cl::init(8),
+                            cl::sub(calibrateCommand), cl::cat(category));
+cl::opt<uint64_t> calibrateSeed("seed", cl::desc("seed of the random inputs"), cl::init(0), cl::sub(calibrateCommand),
+                                cl::cat(category));
+cl::opt<std::string> calibrateOutput("o", cl::desc("the calibrated plan (default: overwrite the input, atomically)"),
+                                     cl::value_desc("file"), cl::sub(calibrateCommand), cl::cat(category));
+
 // tec inspect plan.tecplan
 cl::SubCommand inspectCommand("inspect", "print a plan's variants, steps, buffers and memory");
 cl::opt<std::string> inspectPlan(cl::Positional, cl::desc("<model.tecplan>"), cl::Required, cl::sub(inspectCommand), cl::cat(category));
@@ -357,22 +370,10 @@ double percentile(std::vector<double> sorted, double p) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo);
 }
 
-int run() {
-  tec::SessionOptions options;
-  options.device = device;
-  options.variant = variantName;
-  options.threads = threads;
-  auto session = tec::Session::open(runPlan, options);
-  if (!session.ok()) {
-    llvm::errs() << "error: " << session.error().message() << "\n";
-    return kExitBadInput;
-  }
-  auto &s = **session;
-  llvm::outs() << "tec run: " << s.selectionReason() << "\n";
-  if (s.backendName() == "cpu" && tec::kernels::cpu::blas().loaded)
-    llvm::outs() << "  blas: " << tec::kernels::cpu::blas().config << "\n";
+/// Binds `--input name=file` inputs and fills the rest with seeded random data; 0 or an exit code.
+int bindInputs(tec::Session &s, const std::vector<std::string> &specs, uint64_t randomSeed, bool quiet = false) {
   std::vector<bool> given(s.inputs().size());
-  for (const std::string &spec : runInputs) {
+  for (const std::string &spec : specs) {
     auto [name, file] = llvm::StringRef(spec).split('=');
     auto it = std::find_if(s.inputs().begin(), s.inputs().end(), [&](const auto &i) { return i.name == name; });
     if (it == s.inputs().end()) {
@@ -397,12 +398,32 @@ int run() {
     }
     given[index] = true;
   }
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(randomSeed);
   for (size_t i = 0; i < s.inputs().size(); ++i)
     if (!given[i]) {
       fillRandom(s.inputData(i), s.inputs()[i], rng);
-      llvm::outs() << "  input " << s.inputs()[i].name << ": random (seed " << seed << ")\n";
+      if (!quiet)
+        llvm::outs() << "  input " << s.inputs()[i].name << ": random (seed " << randomSeed << ")\n";
     }
+  return 0;
+}
+
+int run() {
+  tec::SessionOptions options;
+  options.device = device;
+  options.variant = variantName;
+  options.threads = threads;
+  auto session = tec::Session::open(runPlan, options);
+  if (!session.ok()) {
+    llvm::errs() << "error: " << session.error().message() << "\n";
+    return kExitBadInput;
+  }
+  auto &s = **session;
+  llvm::outs() << "tec run: " << s.selectionReason() << "\n";
+  if (s.backendName() == "cpu" && tec::kernels::cpu::blas().loaded)
+    llvm::outs() << "  blas: " << tec::kernels::cpu::blas().config << "\n";
+  if (int code = bindInputs(s, runInputs, seed); code)
+    return code;
   for (int i = 0; i < warmup; ++i)
     if (tec::Status st = s.run(); !st.ok()) {
       llvm::errs() << "error: " << st.message() << "\n";
@@ -474,6 +495,101 @@ int run() {
       llvm::outs() << "  output " << o.name << " -> " << path << "\n";
     }
   }
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// tec calibrate
+//===----------------------------------------------------------------------===//
+
+/// Removes the steps that update state (the "state update" copies) and then every step whose results
+/// nothing reads any more: the variant's state is frozen at its initial value.
+void freezeState(tec::plan::Variant &v) {
+  std::vector<bool> keep(v.steps_size(), true);
+  for (int i = 0; i < v.steps_size(); ++i)
+    keep[i] = v.steps(i).source() != "state update";
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::vector<bool> read(v.buffers_size(), false);
+    auto root = [&](int b) { return v.buffers(b).alias_of() >= 0 ? v.buffers(b).alias_of() : b; };
+    for (int b : v.outputs())
+      read[root(b)] = true;
+    for (int i = 0; i < v.steps_size(); ++i)
+      if (keep[i])
+        for (int b : v.steps(i).inputs())
+          read[root(b)] = true;
+    for (int i = 0; i < v.steps_size(); ++i)
+      if (keep[i] && std::none_of(v.steps(i).outputs().begin(), v.steps(i).outputs().end(),
+                                  [&](int b) { return read[root(b)]; })) {
+        keep[i] = false;
+        changed = true;
+      }
+  }
+  google::protobuf::RepeatedPtrField<tec::plan::Step> steps;
+  for (int i = 0; i < v.steps_size(); ++i)
+    if (keep[i])
+      *steps.Add() = v.steps(i);
+  v.mutable_steps()->Swap(&steps);
+}
+
+int calibrate() {
+  auto file = tec::PlanFile::open(calibratePlan);
+  if (!file.ok()) {
+    llvm::errs() << "error: " << file.error().message() << "\n";
+    return kExitBadInput;
+  }
+  tec::plan::Plan plan = (*file)->plan();
+  std::vector<char> data((*file)->data(), (*file)->data() + (*file)->dataSize());
+  int calibrated = 0;
+  for (int vi = 0; vi < plan.variants_size(); ++vi) {
+    auto &v = *plan.mutable_variants(vi);
+    std::vector<int> states;
+    for (int b = 0; b < v.buffers_size(); ++b)
+      if (v.buffers(b).role() == tec::plan::STATE)
+        states.push_back(b);
+    if (states.empty())
+      continue;
+    tec::SessionOptions options;
+    options.variant = v.target();
+    auto session = tec::Session::open(calibratePlan, options);
+    if (!session.ok()) {
+      llvm::errs() << "error: " << session.error().message() << "\n";
+      return kExitBadInput;
+    }
+    for (int step = 0; step < std::max(1, calibrateSteps.getValue()); ++step) {
+      if (int code = bindInputs(**session, calibrateInputs, calibrateSeed + step, /*quiet=*/true); code)
+        return code;
+      if (tec::Status st = (*session)->run(); !st.ok()) {
+        llvm::errs() << "error: " << st.message() << "\n";
+        return kExitInternal;
+      }
+    }
+    llvm::outs() << "variant " << v.target() << ": " << calibrateSteps << " calibration runs\n";
+    for (int b : states) {
+      const auto &buffer = v.buffers(b);
+      std::memcpy(data.data() + buffer.init_offset(), (*session)->bufferData(b), buffer.bytes());
+      llvm::StringRef name(buffer.name());
+      if (name.ends_with("/scale"))
+        llvm::outs() << llvm::formatv("  {0,-40} {1}\n", name.drop_back(6),
+                                      *static_cast<const float *>((*session)->bufferData(b)));
+    }
+    freezeState(v);
+    ++calibrated;
+  }
+  if (!calibrated) {
+    llvm::errs() << "error: " << calibratePlan << ": no variant has FP8 state to calibrate (compile with FP8 on an "
+                 << "FP8 target, e.g. --target sm_90 --fp8=all)\n";
+    return kExitBadInput;
+  }
+  tec::PlanDataBuilder builder;
+  builder.add(data.data(), data.size());
+  std::string out = calibrateOutput.empty() ? calibratePlan.getValue() : calibrateOutput.getValue();
+  file = tec::Result<std::unique_ptr<tec::PlanFile>>(tec::Status::error("closed")); // unmap before replacing
+  if (tec::Status st = tec::writePlanFile(out, plan, builder); !st.ok()) {
+    llvm::errs() << "error: " << st.message() << "\n";
+    return kExitBadInput;
+  }
+  llvm::outs() << "wrote " << out << ": " << calibrated << " variant(s) with frozen FP8 scales (scale per tensor above)\n";
   return 0;
 }
 
@@ -563,5 +679,7 @@ int main(int argc, char **argv) {
     return run();
   if (inspectCommand)
     return inspect();
+  if (calibrateCommand)
+    return calibrate();
   return compile();
 }
