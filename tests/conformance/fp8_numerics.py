@@ -12,6 +12,12 @@ filled by one warm-up run on the same input, so no value saturates):
   accumulation (K * 2^-24 * sum |x^ w^|) and the bias add (2^-24 |y|):
       |y_fp8 - y| <= sum_k (|x_k| e_w,k + |w_k| e_x,k + e_x,k e_w,k) + (K + 1) 2^-24 sum_k |x^_k w^_k|.
 Every element must satisfy it, and the error must not be zero (FP8 was really applied).
+
+For the bundled MLP the same per-layer bound is propagated: a layer's input already carries an error
+bound d from the layers before, so its quantized input is off by at most d + e_x(|a| + d) (and its
+scale, 448 / amax, uses an amax within d of the exact one); ReLU passes errors through unchanged
+(Lipschitz 1), GELU multiplies them by at most 1.13 (its Lipschitz constant) plus 1e-7 |z| for tec's
+erf, accurate to 1.5e-7. The FP8-emulated MLP must stay within the bound at its output.
 """
 import argparse
 import os
@@ -60,9 +66,52 @@ def run_tec(tec, model_path, x, tmp, compile_flags, calibrate=False):
     return np.load(os.path.join(out, "y.npy"))
 
 
+def gelu(z):
+    from math import erf
+    return 0.5 * z * (1.0 + np.vectorize(erf)(z / np.sqrt(2.0)))
+
+
+def propagated_bound(x, layers):
+    """The exact float64 output and the propagated FP8 error bound for a chain of linear layers."""
+    a, d = x.astype(np.float64), np.zeros_like(x, dtype=np.float64)
+    for w, b, activation in layers:  # w is [K, N]
+        k = w.shape[0]
+        amax = np.abs(a).max() + d.max()
+        ex = np.maximum(U * (np.abs(a) + d), SUBNORMAL_HALF * amax / E4M3_MAX) + d
+        ew = np.maximum(U * np.abs(w), SUBNORMAL_HALF * np.abs(w).max() / E4M3_MAX)
+        z = a @ w + b
+        dz = (np.abs(a) + ex) @ ew + ex @ np.abs(w)
+        dz += (k + 1) * 2.0 ** -24 * ((np.abs(a) + ex) @ (np.abs(w) + ew))
+        if activation == "relu":
+            a, d = np.maximum(z, 0.0), dz
+        elif activation == "gelu":
+            a, d = gelu(z), 1.13 * dz + 1e-7 * np.abs(z)
+        else:
+            a, d = z, dz
+    return a, d
+
+
+def check_mlp(tec, models_dir):
+    """The bundled MLP (Gemm transB + Relu, MatMul + Add + Gelu, Gemm transB) against its propagated bound."""
+    from onnx import numpy_helper as nh
+    path = os.path.join(models_dir, "mlp.onnx")
+    inits = {t.name: nh.to_array(t).astype(np.float64) for t in onnx.load(path).graph.initializer}
+    layers = [(inits["fc1.weight"].T, inits["fc1.bias"], "relu"), (inits["fc2.weight"], inits["fc2.bias"], "gelu"),
+              (inits["fc3.weight"].T, inits["fc3.bias"], None)]
+    x = np.random.default_rng(11).standard_normal((64, 256)).astype(np.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        y8 = run_tec(tec, path, x, tmp, ["--fp8=all", "--fp8-emulate"]).astype(np.float64)
+    y, bound = propagated_bound(x, layers)
+    ratio = (np.abs(y8 - y) / bound).max()
+    rel = np.linalg.norm(y8 - y) / np.linalg.norm(y)
+    print(f"fp8 emulated MLP: max error/propagated bound {ratio:.2e}, relative L2 error {rel:.4f}")
+    return ratio <= 1.0 and np.abs(y8 - y).max() > 0
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tec", required=True)
+    parser.add_argument("--models", required=True)
     args = parser.parse_args()
     rng = np.random.default_rng(7)
     m, n, k = 64, 128, 256
@@ -103,7 +152,10 @@ def main():
     if err8.max() == 0.0 or err8.max() <= 10 * err32.max():
         print("FAIL: the FP8 plan is as exact as FP32: FP8 was not applied")
         failures += 1
-    print(f"{3 - failures} passed, {failures} failed")
+    if not check_mlp(args.tec, args.models):
+        print("FAIL: the FP8-emulated MLP exceeds its propagated bound (or FP8 was not applied)")
+        failures += 1
+    print(f"{4 - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
