@@ -65,6 +65,10 @@ cl::opt<std::string> fp8Format("fp8-format",
                                cl::init("hybrid"), cl::cat(category));
 cl::opt<int64_t> amaxHistory("amax-history", cl::desc("length of each FP8 amax history"), cl::init(1024),
                              cl::cat(category));
+cl::opt<int64_t> fp8Margin("fp8-margin", cl::desc("delayed scaling margin: scale = (fp8_max / amax) / 2^margin"),
+                           cl::init(0), cl::cat(category));
+cl::opt<std::string> amaxAlgo("amax-algo", cl::desc("amax from the history: max | most_recent"), cl::init("max"),
+                              cl::cat(category));
 cl::opt<bool> fp8Emulate("fp8-emulate", cl::desc("keep FP8 GEMMs on the cpu target, emulated (to test numerics)"),
                          cl::cat(category));
 cl::list<std::string> disabledPasses("disable-pass", cl::desc("leave a pass out of the pipeline (repeatable)"),
@@ -289,6 +293,16 @@ int compile() {
   options.pipeline.fp8 = fp8Policy;
   options.pipeline.keepPrecision = keepPrecision;
   options.pipeline.amaxHistory = amaxHistory;
+  options.pipeline.margin = fp8Margin;
+  options.pipeline.amaxAlgo = amaxAlgo;
+  if (amaxAlgo != "max" && amaxAlgo != "most_recent") {
+    llvm::errs() << "error: --amax-algo: expected max or most_recent, got '" << amaxAlgo << "'\n";
+    return kExitBadInput;
+  }
+  if (fp8Margin < 0) {
+    llvm::errs() << "error: --fp8-margin: expected at least 0, got " << fp8Margin << "\n";
+    return kExitBadInput;
+  }
   options.pipeline.fp8Emulate = fp8Emulate;
   if (fp8Policy != "auto" && fp8Policy != "all" && fp8Policy != "none") {
     llvm::errs() << "error: --fp8: expected auto, all or none, got '" << fp8Policy << "'\n";
