@@ -18,6 +18,14 @@ bound d from the layers before, so its quantized input is off by at most d + e_x
 scale, 448 / amax, uses an amax within d of the exact one); ReLU passes errors through unchanged
 (Lipschitz 1), GELU multiplies them by at most 1.13 (its Lipschitz constant) plus 1e-7 |z| for tec's
 erf, accurate to 1.5e-7. The FP8-emulated MLP must stay within the bound at its output.
+
+For the GPT-style block (its four linear layers in FP8; attention's batched MatMuls, LayerNorm and softmax
+in FP32) the bound is carried through the other ops with rules that hold for any perturbation within the
+bound, not just to first order: sums add bounds; a product of perturbed matrices is off by at most
+dA|B| + |A|dB + dA dB; softmax logits each off by at most delta change every probability by a factor in
+[e^-2delta, e^2delta]; LayerNorm's centered input moves by at most d + mean(d) and its standard deviation by
+at most the RMS of d (triangle inequality), which bounds the normalized output. Float32 rounding of the
+non-FP8 ops adds a relative 1e-6.
 """
 import argparse
 import os
@@ -91,6 +99,95 @@ def propagated_bound(x, layers):
     return a, d
 
 
+def fp8_linear(a, d, w, b):
+    """Exact a @ w + b and the error bound of tec's FP8 GEMM on an input known within d (w is [K, N])."""
+    k = w.shape[0]
+    a2, d2 = a.reshape(-1, k), d.reshape(-1, k)
+    amax = np.abs(a2).max() + d2.max()
+    ex = np.maximum(U * (np.abs(a2) + d2), SUBNORMAL_HALF * amax / E4M3_MAX) + d2
+    ew = np.maximum(U * np.abs(w), SUBNORMAL_HALF * np.abs(w).max() / E4M3_MAX)
+    z = a2 @ w + b
+    dz = (np.abs(a2) + ex) @ ew + ex @ np.abs(w) + (k + 1) * 2.0 ** -24 * ((np.abs(a2) + ex) @ (np.abs(w) + ew))
+    shape = a.shape[:-1] + (w.shape[1],)
+    return z.reshape(shape), dz.reshape(shape)
+
+
+def layer_norm(a, d, gamma, beta, eps=1e-5):
+    mu = a.mean(-1, keepdims=True)
+    c = a - mu
+    s0 = np.sqrt((c * c).mean(-1, keepdims=True))
+    sigma = np.sqrt(s0 * s0 + eps)
+    e_rms = np.sqrt((d * d).mean(-1, keepdims=True))
+    s_lo, s_hi = np.maximum(s0 - e_rms, 0.0), s0 + e_rms
+    sig_lo, sig_hi = np.sqrt(s_lo ** 2 + eps), np.sqrt(s_hi ** 2 + eps)
+    dinv = np.maximum(1.0 / sig_lo - 1.0 / sigma, 1.0 / sigma - 1.0 / sig_hi)
+    dc = d + d.mean(-1, keepdims=True)
+    y = c / sigma * gamma + beta
+    dy = np.abs(gamma) * (dc / sig_lo + np.abs(c) * dinv) + 1e-6 * np.abs(y)
+    return y, dy
+
+
+def matmul(a, da, b, db):
+    k = a.shape[-1]
+    y = a @ b
+    return y, da @ np.abs(b) + np.abs(a) @ db + da @ db + (k + 1) * 2.0 ** -24 * (np.abs(a) @ np.abs(b))
+
+
+def softmax(a, d, mask):
+    z = np.where(mask, a, -1e9)
+    p = np.exp(z - z.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    delta = np.where(mask, d, 0.0).max(-1, keepdims=True)
+    return p, p * (np.exp(2 * delta) - 1.0) + 1e-6 * p
+
+
+def gpt_block_bound(x, inits, heads):
+    """The exact float64 GPT-style block (tests/models/gen_models.py) and the propagated FP8 bound."""
+    bsz, t, dim = x.shape
+    hd = dim // heads
+    a, d = x.astype(np.float64), np.zeros(x.shape)
+    h, dh = layer_norm(a, d, inits["ln1.weight"], inits["ln1.bias"])
+    qkv, dqkv = fp8_linear(h, dh, inits["attn.qkv.weight"], inits["attn.qkv.bias"])
+
+    def heads_of(v):
+        return v.reshape(bsz, t, heads, hd).transpose(0, 2, 1, 3)
+
+    q, k, v = (heads_of(qkv[..., i * dim:(i + 1) * dim]) for i in range(3))
+    dq, dk, dv = (heads_of(dqkv[..., i * dim:(i + 1) * dim]) for i in range(3))
+    scores, dscores = matmul(q, dq, k.transpose(0, 1, 3, 2), dk.transpose(0, 1, 3, 2))
+    scale = 1.0 / np.sqrt(hd)
+    mask = np.tril(np.ones((t, t), dtype=bool))
+    p, dp = softmax(scores * scale, dscores * scale + 1e-6 * np.abs(scores * scale), mask)
+    ctx, dctx = matmul(p, dp, v, dv)
+    merged = ctx.transpose(0, 2, 1, 3).reshape(bsz, t, dim)
+    dmerged = dctx.transpose(0, 2, 1, 3).reshape(bsz, t, dim)
+    attn, dattn = fp8_linear(merged, dmerged, inits["attn.proj.weight"], inits["attn.proj.bias"])
+    r1, dr1 = a + attn, dattn + 1e-6 * np.abs(a + attn)
+    h2, dh2 = layer_norm(r1, dr1, inits["ln2.weight"], inits["ln2.bias"])
+    z, dz = fp8_linear(h2, dh2, inits["mlp.fc.weight"], inits["mlp.fc.bias"])
+    g, dg = gelu(z), 1.13 * dz + 1e-7 * np.abs(z)
+    m, dm = fp8_linear(g, dg, inits["mlp.proj.weight"], inits["mlp.proj.bias"])
+    return r1 + m, dr1 + dm + 1e-6 * np.abs(r1 + m)
+
+
+def check_gpt_block(tec, models_dir):
+    from onnx import numpy_helper as nh
+    path = os.path.join(models_dir, "gpt_block.onnx")
+    inits = {t.name: nh.to_array(t).astype(np.float64) for t in onnx.load(path).graph.initializer}
+    x = np.random.default_rng(13).standard_normal((2, 16, 64)).astype(np.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        y8 = run_tec(tec, path, x, tmp, ["--fp8=all", "--fp8-emulate"]).astype(np.float64)
+        y32 = run_tec(tec, path, x, tmp, ["--fp8=none"]).astype(np.float64)
+    y, bound = gpt_block_bound(x, inits, heads=4)
+    if not np.allclose(y32, y, rtol=1e-5, atol=1e-5):  # the float64 reference must be the same model
+        print(f"FAIL: the float64 reference differs from tec's FP32 plan by {np.abs(y32 - y).max():.3g}")
+        return False
+    ratio = (np.abs(y8 - y) / bound).max()
+    rel = np.linalg.norm(y8 - y) / np.linalg.norm(y)
+    print(f"fp8 emulated GPT-style block: max error/propagated bound {ratio:.2e}, relative L2 error {rel:.4f}")
+    return ratio <= 1.0 and np.abs(y8 - y).max() > 0
+
+
 def check_mlp(tec, models_dir):
     """The bundled MLP (Gemm transB + Relu, MatMul + Add + Gelu, Gemm transB) against its propagated bound."""
     from onnx import numpy_helper as nh
@@ -101,7 +198,11 @@ def check_mlp(tec, models_dir):
     x = np.random.default_rng(11).standard_normal((64, 256)).astype(np.float32)
     with tempfile.TemporaryDirectory() as tmp:
         y8 = run_tec(tec, path, x, tmp, ["--fp8=all", "--fp8-emulate"]).astype(np.float64)
+        y32 = run_tec(tec, path, x, tmp, ["--fp8=none"]).astype(np.float64)
     y, bound = propagated_bound(x, layers)
+    if not np.allclose(y32, y, rtol=1e-5, atol=1e-5):  # the float64 reference must be the same model
+        print(f"FAIL: the float64 reference differs from tec's FP32 plan by {np.abs(y32 - y).max():.3g}")
+        return False
     ratio = (np.abs(y8 - y) / bound).max()
     rel = np.linalg.norm(y8 - y) / np.linalg.norm(y)
     print(f"fp8 emulated MLP: max error/propagated bound {ratio:.2e}, relative L2 error {rel:.4f}")
@@ -155,7 +256,10 @@ def main():
     if not check_mlp(args.tec, args.models):
         print("FAIL: the FP8-emulated MLP exceeds its propagated bound (or FP8 was not applied)")
         failures += 1
-    print(f"{4 - failures} passed, {failures} failed")
+    if not check_gpt_block(args.tec, args.models):
+        print("FAIL: the FP8-emulated GPT-style block exceeds its propagated bound (or FP8 was not applied)")
+        failures += 1
+    print(f"{5 - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
