@@ -170,43 +170,42 @@ def gpt_block_bound(x, inits, heads):
     return r1 + m, dr1 + dm + 1e-6 * np.abs(r1 + m)
 
 
-def check_gpt_block(tec, models_dir):
-    from onnx import numpy_helper as nh
-    path = os.path.join(models_dir, "gpt_block.onnx")
-    inits = {t.name: nh.to_array(t).astype(np.float64) for t in onnx.load(path).graph.initializer}
-    x = np.random.default_rng(13).standard_normal((2, 16, 64)).astype(np.float32)
+def check_model(tec, path, x, bounded, what):
+    """tec's FP8-emulated plan against `bounded(x)` = (exact float64 output, propagated bound); the FP32
+    plan must match the float64 reference, so that the bound is about the same model."""
     with tempfile.TemporaryDirectory() as tmp:
         y8 = run_tec(tec, path, x, tmp, ["--fp8=all", "--fp8-emulate"]).astype(np.float64)
         y32 = run_tec(tec, path, x, tmp, ["--fp8=none"]).astype(np.float64)
-    y, bound = gpt_block_bound(x, inits, heads=4)
-    if not np.allclose(y32, y, rtol=1e-5, atol=1e-5):  # the float64 reference must be the same model
-        print(f"FAIL: the float64 reference differs from tec's FP32 plan by {np.abs(y32 - y).max():.3g}")
+    y, bound = bounded(x)
+    if not np.allclose(y32, y, rtol=1e-5, atol=1e-5):
+        print(f"FAIL: the float64 reference of the {what} differs from tec's FP32 plan by {np.abs(y32 - y).max():.3g}")
         return False
     ratio = (np.abs(y8 - y) / bound).max()
     rel = np.linalg.norm(y8 - y) / np.linalg.norm(y)
-    print(f"fp8 emulated GPT-style block: max error/propagated bound {ratio:.2e}, relative L2 error {rel:.4f}")
+    print(f"fp8 emulated {what}: max error/propagated bound {ratio:.2e}, relative L2 error {rel:.4f}")
     return ratio <= 1.0 and np.abs(y8 - y).max() > 0
+
+
+def initializers(path):
+    from onnx import numpy_helper as nh
+    return {t.name: nh.to_array(t).astype(np.float64) for t in onnx.load(path).graph.initializer}
+
+
+def check_gpt_block(tec, models_dir):
+    path = os.path.join(models_dir, "gpt_block.onnx")
+    inits = initializers(path)
+    x = np.random.default_rng(13).standard_normal((2, 16, 64)).astype(np.float32)
+    return check_model(tec, path, x, lambda v: gpt_block_bound(v, inits, heads=4), "GPT-style block")
 
 
 def check_mlp(tec, models_dir):
     """The bundled MLP (Gemm transB + Relu, MatMul + Add + Gelu, Gemm transB) against its propagated bound."""
-    from onnx import numpy_helper as nh
     path = os.path.join(models_dir, "mlp.onnx")
-    inits = {t.name: nh.to_array(t).astype(np.float64) for t in onnx.load(path).graph.initializer}
+    inits = initializers(path)
     layers = [(inits["fc1.weight"].T, inits["fc1.bias"], "relu"), (inits["fc2.weight"], inits["fc2.bias"], "gelu"),
               (inits["fc3.weight"].T, inits["fc3.bias"], None)]
     x = np.random.default_rng(11).standard_normal((64, 256)).astype(np.float32)
-    with tempfile.TemporaryDirectory() as tmp:
-        y8 = run_tec(tec, path, x, tmp, ["--fp8=all", "--fp8-emulate"]).astype(np.float64)
-        y32 = run_tec(tec, path, x, tmp, ["--fp8=none"]).astype(np.float64)
-    y, bound = propagated_bound(x, layers)
-    if not np.allclose(y32, y, rtol=1e-5, atol=1e-5):  # the float64 reference must be the same model
-        print(f"FAIL: the float64 reference differs from tec's FP32 plan by {np.abs(y32 - y).max():.3g}")
-        return False
-    ratio = (np.abs(y8 - y) / bound).max()
-    rel = np.linalg.norm(y8 - y) / np.linalg.norm(y)
-    print(f"fp8 emulated MLP: max error/propagated bound {ratio:.2e}, relative L2 error {rel:.4f}")
-    return ratio <= 1.0 and np.abs(y8 - y).max() > 0
+    return check_model(tec, path, x, lambda v: propagated_bound(v, layers), "MLP")
 
 
 def main():
