@@ -209,10 +209,18 @@ static bool isFp8(Type t) { return llvm::isa<Float8E4M3FNType, Float8E5M2Type>(t
 // Op verifiers and folders
 //===----------------------------------------------------------------------===//
 
+#include "ir/TecInterfaces.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "ir/TecOps.cpp.inc"
 
 LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("expected approximate 'none' or 'tanh', got '") << getApproximate() << "'";
+  return success();
+}
+
+LogicalResult GeluGradOp::verify() {
   if (getApproximate() != "none" && getApproximate() != "tanh")
     return emitOpError("expected approximate 'none' or 'tanh', got '") << getApproximate() << "'";
   return success();

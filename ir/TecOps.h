@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -13,6 +14,8 @@
 #include <optional>
 
 #include "ir/TecOpsDialect.h.inc"
+
+#include "ir/TecInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "ir/TecOps.h.inc"
@@ -26,6 +29,8 @@ inline constexpr llvm::StringLiteral kStateAttrName = "tec.state";
 inline constexpr llvm::StringLiteral kStateInitAttrName = "tec.state_init";
 /// On a function result: the index of the state argument this result is the next value of.
 inline constexpr llvm::StringLiteral kStateUpdateAttrName = "tec.state_update";
+/// On a result of a vector-Jacobian product: the index of the argument it is the gradient of.
+inline constexpr llvm::StringLiteral kGradOfAttrName = "tec.grad_of";
 /// On a GEMM: the precision it runs in and why, for the compile summary's per-layer table.
 inline constexpr llvm::StringLiteral kPrecisionAttrName = "tec.precision";
 

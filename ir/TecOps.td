@@ -2,6 +2,7 @@
 #define TEC_OPS
 
 include "ir/TecDialect.td"
+include "ir/TecInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -35,7 +36,7 @@ def Tec_EpilogueAttr : DefaultValuedAttr<StrAttr, "\"none\"">;
 //===----------------------------------------------------------------------===//
 
 class Tec_BinaryOp<string mnemonic, string onnxName, Type operandType>
-    : Tec_Op<mnemonic, [Pure]> {
+    : Tec_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "elementwise " # onnxName # " with numpy broadcasting";
   let description = !strconcat([{
     ONNX `}], onnxName, [{` (opset 13+): both operands have the same element type and broadcast
@@ -62,7 +63,7 @@ def Tec_DivOp : Tec_BinaryOp<"div", "Div", Tec_NumericTensor>;
 def Tec_PowOp : Tec_BinaryOp<"pow", "Pow", Tec_FloatTensor>;
 
 class Tec_UnaryOp<string mnemonic, string onnxName, string formula>
-    : Tec_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Tec_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "elementwise " # onnxName;
   let description = !strconcat([{
     ONNX `}], onnxName, [{`: `y = }], formula, [{` per element; shape and type are kept.
@@ -82,8 +83,9 @@ def Tec_TanhOp : Tec_UnaryOp<"tanh", "Tanh", "tanh(x)">;
 def Tec_SigmoidOp : Tec_UnaryOp<"sigmoid", "Sigmoid", "1 / (1 + exp(-x))">;
 def Tec_ErfOp : Tec_UnaryOp<"erf", "Erf", "erf(x)">;
 def Tec_SqrtOp : Tec_UnaryOp<"sqrt", "Sqrt", "sqrt(x)">;
+def Tec_ExpOp : Tec_UnaryOp<"exp", "Exp", "e^x">;
 
-def Tec_GeluOp : Tec_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def Tec_GeluOp : Tec_Op<"gelu", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "GELU activation, exact (erf) or tanh approximation";
   let description = [{
     ONNX `Gelu` (opset 20). `approximate = "none"` is `x/2 * (1 + erf(x/√2))`;
@@ -102,7 +104,7 @@ def Tec_GeluOp : Tec_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Tec_WhereOp : Tec_Op<"where", [Pure]> {
+def Tec_WhereOp : Tec_Op<"where", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "elementwise select with numpy broadcasting";
   let description = [{
     ONNX `Where`: `condition ? x : y`, all three broadcast together; `x` and `y` share the result's
@@ -119,7 +121,7 @@ def Tec_WhereOp : Tec_Op<"where", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tec_CastOp : Tec_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def Tec_CastOp : Tec_Op<"cast", [Pure, SameOperandsAndResultShape, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "element type conversion";
   let description = [{
     ONNX `Cast`: converts each element to the result's element type (floats round to nearest even,
@@ -158,7 +160,7 @@ def Tec_ConstantOp : Tec_Op<"constant", [Pure, ConstantLike, AllTypesMatch<["val
 //===----------------------------------------------------------------------===//
 
 class Tec_SoftmaxLikeOp<string mnemonic, string onnxName, string formula>
-    : Tec_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Tec_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = onnxName # " along one axis";
   let description = !strconcat([{
     ONNX `}], onnxName, [{` (opset 13+): `}], formula, [{` along `axis`
@@ -181,7 +183,7 @@ class Tec_SoftmaxLikeOp<string mnemonic, string onnxName, string formula>
 def Tec_SoftmaxOp : Tec_SoftmaxLikeOp<"softmax", "Softmax", "exp(x - max) / sum(exp(x - max))">;
 def Tec_LogSoftmaxOp : Tec_SoftmaxLikeOp<"log_softmax", "LogSoftmax", "x - max - log(sum(exp(x - max)))">;
 
-def Tec_LayerNormOp : Tec_Op<"layer_norm", [Pure]> {
+def Tec_LayerNormOp : Tec_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "layer normalization over the trailing dimensions from axis";
   let description = [{
     ONNX `LayerNormalization` (opset 17): normalizes over dims `axis..rank-1` with `epsilon`, then
@@ -204,7 +206,7 @@ def Tec_LayerNormOp : Tec_Op<"layer_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
-class Tec_ReduceOp<string mnemonic, string onnxName> : Tec_Op<mnemonic, [Pure]> {
+class Tec_ReduceOp<string mnemonic, string onnxName> : Tec_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = onnxName # " over a set of axes";
   let description = !strconcat([{
     ONNX `}], onnxName, [{`: reduces over `axes` (sorted, unique, non-negative; empty never means
@@ -233,7 +235,7 @@ def Tec_ReduceSumOp : Tec_ReduceOp<"reduce_sum", "ReduceSum">;
 // GEMMs
 //===----------------------------------------------------------------------===//
 
-def Tec_MatMulOp : Tec_Op<"matmul", [Pure]> {
+def Tec_MatMulOp : Tec_Op<"matmul", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "numpy matrix product";
   let description = [{
     ONNX `MatMul`: 1-D operands are promoted as numpy does, batch dims broadcast.
@@ -268,7 +270,7 @@ def Tec_GemmOp : Tec_Op<"gemm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tec_LinearOp : Tec_Op<"linear", [Pure]> {
+def Tec_LinearOp : Tec_Op<"linear", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "fused GEMM + optional bias + activation epilogue";
   let description = [{
     `result = epilogue(input · W + bias)` where `W` is `weight` (`KxN`) or, with `transpose_b`,
@@ -295,7 +297,7 @@ def Tec_LinearOp : Tec_Op<"linear", [Pure]> {
 // Shapes and data movement
 //===----------------------------------------------------------------------===//
 
-def Tec_TransposeOp : Tec_Op<"transpose", [Pure]> {
+def Tec_TransposeOp : Tec_Op<"transpose", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "permute dimensions";
   let description = [{
     ONNX `Transpose`: result dim `i` is input dim `perm[i]`.
@@ -312,7 +314,7 @@ def Tec_TransposeOp : Tec_Op<"transpose", [Pure]> {
   let hasFolder = 1;
 }
 
-def Tec_ReshapeOp : Tec_Op<"reshape", [Pure]> {
+def Tec_ReshapeOp : Tec_Op<"reshape", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "reinterpret the shape, keeping element order";
   let description = [{
     ONNX `Reshape`, `Flatten`, `Squeeze` and `Unsqueeze`: with static shapes all four only change the
@@ -330,7 +332,7 @@ def Tec_ReshapeOp : Tec_Op<"reshape", [Pure]> {
   let hasFolder = 1;
 }
 
-def Tec_ExpandOp : Tec_Op<"expand", [Pure]> {
+def Tec_ExpandOp : Tec_Op<"expand", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "broadcast to a larger shape";
   let description = [{
     ONNX `Expand`: the input broadcasts numpy-style to the result shape.
@@ -347,7 +349,7 @@ def Tec_ExpandOp : Tec_Op<"expand", [Pure]> {
   let hasFolder = 1;
 }
 
-def Tec_ConcatOp : Tec_Op<"concat", [Pure]> {
+def Tec_ConcatOp : Tec_Op<"concat", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "join tensors along an axis";
   let description = [{
     ONNX `Concat`: all inputs agree on every dim but `axis`.
@@ -363,7 +365,7 @@ def Tec_ConcatOp : Tec_Op<"concat", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tec_SplitOp : Tec_Op<"split", [Pure]> {
+def Tec_SplitOp : Tec_Op<"split", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "cut a tensor into pieces along an axis";
   let description = [{
     ONNX `Split`: the results' sizes along `axis` add up to the input's.
@@ -413,6 +415,36 @@ def Tec_GatherOp : Tec_Op<"gather", [Pure]> {
   let arguments = (ins Tec_Tensor:$data, Tec_IndexTensor:$indices, I64Attr:$axis);
   let results = (outs Tec_Tensor:$result);
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+class Tec_ActivationGradOp<string mnemonic, string forward, string formula>
+    : Tec_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of " # forward;
+  let description = !strconcat([{
+    The vector-Jacobian product of `}], forward, [{`: `dx = }], formula, [{`, with `x` the
+    forward op's input. One kernel, as cuBLASLt's DGELU/DRELU epilogues and Transformer Engine's
+    activation-backward kernels compute it.
+
+    Example:
+    ```mlir
+    %dx = tec.}], mnemonic, [{ %dy, %x : tensor<64x128xf32>
+    ```
+  }]);
+  let arguments = (ins Tec_FloatTensor:$grad, Tec_FloatTensor:$input);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` type($result)";
+}
+
+def Tec_ReluGradOp : Tec_ActivationGradOp<"relu_grad", "tec.relu", "x > 0 ? dy : 0">;
+
+def Tec_GeluGradOp : Tec_ActivationGradOp<"gelu_grad", "tec.gelu", "dy * gelu'(x)"> {
+  let arguments = (ins Tec_FloatTensor:$grad, Tec_FloatTensor:$input,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
   let hasVerifier = 1;
 }
 

@@ -91,4 +91,22 @@ def TecLowerForTarget : Pass<"tec-lower-for-target", "mlir::ModuleOp"> {
   let dependentDialects = ["::tec::TecDialect"];
 }
 
+def TecAutodiff : Pass<"tec-autodiff", "mlir::ModuleOp"> {
+  let summary = "Build a function's vector-Jacobian product from each op's gradient definition";
+  let description = [{
+    Adds `@<function>_vjp`: the function's arguments followed by one cotangent per result, returning
+    the results and the gradient of every selected argument (`wrt`: the `tec.param` arguments, the graph
+    inputs, or all), each result tagged `tec.grad_of = <argument>`. The backward ops come from the
+    Differentiable op interface (ir/TecInterfaces.td): every op defines its own vector-Jacobian product,
+    so a new op brings its gradient with it. Only values that depend on a selected argument are
+    differentiated (activity analysis), gradients of values used several times are summed, and an active
+    op without a gradient is an error that names it. The training step (loss, optimizer) is built on top.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"forward\"", "the function to differentiate">,
+    Option<"wrt", "wrt", "std::string", "\"params\"", "params | inputs | all">
+  ];
+  let dependentDialects = ["::tec::TecDialect"];
+}
+
 #endif // TEC_PASSES

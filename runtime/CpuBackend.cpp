@@ -123,6 +123,7 @@ private:
   Status binary(const plan::Step &s);
   Status unary(const plan::Step &s);
   Status where(const plan::Step &s);
+  Status activationGrad(const plan::Step &s);
   Status cast(const plan::Step &s);
   Status softmax(const plan::Step &s);
   Status layerNorm(const plan::Step &s);
@@ -218,7 +219,8 @@ Status CpuBackend::unary(const plan::Step &s) {
     return st;
   static const std::unordered_map<std::string, k::UnaryKind> kinds = {
       {"relu", k::UnaryKind::Relu}, {"tanh", k::UnaryKind::Tanh}, {"sigmoid", k::UnaryKind::Sigmoid},
-      {"erf", k::UnaryKind::Erf},   {"sqrt", k::UnaryKind::Sqrt}, {"gelu", k::UnaryKind::Gelu}};
+      {"erf", k::UnaryKind::Erf},   {"sqrt", k::UnaryKind::Sqrt}, {"gelu", k::UnaryKind::Gelu},
+      {"exp", k::UnaryKind::Exp}};
   auto kind = kinds.at(s.kernel());
   if (s.kernel() == "gelu" && attrS(s, "approximate", "none") == "tanh")
     kind = k::UnaryKind::GeluTanh;
@@ -226,6 +228,21 @@ Status CpuBackend::unary(const plan::Step &s) {
   float *x = floatIn(s.inputs(0)), *y = floatOut(s.outputs(0));
   emit([=] {
     k::unary(kind, x, y, n);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::activationGrad(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  auto kind = s.kernel() == "relu_grad" ? k::ActivationGradKind::Relu
+              : attrS(s, "approximate", "none") == "tanh" ? k::ActivationGradKind::GeluTanh
+                                                          : k::ActivationGradKind::Gelu;
+  int64_t n = count(s.outputs(0));
+  float *dy = floatIn(s.inputs(0)), *x = floatIn(s.inputs(1)), *dx = floatOut(s.outputs(0));
+  emit([=] {
+    k::activationGrad(kind, dy, x, dx, n);
     return Status::success();
   });
   return Status::success();
@@ -575,6 +592,8 @@ const std::unordered_map<std::string, CpuBackend::Compiler> &CpuBackend::compile
       {"tanh", &B::unary},       {"sigmoid", &B::unary},
       {"erf", &B::unary},        {"sqrt", &B::unary},
       {"gelu", &B::unary},       {"where", &B::where},
+      {"exp", &B::unary},        {"relu_grad", &B::activationGrad},
+      {"gelu_grad", &B::activationGrad},
       {"cast", &B::cast},        {"softmax", &B::softmax},
       {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm},
       {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},

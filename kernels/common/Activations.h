@@ -59,6 +59,22 @@ TEC_HOST_DEVICE float geluTanh(float x) {
   return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
 }
 
+/// d/dx of the erf GELU: 0.5 (1 + erf(x/sqrt2)) + x phi(x), phi the standard normal density.
+TEC_HOST_DEVICE float geluGrad(float x) {
+  const float cdf = 0.5f * (1.0f + erfApprox(x * 0.70710678118654752440f));
+  return cdf + x * 0.39894228040143267794f * expApprox(-0.5f * x * x);
+}
+
+/// d/dx of the tanh GELU: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2), t = tanh(k (x + 0.044715 x^3)).
+TEC_HOST_DEVICE float geluTanhGrad(float x) {
+  const float k = 0.79788456080286535588f;
+  const float t = tanhf(k * (x + 0.044715f * x * x * x));
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+/// The ReLU gradient passes dy where x > 0.
+TEC_HOST_DEVICE float reluGrad(float dy, float x) { return x > 0.0f ? dy : 0.0f; }
+
 TEC_HOST_DEVICE float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 TEC_HOST_DEVICE float applyEpilogue(float x, Epilogue e) {

@@ -181,6 +181,7 @@ void unary(UnaryKind kind, const float *x, float *y, int64_t n) {
   case UnaryKind::Sigmoid: return mapUnary(x, y, n, [](float v) { return sigmoid(v); });
   case UnaryKind::Erf: return mapUnary(x, y, n, [](float v) { return std::erf(v); });
   case UnaryKind::Sqrt: return mapUnary(x, y, n, [](float v) { return std::sqrt(v); });
+  case UnaryKind::Exp: return mapUnary(x, y, n, [](float v) { return std::exp(v); });
   case UnaryKind::Gelu: return mapUnary(x, y, n, [](float v) { return gelu(v); });
   case UnaryKind::GeluTanh: return mapUnary(x, y, n, [](float v) { return geluTanh(v); });
   }
@@ -205,6 +206,32 @@ void whereTyped(const bool *cond, const std::array<std::vector<int64_t>, 3> &str
 }
 
 } // namespace
+
+namespace {
+
+template <typename Op> void gradChunk(const float *dy, const float *x, float *dx, int64_t n, Op op) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = op(dy[i], x[i]);
+}
+
+template <typename Op> void mapGrad(const float *dy, const float *x, float *dx, int64_t n, Op op) {
+  const int64_t chunk = 1 << 14, chunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t c = 0; c < chunks; ++c)
+    gradChunk(dy + c * chunk, x + c * chunk, dx + c * chunk, std::min(chunk, n - c * chunk), op);
+}
+
+} // namespace
+
+void activationGrad(ActivationGradKind kind, const float *dy, const float *x, float *dx, int64_t n) {
+  switch (kind) {
+  case ActivationGradKind::Relu: return mapGrad(dy, x, dx, n, [](float g, float v) { return reluGrad(g, v); });
+  case ActivationGradKind::Gelu: return mapGrad(dy, x, dx, n, [](float g, float v) { return g * geluGrad(v); });
+  case ActivationGradKind::GeluTanh:
+    return mapGrad(dy, x, dx, n, [](float g, float v) { return g * geluTanhGrad(v); });
+  }
+}
 
 void where(const bool *cond, const Shape &condShape, const void *x, const Shape &xShape, const void *y,
            const Shape &yShape, void *out, const Shape &outShape, size_t bytes) {

@@ -30,8 +30,12 @@ template <typename T>
 void binary(BinaryKind kind, const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
             const Shape &outShape);
 
-enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Gelu, GeluTanh };
+enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Exp, Gelu, GeluTanh };
 void unary(UnaryKind kind, const float *x, float *y, int64_t n);
+
+/// dx = dy * act'(x) for the activations with a backward kernel.
+enum class ActivationGradKind { Relu, Gelu, GeluTanh };
+void activationGrad(ActivationGradKind kind, const float *dy, const float *x, float *dx, int64_t n);
 
 /// Where(cond, x, y) with broadcasting, on elements of `bytes` bytes.
 void where(const bool *cond, const Shape &condShape, const void *x, const Shape &xShape, const void *y,

@@ -26,8 +26,14 @@ func.func @elementwise(%a: tensor<4x8xf32>, %b: tensor<8xf32>, %c: tensor<4x1xi1
   %8 = tec.erf %7 : tensor<4x8xf32>
   // CHECK: tec.sqrt
   %9 = tec.sqrt %8 : tensor<4x8xf32>
+  // CHECK: tec.exp
+  %e = tec.exp %9 : tensor<4x8xf32>
+  // CHECK: tec.relu_grad %{{.*}}, %{{.*}} : tensor<4x8xf32>
+  %rg = tec.relu_grad %e, %9 : tensor<4x8xf32>
+  // CHECK: tec.gelu_grad %{{.*}}, %{{.*}} {approximate = "tanh"} : tensor<4x8xf32>
+  %gg = tec.gelu_grad %rg, %9 {approximate = "tanh"} : tensor<4x8xf32>
   // CHECK: tec.gelu %{{.*}} : tensor<4x8xf32>
-  %10 = tec.gelu %9 : tensor<4x8xf32>
+  %10 = tec.gelu %gg : tensor<4x8xf32>
   // CHECK: tec.gelu %{{.*}} {approximate = "tanh"} : tensor<4x8xf32>
   %11 = tec.gelu %10 {approximate = "tanh"} : tensor<4x8xf32>
   // CHECK: tec.where %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x1xi1>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>

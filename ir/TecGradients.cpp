@@ -1,0 +1,357 @@
+// Vector-Jacobian products of the tec ops (the Differentiable interface), built from tec ops.
+#include "ir/TecOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace tec;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+/// A 0-D constant of `element` type, broadcast by the ops that use it.
+Value scalar(OpBuilder &b, Location loc, Type element, double value) {
+  auto type = RankedTensorType::get({}, element);
+  return b.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, b.getFloatAttr(element, value)));
+}
+
+Value zerosLike(OpBuilder &b, Location loc, RankedTensorType type) {
+  return b.create<ConstantOp>(loc, type,
+                              DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0)));
+}
+
+/// An elementwise binary op with the numpy-broadcast result type.
+template <typename Op> Value binary(OpBuilder &b, Location loc, Value x, Value y) {
+  auto dims = shape::broadcast(typeOf(x).getShape(), typeOf(y).getShape());
+  return b.create<Op>(loc, RankedTensorType::get(*dims, typeOf(x).getElementType()), x, y);
+}
+
+Value reduceSum(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> axes, bool keepdims) {
+  auto t = typeOf(x);
+  return b.create<ReduceSumOp>(loc, RankedTensorType::get(shape::reduce(t.getShape(), axes, keepdims),
+                                                          t.getElementType()),
+                               x, axes, keepdims);
+}
+
+Value reshapeTo(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> dims) {
+  if (typeOf(x).getShape() == dims)
+    return x;
+  return b.create<ReshapeOp>(loc, RankedTensorType::get(dims, typeOf(x).getElementType()), x);
+}
+
+/// The gradient of a broadcast: sums `grad` over the dims `target` was broadcast along.
+Value unbroadcast(OpBuilder &b, Location loc, Value grad, RankedTensorType target) {
+  auto g = typeOf(grad);
+  if (g.getShape() == target.getShape())
+    return grad;
+  const int64_t lead = g.getRank() - target.getRank();
+  SmallVector<int64_t> axes;
+  for (int64_t d = 0; d < g.getRank(); ++d)
+    if (d < lead || (target.getDimSize(d - lead) == 1 && g.getDimSize(d) != 1))
+      axes.push_back(d);
+  Value sum = axes.empty() ? grad : reduceSum(b, loc, grad, axes, /*keepdims=*/true);
+  return reshapeTo(b, loc, sum, target.getShape());
+}
+
+/// Swaps the last two dims (matrix transpose of every batch).
+Value transposeLast2(OpBuilder &b, Location loc, Value x) {
+  auto t = typeOf(x);
+  SmallVector<int64_t> perm, dims;
+  for (int64_t d = 0; d < t.getRank(); ++d)
+    perm.push_back(d);
+  std::swap(perm[t.getRank() - 1], perm[t.getRank() - 2]);
+  for (int64_t p : perm)
+    dims.push_back(t.getDimSize(p));
+  return b.create<TransposeOp>(loc, RankedTensorType::get(dims, t.getElementType()), x, perm);
+}
+
+Value matmul(OpBuilder &b, Location loc, Value x, Value y) {
+  auto dims = shape::matmul(typeOf(x).getShape(), typeOf(y).getShape());
+  return b.create<MatMulOp>(loc, RankedTensorType::get(*dims, typeOf(x).getElementType()), x, y);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(unbroadcast(b, getLoc(), dys[0], getLhs().getType()));
+  grads.push_back(unbroadcast(b, getLoc(), dys[0], getRhs().getType()));
+  return success();
+}
+
+LogicalResult SubOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  Value negated = binary<MulOp>(b, getLoc(), dys[0], scalar(b, getLoc(), getType().getElementType(), -1.0));
+  grads.push_back(unbroadcast(b, getLoc(), dys[0], getLhs().getType()));
+  grads.push_back(unbroadcast(b, getLoc(), negated, getRhs().getType()));
+  return success();
+}
+
+LogicalResult MulOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(unbroadcast(b, getLoc(), binary<MulOp>(b, getLoc(), dys[0], getRhs()), getLhs().getType()));
+  grads.push_back(unbroadcast(b, getLoc(), binary<MulOp>(b, getLoc(), dys[0], getLhs()), getRhs().getType()));
+  return success();
+}
+
+LogicalResult DivOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // d(a/b) = da / b - a db / b^2
+  Location loc = getLoc();
+  grads.push_back(unbroadcast(b, loc, binary<DivOp>(b, loc, dys[0], getRhs()), getLhs().getType()));
+  Value quotient = binary<DivOp>(b, loc, getResult(), getRhs());
+  Value db = binary<MulOp>(b, loc, binary<MulOp>(b, loc, dys[0], quotient),
+                           scalar(b, loc, getType().getElementType(), -1.0));
+  grads.push_back(unbroadcast(b, loc, db, getRhs().getType()));
+  return success();
+}
+
+LogicalResult PowOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // Only x^c with a constant exponent (the LayerNorm square, x^3 in tanh GELU) is differentiated.
+  auto constant = getRhs().getDefiningOp<ConstantOp>();
+  auto dense = constant ? llvm::dyn_cast<DenseFPElementsAttr>(constant.getValue()) : nullptr;
+  if (!dense || !dense.isSplat())
+    return emitOpError("expected a constant exponent to differentiate, got a computed one");
+  double c = dense.getSplatValue<APFloat>().convertToDouble();
+  Location loc = getLoc();
+  Type element = getType().getElementType();
+  Value power = binary<PowOp>(b, loc, getLhs(), scalar(b, loc, element, c - 1.0));
+  Value da = binary<MulOp>(b, loc, binary<MulOp>(b, loc, dys[0], power), scalar(b, loc, element, c));
+  grads.push_back(unbroadcast(b, loc, da, getLhs().getType()));
+  grads.push_back(Value());
+  return success();
+}
+
+LogicalResult ReluOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<ReluGradOp>(getLoc(), getType(), dys[0], getInput()));
+  return success();
+}
+
+LogicalResult GeluOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<GeluGradOp>(getLoc(), getType(), dys[0], getInput(), getApproximateAttr()));
+  return success();
+}
+
+LogicalResult TanhOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // dy * (1 - y^2)
+  Location loc = getLoc();
+  Type element = getType().getElementType();
+  Value y2 = binary<MulOp>(b, loc, getResult(), getResult());
+  Value slope = binary<SubOp>(b, loc, scalar(b, loc, element, 1.0), y2);
+  grads.push_back(binary<MulOp>(b, loc, dys[0], slope));
+  return success();
+}
+
+LogicalResult SigmoidOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // dy * y * (1 - y)
+  Location loc = getLoc();
+  Value oneMinus = binary<SubOp>(b, loc, scalar(b, loc, getType().getElementType(), 1.0), getResult());
+  grads.push_back(binary<MulOp>(b, loc, binary<MulOp>(b, loc, dys[0], getResult()), oneMinus));
+  return success();
+}
+
+LogicalResult ErfOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // dy * 2/sqrt(pi) * exp(-x^2)
+  Location loc = getLoc();
+  Type element = getType().getElementType();
+  Value x2 = binary<MulOp>(b, loc, getInput(), getInput());
+  Value negated = binary<MulOp>(b, loc, x2, scalar(b, loc, element, -1.0));
+  Value e = b.create<ExpOp>(loc, getType(), negated);
+  Value slope = binary<MulOp>(b, loc, e, scalar(b, loc, element, 2.0 / std::sqrt(M_PI)));
+  grads.push_back(binary<MulOp>(b, loc, dys[0], slope));
+  return success();
+}
+
+LogicalResult SqrtOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // dy * 0.5 / y
+  Location loc = getLoc();
+  Value half = binary<MulOp>(b, loc, dys[0], scalar(b, loc, getType().getElementType(), 0.5));
+  grads.push_back(binary<DivOp>(b, loc, half, getResult()));
+  return success();
+}
+
+LogicalResult ExpOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(binary<MulOp>(b, getLoc(), dys[0], getResult()));
+  return success();
+}
+
+LogicalResult WhereOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value zeros = zerosLike(b, loc, getType());
+  Value dx = b.create<WhereOp>(loc, getType(), getCondition(), dys[0], zeros);
+  Value dy = b.create<WhereOp>(loc, getType(), getCondition(), zeros, dys[0]);
+  grads.push_back(Value());
+  grads.push_back(unbroadcast(b, loc, dx, getX().getType()));
+  grads.push_back(unbroadcast(b, loc, dy, getY().getType()));
+  return success();
+}
+
+LogicalResult CastOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  if (!llvm::isa<FloatType>(getInput().getType().getElementType()) ||
+      !llvm::isa<FloatType>(getType().getElementType())) {
+    grads.push_back(Value()); // integer casts carry no gradient
+    return success();
+  }
+  grads.push_back(b.create<CastOp>(getLoc(), getInput().getType(), dys[0]));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization and reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // y * (dy - sum(dy * y))
+  Location loc = getLoc();
+  Value dot = reduceSum(b, loc, binary<MulOp>(b, loc, dys[0], getResult()), {static_cast<int64_t>(getAxis())}, true);
+  grads.push_back(binary<MulOp>(b, loc, getResult(), binary<SubOp>(b, loc, dys[0], dot)));
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // dy - exp(y) * sum(dy)
+  Location loc = getLoc();
+  Value total = reduceSum(b, loc, dys[0], {static_cast<int64_t>(getAxis())}, true);
+  Value probabilities = b.create<ExpOp>(loc, getType(), getResult());
+  grads.push_back(binary<SubOp>(b, loc, dys[0], binary<MulOp>(b, loc, probabilities, total)));
+  return success();
+}
+
+LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  if (dys[1] || dys[2])
+    return emitOpError("expected no gradient into mean and inv_std_dev");
+  if (!getResult().getType().getElementType().isF32())
+    return emitOpError("expected f32 to differentiate, got ") << getResult().getType().getElementType();
+  // xhat = (x - mean) * rstd; g = dy * gamma;
+  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); dgamma = sum(dy * xhat); dbeta = sum(dy).
+  Location loc = getLoc();
+  const int64_t rank = getInput().getType().getRank(), axis = getAxis();
+  SmallVector<int64_t> normalized, leading;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < axis ? leading : normalized).push_back(d);
+  Value dy = dys[0];
+  Value xhat = binary<MulOp>(b, loc, binary<SubOp>(b, loc, getInput(), getMean()), getInvStdDev());
+  Value g = binary<MulOp>(b, loc, dy, getScale());
+  auto meanOver = [&](Value v) {
+    auto t = typeOf(v);
+    return b.create<ReduceMeanOp>(loc, RankedTensorType::get(shape::reduce(t.getShape(), normalized, true),
+                                                             t.getElementType()),
+                                  v, normalized, true);
+  };
+  Value centered = binary<SubOp>(b, loc, g, meanOver(g));
+  Value projected = binary<MulOp>(b, loc, xhat, meanOver(binary<MulOp>(b, loc, g, xhat)));
+  grads.push_back(binary<MulOp>(b, loc, getInvStdDev(), binary<SubOp>(b, loc, centered, projected)));
+  Value dScale = binary<MulOp>(b, loc, dy, xhat);
+  grads.push_back(leading.empty() ? dScale : reduceSum(b, loc, dScale, leading, false));
+  if (getBias())
+    grads.push_back(leading.empty() ? dy : reduceSum(b, loc, dy, leading, false));
+  return success();
+}
+
+/// dx = dy broadcast back over the reduced axes (divided by their count for a mean).
+static Value reductionGradient(OpBuilder &b, Location loc, Value dy, RankedTensorType input, ArrayRef<int64_t> axes,
+                               bool mean) {
+  Value kept = reshapeTo(b, loc, dy, shape::reduce(input.getShape(), axes, /*keepdims=*/true));
+  Value expanded = b.create<ExpandOp>(loc, input, kept);
+  if (!mean)
+    return expanded;
+  int64_t count = 1;
+  for (int64_t a : axes)
+    count *= input.getDimSize(a);
+  return binary<MulOp>(b, loc, expanded, scalar(b, loc, input.getElementType(), 1.0 / count));
+}
+
+LogicalResult ReduceMeanOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(reductionGradient(b, getLoc(), dys[0], getInput().getType(), getAxes(), true));
+  return success();
+}
+
+LogicalResult ReduceSumOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(reductionGradient(b, getLoc(), dys[0], getInput().getType(), getAxes(), false));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GEMMs
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatMulOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  if (getLhs().getType().getRank() < 2 || getRhs().getType().getRank() < 2)
+    return emitOpError("expected operands of rank >= 2 to differentiate");
+  // dA = dY B^T, dB = A^T dY, each summed over the batch dims it was broadcast along.
+  Location loc = getLoc();
+  grads.push_back(unbroadcast(b, loc, matmul(b, loc, dys[0], transposeLast2(b, loc, getRhs())), getLhs().getType()));
+  grads.push_back(unbroadcast(b, loc, matmul(b, loc, transposeLast2(b, loc, getLhs()), dys[0]), getRhs().getType()));
+  return success();
+}
+
+LogicalResult LinearOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value dz = dys[0];
+  if (getEpilogue() == "relu")
+    dz = b.create<ReluGradOp>(loc, getType(), dz, getResult()); // y > 0 exactly where z > 0
+  else if (getEpilogue() != "none")
+    return emitOpError("expected epilogue none or relu to differentiate (the pre-activation is needed), got '")
+           << getEpilogue() << "'";
+  // As 2-D: X [M, K], dZ [M, N]; W^e = transpose_b ? W^T : W.
+  auto x = getInput().getType(), w = getWeight().getType();
+  const int64_t k = x.getShape().back(), n = getType().getShape().back(), m = x.getNumElements() / std::max<int64_t>(k, 1);
+  Value x2 = reshapeTo(b, loc, getInput(), {m, k}), dz2 = reshapeTo(b, loc, dz, {m, n});
+  // dX = dZ (W^e)^T: a linear layer over dZ with the opposite transpose.
+  Value dx = b.create<LinearOp>(loc, RankedTensorType::get({m, k}, x.getElementType()), dz2, getWeight(), Value(),
+                                b.getStringAttr("none"), b.getBoolAttr(!getTransposeB()));
+  grads.push_back(reshapeTo(b, loc, dx, x.getShape()));
+  // dW = dZ^T X ([N, K]) with transpose_b, else X^T dZ ([K, N]).
+  Value dw = getTransposeB() ? matmul(b, loc, transposeLast2(b, loc, dz2), x2)
+                             : matmul(b, loc, transposeLast2(b, loc, x2), dz2);
+  grads.push_back(reshapeTo(b, loc, dw, w.getShape()));
+  if (getBias())
+    grads.push_back(reduceSum(b, loc, dz2, {0}, /*keepdims=*/false));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult TransposeOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  SmallVector<int64_t> inverse(getPerm().size());
+  for (auto [i, p] : llvm::enumerate(getPerm()))
+    inverse[p] = i;
+  grads.push_back(b.create<TransposeOp>(getLoc(), getInput().getType(), dys[0], inverse));
+  return success();
+}
+
+LogicalResult ReshapeOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<ReshapeOp>(getLoc(), getInput().getType(), dys[0]));
+  return success();
+}
+
+LogicalResult ExpandOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(unbroadcast(b, getLoc(), dys[0], getInput().getType()));
+  return success();
+}
+
+LogicalResult ConcatOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // Each input's gradient is its part of dY: one split.
+  SmallVector<Type> types;
+  for (Value in : getInputs())
+    types.push_back(in.getType());
+  auto split = b.create<SplitOp>(getLoc(), types, dys[0], getAxis());
+  for (Value part : split.getResults())
+    grads.push_back(part);
+  return success();
+}
+
+LogicalResult SplitOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // The pieces' gradients joined back; a piece nothing used contributes zeros.
+  SmallVector<Value> parts;
+  for (auto [result, dy] : llvm::zip(getResults(), dys))
+    parts.push_back(dy ? dy : zerosLike(b, getLoc(), typeOf(result)));
+  grads.push_back(b.create<ConcatOp>(getLoc(), getInput().getType(), parts, getAxis()));
+  return success();
+}

@@ -1,0 +1,136 @@
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace tec {
+#define GEN_PASS_DEF_TECAUTODIFF
+#include "passes/Passes.h.inc"
+} // namespace tec
+
+using namespace mlir;
+using namespace tec;
+
+namespace {
+
+/// Only floating-point values carry gradients.
+bool differentiable(Value v) {
+  auto type = llvm::dyn_cast<RankedTensorType>(v.getType());
+  return type && llvm::isa<FloatType>(type.getElementType());
+}
+
+/// The arguments gradients are taken with respect to: params (`tec.param`), graph inputs, or both.
+bool selected(func::FuncOp f, unsigned arg, StringRef wrt) {
+  if (!differentiable(f.getArgument(arg)) || f.getArgAttr(arg, kStateAttrName))
+    return false;
+  bool isParam = static_cast<bool>(f.getArgAttr(arg, kParamAttrName));
+  return wrt == "all" || (wrt == "params") == isParam;
+}
+
+struct TecAutodiff : tec::impl::TecAutodiffBase<TecAutodiff> {
+  using TecAutodiffBase::TecAutodiffBase;
+
+  /// Builds `<name>_vjp`: the function's arguments plus one cotangent per result, returning the
+  /// results and the gradient of every selected argument.
+  LogicalResult buildVjp(func::FuncOp forward) {
+    OpBuilder b(forward);
+    b.setInsertionPointAfter(forward);
+    SmallVector<Type> argTypes(forward.getArgumentTypes());
+    llvm::append_range(argTypes, forward.getResultTypes());
+    auto vjp = b.create<func::FuncOp>(forward.getLoc(), (forward.getName() + "_vjp").str(),
+                                      b.getFunctionType(argTypes, {}));
+    Block *body = vjp.addEntryBlock();
+    IRMapping map;
+    for (auto [from, to] : llvm::zip(forward.getArguments(), body->getArguments().take_front(forward.getNumArguments())))
+      map.map(from, to);
+    b.setInsertionPointToEnd(body);
+    for (Operation &op : forward.getBody().front().without_terminator())
+      b.clone(op, map);
+    auto forwardReturn = llvm::cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+
+    // Activity: values that depend on a selected argument.
+    llvm::SetVector<Value> active;
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+      if (selected(forward, i, wrt))
+        active.insert(body->getArgument(i));
+    for (Operation &op : body->getOperations())
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); }))
+        for (Value r : op.getResults())
+          if (differentiable(r))
+            active.insert(r);
+
+    // Seed with the cotangents, then walk backwards, accumulating gradients by addition.
+    llvm::DenseMap<Value, Value> grads;
+    auto accumulate = [&](Value v, Value g) {
+      if (!g || !active.contains(v))
+        return;
+      Value &slot = grads[v];
+      slot = slot ? b.create<AddOp>(v.getLoc(), v.getType(), slot, g).getResult() : g;
+    };
+    for (auto [i, result] : llvm::enumerate(forwardReturn.getOperands()))
+      accumulate(map.lookupOrDefault(result), body->getArgument(forward.getNumArguments() + i));
+    SmallVector<Operation *> ops;
+    for (Operation &op : body->getOperations())
+      ops.push_back(&op);
+    for (Operation *op : llvm::reverse(ops)) {
+      SmallVector<Value> resultGrads;
+      for (Value r : op->getResults())
+        resultGrads.push_back(grads.lookup(r));
+      bool needed = llvm::any_of(resultGrads, [](Value g) { return static_cast<bool>(g); }) &&
+                    llvm::any_of(op->getOperands(), [&](Value v) { return active.contains(v); });
+      if (!needed)
+        continue;
+      auto differentiableOp = llvm::dyn_cast<Differentiable>(op);
+      if (!differentiableOp)
+        return op->emitOpError("has no gradient (it does not implement the Differentiable interface)");
+      SmallVector<Value> operandGrads;
+      if (failed(differentiableOp.buildGradients(b, resultGrads, operandGrads)))
+        return failure();
+      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
+        accumulate(operand, g);
+    }
+
+    SmallVector<Value> results;
+    for (Value r : forwardReturn.getOperands())
+      results.push_back(map.lookupOrDefault(r));
+    SmallVector<int64_t> gradOf;
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+      if (!selected(forward, i, wrt))
+        continue;
+      Value arg = body->getArgument(i);
+      Value g = grads.lookup(arg);
+      if (!g) { // nothing flows back: a zero gradient
+        auto type = llvm::cast<RankedTensorType>(arg.getType());
+        g = b.create<ConstantOp>(forward.getLoc(), type,
+                                 DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0)));
+      }
+      results.push_back(g);
+      gradOf.push_back(i);
+    }
+    b.create<func::ReturnOp>(forward.getLoc(), results);
+    vjp.setType(b.getFunctionType(argTypes, TypeRange(ValueRange(results))));
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+      if (auto attrs = forward.getArgAttrDict(i))
+        vjp.setArgAttrs(i, attrs);
+    for (auto [k, arg] : llvm::enumerate(gradOf))
+      vjp.setResultAttr(forward.getNumResults() + k, kGradOfAttrName, b.getI64IntegerAttr(arg));
+    return success();
+  }
+
+  void runOnOperation() override {
+    if (wrt != "params" && wrt != "inputs" && wrt != "all") {
+      getOperation().emitError("expected wrt=params|inputs|all, got '") << wrt << "'";
+      return signalPassFailure();
+    }
+    auto forward = getOperation().lookupSymbol<func::FuncOp>(function);
+    if (!forward) {
+      getOperation().emitError("no function @") << function << " to differentiate";
+      return signalPassFailure();
+    }
+    if (failed(buildVjp(forward)))
+      signalPassFailure();
+  }
+};
+
+} // namespace
