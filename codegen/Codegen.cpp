@@ -259,6 +259,10 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
     for (Value v : op.getOperands())
       valueLastUse[v] = llvm::isa<func::ReturnOp>(op) ? end + 1 : position;
   }
+  SmallVector<unsigned> updatedArgs;
+  for (unsigned r = 0; r < forward.getNumResults(); ++r)
+    if (auto arg = forward.getResultAttrOfType<IntegerAttr>(r, kStateUpdateAttrName))
+      updatedArgs.push_back(arg.getInt());
   for (BlockArgument arg : body.getArguments()) {
     unsigned i = arg.getArgNumber();
     if (i >= inputs.argDataOffsets.size()) {
@@ -278,10 +282,16 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
       continue;
     }
     bool isParam = inputs.argDataOffsets[i] >= 0;
-    auto buffer = newBuffer(arg, inputs.argNames[i], isParam ? plan::PARAM : plan::INPUT, forward);
+    // A param the function returns a next value of (a training step) is state: it lives in the arena
+    // and starts from its data.
+    bool updated = isParam && llvm::is_contained(updatedArgs, i);
+    auto buffer = newBuffer(arg, inputs.argNames[i], updated ? plan::STATE : isParam ? plan::PARAM : plan::INPUT,
+                            forward);
     if (!buffer)
       return buffer.takeError();
-    if (isParam)
+    if (updated)
+      variant.mutable_buffers(*buffer)->set_init_offset(inputs.argDataOffsets[i]);
+    else if (isParam)
       variant.mutable_buffers(*buffer)->set_offset(inputs.argDataOffsets[i]);
     else
       variant.add_inputs(*buffer);

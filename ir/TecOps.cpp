@@ -220,6 +220,18 @@ LogicalResult GeluOp::verify() {
   return success();
 }
 
+LogicalResult LrScheduleOp::verify() {
+  StringRef schedule = getSchedule();
+  if (schedule != "constant" && schedule != "warmup" && schedule != "cosine")
+    return emitOpError("expected schedule constant, warmup or cosine, got '") << schedule << "'";
+  if (getWarmupSteps() < 0)
+    return emitOpError("expected non-negative warmup_steps, got ") << getWarmupSteps();
+  if (schedule == "cosine" && getTotalSteps() <= getWarmupSteps())
+    return emitOpError("expected total_steps > warmup_steps for cosine, got ")
+           << getTotalSteps() << " <= " << getWarmupSteps();
+  return success();
+}
+
 LogicalResult GeluGradOp::verify() {
   if (getApproximate() != "none" && getApproximate() != "tanh")
     return emitOpError("expected approximate 'none' or 'tanh', got '") << getApproximate() << "'";

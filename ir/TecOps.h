@@ -29,6 +29,8 @@ inline constexpr llvm::StringLiteral kStateAttrName = "tec.state";
 inline constexpr llvm::StringLiteral kStateInitAttrName = "tec.state_init";
 /// On a function result: the index of the state argument this result is the next value of.
 inline constexpr llvm::StringLiteral kStateUpdateAttrName = "tec.state_update";
+/// On a train_step argument: the index of the model output it is the target of.
+inline constexpr llvm::StringLiteral kTargetAttrName = "tec.target";
 /// On a result of a vector-Jacobian product: the index of the argument it is the gradient of.
 inline constexpr llvm::StringLiteral kGradOfAttrName = "tec.grad_of";
 /// On a GEMM: the precision it runs in and why, for the compile summary's per-layer table.

@@ -14,32 +14,32 @@ using namespace tec;
 
 namespace {
 
+namespace {
+
 /// Only floating-point values carry gradients.
 bool differentiable(Value v) {
   auto type = llvm::dyn_cast<RankedTensorType>(v.getType());
   return type && llvm::isa<FloatType>(type.getElementType());
 }
 
+} // namespace
+
 /// The arguments gradients are taken with respect to: params (`tec.param`), graph inputs, or both.
-bool selected(func::FuncOp f, unsigned arg, StringRef wrt) {
+static bool selected(func::FuncOp f, unsigned arg, StringRef wrt) {
   if (!differentiable(f.getArgument(arg)) || f.getArgAttr(arg, kStateAttrName))
     return false;
   bool isParam = static_cast<bool>(f.getArgAttr(arg, kParamAttrName));
   return wrt == "all" || (wrt == "params") == isParam;
 }
 
-struct TecAutodiff : tec::impl::TecAutodiffBase<TecAutodiff> {
-  using TecAutodiffBase::TecAutodiffBase;
+} // namespace
 
-  /// Builds `<name>_vjp`: the function's arguments plus one cotangent per result, returning the
-  /// results and the gradient of every selected argument.
-  LogicalResult buildVjp(func::FuncOp forward) {
+FailureOr<func::FuncOp> tec::buildVjp(func::FuncOp forward, StringRef wrt, StringRef name) {
     OpBuilder b(forward);
     b.setInsertionPointAfter(forward);
     SmallVector<Type> argTypes(forward.getArgumentTypes());
     llvm::append_range(argTypes, forward.getResultTypes());
-    auto vjp = b.create<func::FuncOp>(forward.getLoc(), (forward.getName() + "_vjp").str(),
-                                      b.getFunctionType(argTypes, {}));
+    auto vjp = b.create<func::FuncOp>(forward.getLoc(), name, b.getFunctionType(argTypes, {}));
     Block *body = vjp.addEntryBlock();
     IRMapping map;
     for (auto [from, to] : llvm::zip(forward.getArguments(), body->getArguments().take_front(forward.getNumArguments())))
@@ -82,11 +82,16 @@ struct TecAutodiff : tec::impl::TecAutodiffBase<TecAutodiff> {
       if (!needed)
         continue;
       auto differentiableOp = llvm::dyn_cast<Differentiable>(op);
-      if (!differentiableOp)
-        return op->emitOpError("has no gradient (it does not implement the Differentiable interface)");
-      SmallVector<Value> operandGrads;
-      if (failed(differentiableOp.buildGradients(b, resultGrads, operandGrads)))
+      if (!differentiableOp) {
+        op->emitOpError("has no gradient (it does not implement the Differentiable interface)");
+        vjp.erase();
         return failure();
+      }
+      SmallVector<Value> operandGrads;
+      if (failed(differentiableOp.buildGradients(b, resultGrads, operandGrads))) {
+        vjp.erase();
+        return failure();
+      }
       for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
         accumulate(operand, g);
     }
@@ -115,8 +120,13 @@ struct TecAutodiff : tec::impl::TecAutodiffBase<TecAutodiff> {
         vjp.setArgAttrs(i, attrs);
     for (auto [k, arg] : llvm::enumerate(gradOf))
       vjp.setResultAttr(forward.getNumResults() + k, kGradOfAttrName, b.getI64IntegerAttr(arg));
-    return success();
-  }
+    return vjp;
+}
+
+namespace {
+
+struct TecAutodiff : tec::impl::TecAutodiffBase<TecAutodiff> {
+  using TecAutodiffBase::TecAutodiffBase;
 
   void runOnOperation() override {
     if (wrt != "params" && wrt != "inputs" && wrt != "all") {
@@ -128,7 +138,7 @@ struct TecAutodiff : tec::impl::TecAutodiffBase<TecAutodiff> {
       getOperation().emitError("no function @") << function << " to differentiate";
       return signalPassFailure();
     }
-    if (failed(buildVjp(forward)))
+    if (failed(buildVjp(forward, wrt, (forward.getName() + "_vjp").str())))
       signalPassFailure();
   }
 };

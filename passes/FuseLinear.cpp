@@ -117,7 +117,9 @@ struct TecFuseLinear : tec::impl::TecFuseLinearBase<TecFuseLinear> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<GemmToLinear, MatMulToLinear, FuseBias>(&getContext());
-    patterns.add<FuseActivation<ReluOp>, FuseActivation<GeluOp>>(&getContext(), fastGelu);
+    patterns.add<FuseActivation<ReluOp>>(&getContext(), fastGelu);
+    if (fuseGelu)
+      patterns.add<FuseActivation<GeluOp>>(&getContext(), fastGelu);
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -18,6 +18,14 @@ namespace tec {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// The training step's loss, optimizer and schedule (`tec model.onnx --train ...`).
+struct TrainOptions {
+  std::string loss = "mse", optimizer = "adamw", schedule = "constant";
+  double lr = 1e-3, momentum = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.0;
+  bool nesterov = false;
+  int64_t warmupSteps = 0, totalSteps = 1;
+};
+
 /// What the user chose on the command line that shapes the pipeline.
 struct PipelineOptions {
   /// Pass arguments (e.g. "tec-simplify-shapes") to leave out, as `--disable-pass` asks.
@@ -31,10 +39,21 @@ struct PipelineOptions {
   std::string amaxAlgo = "max";
   /// On the cpu target, keep FP8 GEMMs, emulated (`--fp8-emulate`).
   bool fp8Emulate = false;
+  /// Building a training step: GELU stays out of GEMM epilogues (its gradient needs the input).
+  bool training = false;
+  TrainOptions train;
 };
+
+/// Adds `name`: `forward`'s arguments plus one cotangent per result, returning its results and the
+/// gradients of the arguments selected by `wrt` (params | inputs | all), each tagged `tec.grad_of`.
+/// Fails, with a diagnostic on the op, when an active op has no gradient.
+mlir::FailureOr<mlir::func::FuncOp> buildVjp(mlir::func::FuncOp forward, llvm::StringRef wrt, llvm::StringRef name);
 
 /// The target-independent inference pipeline, spelled out in one place.
 void buildInferencePipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+
+/// The training pipeline: the forward part of the inference pipeline, then @train_step.
+void buildTrainingPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// What runs per target after it, on a copy of the module: FP8 insertion and lowering.
 void buildTargetPipeline(mlir::OpPassManager &pm, const PipelineOptions &options, llvm::StringRef target);

@@ -41,7 +41,9 @@ def TecFuseLinear : Pass<"tec-fuse-linear", "mlir::func::FuncOp"> {
     second use. The fused op's location lists every source node.
   }];
   let options = [Option<"fastGelu", "fast-gelu", "bool", "false",
-                        "allow the tanh GELU epilogue for an erf GELU">];
+                        "allow the tanh GELU epilogue for an erf GELU">,
+                 Option<"fuseGelu", "fuse-gelu", "bool", "true",
+                        "fuse GELU (training keeps it apart: its gradient needs the pre-activation)">];
   let dependentDialects = ["::tec::TecDialect"];
 }
 
@@ -105,6 +107,34 @@ def TecAutodiff : Pass<"tec-autodiff", "mlir::ModuleOp"> {
   let options = [
     Option<"function", "function", "std::string", "\"forward\"", "the function to differentiate">,
     Option<"wrt", "wrt", "std::string", "\"params\"", "params | inputs | all">
+  ];
+  let dependentDialects = ["::tec::TecDialect"];
+}
+
+def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
+  let summary = "Build @train_step: forward, loss, backward and the optimizer update";
+  let description = [{
+    Adds `@train_step(inputs, params, targets, optimizer state, step) -> (loss, next state...)`, a pure
+    function: the forward pass, the loss against one target per output (`mse`), its gradient with respect
+    to every `tec.param` (from tec-autodiff's vector-Jacobian product, seeded with 1), and the optimizer
+    update at the learning rate of `tec.lr_schedule`: `sgd` (momentum, nesterov, L2 weight decay as
+    torch.optim.SGD) or `adamw` (bias-corrected moments, decoupled weight decay as torch.optim.AdamW).
+    Params and optimizer state come back as results tagged `tec.state_update`, so codegen keeps them in
+    place across steps; targets are tagged `tec.target` with the index of their output.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"mse\"", "mse">,
+    Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "sgd | adamw">,
+    Option<"learningRate", "lr", "double", "1e-3", "base learning rate">,
+    Option<"schedule", "schedule", "std::string", "\"constant\"", "constant | warmup | cosine">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", "0", "linear warm-up steps">,
+    Option<"totalSteps", "total-steps", "int64_t", "1", "steps of the cosine schedule">,
+    Option<"momentum", "momentum", "double", "0.0", "sgd momentum">,
+    Option<"nesterov", "nesterov", "bool", "false", "sgd Nesterov momentum">,
+    Option<"beta1", "beta1", "double", "0.9", "adamw beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "adamw beta2">,
+    Option<"eps", "eps", "double", "1e-8", "adamw epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.0", "weight decay">
   ];
   let dependentDialects = ["::tec::TecDialect"];
 }

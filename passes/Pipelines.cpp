@@ -18,7 +18,7 @@ void buildInferencePipeline(OpPassManager &pm, const PipelineOptions &options) {
   if (enabled("tec-recognize-patterns"))
     pm.addNestedPass<func::FuncOp>(createTecRecognizePatterns());
   if (enabled("tec-fuse-linear"))
-    pm.addNestedPass<func::FuncOp>(createTecFuseLinear({options.fastGelu}));
+    pm.addNestedPass<func::FuncOp>(createTecFuseLinear({options.fastGelu, /*fuseGelu=*/!options.training}));
 }
 
 void buildTargetPipeline(OpPassManager &pm, const PipelineOptions &options, StringRef target) {
@@ -32,6 +32,17 @@ void buildTargetPipeline(OpPassManager &pm, const PipelineOptions &options, Stri
     pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   if (enabled("cse"))
     pm.addNestedPass<func::FuncOp>(createCSEPass());
+}
+
+void buildTrainingPipeline(OpPassManager &pm, const PipelineOptions &options) {
+  PipelineOptions forward = options;
+  forward.training = true;
+  buildInferencePipeline(pm, forward);
+  const TrainOptions &t = options.train;
+  pm.addPass(createTecBuildTrainStep({t.loss, t.optimizer, t.lr, t.schedule, t.warmupSteps, t.totalSteps, t.momentum,
+                                      t.nesterov, t.beta1, t.beta2, t.eps, t.weightDecay}));
+  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
+  pm.addNestedPass<func::FuncOp>(createCSEPass());
 }
 
 void registerTecPassesAndPipelines() {

@@ -124,6 +124,7 @@ private:
   Status unary(const plan::Step &s);
   Status where(const plan::Step &s);
   Status activationGrad(const plan::Step &s);
+  Status lrSchedule(const plan::Step &s);
   Status cast(const plan::Step &s);
   Status softmax(const plan::Step &s);
   Status layerNorm(const plan::Step &s);
@@ -228,6 +229,20 @@ Status CpuBackend::unary(const plan::Step &s) {
   float *x = floatIn(s.inputs(0)), *y = floatOut(s.outputs(0));
   emit([=] {
     k::unary(kind, x, y, n);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::lrSchedule(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  std::string name = attrS(s, "schedule", "constant");
+  int schedule = name == "cosine" ? 2 : name == "warmup" ? 1 : 0;
+  float lr = static_cast<float>(attrF(s, "lr")), warmup = static_cast<float>(attrI(s, "warmup_steps")),
+        total = static_cast<float>(attrI(s, "total_steps"));
+  emit([=, step = ptr<float>(s.inputs(0)), out = ptr<float>(s.outputs(0))] {
+    *out = kernels::learningRate(schedule, lr, *step, warmup, total);
     return Status::success();
   });
   return Status::success();
@@ -593,7 +608,7 @@ const std::unordered_map<std::string, CpuBackend::Compiler> &CpuBackend::compile
       {"erf", &B::unary},        {"sqrt", &B::unary},
       {"gelu", &B::unary},       {"where", &B::where},
       {"exp", &B::unary},        {"relu_grad", &B::activationGrad},
-      {"gelu_grad", &B::activationGrad},
+      {"gelu_grad", &B::activationGrad}, {"lr_schedule", &B::lrSchedule},
       {"cast", &B::cast},        {"softmax", &B::softmax},
       {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm},
       {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},

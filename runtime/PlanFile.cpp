@@ -276,7 +276,9 @@ Status validatePlan(const plan::Plan &plan, int64_t dataBytes) {
       for (int idx : list)
         if (idx < 0 || idx >= n)
           return Status::error(where + ": an input/output refers to buffer " + std::to_string(idx));
-    if (v.inputs_size() != plan.input_names_size() || v.outputs_size() != plan.output_names_size())
+    int inputNames = v.input_names_size() ? v.input_names_size() : plan.input_names_size();
+    int outputNames = v.output_names_size() ? v.output_names_size() : plan.output_names_size();
+    if (v.inputs_size() != inputNames || v.outputs_size() != outputNames)
       return Status::error(where + ": its inputs/outputs do not match the model's names");
   }
   return Status::success();

@@ -3,20 +3,28 @@
 namespace tec {
 
 Result<VariantChoice> chooseVariant(const plan::Plan &plan, const CudaProbe &cuda, const SessionOptions &options) {
+  // Only variants of the asked kind compete: a train step is not a forward pass.
+  auto kindOf = [](const plan::Variant &v) { return v.kind().empty() ? std::string("inference") : v.kind(); };
   std::string targets;
-  int cpu = -1;
+  int cpu = -1, first = -1;
   for (int i = 0; i < plan.variants_size(); ++i) {
+    if (kindOf(plan.variants(i)) != options.kind)
+      continue;
     const auto &target = plan.variants(i).target();
     targets += (targets.empty() ? "" : ", ") + target;
+    if (first < 0)
+      first = i;
     if (target == "cpu")
       cpu = i;
   }
+  if (first < 0)
+    return Status::error("the plan has no " + options.kind + " variant" +
+                         (options.kind == "train" ? " (compile with --train)" : ""));
   if (!options.variant.empty()) {
     for (int i = 0; i < plan.variants_size(); ++i)
-      if (plan.variants(i).target() == options.variant) {
+      if (plan.variants(i).target() == options.variant && kindOf(plan.variants(i)) == options.kind)
         return VariantChoice{i, "cpu", "variant " + options.variant + " (asked for) on the cpu backend" +
                                            (options.variant == "cpu" ? "" : ", its GPU precisions emulated")};
-      }
     return Status::error("the plan has no variant '" + options.variant + "' (it has: " + targets + ")");
   }
   // Until the CUDA backend exists every variant runs on the CPU; a GPU is reported, not used.
@@ -26,8 +34,8 @@ Result<VariantChoice> chooseVariant(const plan::Plan &plan, const CudaProbe &cud
   if (options.device == "cuda")
     return Status::error("--device cuda: cannot run on a GPU: " + gpu);
   if (cpu < 0)
-    return VariantChoice{0, "cpu", "variant " + plan.variants(0).target() + " on the cpu backend (the plan has no "
-                                   "cpu variant; its GPU precisions are emulated): " + gpu};
+    return VariantChoice{first, "cpu", "variant " + plan.variants(first).target() + " on the cpu backend (the plan has no "
+                                       "cpu variant; its GPU precisions are emulated): " + gpu};
   return VariantChoice{cpu, "cpu", "variant cpu on the cpu backend: " + gpu};
 }
 
@@ -50,10 +58,12 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
     const auto &b = variant.buffers(buffer);
     return TensorInfo{name, b.dtype(), {b.shape().begin(), b.shape().end()}, b.bytes(), buffer};
   };
+  const auto &inputNames = variant.input_names_size() ? variant.input_names() : p.input_names();
+  const auto &outputNames = variant.output_names_size() ? variant.output_names() : p.output_names();
   for (int i = 0; i < variant.inputs_size(); ++i)
-    session->inputInfo.push_back(describe(p.input_names(i), variant.inputs(i)));
+    session->inputInfo.push_back(describe(inputNames.Get(i), variant.inputs(i)));
   for (int i = 0; i < variant.outputs_size(); ++i)
-    session->outputInfo.push_back(describe(p.output_names(i), variant.outputs(i)));
+    session->outputInfo.push_back(describe(outputNames.Get(i), variant.outputs(i)));
   return session;
 }
 

@@ -28,6 +28,8 @@ struct SessionOptions {
   std::string device = "auto";
   /// CPU threads; 0 keeps the OpenMP/BLAS defaults.
   int threads = 0;
+  /// "inference" (the model's forward) or "train" (one training step).
+  std::string kind = "inference";
 };
 
 /// Which variant of `plan` to run here, and why; an error when none can run.
@@ -49,8 +51,8 @@ public:
   void *inputData(size_t index) { return backend->hostData(inputInfo[index].buffer); }
   Status run(std::vector<double> *stepMillis = nullptr) { return backend->run(stepMillis); }
   const void *outputData(size_t index) { return backend->hostData(outputInfo[index].buffer); }
-  /// Where buffer `index` of the running variant lives (state, to read it back after runs).
-  const void *bufferData(int index) { return backend->hostData(index); }
+  /// Where buffer `index` of the running variant lives (state: to save it, or to restore it).
+  void *bufferData(int index) { return backend->hostData(index); }
 
   const plan::Plan &plan() const { return file->plan(); }
   const plan::Variant &variant() const { return file->plan().variants(choice.index); }

@@ -87,6 +87,19 @@ TEC_HOST_DEVICE float applyEpilogue(float x, Epilogue e) {
   return x;
 }
 
+/// Learning-rate schedules (see tec.lr_schedule): 0 constant, 1 linear warm-up, 2 warm-up then cosine.
+TEC_HOST_DEVICE float learningRate(int schedule, float lr, float step, float warmup, float total) {
+  float rate = lr;
+  if (schedule != 0 && warmup > 0 && step + 1 < warmup)
+    rate = lr * (step + 1) / warmup;
+  if (schedule == 2 && step >= warmup) {
+    float progress = (step - warmup) / (total - warmup);
+    progress = progress > 1.0f ? 1.0f : progress;
+    rate = lr * 0.5f * (1.0f + cosf(3.14159265358979323846f * progress));
+  }
+  return rate;
+}
+
 } // namespace tec::kernels
 
 #endif

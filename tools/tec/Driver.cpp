@@ -144,6 +144,8 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
   compiled->model = std::move(*model);
   ModuleOp module = *compiled->model.module;
   compiled->importedOps = countOps(module);
+  // The training step starts from the imported model: its pipeline differs (GELU stays unfused).
+  OwningOpRef<ModuleOp> trainModule = options.train ? OwningOpRef<ModuleOp>(module.clone()) : nullptr;
 
   if (!options.dumpDir.empty())
     if (auto ec = llvm::sys::fs::create_directories(options.dumpDir))
@@ -193,6 +195,33 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
     if (!variant)
       return llvm::createStringError(path + ": " + target + ": " + llvm::toString(variant.takeError()));
     *plan.add_variants() = std::move(*variant);
+  }
+  if (trainModule) {
+    PassManager trainPm(&context);
+    buildTrainingPipeline(trainPm, options.pipeline);
+    auto trainRecorder = std::make_unique<PassRecorder>(options.dumpDir, *trainModule, *compiled, dumpIndex, "train-");
+    trainPm.addInstrumentation(std::move(trainRecorder));
+    if (failed(trainPm.run(*trainModule)))
+      return llvm::createStringError(path + ": the training pipeline failed (see the diagnostics above)");
+    auto step = trainModule->lookupSymbol<func::FuncOp>("train_step");
+    CodegenInputs trainInputs = inputs;
+    std::vector<std::string> trainInputNames = compiled->model.inputNames;
+    for (const auto &name : compiled->model.outputNames) {
+      trainInputs.argNames.push_back("target:" + name);
+      trainInputs.argDataOffsets.push_back(-1);
+      trainInputNames.push_back("target:" + name);
+    }
+    trainInputs.target = "cpu";
+    trainInputs.precision = "fp32";
+    auto variant = buildVariant(step, trainInputs, compiled->data);
+    if (!variant)
+      return llvm::createStringError(path + ": train_step: " + llvm::toString(variant.takeError()));
+    variant->set_kind("train");
+    for (const auto &name : trainInputNames)
+      variant->add_input_names(name);
+    variant->add_output_names("loss");
+    *plan.add_variants() = std::move(*variant);
+    compiled->trainModule = std::move(trainModule);
   }
   for (const auto &name : compiled->model.inputNames)
     plan.add_input_names(name);

@@ -21,6 +21,8 @@ struct CompileOptions {
   PipelineOptions pipeline;
   /// The plan's variants, best first (default: every target tec knows).
   std::vector<std::string> targets = {"cpu"};
+  /// Also build a training step (`--train`), with `pipeline.train`'s loss and optimizer.
+  bool train = false;
   /// Write the IR after the import and after each pass here (`--dump-passes`); empty: don't.
   std::string dumpDir;
 };
@@ -39,6 +41,8 @@ struct CompiledModel {
   plan::Plan plan;
   /// The plan's data section; refers to the model's weights and the IR's constants.
   PlanDataBuilder data;
+  /// With --train: the module holding @train_step (its constants are in `data`).
+  mlir::OwningOpRef<mlir::ModuleOp> trainModule;
 };
 
 /// Imports and compiles; errors carry ImportError (bad model: exit 2) or a plain message (exit 1).

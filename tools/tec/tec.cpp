@@ -22,6 +22,9 @@
 #include <cmath>
 #include <random>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 using namespace mlir;
 namespace cl = llvm::cl;
 
@@ -71,6 +74,21 @@ cl::opt<std::string> amaxAlgo("amax-algo", cl::desc("amax from the history: max 
                               cl::cat(category));
 cl::opt<bool> fp8Emulate("fp8-emulate", cl::desc("keep FP8 GEMMs on the cpu target, emulated (to test numerics)"),
                          cl::cat(category));
+cl::opt<bool> train("train", cl::desc("also build a training step (loss, backward, optimizer)"), cl::cat(category));
+cl::opt<std::string> lossName("loss", cl::desc("training loss: mse"), cl::init("mse"), cl::cat(category));
+cl::opt<std::string> optimizerName("optimizer", cl::desc("sgd | adamw"), cl::init("adamw"), cl::cat(category));
+cl::opt<double> lr("lr", cl::desc("learning rate"), cl::init(1e-3), cl::cat(category));
+cl::opt<std::string> lrSchedule("schedule", cl::desc("learning-rate schedule: constant | warmup | cosine"),
+                                cl::init("constant"), cl::cat(category));
+cl::opt<int64_t> warmupSteps("warmup-steps", cl::desc("linear warm-up steps"), cl::init(0), cl::cat(category));
+cl::opt<int64_t> totalSteps("total-steps", cl::desc("steps of the cosine schedule"), cl::init(1000), cl::cat(category));
+cl::opt<double> momentum("momentum", cl::desc("sgd momentum"), cl::init(0.0), cl::cat(category));
+cl::opt<bool> nesterov("nesterov", cl::desc("sgd Nesterov momentum"), cl::cat(category));
+cl::opt<double> beta1("beta1", cl::desc("adamw beta1"), cl::init(0.9), cl::cat(category));
+cl::opt<double> beta2("beta2", cl::desc("adamw beta2"), cl::init(0.999), cl::cat(category));
+cl::opt<double> adamEps("eps", cl::desc("adamw epsilon"), cl::init(1e-8), cl::cat(category));
+cl::opt<double> weightDecay("weight-decay", cl::desc("weight decay (decoupled for adamw, L2 for sgd)"), cl::init(0.0),
+                            cl::cat(category));
 cl::list<std::string> disabledPasses("disable-pass", cl::desc("leave a pass out of the pipeline (repeatable)"),
                                      cl::value_desc("pass"), cl::CommaSeparated, cl::cat(category));
 
@@ -105,6 +123,28 @@ cl::opt<uint64_t> calibrateSeed("seed", cl::desc("seed of the random inputs"), c
                                 cl::cat(category));
 cl::opt<std::string> calibrateOutput("o", cl::desc("the calibrated plan (default: overwrite the input, atomically)"),
                                      cl::value_desc("file"), cl::sub(calibrateCommand), cl::cat(category));
+
+// tec train plan.tecplan
+cl::SubCommand trainCommand("train", "train: run the plan's training step over a data set");
+cl::opt<std::string> trainPlan(cl::Positional, cl::desc("<model.tecplan>"), cl::Required, cl::sub(trainCommand),
+                               cl::cat(category));
+cl::list<std::string> trainInputs("input", cl::desc("a model input's samples, .npy with a leading sample dim"),
+                                  cl::value_desc("name=file.npy"), cl::sub(trainCommand), cl::cat(category));
+cl::list<std::string> trainTargets("target", cl::desc("an output's target samples, .npy with a leading sample dim"),
+                                   cl::value_desc("output=file.npy"), cl::sub(trainCommand), cl::cat(category));
+cl::opt<int> trainSteps("steps", cl::desc("training steps (default: one epoch)"), cl::init(0), cl::sub(trainCommand),
+                        cl::cat(category));
+cl::opt<int> trainEpochs("epochs", cl::desc("passes over the data set"), cl::init(0), cl::sub(trainCommand),
+                         cl::cat(category));
+cl::opt<int> trainThreads("threads", cl::desc("CPU threads"), cl::init(0), cl::sub(trainCommand), cl::cat(category));
+cl::opt<std::string> checkpointDir("checkpoint-dir", cl::desc("write checkpoints here (atomically)"),
+                                   cl::value_desc("DIR"), cl::sub(trainCommand), cl::cat(category));
+cl::opt<int> checkpointEvery("checkpoint-every", cl::desc("steps between checkpoints (0: only at the end)"),
+                             cl::init(0), cl::sub(trainCommand), cl::cat(category));
+cl::opt<std::string> resumeDir("resume", cl::desc("continue from the latest checkpoint in DIR"), cl::value_desc("DIR"),
+                               cl::sub(trainCommand), cl::cat(category));
+cl::opt<std::string> trainReport("report", cl::desc("write loss per step, step times and memory as JSON"),
+                                 cl::value_desc("file"), cl::sub(trainCommand), cl::cat(category));
 
 // tec inspect plan.tecplan
 cl::SubCommand inspectCommand("inspect", "print a plan's variants, steps, buffers and memory");
@@ -257,8 +297,8 @@ void printSummary(const tec::CompiledModel &c, const std::string &planPath) {
   os << "  pipeline " << llvm::join(c.passes, " -> ") << "\n";
   printFusions(forward);
   for (const auto &v : c.plan.variants())
-    os << "  variant  " << v.target() << " (" << v.precision() << "): " << v.steps_size() << " steps, arena "
-       << bytesString(v.arena_bytes()) << "\n";
+    os << "  variant  " << v.target() << (v.kind() == "train" ? " train step" : "") << " (" << v.precision()
+       << "): " << v.steps_size() << " steps, arena " << bytesString(v.arena_bytes()) << "\n";
   printPrecisions(c);
   if (!planPath.empty())
     os << "  plan     " << planPath << " (data " << bytesString(c.data.size()) << ")\n";
@@ -314,6 +354,21 @@ int compile() {
   }
   if (amaxHistory < 1) {
     llvm::errs() << "error: --amax-history: expected at least 1, got " << amaxHistory << "\n";
+    return kExitBadInput;
+  }
+  options.train = train;
+  options.pipeline.train = {lossName, optimizerName, lrSchedule, lr, momentum, beta1, beta2, adamEps, weightDecay,
+                            nesterov, warmupSteps, totalSteps};
+  if (train && lossName != "mse") {
+    llvm::errs() << "error: --loss: only mse is available so far, got '" << lossName << "'\n";
+    return kExitBadInput;
+  }
+  if (train && optimizerName != "sgd" && optimizerName != "adamw") {
+    llvm::errs() << "error: --optimizer: expected sgd or adamw, got '" << optimizerName << "'\n";
+    return kExitBadInput;
+  }
+  if (train && lrSchedule != "constant" && lrSchedule != "warmup" && lrSchedule != "cosine") {
+    llvm::errs() << "error: --schedule: expected constant, warmup or cosine, got '" << lrSchedule << "'\n";
     return kExitBadInput;
   }
   auto resolved = tec::resolveTargets(targets);
@@ -513,6 +568,242 @@ int run() {
 }
 
 //===----------------------------------------------------------------------===//
+// tec train
+//===----------------------------------------------------------------------===//
+
+/// A data set bound to one plan input: its samples and how many bytes one batch takes.
+struct Samples {
+  size_t input;
+  tec::HostTensor data;
+  int64_t batchBytes, batches;
+};
+
+std::string fileNameFor(const std::string &name) {
+  std::string file = name;
+  std::replace_if(file.begin(), file.end(), [](char c) { return c == '/' || c == '\\' || c == ':'; }, '_');
+  return file;
+}
+
+/// Writes every state buffer (params, optimizer state, step, FP8 state) as DIR/step-N/<name>.npy plus a
+/// manifest, atomically: into a temporary folder, each file fsynced, then renamed into place, then
+/// DIR/latest replaced by rename. A crash at any point leaves the previous checkpoint loadable.
+tec::Status writeCheckpoint(tec::Session &s, const std::string &dir, int64_t step) {
+  std::string name = "step-" + std::to_string(step);
+  std::string tmp = dir + "/." + name + ".tmp." + std::to_string(::getpid());
+  llvm::sys::fs::remove_directories(tmp);
+  if (auto ec = llvm::sys::fs::create_directories(tmp))
+    return tec::Status::error(tmp + ": " + ec.message());
+  std::string manifest = "{\"step\": " + std::to_string(step) + ", \"tensors\": [";
+  const auto &v = s.variant();
+  bool first = true;
+  // TEC_TEST_CRASH_IN_CHECKPOINT=N kills the process after N files, as a crash mid-write would (tests).
+  const char *crashAfter = std::getenv("TEC_TEST_CRASH_IN_CHECKPOINT");
+  int written = 0;
+  for (int b = 0; b < v.buffers_size(); ++b) {
+    const auto &buffer = v.buffers(b);
+    if (buffer.role() != tec::plan::STATE)
+      continue;
+    if (crashAfter && written++ == std::atoi(crashAfter))
+      ::_exit(86);
+    std::string file = tmp + "/" + fileNameFor(buffer.name()) + ".npy";
+    if (tec::Status st = tec::writeNpy(file, buffer.dtype(), {buffer.shape().begin(), buffer.shape().end()},
+                                       s.bufferData(b), buffer.bytes());
+        !st.ok())
+      return st;
+    manifest += (first ? "\"" : ", \"") + buffer.name() + "\"";
+    first = false;
+  }
+  manifest += "]}\n";
+  auto syncWrite = [](const std::string &path, const std::string &text) -> tec::Status {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) || ::fsync(fd) != 0) {
+      if (fd >= 0)
+        ::close(fd);
+      return tec::Status::error(path + ": cannot write");
+    }
+    ::close(fd);
+    return tec::Status::success();
+  };
+  if (tec::Status st = syncWrite(tmp + "/manifest.json", manifest); !st.ok())
+    return st;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(tmp, ec), end; it != end && !ec; it.increment(ec)) {
+    int fd = ::open(it->path().c_str(), O_RDONLY);
+    if (fd >= 0) {
+      ::fsync(fd);
+      ::close(fd);
+    }
+  }
+  std::string final = dir + "/" + name;
+  llvm::sys::fs::remove_directories(final);
+  if (::rename(tmp.c_str(), final.c_str()) != 0)
+    return tec::Status::error(final + ": cannot rename the checkpoint into place");
+  if (tec::Status st = syncWrite(dir + "/latest.tmp", name + "\n"); !st.ok())
+    return st;
+  if (::rename((dir + "/latest.tmp").c_str(), (dir + "/latest").c_str()) != 0)
+    return tec::Status::error(dir + "/latest: cannot rename into place");
+  return tec::Status::success();
+}
+
+/// Restores every state buffer from DIR's latest checkpoint; returns its step.
+tec::Result<int64_t> readCheckpoint(tec::Session &s, const std::string &dir) {
+  auto latest = llvm::MemoryBuffer::getFile(dir + "/latest");
+  if (!latest)
+    return tec::Status::error(dir + ": no checkpoint (no 'latest' file)");
+  std::string name = llvm::StringRef((*latest)->getBuffer()).trim().str();
+  int64_t step = 0;
+  if (!llvm::StringRef(name).consume_front("step-") || llvm::StringRef(name).drop_front(5).getAsInteger(10, step))
+    return tec::Status::error(dir + "/latest: names no checkpoint ('" + name + "')");
+  const auto &v = s.variant();
+  for (int b = 0; b < v.buffers_size(); ++b) {
+    const auto &buffer = v.buffers(b);
+    if (buffer.role() != tec::plan::STATE)
+      continue;
+    std::string file = dir + "/" + name + "/" + fileNameFor(buffer.name()) + ".npy";
+    auto tensor = tec::readTensorFile(file);
+    if (!tensor.ok())
+      return tensor.error();
+    if (static_cast<int64_t>(tensor->bytes.size()) != buffer.bytes() || tensor->dtype != buffer.dtype())
+      return tec::Status::error(file + ": does not match the plan's '" + buffer.name() + "'");
+    std::memcpy(s.bufferData(b), tensor->bytes.data(), buffer.bytes());
+  }
+  return step;
+}
+
+int trainLoop() {
+  tec::SessionOptions options;
+  options.kind = "train";
+  options.threads = trainThreads;
+  auto session = tec::Session::open(trainPlan, options);
+  if (!session.ok()) {
+    llvm::errs() << "error: " << session.error().message() << "\n";
+    return kExitBadInput;
+  }
+  auto &s = **session;
+  // Bind each data set: --input name=... feeds input `name`, --target out=... feeds `target:out`.
+  std::vector<Samples> data;
+  auto bindData = [&](const std::string &spec, const std::string &prefix) -> int {
+    auto [name, file] = llvm::StringRef(spec).split('=');
+    std::string inputName = prefix + name.str();
+    auto it = std::find_if(s.inputs().begin(), s.inputs().end(), [&](const auto &i) { return i.name == inputName; });
+    if (it == s.inputs().end()) {
+      llvm::errs() << "error: " << spec << ": the training step has no input '" << inputName << "'\n";
+      return kExitBadInput;
+    }
+    auto tensor = tec::readTensorFile(file.str());
+    if (!tensor.ok()) {
+      llvm::errs() << "error: " << tensor.error().message() << "\n";
+      return kExitBadInput;
+    }
+    // Samples are batches of the plan's shape stacked along the first dim.
+    const auto &batchShape = it->shape;
+    bool fits = tensor->dtype == it->dtype && !batchShape.empty() && tensor->shape.size() == batchShape.size() &&
+                std::equal(batchShape.begin() + 1, batchShape.end(), tensor->shape.begin() + 1) &&
+                tensor->shape[0] >= batchShape[0];
+    if (!fits) {
+      llvm::errs() << "error: " << spec << ": expected " << tec::dtypeName(it->dtype) << " samples shaped [N >= "
+                   << batchShape[0] << ", " << shapeString(std::vector<int64_t>(batchShape.begin() + 1, batchShape.end()))
+                   << "], got " << tec::dtypeName(tensor->dtype) << "[" << shapeString(tensor->shape) << "]\n";
+      return kExitBadInput;
+    }
+    int64_t batches = tensor->shape[0] / batchShape[0];
+    data.push_back({static_cast<size_t>(it - s.inputs().begin()), std::move(*tensor), it->bytes, batches});
+    return 0;
+  };
+  for (const auto &spec : trainInputs)
+    if (int code = bindData(spec, ""); code)
+      return code;
+  for (const auto &spec : trainTargets)
+    if (int code = bindData(spec, "target:"); code)
+      return code;
+  if (data.size() != s.inputs().size()) {
+    llvm::errs() << "error: the training step takes " << s.inputs().size() << " inputs (";
+    for (size_t i = 0; i < s.inputs().size(); ++i)
+      llvm::errs() << (i ? ", " : "") << s.inputs()[i].name;
+    llvm::errs() << "); give each with --input or --target\n";
+    return kExitBadInput;
+  }
+  int64_t batches = data.front().batches;
+  for (const auto &d : data)
+    batches = std::min(batches, d.batches);
+  int64_t steps = trainSteps > 0 ? trainSteps : batches * std::max(1, trainEpochs.getValue());
+  int64_t start = 0;
+  if (!resumeDir.empty()) {
+    auto resumed = readCheckpoint(s, resumeDir);
+    if (!resumed.ok()) {
+      llvm::errs() << "error: " << resumed.error().message() << "\n";
+      return kExitBadInput;
+    }
+    start = *resumed;
+    llvm::outs() << "resumed from " << resumeDir << " at step " << start << "\n";
+  }
+  if (!checkpointDir.empty())
+    if (auto ec = llvm::sys::fs::create_directories(checkpointDir)) {
+      llvm::errs() << "error: " << checkpointDir << ": " << ec.message() << "\n";
+      return kExitBadInput;
+    }
+  llvm::outs() << "tec train: " << s.selectionReason() << "\n  " << batches << " batches of "
+               << s.inputs()[data.front().input].shape[0] << ", " << steps << " steps\n";
+  std::vector<double> losses, stepMs;
+  auto begin = std::chrono::steady_clock::now();
+  int64_t reportEvery = std::max<int64_t>(1, (steps - start) / 20);
+  for (int64_t step = start; step < steps; ++step) {
+    int64_t batch = step % batches; // the order depends on the step alone: resuming replays it exactly
+    for (const auto &d : data)
+      if (tec::Status st = s.setInput(d.input, d.data.bytes.data() + batch * d.batchBytes, d.batchBytes); !st.ok()) {
+        llvm::errs() << "error: " << st.message() << "\n";
+        return kExitInternal;
+      }
+    auto t0 = std::chrono::steady_clock::now();
+    if (tec::Status st = s.run(); !st.ok()) {
+      llvm::errs() << "error: step " << step << ": " << st.message() << "\n";
+      return kExitInternal;
+    }
+    stepMs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    losses.push_back(*static_cast<const float *>(s.outputData(0)));
+    int64_t done = step + 1 - start;
+    if (done % reportEvery == 0 || step + 1 == steps) {
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      double rate = done / elapsed;
+      llvm::outs() << llvm::formatv("  step {0,6}/{1}  loss {2,10:e3}  {3,7:f1} steps/s  ETA {4:f1} s\n", step + 1,
+                                    steps, losses.back(), rate, (steps - step - 1) / rate);
+    }
+    bool checkpointNow = !checkpointDir.empty() &&
+                         ((checkpointEvery > 0 && (step + 1) % checkpointEvery == 0) || step + 1 == steps);
+    if (checkpointNow)
+      if (tec::Status st = writeCheckpoint(s, checkpointDir, step + 1); !st.ok()) {
+        llvm::errs() << "error: checkpoint: " << st.message() << "\n";
+        return kExitInternal;
+      }
+  }
+  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  double meanMs = 0;
+  for (double v : stepMs)
+    meanMs += v / std::max<size_t>(1, stepMs.size());
+  int64_t memory = s.variant().arena_bytes();
+  llvm::outs() << llvm::formatv("=== Training summary ===\nsteps {0}, final loss {1:e4}, {2:f3} ms/step, "
+                                "{3:f1} steps/s, arena {4}\n",
+                                steps - start, losses.empty() ? 0.0 : losses.back(), meanMs,
+                                (steps - start) / std::max(total, 1e-9), bytesString(memory));
+  if (!trainReport.empty()) {
+    std::error_code ec;
+    llvm::raw_fd_ostream json(trainReport, ec);
+    if (ec) {
+      llvm::errs() << "error: cannot write " << trainReport << ": " << ec.message() << "\n";
+      return kExitBadInput;
+    }
+    json << "{\"variant\": \"" << s.variant().target() << "\", \"first_step\": " << start << ", \"loss\": [";
+    for (size_t i = 0; i < losses.size(); ++i)
+      json << (i ? ", " : "") << llvm::formatv("{0:e9}", losses[i]);
+    json << "], \"step_ms\": [";
+    for (size_t i = 0; i < stepMs.size(); ++i)
+      json << (i ? ", " : "") << llvm::formatv("{0:f4}", stepMs[i]);
+    json << "], \"peak_memory_bytes\": " << memory << "}\n";
+  }
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
 // tec calibrate
 //===----------------------------------------------------------------------===//
 
@@ -695,5 +986,7 @@ int main(int argc, char **argv) {
     return inspect();
   if (calibrateCommand)
     return calibrate();
+  if (trainCommand)
+    return trainLoop();
   return compile();
 }

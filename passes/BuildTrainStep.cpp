@@ -1,0 +1,183 @@
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace tec {
+#define GEN_PASS_DEF_TECBUILDTRAINSTEP
+#include "passes/Passes.h.inc"
+} // namespace tec
+
+using namespace mlir;
+using namespace tec;
+
+namespace {
+
+Value scalar(OpBuilder &b, Location loc, double value) {
+  auto type = RankedTensorType::get({}, b.getF32Type());
+  return b.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, b.getF32FloatAttr(value)));
+}
+
+template <typename Op> Value binary(OpBuilder &b, Location loc, Value x, Value y) {
+  auto tx = llvm::cast<RankedTensorType>(x.getType()), ty = llvm::cast<RankedTensorType>(y.getType());
+  auto dims = shape::broadcast(tx.getShape(), ty.getShape());
+  return b.create<Op>(loc, RankedTensorType::get(*dims, tx.getElementType()), x, y);
+}
+
+struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
+  using TecBuildTrainStepBase::TecBuildTrainStepBase;
+
+  /// `@__loss`: forward's arguments plus one target per result, returning the loss (a 0-D f32).
+  FailureOr<func::FuncOp> buildLoss(func::FuncOp forward) {
+    OpBuilder b(forward);
+    b.setInsertionPointAfter(forward);
+    SmallVector<Type> argTypes(forward.getArgumentTypes());
+    llvm::append_range(argTypes, forward.getResultTypes());
+    auto scalarType = RankedTensorType::get({}, b.getF32Type());
+    auto fn = b.create<func::FuncOp>(forward.getLoc(), "__loss", b.getFunctionType(argTypes, {scalarType}));
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+      if (auto attrs = forward.getArgAttrDict(i))
+        fn.setArgAttrs(i, attrs);
+    Block *body = fn.addEntryBlock();
+    IRMapping map;
+    for (auto [from, to] : llvm::zip(forward.getArguments(), body->getArguments()))
+      map.map(from, to);
+    b.setInsertionPointToEnd(body);
+    for (Operation &op : forward.getBody().front().without_terminator())
+      b.clone(op, map);
+    auto ret = llvm::cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+    Value total;
+    for (auto [i, y] : llvm::enumerate(ret.getOperands())) {
+      Value prediction = map.lookup(y), target = body->getArgument(forward.getNumArguments() + i);
+      auto type = llvm::cast<RankedTensorType>(prediction.getType());
+      if (!type.getElementType().isF32())
+        return forward.emitError("expected f32 outputs to train on, got ") << type, failure();
+      // mse: mean((y - t)^2) over every element.
+      Value diff = b.create<SubOp>(fn.getLoc(), type, prediction, target);
+      Value sq = b.create<MulOp>(fn.getLoc(), type, diff, diff);
+      SmallVector<int64_t> axes;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        axes.push_back(d);
+      Value term = b.create<ReduceMeanOp>(fn.getLoc(), scalarType, sq, axes, false);
+      total = total ? b.create<AddOp>(fn.getLoc(), scalarType, total, term).getResult() : term;
+    }
+    b.create<func::ReturnOp>(fn.getLoc(), total);
+    return fn;
+  }
+
+  /// A state argument of train_step, starting at zero.
+  Value addState(func::FuncOp f, Block *body, RankedTensorType type, const std::string &name) {
+    Value arg = body->addArgument(type, f.getLoc());
+    f.setType(FunctionType::get(f.getContext(), body->getArgumentTypes(), f.getResultTypes()));
+    Builder b(f.getContext());
+    f.setArgAttr(body->getNumArguments() - 1, kStateAttrName, b.getStringAttr(name));
+    f.setArgAttr(body->getNumArguments() - 1, kStateInitAttrName, b.getF32FloatAttr(0.0f));
+    return arg;
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (loss != "mse") {
+      module.emitError("expected loss mse, got '") << loss << "'";
+      return signalPassFailure();
+    }
+    if (optimizer != "sgd" && optimizer != "adamw") {
+      module.emitError("expected optimizer sgd or adamw, got '") << optimizer << "'";
+      return signalPassFailure();
+    }
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward) {
+      module.emitError("no @forward to train");
+      return signalPassFailure();
+    }
+    auto lossFn = buildLoss(forward);
+    if (failed(lossFn))
+      return signalPassFailure();
+    auto vjp = buildVjp(*lossFn, "params", "__loss_vjp");
+    if (failed(vjp)) {
+      lossFn->erase();
+      return signalPassFailure();
+    }
+
+    // train_step(inputs, params, targets, optimizer state..., step) -> (loss, next state...)
+    OpBuilder b(*vjp);
+    b.setInsertionPointAfter(*vjp);
+    unsigned nArgs = lossFn->getNumArguments();
+    SmallVector<Type> argTypes(lossFn->getArgumentTypes());
+    auto step = b.create<func::FuncOp>(forward.getLoc(), "train_step", b.getFunctionType(argTypes, {}));
+    for (unsigned i = 0; i < nArgs; ++i)
+      if (auto attrs = lossFn->getArgAttrDict(i))
+        step.setArgAttrs(i, attrs);
+    Block *body = step.addEntryBlock();
+    b.setInsertionPointToEnd(body);
+    Location loc = forward.getLoc();
+    IRMapping map;
+    for (unsigned i = 0; i < nArgs; ++i)
+      map.map(vjp->getArgument(i), body->getArgument(i));
+    map.map(vjp->getArgument(nArgs), scalar(b, loc, 1.0)); // d loss / d loss
+    for (Operation &op : vjp->getBody().front().without_terminator())
+      b.clone(op, map);
+    auto vjpReturn = llvm::cast<func::ReturnOp>(vjp->getBody().front().getTerminator());
+
+    Value stepCount = addState(step, body, RankedTensorType::get({}, b.getF32Type()), "step");
+    Value lr = b.create<LrScheduleOp>(loc, stepCount.getType(), stepCount, b.getF32FloatAttr(learningRate),
+                                      b.getStringAttr(schedule), b.getI64IntegerAttr(warmupSteps),
+                                      b.getI64IntegerAttr(totalSteps));
+    Value nextStep = binary<AddOp>(b, loc, stepCount, scalar(b, loc, 1.0));
+    SmallVector<Value> results{map.lookup(vjpReturn.getOperand(0))};
+    SmallVector<int64_t> updates{-1};
+    auto update = [&](Value next, Value state) {
+      results.push_back(next);
+      updates.push_back(llvm::cast<BlockArgument>(state).getArgNumber());
+    };
+    for (unsigned r = 1; r < vjpReturn.getNumOperands(); ++r) {
+      unsigned argIndex = vjp->getResultAttrOfType<IntegerAttr>(r, kGradOfAttrName).getInt();
+      Value p = body->getArgument(argIndex), g = map.lookup(vjpReturn.getOperand(r));
+      auto type = llvm::cast<RankedTensorType>(p.getType());
+      std::string name = step.getArgAttrOfType<StringAttr>(argIndex, kParamAttrName).str();
+      Value direction;
+      if (optimizer == "sgd") {
+        if (weightDecay != 0.0) // L2 regularization, as torch.optim.SGD's weight_decay
+          g = binary<AddOp>(b, loc, g, binary<MulOp>(b, loc, p, scalar(b, loc, weightDecay)));
+        direction = g;
+        if (momentum != 0.0) {
+          Value v = addState(step, body, type, name + "/momentum");
+          Value nextV = binary<AddOp>(b, loc, binary<MulOp>(b, loc, v, scalar(b, loc, momentum)), g);
+          direction = nesterov ? binary<AddOp>(b, loc, g, binary<MulOp>(b, loc, nextV, scalar(b, loc, momentum)))
+                               : nextV;
+          update(nextV, v);
+        }
+      } else {
+        // AdamW: m, v with bias correction at t = step + 1, decoupled weight decay.
+        Value m = addState(step, body, type, name + "/adam_m");
+        Value v = addState(step, body, type, name + "/adam_v");
+        Value nextM = binary<AddOp>(b, loc, binary<MulOp>(b, loc, m, scalar(b, loc, beta1)),
+                                    binary<MulOp>(b, loc, g, scalar(b, loc, 1.0 - beta1)));
+        Value nextV = binary<AddOp>(b, loc, binary<MulOp>(b, loc, v, scalar(b, loc, beta2)),
+                                    binary<MulOp>(b, loc, binary<MulOp>(b, loc, g, g), scalar(b, loc, 1.0 - beta2)));
+        Value c1 = binary<SubOp>(b, loc, scalar(b, loc, 1.0), binary<PowOp>(b, loc, scalar(b, loc, beta1), nextStep));
+        Value c2 = binary<SubOp>(b, loc, scalar(b, loc, 1.0), binary<PowOp>(b, loc, scalar(b, loc, beta2), nextStep));
+        Value mHat = binary<DivOp>(b, loc, nextM, c1), vHat = binary<DivOp>(b, loc, nextV, c2);
+        Value denom = binary<AddOp>(b, loc, b.create<SqrtOp>(loc, type, vHat), scalar(b, loc, eps));
+        direction = binary<AddOp>(b, loc, binary<DivOp>(b, loc, mHat, denom),
+                                  binary<MulOp>(b, loc, p, scalar(b, loc, weightDecay)));
+        update(nextM, m);
+        update(nextV, v);
+      }
+      update(binary<SubOp>(b, loc, p, binary<MulOp>(b, loc, direction, lr)), p);
+    }
+    update(nextStep, stepCount);
+    b.create<func::ReturnOp>(loc, results);
+    step.setType(b.getFunctionType(body->getArgumentTypes(), TypeRange(ValueRange(results))));
+    for (auto [i, arg] : llvm::enumerate(updates))
+      if (arg >= 0)
+        step.setResultAttr(i, kStateUpdateAttrName, b.getI64IntegerAttr(arg));
+    // Targets are named after the outputs they are compared with.
+    for (unsigned i = forward.getNumArguments(); i < nArgs; ++i)
+      step.setArgAttr(i, kTargetAttrName, b.getI64IntegerAttr(i - forward.getNumArguments()));
+    vjp->erase();
+    lossFn->erase();
+  }
+};
+
+} // namespace
