@@ -174,6 +174,11 @@ LogicalResult SqrtOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorIm
   return success();
 }
 
+LogicalResult AbsOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(binary<MulOp>(b, getLoc(), dys[0], b.create<SignOp>(getLoc(), getType(), getInput())));
+  return success();
+}
+
 LogicalResult ExpOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
   grads.push_back(binary<MulOp>(b, getLoc(), dys[0], getResult()));
   return success();

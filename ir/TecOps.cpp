@@ -220,6 +220,16 @@ LogicalResult GeluOp::verify() {
   return success();
 }
 
+LogicalResult OneHotOp::verify() {
+  auto labels = getLabels().getType(), result = getType();
+  shape::Dims expected(labels.getShape());
+  expected.push_back(result.getShape().empty() ? 0 : result.getShape().back());
+  if (result.getRank() != labels.getRank() + 1 || ArrayRef<int64_t>(expected) != result.getShape())
+    return emitOpError("expected result shape ") << shape::str(labels.getShape()) << "xDEPTH, got "
+                                                 << shape::str(result.getShape());
+  return success();
+}
+
 LogicalResult LrScheduleOp::verify() {
   StringRef schedule = getSchedule();
   if (schedule != "constant" && schedule != "warmup" && schedule != "cosine")

@@ -84,6 +84,23 @@ def Tec_SigmoidOp : Tec_UnaryOp<"sigmoid", "Sigmoid", "1 / (1 + exp(-x))">;
 def Tec_ErfOp : Tec_UnaryOp<"erf", "Erf", "erf(x)">;
 def Tec_SqrtOp : Tec_UnaryOp<"sqrt", "Sqrt", "sqrt(x)">;
 def Tec_ExpOp : Tec_UnaryOp<"exp", "Exp", "e^x">;
+def Tec_AbsOp : Tec_UnaryOp<"abs", "Abs", "|x|">;
+
+def Tec_SignOp : Tec_Op<"sign", [Pure, SameOperandsAndResultType]> {
+  let summary = "elementwise sign";
+  let description = [{
+    `y = -1, 0 or 1` as x is negative, zero or positive (NaN stays NaN). Piecewise constant, so it has no
+    gradient; it appears in the gradient of `tec.abs`.
+
+    Example:
+    ```mlir
+    %0 = tec.sign %x : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$input);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
 
 def Tec_GeluOp : Tec_Op<"gelu", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "GELU activation, exact (erf) or tanh approximation";
@@ -446,6 +463,39 @@ def Tec_GeluGradOp : Tec_ActivationGradOp<"gelu_grad", "tec.gelu", "dy * gelu'(x
   let arguments = (ins Tec_FloatTensor:$grad, Tec_FloatTensor:$input,
                    DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
   let hasVerifier = 1;
+}
+
+def Tec_OneHotOp : Tec_Op<"one_hot", [Pure]> {
+  let summary = "class indices to one-hot rows";
+  let description = [{
+    `result[..., c] = (labels[...] == c) ? 1 : 0` for `c < depth`, the last result dim. An index outside
+    [0, depth) is a run-time error. Integer labels carry no gradient.
+
+    Example:
+    ```mlir
+    %0 = tec.one_hot %labels : tensor<64xi64> -> tensor<64x10xf32>
+    ```
+  }];
+  let arguments = (ins Tec_IndexTensor:$labels);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = "$labels attr-dict `:` type($labels) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tec_ClipCoefficientOp : Tec_Op<"clip_coefficient", [Pure, AllTypesMatch<["norm", "result"]>]> {
+  let summary = "the factor that clips gradients to a global norm";
+  let description = [{
+    `min(1, max_norm / (norm + 1e-6))`, as `torch.nn.utils.clip_grad_norm_` computes it: every gradient is
+    multiplied by it before the optimizer step.
+
+    Example:
+    ```mlir
+    %c = tec.clip_coefficient %norm {max_norm = 1.0 : f32} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Tec_Scalar:$norm, F32Attr:$max_norm);
+  let results = (outs Tec_Scalar:$result);
+  let assemblyFormat = "$norm attr-dict `:` type($norm)";
 }
 
 def Tec_LrScheduleOp : Tec_Op<"lr_schedule", [Pure, AllTypesMatch<["step", "result"]>]> {

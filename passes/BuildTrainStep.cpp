@@ -27,12 +27,44 @@ template <typename Op> Value binary(OpBuilder &b, Location loc, Value x, Value y
 struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
   using TecBuildTrainStepBase::TecBuildTrainStepBase;
 
+  /// The type of the target compared with an output: the output's own, or class indices (i64, the
+  /// output's shape without its last dim) for cross-entropy.
+  Type targetType(Type output) {
+    auto type = llvm::cast<RankedTensorType>(output);
+    if (loss != "cross-entropy")
+      return type;
+    return RankedTensorType::get(type.getShape().drop_back(), IntegerType::get(&getContext(), 64));
+  }
+
+  /// One output's loss against its target, a 0-D f32: mse mean((y-t)^2), l1 mean(|y-t|), cross-entropy
+  /// -mean over samples of log_softmax(y)[label].
+  Value lossTerm(OpBuilder &b, Location loc, Value prediction, Value target) {
+    auto type = llvm::cast<RankedTensorType>(prediction.getType());
+    auto scalarType = RankedTensorType::get({}, b.getF32Type());
+    SmallVector<int64_t> axes;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      axes.push_back(d);
+    if (loss == "cross-entropy") {
+      int64_t axis = type.getRank() - 1;
+      Value logp = b.create<LogSoftmaxOp>(loc, type, prediction, axis);
+      Value onehot = b.create<OneHotOp>(loc, type, target);
+      Value picked = b.create<ReduceSumOp>(loc, scalarType, b.create<MulOp>(loc, type, onehot, logp), axes, false);
+      int64_t samples = type.getNumElements() / std::max<int64_t>(type.getShape().back(), 1);
+      return binary<MulOp>(b, loc, picked, scalar(b, loc, -1.0 / std::max<int64_t>(samples, 1)));
+    }
+    Value diff = b.create<SubOp>(loc, type, prediction, target);
+    Value pointwise = loss == "l1" ? b.create<AbsOp>(loc, type, diff).getResult()
+                                   : b.create<MulOp>(loc, type, diff, diff).getResult();
+    return b.create<ReduceMeanOp>(loc, scalarType, pointwise, axes, false);
+  }
+
   /// `@__loss`: forward's arguments plus one target per result, returning the loss (a 0-D f32).
   FailureOr<func::FuncOp> buildLoss(func::FuncOp forward) {
     OpBuilder b(forward);
     b.setInsertionPointAfter(forward);
     SmallVector<Type> argTypes(forward.getArgumentTypes());
-    llvm::append_range(argTypes, forward.getResultTypes());
+    for (Type t : forward.getResultTypes())
+      argTypes.push_back(targetType(t));
     auto scalarType = RankedTensorType::get({}, b.getF32Type());
     auto fn = b.create<func::FuncOp>(forward.getLoc(), "__loss", b.getFunctionType(argTypes, {scalarType}));
     for (unsigned i = 0; i < forward.getNumArguments(); ++i)
@@ -50,15 +82,12 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     for (auto [i, y] : llvm::enumerate(ret.getOperands())) {
       Value prediction = map.lookup(y), target = body->getArgument(forward.getNumArguments() + i);
       auto type = llvm::cast<RankedTensorType>(prediction.getType());
-      if (!type.getElementType().isF32())
-        return forward.emitError("expected f32 outputs to train on, got ") << type, failure();
-      // mse: mean((y - t)^2) over every element.
-      Value diff = b.create<SubOp>(fn.getLoc(), type, prediction, target);
-      Value sq = b.create<MulOp>(fn.getLoc(), type, diff, diff);
-      SmallVector<int64_t> axes;
-      for (int64_t d = 0; d < type.getRank(); ++d)
-        axes.push_back(d);
-      Value term = b.create<ReduceMeanOp>(fn.getLoc(), scalarType, sq, axes, false);
+      if (!type.getElementType().isF32() || (loss == "cross-entropy" && type.getRank() < 1)) {
+        fn.erase();
+        return forward.emitError("expected f32 outputs (with a class dim for cross-entropy) to train on, got ")
+               << type, failure();
+      }
+      Value term = lossTerm(b, fn.getLoc(), prediction, target);
       total = total ? b.create<AddOp>(fn.getLoc(), scalarType, total, term).getResult() : term;
     }
     b.create<func::ReturnOp>(fn.getLoc(), total);
@@ -77,8 +106,8 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (loss != "mse") {
-      module.emitError("expected loss mse, got '") << loss << "'";
+    if (loss != "mse" && loss != "l1" && loss != "cross-entropy") {
+      module.emitError("expected loss mse, l1 or cross-entropy, got '") << loss << "'";
       return signalPassFailure();
     }
     if (optimizer != "sgd" && optimizer != "adamw") {
@@ -130,9 +159,27 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
       results.push_back(next);
       updates.push_back(llvm::cast<BlockArgument>(state).getArgNumber());
     };
+    // Gradient clipping by global norm: every gradient times min(1, max_norm / (norm + 1e-6)).
+    Value clip;
+    if (clipNorm > 0.0) {
+      Value sumSquares;
+      for (unsigned r = 1; r < vjpReturn.getNumOperands(); ++r) {
+        Value g = map.lookup(vjpReturn.getOperand(r));
+        auto type = llvm::cast<RankedTensorType>(g.getType());
+        SmallVector<int64_t> axes;
+        for (int64_t d = 0; d < type.getRank(); ++d)
+          axes.push_back(d);
+        Value sq = b.create<ReduceSumOp>(loc, stepCount.getType(), b.create<MulOp>(loc, type, g, g), axes, false);
+        sumSquares = sumSquares ? binary<AddOp>(b, loc, sumSquares, sq) : sq;
+      }
+      Value norm = b.create<SqrtOp>(loc, stepCount.getType(), sumSquares);
+      clip = b.create<ClipCoefficientOp>(loc, stepCount.getType(), norm, b.getF32FloatAttr(clipNorm));
+    }
     for (unsigned r = 1; r < vjpReturn.getNumOperands(); ++r) {
       unsigned argIndex = vjp->getResultAttrOfType<IntegerAttr>(r, kGradOfAttrName).getInt();
       Value p = body->getArgument(argIndex), g = map.lookup(vjpReturn.getOperand(r));
+      if (clip)
+        g = binary<MulOp>(b, loc, g, clip);
       auto type = llvm::cast<RankedTensorType>(p.getType());
       std::string name = step.getArgAttrOfType<StringAttr>(argIndex, kParamAttrName).str();
       Value direction;

@@ -115,7 +115,8 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
   let summary = "Build @train_step: forward, loss, backward and the optimizer update";
   let description = [{
     Adds `@train_step(inputs, params, targets, optimizer state, step) -> (loss, next state...)`, a pure
-    function: the forward pass, the loss against one target per output (`mse`), its gradient with respect
+    function: the forward pass, the loss against one target per output (`mse`, `l1`, or `cross-entropy`
+    over int64 class labels), optionally clipped to a global norm as torch's clip_grad_norm_, its gradient with respect
     to every `tec.param` (from tec-autodiff's vector-Jacobian product, seeded with 1), and the optimizer
     update at the learning rate of `tec.lr_schedule`: `sgd` (momentum, nesterov, L2 weight decay as
     torch.optim.SGD) or `adamw` (bias-corrected moments, decoupled weight decay as torch.optim.AdamW).
@@ -123,7 +124,7 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
     place across steps; targets are tagged `tec.target` with the index of their output.
   }];
   let options = [
-    Option<"loss", "loss", "std::string", "\"mse\"", "mse">,
+    Option<"loss", "loss", "std::string", "\"mse\"", "mse | l1 | cross-entropy (targets: class indices)">,
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "sgd | adamw">,
     Option<"learningRate", "lr", "double", "1e-3", "base learning rate">,
     Option<"schedule", "schedule", "std::string", "\"constant\"", "constant | warmup | cosine">,
@@ -134,7 +135,8 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
     Option<"beta1", "beta1", "double", "0.9", "adamw beta1">,
     Option<"beta2", "beta2", "double", "0.999", "adamw beta2">,
     Option<"eps", "eps", "double", "1e-8", "adamw epsilon">,
-    Option<"weightDecay", "weight-decay", "double", "0.0", "weight decay">
+    Option<"weightDecay", "weight-decay", "double", "0.0", "weight decay">,
+    Option<"clipNorm", "clip-norm", "double", "0.0", "clip gradients to this global norm (0: off)">
   ];
   let dependentDialects = ["::tec::TecDialect"];
 }

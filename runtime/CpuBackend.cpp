@@ -125,6 +125,8 @@ private:
   Status where(const plan::Step &s);
   Status activationGrad(const plan::Step &s);
   Status lrSchedule(const plan::Step &s);
+  Status oneHot(const plan::Step &s);
+  Status clipCoefficient(const plan::Step &s);
   Status cast(const plan::Step &s);
   Status softmax(const plan::Step &s);
   Status layerNorm(const plan::Step &s);
@@ -221,7 +223,7 @@ Status CpuBackend::unary(const plan::Step &s) {
   static const std::unordered_map<std::string, k::UnaryKind> kinds = {
       {"relu", k::UnaryKind::Relu}, {"tanh", k::UnaryKind::Tanh}, {"sigmoid", k::UnaryKind::Sigmoid},
       {"erf", k::UnaryKind::Erf},   {"sqrt", k::UnaryKind::Sqrt}, {"gelu", k::UnaryKind::Gelu},
-      {"exp", k::UnaryKind::Exp}};
+      {"exp", k::UnaryKind::Exp},   {"abs", k::UnaryKind::Abs},   {"sign", k::UnaryKind::Sign}};
   auto kind = kinds.at(s.kernel());
   if (s.kernel() == "gelu" && attrS(s, "approximate", "none") == "tanh")
     kind = k::UnaryKind::GeluTanh;
@@ -229,6 +231,33 @@ Status CpuBackend::unary(const plan::Step &s) {
   float *x = floatIn(s.inputs(0)), *y = floatOut(s.outputs(0));
   emit([=] {
     k::unary(kind, x, y, n);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::oneHot(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  int64_t n = count(s.inputs(0)), depth = shape(s.outputs(0)).back();
+  auto error = [depth] { return Status::error("one_hot: a label is outside [0, " + std::to_string(depth) + ")"); };
+  if (dtype(s.inputs(0)) == plan::I32)
+    emit([=, l = ptr<int32_t>(s.inputs(0)), y = ptr<float>(s.outputs(0))] {
+      return k::oneHot(l, n, depth, y) ? Status::success() : error();
+    });
+  else
+    emit([=, l = ptr<int64_t>(s.inputs(0)), y = ptr<float>(s.outputs(0))] {
+      return k::oneHot(l, n, depth, y) ? Status::success() : error();
+    });
+  return Status::success();
+}
+
+Status CpuBackend::clipCoefficient(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  float maxNorm = static_cast<float>(attrF(s, "max_norm", 1.0));
+  emit([=, norm = ptr<float>(s.inputs(0)), out = ptr<float>(s.outputs(0))] {
+    *out = std::min(1.0f, maxNorm / (*norm + 1e-6f));
     return Status::success();
   });
   return Status::success();
@@ -609,6 +638,8 @@ const std::unordered_map<std::string, CpuBackend::Compiler> &CpuBackend::compile
       {"gelu", &B::unary},       {"where", &B::where},
       {"exp", &B::unary},        {"relu_grad", &B::activationGrad},
       {"gelu_grad", &B::activationGrad}, {"lr_schedule", &B::lrSchedule},
+      {"abs", &B::unary},        {"sign", &B::unary},
+      {"one_hot", &B::oneHot},   {"clip_coefficient", &B::clipCoefficient},
       {"cast", &B::cast},        {"softmax", &B::softmax},
       {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm},
       {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},

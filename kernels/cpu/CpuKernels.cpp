@@ -182,6 +182,9 @@ void unary(UnaryKind kind, const float *x, float *y, int64_t n) {
   case UnaryKind::Erf: return mapUnary(x, y, n, [](float v) { return std::erf(v); });
   case UnaryKind::Sqrt: return mapUnary(x, y, n, [](float v) { return std::sqrt(v); });
   case UnaryKind::Exp: return mapUnary(x, y, n, [](float v) { return std::exp(v); });
+  case UnaryKind::Abs: return mapUnary(x, y, n, [](float v) { return std::fabs(v); });
+  case UnaryKind::Sign:
+    return mapUnary(x, y, n, [](float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); });
   case UnaryKind::Gelu: return mapUnary(x, y, n, [](float v) { return gelu(v); });
   case UnaryKind::GeluTanh: return mapUnary(x, y, n, [](float v) { return geluTanh(v); });
   }
@@ -356,6 +359,19 @@ void softmaxRow(const float *__restrict in, float *__restrict out, int64_t n, bo
 }
 
 } // namespace
+
+template <typename Index> bool oneHot(const Index *labels, int64_t n, int64_t depth, float *y) {
+  for (int64_t i = 0; i < n; ++i)
+    if (labels[i] < 0 || labels[i] >= depth)
+      return false;
+  std::fill(y, y + n * depth, 0.0f);
+  for (int64_t i = 0; i < n; ++i)
+    y[i * depth + labels[i]] = 1.0f;
+  return true;
+}
+
+template bool oneHot<int32_t>(const int32_t *, int64_t, int64_t, float *);
+template bool oneHot<int64_t>(const int64_t *, int64_t, int64_t, float *);
 
 void softmax(const float *x, float *y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax) {
   if (inner == 1) {

@@ -30,7 +30,7 @@ template <typename T>
 void binary(BinaryKind kind, const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
             const Shape &outShape);
 
-enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Exp, Gelu, GeluTanh };
+enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Exp, Abs, Sign, Gelu, GeluTanh };
 void unary(UnaryKind kind, const float *x, float *y, int64_t n);
 
 /// dx = dy * act'(x) for the activations with a backward kernel.
@@ -42,6 +42,9 @@ void where(const bool *cond, const Shape &condShape, const void *x, const Shape 
            const Shape &yShape, void *out, const Shape &outShape, size_t bytes);
 
 void cast(const void *x, ElementType from, void *y, ElementType to, int64_t n);
+
+/// One-hot rows of `depth` floats for `n` labels; returns false (writing nothing) on a label out of range.
+template <typename Index> bool oneHot(const Index *labels, int64_t n, int64_t depth, float *y);
 
 // Normalization and reductions over float.
 void softmax(const float *x, float *y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax);

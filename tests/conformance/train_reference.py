@@ -60,6 +60,39 @@ def adamw(p, g, m, v, t):
         p[k] = p[k] - LR * (m_hat / (np.sqrt(v_hat) + EPS) + WD * p[k])
 
 
+def check_losses(tec, model_path):
+    """The first step's loss of each loss function equals numpy's on ONNX Runtime's outputs."""
+    import onnxruntime as ort
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((64, 256)).astype(np.float32)
+    out = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0].astype(np.float64)
+    targets = {"mse": rng.standard_normal((64, 16)).astype(np.float32),
+               "l1": rng.standard_normal((64, 16)).astype(np.float32),
+               "cross-entropy": rng.integers(0, 16, (64,)).astype(np.int64)}
+    logp = out - out.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    expected = {"mse": np.mean((out - targets["mse"]) ** 2), "l1": np.mean(np.abs(out - targets["l1"])),
+                "cross-entropy": -np.mean(logp[np.arange(64), targets["cross-entropy"]])}
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(os.path.join(tmp, "x.npy"), x)
+        for loss, target in targets.items():
+            plan = os.path.join(tmp, loss + ".tecplan")
+            np.save(os.path.join(tmp, "y.npy"), target)
+            subprocess.run([tec, model_path, "-o", plan, "--target", "cpu", "--train", "--loss", loss], check=True,
+                           stdout=subprocess.DEVNULL)
+            report = os.path.join(tmp, loss + ".json")
+            subprocess.run([tec, "train", plan, "--input", f"x={tmp}/x.npy", "--target", f"y={tmp}/y.npy", "--steps",
+                            "1", "--report", report], check=True, stdout=subprocess.DEVNULL)
+            with open(report) as f:
+                got = json.load(f)["loss"][0]
+            rel = abs(got - expected[loss]) / abs(expected[loss])
+            print(f"{'ok  ' if rel <= 1e-5 else 'FAIL'} {loss} loss {got:.6f} vs numpy on ONNX Runtime's output "
+                  f"{expected[loss]:.6f} (relative {rel:.1e})")
+            ok = ok and rel <= 1e-5
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tec", required=True)
@@ -127,7 +160,9 @@ def main():
     print(f"{'ok  ' if recovered else 'FAIL'} a crash while writing checkpoint 3 left checkpoint 2 loadable, "
           "and resuming from it reaches the same step-3 params")
     failures += not recovered
-    checks = len(params) + 3
+    loss_ok = check_losses(args.tec, model_path)
+    failures += not loss_ok
+    checks = len(params) + 4
     print(f"{checks - failures} passed, {failures} failed")
     return 1 if failures else 0
 

@@ -204,6 +204,9 @@ const GradCase kCases[] = {
        %2 = tec.erf %a : tensor<4x4xf32>
        %3 = tec.exp %a : tensor<4x4xf32>
        return %0, %1, %2, %3 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> })"},
+    {"abs", R"(func.func @forward(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
+       %0 = tec.abs %a : tensor<4x4xf32>
+       return %0 : tensor<4x4xf32> })", Inputs::AwayFromZero},
     {"sqrt", R"(func.func @forward(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
        %0 = tec.sqrt %a : tensor<4x4xf32>
        return %0 : tensor<4x4xf32> })", Inputs::Positive},

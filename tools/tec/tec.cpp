@@ -75,7 +75,10 @@ cl::opt<std::string> amaxAlgo("amax-algo", cl::desc("amax from the history: max 
 cl::opt<bool> fp8Emulate("fp8-emulate", cl::desc("keep FP8 GEMMs on the cpu target, emulated (to test numerics)"),
                          cl::cat(category));
 cl::opt<bool> train("train", cl::desc("also build a training step (loss, backward, optimizer)"), cl::cat(category));
-cl::opt<std::string> lossName("loss", cl::desc("training loss: mse"), cl::init("mse"), cl::cat(category));
+cl::opt<std::string> lossName("loss", cl::desc("training loss: mse | l1 | cross-entropy (int64 class labels)"),
+                              cl::init("mse"), cl::cat(category));
+cl::opt<double> clipNorm("clip-norm", cl::desc("clip gradients to this global norm (0: off)"), cl::init(0.0),
+                         cl::cat(category));
 cl::opt<std::string> optimizerName("optimizer", cl::desc("sgd | adamw"), cl::init("adamw"), cl::cat(category));
 cl::opt<double> lr("lr", cl::desc("learning rate"), cl::init(1e-3), cl::cat(category));
 cl::opt<std::string> lrSchedule("schedule", cl::desc("learning-rate schedule: constant | warmup | cosine"),
@@ -357,10 +360,10 @@ int compile() {
     return kExitBadInput;
   }
   options.train = train;
-  options.pipeline.train = {lossName, optimizerName, lrSchedule, lr, momentum, beta1, beta2, adamEps, weightDecay,
-                            nesterov, warmupSteps, totalSteps};
-  if (train && lossName != "mse") {
-    llvm::errs() << "error: --loss: only mse is available so far, got '" << lossName << "'\n";
+  options.pipeline.train = {lossName, optimizerName, lrSchedule, lr,       momentum,   beta1,
+                            beta2,    adamEps,       weightDecay, clipNorm, nesterov, warmupSteps, totalSteps};
+  if (train && lossName != "mse" && lossName != "l1" && lossName != "cross-entropy") {
+    llvm::errs() << "error: --loss: expected mse, l1 or cross-entropy, got '" << lossName << "'\n";
     return kExitBadInput;
   }
   if (train && optimizerName != "sgd" && optimizerName != "adamw") {

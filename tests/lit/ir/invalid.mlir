@@ -246,3 +246,19 @@ func.func @delayed_scaling_history(%h: tensor<16xf32>, %s: tensor<f32>) -> tenso
   %0:3 = tec.delayed_scaling %h, %s, %s {fp8_max = 448.0 : f32} : (tensor<16xf32>, tensor<f32>, tensor<f32>) -> (tensor<8xf32>, tensor<f32>, tensor<f32>)
   return %0#1 : tensor<f32>
 }
+
+// -----
+
+func.func @one_hot_shape(%l: tensor<4xi64>) -> tensor<5x10xf32> {
+  // expected-error @+1 {{'tec.one_hot' op expected result shape 4xDEPTH, got 5x10}}
+  %0 = tec.one_hot %l : tensor<4xi64> -> tensor<5x10xf32>
+  return %0 : tensor<5x10xf32>
+}
+
+// -----
+
+func.func @lr_schedule_cosine(%s: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{'tec.lr_schedule' op expected total_steps > warmup_steps for cosine, got 10 <= 10}}
+  %0 = tec.lr_schedule %s {lr = 1.0e-03 : f32, schedule = "cosine", warmup_steps = 10 : i64, total_steps = 10 : i64} : tensor<f32>
+  return %0 : tensor<f32>
+}
