@@ -307,12 +307,23 @@ LogicalResult LinearOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVector
   const int64_t k = x.getShape().back(), n = getType().getShape().back(), m = x.getNumElements() / std::max<int64_t>(k, 1);
   Value x2 = reshapeTo(b, loc, getInput(), {m, k}), dz2 = reshapeTo(b, loc, dz, {m, n});
   // dX = dZ (W^e)^T: a linear layer over dZ with the opposite transpose.
+  auto role = [&](Value gemm, StringRef name, int64_t gradOperand) {
+    gemm.getDefiningOp()->setAttr(kGemmRoleAttrName, b.getStringAttr(name));
+    gemm.getDefiningOp()->setAttr(kGradOperandAttrName, b.getI64IntegerAttr(gradOperand));
+    return gemm;
+  };
   Value dx = b.create<LinearOp>(loc, RankedTensorType::get({m, k}, x.getElementType()), dz2, getWeight(), Value(),
                                 b.getStringAttr("none"), b.getBoolAttr(!getTransposeB()));
-  grads.push_back(reshapeTo(b, loc, dx, x.getShape()));
-  // dW = dZ^T X ([N, K]) with transpose_b, else X^T dZ ([K, N]).
-  Value dw = getTransposeB() ? matmul(b, loc, transposeLast2(b, loc, dz2), x2)
-                             : matmul(b, loc, transposeLast2(b, loc, x2), dz2);
+  grads.push_back(reshapeTo(b, loc, role(dx, "dgrad", 0), x.getShape()));
+  // dW = dZ^T X ([N, K]) with transpose_b, else X^T dZ ([K, N]); a linear layer too, so that FP8
+  // insertion sees all three GEMMs of the layer (fprop, dgrad, wgrad).
+  auto wgrad = [&](Value a, Value w2, int64_t gradOperand) {
+    auto ta = typeOf(a), tw = typeOf(w2);
+    Value gemm = b.create<LinearOp>(loc, RankedTensorType::get({ta.getDimSize(0), tw.getDimSize(1)}, ta.getElementType()),
+                                    a, w2, Value(), b.getStringAttr("none"), b.getBoolAttr(false));
+    return role(gemm, "wgrad", gradOperand);
+  };
+  Value dw = getTransposeB() ? wgrad(transposeLast2(b, loc, dz2), x2, 0) : wgrad(transposeLast2(b, loc, x2), dz2, 1);
   grads.push_back(reshapeTo(b, loc, dw, w.getShape()));
   if (getBias())
     grads.push_back(reduceSum(b, loc, dz2, {0}, /*keepdims=*/false));

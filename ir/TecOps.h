@@ -33,6 +33,10 @@ inline constexpr llvm::StringLiteral kStateUpdateAttrName = "tec.state_update";
 inline constexpr llvm::StringLiteral kTargetAttrName = "tec.target";
 /// On a result of a vector-Jacobian product: the index of the argument it is the gradient of.
 inline constexpr llvm::StringLiteral kGradOfAttrName = "tec.grad_of";
+/// On a GEMM built by autodiff: its role in training ("dgrad", "wgrad"; forward GEMMs have none) and
+/// which operand (0 or 1) is a gradient, which the HYBRID FP8 recipe quantizes to E5M2.
+inline constexpr llvm::StringLiteral kGemmRoleAttrName = "tec.gemm_role";
+inline constexpr llvm::StringLiteral kGradOperandAttrName = "tec.grad_operand";
 /// On a GEMM: the precision it runs in and why, for the compile summary's per-layer table.
 inline constexpr llvm::StringLiteral kPrecisionAttrName = "tec.precision";
 

@@ -1,6 +1,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Regex.h"
 
 namespace tec {
@@ -73,13 +74,14 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
     return arg;
   }
 
-  /// Quantizes `v` (E4M3) with the current scale: returns (quantized, scale_inv), and queues the
-  /// delayed-scaling update, which is built at the end of the function: every read of this step's
-  /// scale and scale_inv comes before it.
+  /// Quantizes `v` (E4M3, or E5M2 for a gradient under HYBRID) with the current scale: returns
+  /// (quantized, scale_inv), and queues the delayed-scaling update, which is built at the end of the
+  /// function: every read of this step's scale and scale_inv comes before it.
   struct PendingUpdate {
     Value history, scale, scaleInv, amax;
+    float fp8Max;
   };
-  std::pair<Value, Value> quantize(func::FuncOp f, OpBuilder &b, Value v, const std::string &name,
+  std::pair<Value, Value> quantize(func::FuncOp f, OpBuilder &b, Value v, const std::string &name, bool e5m2,
                                    SmallVectorImpl<PendingUpdate> &updates) {
     auto f32 = b.getF32Type();
     auto scalar = RankedTensorType::get({}, f32);
@@ -89,8 +91,9 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
     Location loc = v.getLoc();
     auto type = llvm::cast<RankedTensorType>(v.getType());
     Value amax = b.create<AmaxOp>(loc, scalar, v);
-    Value q = b.create<QuantizeOp>(loc, RankedTensorType::get(type.getShape(), b.getFloat8E4M3FNType()), v, scale);
-    updates.push_back({history, scale, scaleInv, amax});
+    Type fp8 = e5m2 ? Type(b.getFloat8E5M2Type()) : Type(b.getFloat8E4M3FNType());
+    Value q = b.create<QuantizeOp>(loc, RankedTensorType::get(type.getShape(), fp8), v, scale);
+    updates.push_back({history, scale, scaleInv, amax, e5m2 ? 57344.0f : 448.0f});
     return {q, scaleInv};
   }
 
@@ -109,6 +112,7 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
       SmallVector<LinearOp> linears;
       f.walk([&](LinearOp op) { linears.push_back(op); });
       SmallVector<PendingUpdate> updates;
+      llvm::StringSet<> usedNames;
       for (auto [i, linear] : llvm::enumerate(linears)) {
         if (std::string why = fp8Blocker(linear, policy); !why.empty()) {
           linear->setAttr(kPrecisionAttrName, attrs.getStringAttr(why));
@@ -117,12 +121,32 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
         SmallVector<std::string> names;
         sourceNames(linear.getLoc(), names);
         std::string layer = names.empty() ? "gemm" + std::to_string(i) : names.front();
+        // Backward GEMMs (from autodiff) quantize their gradient operand to E5M2 under HYBRID.
+        auto role = linear->getAttrOfType<StringAttr>(kGemmRoleAttrName);
+        auto gradOperand = linear->getAttrOfType<IntegerAttr>(kGradOperandAttrName);
+        bool hybrid = format == "hybrid";
+        auto operandName = [&](int operand) {
+          if (!role)
+            return layer + (operand == 0 ? "/input" : "/weight");
+          bool isGrad = gradOperand && gradOperand.getInt() == operand;
+          return layer + "/" + role.str() + "/" + (isGrad ? "grad" : role.getValue() == "dgrad" ? "weight" : "activation");
+        };
+        auto unique = [&](const std::string &base) {
+          std::string name = base;
+          for (int k = 2; !usedNames.insert(name).second; ++k)
+            name = base + "#" + std::to_string(k);
+          return name;
+        };
+        auto isE5m2 = [&](int operand) { return hybrid && gradOperand && gradOperand.getInt() == operand; };
         OpBuilder b(linear);
-        auto [xq, xsi] = quantize(f, b, linear.getInput(), layer + "/input", updates);
-        auto [wq, wsi] = quantize(f, b, linear.getWeight(), layer + "/weight", updates);
+        auto [xq, xsi] = quantize(f, b, linear.getInput(), unique(operandName(0)), isE5m2(0), updates);
+        auto [wq, wsi] = quantize(f, b, linear.getWeight(), unique(operandName(1)), isE5m2(1), updates);
         auto gemm = b.create<Fp8GemmOp>(linear.getLoc(), linear.getType(), xq, wq, xsi, wsi, linear.getBias(),
                                         linear.getEpilogueAttr(), linear.getTransposeBAttr());
-        gemm->setAttr(kPrecisionAttrName, attrs.getStringAttr("E4M3 x E4M3, delayed scaling"));
+        std::string formats = std::string(isE5m2(0) ? "E5M2" : "E4M3") + " x " + (isE5m2(1) ? "E5M2" : "E4M3");
+        gemm->setAttr(kPrecisionAttrName, attrs.getStringAttr(formats + ", delayed scaling"));
+        if (role)
+          gemm->setAttr(kGemmRoleAttrName, role);
         linear.replaceAllUsesWith(gemm.getResult());
         linear.erase();
       }
@@ -136,7 +160,7 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
       for (const PendingUpdate &u : updates) {
         auto scalar = u.scale.getType();
         auto next = b.create<DelayedScalingOp>(u.amax.getLoc(), TypeRange{u.history.getType(), scalar, scalar},
-                                               u.history, u.scale, u.amax, b.getF32FloatAttr(448.0f),
+                                               u.history, u.scale, u.amax, b.getF32FloatAttr(u.fp8Max),
                                                b.getI64IntegerAttr(margin), b.getStringAttr(algo));
         for (auto [i, state] : llvm::enumerate(std::array<Value, 3>{u.history, u.scale, u.scaleInv})) {
           results.push_back(next.getResult(i));

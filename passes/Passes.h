@@ -37,6 +37,8 @@ struct PipelineOptions {
   std::string keepPrecision;
   int64_t amaxHistory = 1024, margin = 0;
   std::string amaxAlgo = "max";
+  /// hybrid: gradients in E5M2 (training); e4m3: everywhere.
+  std::string fp8Format = "hybrid";
   /// On the cpu target, keep FP8 GEMMs, emulated (`--fp8-emulate`).
   bool fp8Emulate = false;
   /// Building a training step: GELU stays out of GEMM epilogues (its gradient needs the input).

@@ -70,7 +70,9 @@ def TecInsertFp8 : Pass<"tec-insert-fp8", "mlir::ModuleOp"> {
            "regex of ONNX node names whose GEMMs stay in higher precision">,
     Option<"amaxHistory", "amax-history", "int64_t", "1024", "length of each amax history">,
     Option<"margin", "margin", "int64_t", "0", "delayed scaling margin (scale /= 2^margin)">,
-    Option<"algo", "algo", "std::string", "\"max\"", "amax from the history: max | most_recent">
+    Option<"algo", "algo", "std::string", "\"max\"", "amax from the history: max | most_recent">,
+    Option<"format", "format", "std::string", "\"hybrid\"",
+           "hybrid (E5M2 for the gradient operand of backward GEMMs) | e4m3 (everywhere)">
   ];
   let dependentDialects = ["::tec::TecDialect"];
 }

@@ -93,6 +93,32 @@ def check_losses(tec, model_path):
     return ok
 
 
+def check_fp8_training(tec, model_path, steps=30):
+    """FP8-emulated training (HYBRID: fprop E4M3, dgrad/wgrad E5M2 x E4M3, delayed scaling) ends within 5%
+    of FP32 training's final loss, and FP8 really ran (the losses differ)."""
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((4 * 64, 256)).astype(np.float32)
+    y = rng.standard_normal((4 * 64, 16)).astype(np.float32)
+    final = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(os.path.join(tmp, "x.npy"), x)
+        np.save(os.path.join(tmp, "y.npy"), y)
+        for name, flags in [("fp32", []), ("fp8", ["--fp8=all", "--fp8-emulate"])]:
+            plan = os.path.join(tmp, name + ".tecplan")
+            subprocess.run([tec, model_path, "-o", plan, "--target", "cpu", "--train", "--lr", "1e-3", *flags],
+                           check=True, stdout=subprocess.DEVNULL)
+            report = os.path.join(tmp, name + ".json")
+            subprocess.run([tec, "train", plan, "--input", f"x={tmp}/x.npy", "--target", f"y={tmp}/y.npy", "--steps",
+                            str(steps), "--report", report], check=True, stdout=subprocess.DEVNULL)
+            with open(report) as f:
+                final[name] = json.load(f)["loss"][-1]
+    rel = abs(final["fp8"] - final["fp32"]) / final["fp32"]
+    ok = rel <= 0.05 and final["fp8"] != final["fp32"]
+    print(f"{'ok  ' if ok else 'FAIL'} FP8-emulated training: final loss {final['fp8']:.5f} vs FP32 {final['fp32']:.5f} "
+          f"after {steps} steps ({100 * rel:.2f}% apart, 5% allowed)")
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tec", required=True)
@@ -162,7 +188,9 @@ def main():
     failures += not recovered
     loss_ok = check_losses(args.tec, model_path)
     failures += not loss_ok
-    checks = len(params) + 4
+    fp8_ok = check_fp8_training(args.tec, model_path)
+    failures += not fp8_ok
+    checks = len(params) + 5
     print(f"{checks - failures} passed, {failures} failed")
     return 1 if failures else 0
 

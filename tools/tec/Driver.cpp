@@ -211,8 +211,10 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
       trainInputs.argDataOffsets.push_back(-1);
       trainInputNames.push_back("target:" + name);
     }
+    bool fp8 = false;
+    step.walk([&](Fp8GemmOp) { fp8 = true; });
     trainInputs.target = "cpu";
-    trainInputs.precision = "fp32";
+    trainInputs.precision = fp8 ? "fp8" : "fp32";
     auto variant = buildVariant(step, trainInputs, compiled->data);
     if (!variant)
       return llvm::createStringError(path + ": train_step: " + llvm::toString(variant.takeError()));

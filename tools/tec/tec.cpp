@@ -336,6 +336,7 @@ int compile() {
   options.pipeline.fp8 = fp8Policy;
   options.pipeline.keepPrecision = keepPrecision;
   options.pipeline.amaxHistory = amaxHistory;
+  options.pipeline.fp8Format = fp8Format;
   options.pipeline.margin = fp8Margin;
   options.pipeline.amaxAlgo = amaxAlgo;
   if (amaxAlgo != "max" && amaxAlgo != "most_recent") {

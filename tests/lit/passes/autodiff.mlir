@@ -10,8 +10,9 @@
 //       CHECK:   %[[Z:.+]] = tec.linear %[[X]], %[[W]], %[[B]] {transpose_b = true}
 //       CHECK:   %[[Y:.+]] = tec.gelu %[[Z]]
 //       CHECK:   %[[DZ:.+]] = tec.gelu_grad %[[DY]], %[[Z]]
+//       CHECK:   tec.linear %[[DZ]], %[[W]] {tec.gemm_role = "dgrad", tec.grad_operand = 0 : i64}
 //       CHECK:   %[[DZT:.+]] = tec.transpose %[[DZ]] {perm = array<i64: 1, 0>}
-//       CHECK:   %[[DW:.+]] = tec.matmul %[[DZT]], %[[X]]
+//       CHECK:   %[[DW:.+]] = tec.linear %[[DZT]], %[[X]] {tec.gemm_role = "wgrad", tec.grad_operand = 0 : i64}
 //       CHECK:   %[[DB:.+]] = tec.reduce_sum %[[DZ]] {axes = array<i64: 0>, keepdims = false}
 //       CHECK:   return %[[Y]], %[[DW]], %[[DB]]
 // INPUTS-LABEL: func.func @forward_vjp(

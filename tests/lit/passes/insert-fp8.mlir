@@ -51,3 +51,23 @@ func.func @sizes(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %big: tensor<5
   %1 = tec.linear %big, %wb : (tensor<512x1024xf32>, tensor<1024x1024xf32>) -> tensor<512x1024xf32> loc("fc2")
   return %0, %1 : tensor<64x128xf32>, tensor<512x1024xf32>
 }
+
+// -----
+
+// Backward GEMMs from autodiff: under HYBRID the gradient operand is quantized to E5M2 (max 57344),
+// the other to E4M3; their state is named by role.
+// CHECK-LABEL: func @backward_gemms
+//  CHECK-SAME:   {tec.state = "fc1/dgrad/grad/amax_history"
+//  CHECK-SAME:   {tec.state = "fc1/dgrad/weight/amax_history"
+//  CHECK-SAME:   {tec.state = "fc1/wgrad/grad/amax_history"
+//  CHECK-SAME:   {tec.state = "fc1/wgrad/activation/amax_history"
+//       CHECK:   tec.quantize %arg0, %{{.+}} : (tensor<64x128xf32>, tensor<f32>) -> tensor<64x128xf8E5M2>
+//       CHECK:   tec.quantize %arg1, %{{.+}} : (tensor<128x256xf32>, tensor<f32>) -> tensor<128x256xf8E4M3FN>
+//       CHECK:   tec.fp8_gemm {{.*}}tec.gemm_role = "dgrad", tec.precision = "E5M2 x E4M3, delayed scaling"
+//       CHECK:   tec.fp8_gemm {{.*}}tec.gemm_role = "wgrad", tec.precision = "E5M2 x E4M3, delayed scaling"
+//       CHECK:   tec.delayed_scaling {{.*}}fp8_max = 5.734400e+04 : f32
+func.func @backward_gemms(%dy: tensor<64x128xf32>, %w: tensor<128x256xf32>, %dyt: tensor<128x64xf32>, %x: tensor<64x256xf32>) -> (tensor<64x256xf32>, tensor<128x256xf32>) {
+  %0 = tec.linear %dy, %w {tec.gemm_role = "dgrad", tec.grad_operand = 0 : i64} : (tensor<64x128xf32>, tensor<128x256xf32>) -> tensor<64x256xf32> loc("fc1")
+  %1 = tec.linear %dyt, %x {tec.gemm_role = "wgrad", tec.grad_operand = 0 : i64} : (tensor<128x64xf32>, tensor<64x256xf32>) -> tensor<128x256xf32> loc("fc1")
+  return %0, %1 : tensor<64x256xf32>, tensor<128x256xf32>
+}
