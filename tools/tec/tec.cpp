@@ -146,6 +146,11 @@ cl::opt<int> checkpointEvery("checkpoint-every", cl::desc("steps between checkpo
                              cl::init(0), cl::sub(trainCommand), cl::cat(category));
 cl::opt<std::string> resumeDir("resume", cl::desc("continue from the latest checkpoint in DIR"), cl::value_desc("DIR"),
                                cl::sub(trainCommand), cl::cat(category));
+cl::opt<std::string> teacherModel("teacher",
+                                  cl::desc("distill: the targets are this ONNX model's outputs on seeded random inputs"),
+                                  cl::value_desc("teacher.onnx"), cl::sub(trainCommand), cl::cat(category));
+cl::opt<uint64_t> trainSeed("seed", cl::desc("seed of the random inputs when distilling"), cl::init(0),
+                            cl::sub(trainCommand), cl::cat(category));
 cl::opt<std::string> trainReport("report", cl::desc("write loss per step, step times and memory as JSON"),
                                  cl::value_desc("file"), cl::sub(trainCommand), cl::cat(category));
 
@@ -714,22 +719,66 @@ int trainLoop() {
     data.push_back({static_cast<size_t>(it - s.inputs().begin()), std::move(*tensor), it->bytes, batches});
     return 0;
   };
+  // Distillation: the teacher, compiled here for the CPU, turns seeded random inputs into targets.
+  std::unique_ptr<tec::Session> teacher;
+  mlir::MLIRContext teacherContext;
+  std::string teacherDir;
+  if (!teacherModel.empty()) {
+    tec::CompileOptions options;
+    auto compiled = tec::compileModel(teacherContext, teacherModel, options);
+    if (!compiled)
+      return reportCompileError(compiled.takeError());
+    llvm::SmallString<128> dir;
+    llvm::sys::fs::createUniqueDirectory("tec-teacher", dir);
+    teacherDir = dir.str().str();
+    std::string plan = teacherDir + "/teacher.tecplan";
+    if (tec::Status st = tec::writePlanFile(plan, (*compiled)->plan, (*compiled)->data); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
+      return kExitInternal;
+    }
+    auto opened = tec::Session::open(plan);
+    if (!opened.ok()) {
+      llvm::errs() << "error: " << opened.error().message() << "\n";
+      return kExitInternal;
+    }
+    teacher = opened.take();
+    for (size_t i = 0; i < s.inputs().size(); ++i) {
+      const auto &in = s.inputs()[i];
+      bool isTarget = llvm::StringRef(in.name).starts_with("target:");
+      const auto &list = isTarget ? teacher->outputs() : teacher->inputs();
+      std::string want = isTarget ? in.name.substr(7) : in.name;
+      auto it = std::find_if(list.begin(), list.end(), [&](const auto &t) { return t.name == want; });
+      if (it == list.end() || it->shape != in.shape || it->dtype != in.dtype) {
+        llvm::errs() << "error: --teacher " << teacherModel << ": the student's " << (isTarget ? "output" : "input")
+                     << " '" << want << "' has no teacher counterpart of the same type and shape\n";
+        return kExitBadInput;
+      }
+    }
+  }
   for (const auto &spec : trainInputs)
     if (int code = bindData(spec, ""); code)
       return code;
   for (const auto &spec : trainTargets)
     if (int code = bindData(spec, "target:"); code)
       return code;
-  if (data.size() != s.inputs().size()) {
+  if (teacher && !data.empty()) {
+    llvm::errs() << "error: --teacher makes its own inputs and targets; drop --input/--target\n";
+    return kExitBadInput;
+  }
+  if (!teacher && data.size() != s.inputs().size()) {
     llvm::errs() << "error: the training step takes " << s.inputs().size() << " inputs (";
     for (size_t i = 0; i < s.inputs().size(); ++i)
       llvm::errs() << (i ? ", " : "") << s.inputs()[i].name;
     llvm::errs() << "); give each with --input or --target\n";
     return kExitBadInput;
   }
-  int64_t batches = data.front().batches;
+  int64_t batches = teacher ? 1 : data.front().batches;
   for (const auto &d : data)
     batches = std::min(batches, d.batches);
+  if (teacher && trainSteps <= 0) {
+    llvm::errs() << "error: --teacher needs --steps (the data is generated, there are no epochs)\n";
+    return kExitBadInput;
+  }
   int64_t steps = trainSteps > 0 ? trainSteps : batches * std::max(1, trainEpochs.getValue());
   int64_t start = 0;
   if (!resumeDir.empty()) {
@@ -746,13 +795,46 @@ int trainLoop() {
       llvm::errs() << "error: " << checkpointDir << ": " << ec.message() << "\n";
       return kExitBadInput;
     }
-  llvm::outs() << "tec train: " << s.selectionReason() << "\n  " << batches << " batches of "
-               << s.inputs()[data.front().input].shape[0] << ", " << steps << " steps\n";
+  llvm::outs() << "tec train: " << s.selectionReason() << "\n  ";
+  if (teacher)
+    llvm::outs() << "distilling " << teacherModel << " on seeded random inputs (seed " << trainSeed << "), ";
+  else
+    llvm::outs() << batches << " batches of " << s.inputs()[data.front().input].shape[0] << ", ";
+  llvm::outs() << steps << " steps\n";
   std::vector<double> losses, stepMs;
   auto begin = std::chrono::steady_clock::now();
   int64_t reportEvery = std::max<int64_t>(1, (steps - start) / 20);
   for (int64_t step = start; step < steps; ++step) {
     int64_t batch = step % batches; // the order depends on the step alone: resuming replays it exactly
+    if (teacher) {
+      // Inputs drawn from the seed and the step (so resuming replays them), labelled by the teacher.
+      std::mt19937_64 rng(trainSeed * 1000003 + step);
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      for (size_t i = 0; i < s.inputs().size(); ++i) {
+        const auto &in = s.inputs()[i];
+        if (llvm::StringRef(in.name).starts_with("target:"))
+          continue;
+        std::vector<float> values(in.bytes / 4);
+        for (auto &v : values)
+          v = normal(rng);
+        auto t = std::find_if(teacher->inputs().begin(), teacher->inputs().end(),
+                              [&](const auto &ti) { return ti.name == in.name; });
+        (void)s.setInput(i, values.data(), in.bytes);
+        (void)teacher->setInput(t - teacher->inputs().begin(), values.data(), in.bytes);
+      }
+      if (tec::Status st = teacher->run(); !st.ok()) {
+        llvm::errs() << "error: the teacher: " << st.message() << "\n";
+        return kExitInternal;
+      }
+      for (size_t i = 0; i < s.inputs().size(); ++i) {
+        const auto &in = s.inputs()[i];
+        if (!llvm::StringRef(in.name).starts_with("target:"))
+          continue;
+        auto o = std::find_if(teacher->outputs().begin(), teacher->outputs().end(),
+                              [&](const auto &to) { return to.name == in.name.substr(7); });
+        (void)s.setInput(i, teacher->outputData(o - teacher->outputs().begin()), in.bytes);
+      }
+    }
     for (const auto &d : data)
       if (tec::Status st = s.setInput(d.input, d.data.bytes.data() + batch * d.batchBytes, d.batchBytes); !st.ok()) {
         llvm::errs() << "error: " << st.message() << "\n";
@@ -804,6 +886,8 @@ int trainLoop() {
       json << (i ? ", " : "") << llvm::formatv("{0:f4}", stepMs[i]);
     json << "], \"peak_memory_bytes\": " << memory << "}\n";
   }
+  if (!teacherDir.empty())
+    llvm::sys::fs::remove_directories(teacherDir);
   return 0;
 }
 
