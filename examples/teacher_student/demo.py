@@ -28,6 +28,7 @@ def main():
     parser.add_argument("--tec", required=True)
     parser.add_argument("--out", default="demo-out")
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--check", action="store_true", help="fail unless FP8's final loss is within 5% of FP32's")
     args = parser.parse_args()
     start = time.time()
     models = os.path.join(args.out, "models")
@@ -108,7 +109,12 @@ def main():
     fig.savefig(os.path.join(args.out, "speed_memory.png"), dpi=110)
     print(f"\nwrote {args.out}/report.json, {args.out}/loss.png, {args.out}/speed_memory.png "
           f"({time.time() - start:.1f} s)")
+    if args.check:
+        ok = final_gap <= 0.05 and rows["FP8"]["final_loss"] < rows["FP8"]["loss"][0] / 2
+        print(f"{int(ok)} passed, {int(not ok)} failed")
+        return 0 if ok else 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
