@@ -86,9 +86,10 @@ struct FuseBias : OpRewritePattern<AddOp> {
         bias = rewriter.create<ReshapeOp>(
             bias.getLoc(), RankedTensorType::get({add.getType().getShape().back()}, add.getType().getElementType()),
             bias);
+      Location loc = fused(rewriter, {linear, add}); // before the replacement erases `add`
       rewriter.replaceOpWithNewOp<LinearOp>(add, linear.getType(), linear.getInput(), linear.getWeight(), bias,
                                             linear.getEpilogueAttr(), linear.getTransposeBAttr())
-          ->setLoc(fused(rewriter, {linear, add}));
+          ->setLoc(loc);
       return success();
     }
     return rewriter.notifyMatchFailure(add, "not linear + per-column bias");
@@ -103,10 +104,11 @@ template <typename Activation> struct FuseActivation : OpRewritePattern<Activati
     auto epilogue = epilogueFor(act, fastGelu);
     if (!linear || linear.getEpilogue() != "none" || !absorbable(act.getInput()) || !epilogue)
       return rewriter.notifyMatchFailure(act, "not an activation of a single-use linear");
+    Location loc = fused(rewriter, {linear, act}); // before the replacement erases `act`
     rewriter.replaceOpWithNewOp<LinearOp>(act, linear.getType(), linear.getInput(), linear.getWeight(),
                                           linear.getBias(), rewriter.getStringAttr(*epilogue),
                                           linear.getTransposeBAttr())
-        ->setLoc(fused(rewriter, {linear, act}));
+        ->setLoc(loc);
     return success();
   }
   bool fastGelu;
