@@ -2,6 +2,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/Support/Regex.h"
 
 namespace tec {
 #define GEN_PASS_DEF_TECBUILDTRAINSTEP
@@ -119,9 +120,20 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
       module.emitError("no @forward to train");
       return signalPassFailure();
     }
+    if (!frozen.empty() && !llvm::Regex(frozen).isValid()) {
+      module.emitError("--frozen is not a valid regex: '") << frozen << "'";
+      return signalPassFailure();
+    }
     auto lossFn = buildLoss(forward);
     if (failed(lossFn))
       return signalPassFailure();
+    // Frozen params take no gradient: in the loss function they are plain arguments.
+    if (!frozen.empty()) {
+      llvm::Regex pattern(frozen);
+      for (unsigned i = 0; i < lossFn->getNumArguments(); ++i)
+        if (auto name = lossFn->getArgAttrOfType<StringAttr>(i, kParamAttrName); name && pattern.match(name.getValue()))
+          lossFn->removeArgAttr(i, kParamAttrName);
+    }
     auto vjp = buildVjp(*lossFn, "params", "__loss_vjp");
     if (failed(vjp)) {
       lossFn->erase();
@@ -135,8 +147,8 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     SmallVector<Type> argTypes(lossFn->getArgumentTypes());
     auto step = b.create<func::FuncOp>(forward.getLoc(), "train_step", b.getFunctionType(argTypes, {}));
     for (unsigned i = 0; i < nArgs; ++i)
-      if (auto attrs = lossFn->getArgAttrDict(i))
-        step.setArgAttrs(i, attrs);
+      if (auto attrs = i < forward.getNumArguments() ? forward.getArgAttrDict(i) : lossFn->getArgAttrDict(i))
+        step.setArgAttrs(i, attrs); // frozen params keep their tec.param: they are params, only not trained
     Block *body = step.addEntryBlock();
     b.setInsertionPointToEnd(body);
     Location loc = forward.getLoc();

@@ -138,7 +138,8 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
     Option<"beta2", "beta2", "double", "0.999", "adamw beta2">,
     Option<"eps", "eps", "double", "1e-8", "adamw epsilon">,
     Option<"weightDecay", "weight-decay", "double", "0.0", "weight decay">,
-    Option<"clipNorm", "clip-norm", "double", "0.0", "clip gradients to this global norm (0: off)">
+    Option<"clipNorm", "clip-norm", "double", "0.0", "clip gradients to this global norm (0: off)">,
+    Option<"frozen", "frozen", "std::string", "\"\"", "regex of param names kept fixed (no gradient)">
   ];
   let dependentDialects = ["::tec::TecDialect"];
 }

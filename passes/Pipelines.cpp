@@ -40,7 +40,7 @@ void buildTrainingPipeline(OpPassManager &pm, const PipelineOptions &options) {
   buildInferencePipeline(pm, forward);
   const TrainOptions &t = options.train;
   pm.addPass(createTecBuildTrainStep({t.loss, t.optimizer, t.lr, t.schedule, t.warmupSteps, t.totalSteps, t.momentum,
-                                      t.nesterov, t.beta1, t.beta2, t.eps, t.weightDecay, t.clipNorm}));
+                                      t.nesterov, t.beta1, t.beta2, t.eps, t.weightDecay, t.clipNorm, t.frozen}));
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   pm.addNestedPass<func::FuncOp>(createCSEPass());
   // FP8 training is emulated on the CPU until the CUDA backend lands: the cpu train step keeps its

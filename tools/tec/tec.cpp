@@ -77,6 +77,8 @@ cl::opt<bool> fp8Emulate("fp8-emulate", cl::desc("keep FP8 GEMMs on the cpu targ
 cl::opt<bool> train("train", cl::desc("also build a training step (loss, backward, optimizer)"), cl::cat(category));
 cl::opt<std::string> lossName("loss", cl::desc("training loss: mse | l1 | cross-entropy (int64 class labels)"),
                               cl::init("mse"), cl::cat(category));
+cl::opt<std::string> frozenParams("frozen", cl::desc("regex of initializer names kept fixed in training"),
+                                  cl::value_desc("regex"), cl::cat(category));
 cl::opt<double> clipNorm("clip-norm", cl::desc("clip gradients to this global norm (0: off)"), cl::init(0.0),
                          cl::cat(category));
 cl::opt<std::string> optimizerName("optimizer", cl::desc("sgd | adamw"), cl::init("adamw"), cl::cat(category));
@@ -139,6 +141,9 @@ cl::opt<int> trainSteps("steps", cl::desc("training steps (default: one epoch)")
                         cl::cat(category));
 cl::opt<int> trainEpochs("epochs", cl::desc("passes over the data set"), cl::init(0), cl::sub(trainCommand),
                          cl::cat(category));
+cl::opt<int> batchSize("batch-size", cl::desc("samples per step; must be the model's batch (fix it with --shape "
+                                             "when compiling)"),
+                        cl::init(0), cl::sub(trainCommand), cl::cat(category));
 cl::opt<int> trainThreads("threads", cl::desc("CPU threads"), cl::init(0), cl::sub(trainCommand), cl::cat(category));
 cl::opt<std::string> checkpointDir("checkpoint-dir", cl::desc("write checkpoints here (atomically)"),
                                    cl::value_desc("DIR"), cl::sub(trainCommand), cl::cat(category));
@@ -366,7 +371,7 @@ int compile() {
     return kExitBadInput;
   }
   options.train = train;
-  options.pipeline.train = {lossName, optimizerName, lrSchedule, lr,       momentum,   beta1,
+  options.pipeline.train = {lossName, optimizerName, lrSchedule, frozenParams, lr,       momentum,   beta1,
                             beta2,    adamEps,       weightDecay, clipNorm, nesterov, warmupSteps, totalSteps};
   if (train && lossName != "mse" && lossName != "l1" && lossName != "cross-entropy") {
     llvm::errs() << "error: --loss: expected mse, l1 or cross-entropy, got '" << lossName << "'\n";
@@ -689,6 +694,13 @@ int trainLoop() {
     return kExitBadInput;
   }
   auto &s = **session;
+  if (batchSize > 0)
+    for (const auto &in : s.inputs())
+      if (in.shape.empty() || in.shape[0] != batchSize) {
+        llvm::errs() << "error: --batch-size " << batchSize << ": the plan's training step takes '" << in.name
+                     << "' as " << shapeString(in.shape) << "; recompile with --shape to change the batch\n";
+        return kExitBadInput;
+      }
   // Bind each data set: --input name=... feeds input `name`, --target out=... feeds `target:out`.
   std::vector<Samples> data;
   auto bindData = [&](const std::string &spec, const std::string &prefix) -> int {
