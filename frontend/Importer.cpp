@@ -1286,6 +1286,19 @@ Expected<ImportedModel> importOnnxFile(MLIRContext &context, llvm::StringRef pat
   GraphImporter importer(context, path, *storage, options, result);
   if (auto err = importer.run())
     return std::move(err);
+  onnx::ModelProto skeleton = storage->model;
+  llvm::StringSet<> paramNames;
+  for (const auto &p : result.params)
+    paramNames.insert(p.name);
+  for (auto &init : *skeleton.mutable_graph()->mutable_initializer())
+    if (paramNames.contains(init.name())) {
+      init.clear_raw_data();
+      init.clear_float_data();
+      init.clear_external_data();
+      init.clear_data_location();
+    }
+  skeleton.mutable_graph()->clear_value_info(); // shape inference's additions
+  result.onnxWithoutParams = skeleton.SerializeAsString();
   result.storage = std::move(storage);
   return std::move(result);
 }

@@ -55,6 +55,9 @@ struct ImportedModel {
   std::vector<std::string> outputNames;
   int64_t opset = 0;
   std::string producer;
+  /// The ONNX model with the params' data left out (the rest kept): what `tec export` fills with trained
+  /// weights to write an ONNX model back.
+  std::string onnxWithoutParams;
   /// Owns the memory that `params` point into.
   std::shared_ptr<void> storage;
 };

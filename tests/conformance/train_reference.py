@@ -157,6 +157,13 @@ def main():
         subprocess.run([args.tec, "train", plan, *data, "--steps", "3", "--resume", crashed, "--checkpoint-dir",
                         crashed], check=True, stdout=subprocess.DEVNULL)
         after_crash = {k: np.load(os.path.join(crashed, "step-3", k + ".npy")) for k in params}
+        # tec export: the trained weights back into ONNX, for ONNX Runtime.
+        exported = os.path.join(tmp, "trained.onnx")
+        subprocess.run([args.tec, "export", plan, "--checkpoint", full, "-o", exported], check=True,
+                       stdout=subprocess.DEVNULL)
+        import onnxruntime as ort
+        probe = rng.standard_normal((64, 256)).astype(np.float32)
+        exported_out = ort.InferenceSession(exported, providers=["CPUExecutionProvider"]).run(None, {"x": probe})[0]
         with open(os.path.join(tmp, "report.json")) as f:
             tec_losses = json.load(f)["loss"]
         got = {k: np.load(os.path.join(full, "step-3", k + ".npy")) for k in params}
@@ -186,11 +193,19 @@ def main():
     print(f"{'ok  ' if recovered else 'FAIL'} a crash while writing checkpoint 3 left checkpoint 2 loadable, "
           "and resuming from it reaches the same step-3 params")
     failures += not recovered
+    # The exported model, run by ONNX Runtime, computes the reference forward with the reference's params.
+    z1 = probe @ params["fc1.weight"].T + params["fc1.bias"]
+    z2 = np.maximum(z1, 0.0) @ params["fc2.weight"] + params["fc2.bias"]
+    expected_out = gelu(z2) @ params["fc3.weight"].T + params["fc3.bias"]
+    export_ok = np.allclose(exported_out, expected_out, rtol=1e-4, atol=1e-4)
+    print(f"{'ok  ' if export_ok else 'FAIL'} tec export: ONNX Runtime on the exported model matches the reference "
+          f"(max abs error {np.abs(exported_out - expected_out).max():.2e})")
+    failures += not export_ok
     loss_ok = check_losses(args.tec, model_path)
     failures += not loss_ok
     fp8_ok = check_fp8_training(args.tec, model_path)
     failures += not fp8_ok
-    checks = len(params) + 5
+    checks = len(params) + 6
     print(f"{checks - failures} passed, {failures} failed")
     return 1 if failures else 0
 

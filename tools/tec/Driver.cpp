@@ -231,6 +231,7 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
     plan.add_output_names(name);
   plan.set_source_model(llvm::sys::path::filename(path).str());
   plan.set_producer("tec");
+  plan.set_onnx_model(compiled->model.onnxWithoutParams);
   return compiled;
 }
 

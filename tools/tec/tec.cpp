@@ -16,6 +16,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <google/protobuf/util/json_util.h>
+#include <onnx/onnx_pb.h>
 
 #include <algorithm>
 #include <chrono>
@@ -158,6 +159,15 @@ cl::opt<uint64_t> trainSeed("seed", cl::desc("seed of the random inputs when dis
                             cl::sub(trainCommand), cl::cat(category));
 cl::opt<std::string> trainReport("report", cl::desc("write loss per step, step times and memory as JSON"),
                                  cl::value_desc("file"), cl::sub(trainCommand), cl::cat(category));
+
+// tec export plan.tecplan
+cl::SubCommand exportCommand("export", "write an ONNX model with the plan's (or a checkpoint's trained) weights");
+cl::opt<std::string> exportPlan(cl::Positional, cl::desc("<model.tecplan>"), cl::Required, cl::sub(exportCommand),
+                                cl::cat(category));
+cl::opt<std::string> exportCheckpoint("checkpoint", cl::desc("take trained params from DIR's latest checkpoint"),
+                                      cl::value_desc("DIR"), cl::sub(exportCommand), cl::cat(category));
+cl::opt<std::string> exportOutput("o", cl::desc("the ONNX file to write"), cl::value_desc("file"), cl::Required,
+                                  cl::sub(exportCommand), cl::cat(category));
 
 // tec inspect plan.tecplan
 cl::SubCommand inspectCommand("inspect", "print a plan's variants, steps, buffers and memory");
@@ -904,6 +914,78 @@ int trainLoop() {
 }
 
 //===----------------------------------------------------------------------===//
+// tec export
+//===----------------------------------------------------------------------===//
+
+int exportModel() {
+  auto file = tec::PlanFile::open(exportPlan);
+  if (!file.ok()) {
+    llvm::errs() << "error: " << file.error().message() << "\n";
+    return kExitBadInput;
+  }
+  const auto &plan = (*file)->plan();
+  onnx::ModelProto model;
+  if (plan.onnx_model().empty() || !model.ParseFromString(plan.onnx_model())) {
+    llvm::errs() << "error: " << exportPlan << ": the plan carries no ONNX model (compiled by an older tec?)\n";
+    return kExitBadInput;
+  }
+  std::string checkpoint;
+  if (!exportCheckpoint.empty()) {
+    auto latest = llvm::MemoryBuffer::getFile(exportCheckpoint + "/latest");
+    if (!latest) {
+      llvm::errs() << "error: " << exportCheckpoint << ": no checkpoint (no 'latest' file)\n";
+      return kExitBadInput;
+    }
+    checkpoint = exportCheckpoint + "/" + llvm::StringRef((*latest)->getBuffer()).trim().str();
+  }
+  // A param's data: the checkpoint's trained value if there is one, else the plan's own.
+  std::map<std::string, const tec::plan::Buffer *> planParams;
+  for (const auto &v : plan.variants())
+    for (const auto &b : v.buffers())
+      if (b.role() == tec::plan::PARAM || b.role() == tec::plan::STATE)
+        planParams.emplace(b.name(), &b);
+  int trained = 0;
+  for (auto &init : *model.mutable_graph()->mutable_initializer()) {
+    if (init.has_raw_data() || init.float_data_size() || init.int64_data_size() || init.int32_data_size())
+      continue; // kept in the plan's model: not a param
+    std::string path = checkpoint.empty() ? "" : checkpoint + "/" + fileNameFor(init.name()) + ".npy";
+    if (!path.empty() && llvm::sys::fs::exists(path)) {
+      auto tensor = tec::readTensorFile(path);
+      if (!tensor.ok()) {
+        llvm::errs() << "error: " << tensor.error().message() << "\n";
+        return kExitBadInput;
+      }
+      init.set_raw_data(tensor->bytes.data(), tensor->bytes.size());
+      ++trained;
+      continue;
+    }
+    auto it = planParams.find(init.name());
+    if (it == planParams.end()) {
+      llvm::errs() << "error: " << exportPlan << ": no data for initializer '" << init.name() << "'\n";
+      return kExitBadInput;
+    }
+    const auto &b = *it->second;
+    int64_t offset = b.role() == tec::plan::STATE ? b.init_offset() : b.offset();
+    init.set_raw_data((*file)->data() + offset, b.bytes());
+  }
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) {
+    llvm::errs() << "error: " << exportOutput << ": the model is too large for one protobuf (over 2 GiB)\n";
+    return kExitBadInput;
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream out(exportOutput, ec);
+  if (ec) {
+    llvm::errs() << "error: cannot write " << exportOutput << ": " << ec.message() << "\n";
+    return kExitBadInput;
+  }
+  out << bytes;
+  llvm::outs() << "wrote " << exportOutput << " (" << trained << " params from "
+               << (checkpoint.empty() ? "no checkpoint" : checkpoint) << ", the rest from the plan)\n";
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
 // tec calibrate
 //===----------------------------------------------------------------------===//
 
@@ -1088,5 +1170,7 @@ int main(int argc, char **argv) {
     return calibrate();
   if (trainCommand)
     return trainLoop();
+  if (exportCommand)
+    return exportModel();
   return compile();
 }
