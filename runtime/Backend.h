@@ -6,9 +6,16 @@
 #include "runtime/plan.pb.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace tec {
+
+/// FP8 health of one quantized tensor in the last run: how many values saturated or flushed to zero.
+struct QuantizeStats {
+  std::string tensor; // the FP8 state's name without "/scale", e.g. "fc1/input"
+  int64_t values = 0, saturated = 0, flushed = 0;
+};
 
 class Backend {
 public:
@@ -21,10 +28,13 @@ public:
   virtual void *hostData(int buffer) = 0;
   /// Runs every step; with `stepMillis` (one entry per plan step), adds each step's time to it.
   virtual Status run(std::vector<double> *stepMillis = nullptr) = 0;
+  /// With statistics asked for at creation: one entry per quantize step, updated by every run.
+  virtual const std::vector<QuantizeStats> &quantizeStats() const = 0;
 };
 
 /// `threads` = 0 keeps OpenMP's and BLAS's defaults.
-std::unique_ptr<Backend> createCpuBackend(int threads);
+/// `quantizeStats`: count saturated and flushed values in every quantize (FP8 health; costs a little).
+std::unique_ptr<Backend> createCpuBackend(int threads, bool quantizeStats = false);
 
 } // namespace tec
 

@@ -37,7 +37,8 @@ struct AlignedFree {
 
 class CpuBackend final : public Backend {
 public:
-  explicit CpuBackend(int threads) : threads(threads) {}
+  CpuBackend(int threads, bool countQuantized) : threads(threads), countQuantized(countQuantized) {}
+  const std::vector<QuantizeStats> &quantizeStats() const override { return stats; }
   const char *name() const override { return "cpu"; }
   Status prepare(const plan::Variant &variant, const char *data) override;
   void *hostData(int buffer) override { return pointers[buffer]; }
@@ -148,6 +149,8 @@ private:
   Status delayedScaling(const plan::Step &s);
 
   int threads;
+  bool countQuantized;
+  std::vector<QuantizeStats> stats;
   const plan::Variant *variant = nullptr;
   std::unique_ptr<char, AlignedFree> arena;
   std::vector<void *> pointers;
@@ -556,6 +559,19 @@ Status CpuBackend::quantize(const plan::Step &s) {
   int64_t n = count(s.outputs(0));
   auto format = fp8Format(dtype(s.outputs(0)));
   float *x = floatIn(s.inputs(0));
+  if (countQuantized) {
+    std::string name = buf(s.inputs(1)).name();
+    const std::string suffix = "/scale";
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      name.resize(name.size() - suffix.size());
+    size_t index = stats.size();
+    stats.push_back({name, n, 0, 0});
+    emit([=, this, scale = ptr<float>(s.inputs(1)), y = ptr<uint8_t>(s.outputs(0))] {
+      k::quantizeCounting(x, *scale, y, n, format, stats[index].saturated, stats[index].flushed);
+      return Status::success();
+    });
+    return Status::success();
+  }
   emit([=, scale = ptr<float>(s.inputs(1)), y = ptr<uint8_t>(s.outputs(0))] {
     k::quantize(x, *scale, y, n, format);
     return Status::success();
@@ -694,6 +710,8 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
 
 } // namespace
 
-std::unique_ptr<Backend> createCpuBackend(int threads) { return std::make_unique<CpuBackend>(threads); }
+std::unique_ptr<Backend> createCpuBackend(int threads, bool quantizeStats) {
+  return std::make_unique<CpuBackend>(threads, quantizeStats);
+}
 
 } // namespace tec

@@ -50,7 +50,7 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
   if (!choice.ok())
     return Status::error(path + ": " + choice.error().message());
   session->choice = *choice;
-  session->backend = createCpuBackend(options.threads);
+  session->backend = createCpuBackend(options.threads, options.fp8Stats);
   const auto &variant = p.variants(session->choice.index);
   if (Status s = session->backend->prepare(variant, session->file->data()); !s.ok())
     return Status::error(path + ": variant " + variant.target() + ": " + s.message());

@@ -30,6 +30,8 @@ struct SessionOptions {
   int threads = 0;
   /// "inference" (the model's forward) or "train" (one training step).
   std::string kind = "inference";
+  /// Count saturated and flushed values of every FP8 quantize (`--fp8-report`).
+  bool fp8Stats = false;
 };
 
 /// Which variant of `plan` to run here, and why; an error when none can run.
@@ -50,6 +52,7 @@ public:
   /// Where input `index` lives, to fill in place.
   void *inputData(size_t index) { return backend->hostData(inputInfo[index].buffer); }
   Status run(std::vector<double> *stepMillis = nullptr) { return backend->run(stepMillis); }
+  const std::vector<QuantizeStats> &quantizeStats() const { return backend->quantizeStats(); }
   const void *outputData(size_t index) { return backend->hostData(outputInfo[index].buffer); }
   /// Where buffer `index` of the running variant lives (state: to save it, or to restore it).
   void *bufferData(int index) { return backend->hostData(index); }

@@ -678,6 +678,21 @@ void quantize(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format form
     y[i] = floatToFp8(x[i] * scale, format);
 }
 
+void quantizeCounting(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format, int64_t &saturated,
+                      int64_t &flushed) {
+  const float limit = fp8Max(format);
+  int64_t sat = 0, flush = 0;
+#pragma omp parallel for schedule(static) reduction(+ : sat, flush) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] * scale;
+    y[i] = floatToFp8(v, format);
+    sat += std::fabs(v) > limit && std::isfinite(v);
+    flush += v != 0.0f && (y[i] & 0x7F) == 0;
+  }
+  saturated = sat;
+  flushed = flush;
+}
+
 void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format format) {
 #pragma omp parallel for schedule(static) if (n > kParallelThreshold)
   for (int64_t i = 0; i < n; ++i)

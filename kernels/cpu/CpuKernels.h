@@ -82,6 +82,10 @@ bool gather(const void *data, const Shape &dataShape, const Index *indices, int6
 
 // FP8 emulation, bit-exact with the CUDA kernels.
 void quantize(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format);
+/// The same, also counting the values that saturated (|x * scale| beyond the format's largest finite
+/// value) and the nonzero values that flushed to zero: FP8 health.
+void quantizeCounting(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format, int64_t &saturated,
+                      int64_t &flushed);
 void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format format);
 /// max |x|; NaN if any element is NaN.
 float amax(const float *x, int64_t n);

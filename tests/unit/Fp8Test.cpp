@@ -126,6 +126,19 @@ TEST(Fp8Kernels, QuantizeScalesBeforeTheCastAndDequantizeInverts) {
   EXPECT_EQ(back[3], 24.0f);  // 100 is a tie between 96 and 104: to even, 96, / 4
 }
 
+TEST(Fp8Kernels, QuantizeCountsSaturatedAndFlushedValues) {
+  // With scale 2: 300 -> 600 saturates E4M3 (> 448); 1e-4 -> 2e-4 is below half the smallest subnormal
+  // (2^-10) and flushes to zero; exact zeros count as neither.
+  std::vector<float> x = {300.0f, -250.0f, 1e-4f, -1e-4f, 0.0f, 1.0f, 100.0f};
+  std::vector<uint8_t> q(x.size());
+  int64_t saturated = -1, flushed = -1;
+  cpu::quantizeCounting(x.data(), 2.0f, q.data(), x.size(), Fp8Format::E4M3, saturated, flushed);
+  EXPECT_EQ(saturated, 2);
+  EXPECT_EQ(flushed, 2);
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(q[i], floatToFp8(x[i] * 2.0f, Fp8Format::E4M3));
+}
+
 TEST(Fp8Kernels, AmaxIsTheLargestMagnitudeAndPropagatesNan) {
   std::vector<float> x(100000, 0.25f);
   x[77777] = -9.5f;

@@ -157,6 +157,9 @@ cl::opt<std::string> teacherModel("teacher",
                                   cl::value_desc("teacher.onnx"), cl::sub(trainCommand), cl::cat(category));
 cl::opt<uint64_t> trainSeed("seed", cl::desc("seed of the random inputs when distilling"), cl::init(0),
                             cl::sub(trainCommand), cl::cat(category));
+cl::opt<bool> fp8Report("fp8-report", cl::desc("FP8 health per quantized tensor: amax history, scale, and the share "
+                                              "of values that saturated or flushed to zero in the last step"),
+                        cl::sub(trainCommand), cl::cat(category));
 cl::opt<std::string> trainReport("report", cl::desc("write loss per step, step times and memory as JSON"),
                                  cl::value_desc("file"), cl::sub(trainCommand), cl::cat(category));
 
@@ -698,6 +701,7 @@ int trainLoop() {
   tec::SessionOptions options;
   options.kind = "train";
   options.threads = trainThreads;
+  options.fp8Stats = fp8Report;
   auto session = tec::Session::open(trainPlan, options);
   if (!session.ok()) {
     llvm::errs() << "error: " << session.error().message() << "\n";
@@ -893,6 +897,46 @@ int trainLoop() {
                                 "{3:f1} steps/s, arena {4}\n",
                                 steps - start, losses.empty() ? 0.0 : losses.back(), meanMs,
                                 (steps - start) / std::max(total, 1e-9), bytesString(memory));
+  // FP8 health: per quantized tensor its amax history (recent values), scale, and last step's shares.
+  struct Health {
+    std::string tensor;
+    float amax, scale;
+    double saturated, flushed;
+    std::vector<float> recent;
+  };
+  std::vector<Health> health;
+  if (fp8Report) {
+    const auto &v = s.variant();
+    auto find = [&](const std::string &name) -> int {
+      for (int b = 0; b < v.buffers_size(); ++b)
+        if (v.buffers(b).role() == tec::plan::STATE && v.buffers(b).name() == name)
+          return b;
+      return -1;
+    };
+    for (const auto &q : s.quantizeStats()) {
+      int history = find(q.tensor + "/amax_history"), scale = find(q.tensor + "/scale");
+      if (history < 0 || scale < 0)
+        continue;
+      auto *h = static_cast<const float *>(s.bufferData(history));
+      int64_t length = v.buffers(history).bytes() / 4;
+      Health entry{q.tensor, 0.0f, *static_cast<const float *>(s.bufferData(scale)),
+                   q.values ? double(q.saturated) / q.values : 0.0, q.values ? double(q.flushed) / q.values : 0.0, {}};
+      // After a step slot 0 is cleared and the newest amax sits in the last slot (torch.roll by -1).
+      for (int64_t i = length - 1; i >= 1 && static_cast<int64_t>(entry.recent.size()) < 8; --i)
+        entry.recent.push_back(h[i]);
+      for (int64_t i = 0; i < length; ++i)
+        entry.amax = std::max(entry.amax, h[i]);
+      health.push_back(entry);
+    }
+    llvm::outs() << "=== FP8 health (last step) ===\n"
+                 << llvm::formatv("{0,-34} {1,11} {2,11} {3,10} {4,10}\n", "tensor", "amax", "scale", "saturated",
+                                  "flushed");
+    for (const auto &e : health)
+      llvm::outs() << llvm::formatv("{0,-34} {1,11:e3} {2,11:e3} {3,9:f3}% {4,9:f3}%\n", e.tensor, e.amax, e.scale,
+                                    100 * e.saturated, 100 * e.flushed);
+    if (health.empty())
+      llvm::outs() << "(the training step has no FP8 GEMMs: compile with --fp8=all --fp8-emulate, or for an FP8 GPU)\n";
+  }
   if (!trainReport.empty()) {
     std::error_code ec;
     llvm::raw_fd_ostream json(trainReport, ec);
@@ -906,7 +950,17 @@ int trainLoop() {
     json << "], \"step_ms\": [";
     for (size_t i = 0; i < stepMs.size(); ++i)
       json << (i ? ", " : "") << llvm::formatv("{0:f4}", stepMs[i]);
-    json << "], \"peak_memory_bytes\": " << memory << "}\n";
+    json << "], \"peak_memory_bytes\": " << memory << ", \"fp8\": [";
+    for (size_t i = 0; i < health.size(); ++i) {
+      const auto &e = health[i];
+      json << (i ? ", " : "") << "{\"tensor\": \"" << e.tensor << "\", \"amax\": " << llvm::formatv("{0:e6}", e.amax)
+           << ", \"scale\": " << llvm::formatv("{0:e6}", e.scale) << ", \"saturated\": " << e.saturated
+           << ", \"flushed\": " << e.flushed << ", \"recent_amax\": [";
+      for (size_t j = 0; j < e.recent.size(); ++j)
+        json << (j ? ", " : "") << llvm::formatv("{0:e6}", e.recent[j]);
+      json << "]}";
+    }
+    json << "]}\n";
   }
   if (!teacherDir.empty())
     llvm::sys::fs::remove_directories(teacherDir);
