@@ -498,6 +498,44 @@ def Tec_ClipCoefficientOp : Tec_Op<"clip_coefficient", [Pure, AllTypesMatch<["no
   let assemblyFormat = "$norm attr-dict `:` type($norm)";
 }
 
+def Tec_AllFiniteOp : Tec_Op<"all_finite", [Pure]> {
+  let summary = "whether every element of every input is finite";
+  let description = [{
+    `true` when no input holds an inf or a NaN: dynamic loss scaling skips a step whose gradients overflowed.
+
+    Example:
+    ```mlir
+    %ok = tec.all_finite %g0, %g1 : tensor<64x32xf32>, tensor<32xf32> -> tensor<i1>
+    ```
+  }];
+  let arguments = (ins Variadic<Tec_FloatTensor>:$inputs);
+  let results = (outs 0DTensorOf<[I1]>:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
+}
+
+def Tec_LossScaleUpdateOp : Tec_Op<"loss_scale_update", [Pure]> {
+  let summary = "dynamic loss scaling, as torch.cuda.amp.GradScaler";
+  let description = [{
+    When the step's gradients were finite: count one more clean step, and after `growth_interval` clean
+    steps multiply the scale by `growth_factor` (and restart the count). Otherwise multiply it by
+    `backoff_factor` and restart the count; the step itself is skipped by its caller.
+
+    Example:
+    ```mlir
+    %s, %n = tec.loss_scale_update %scale, %clean, %ok {growth_interval = 2000 : i64}
+        : tensor<f32>, tensor<f32>, tensor<i1> -> tensor<f32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Tec_Scalar:$scale, Tec_Scalar:$clean_steps, 0DTensorOf<[I1]>:$finite,
+                   I64Attr:$growth_interval, DefaultValuedAttr<F32Attr, "2.0f">:$growth_factor,
+                   DefaultValuedAttr<F32Attr, "0.5f">:$backoff_factor);
+  let results = (outs Tec_Scalar:$new_scale, Tec_Scalar:$new_clean_steps);
+  let assemblyFormat = [{
+    $scale `,` $clean_steps `,` $finite attr-dict `:` type($scale) `,` type($clean_steps) `,` type($finite)
+    `->` type($new_scale) `,` type($new_clean_steps)
+  }];
+}
+
 def Tec_LrScheduleOp : Tec_Op<"lr_schedule", [Pure, AllTypesMatch<["step", "result"]>]> {
   let summary = "the learning rate at a training step";
   let description = [{

@@ -95,13 +95,13 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     return fn;
   }
 
-  /// A state argument of train_step, starting at zero.
-  Value addState(func::FuncOp f, Block *body, RankedTensorType type, const std::string &name) {
+  /// A state argument of train_step, every element starting at `init`.
+  Value addState(func::FuncOp f, Block *body, RankedTensorType type, const std::string &name, float init = 0.0f) {
     Value arg = body->addArgument(type, f.getLoc());
     f.setType(FunctionType::get(f.getContext(), body->getArgumentTypes(), f.getResultTypes()));
     Builder b(f.getContext());
     f.setArgAttr(body->getNumArguments() - 1, kStateAttrName, b.getStringAttr(name));
-    f.setArgAttr(body->getNumArguments() - 1, kStateInitAttrName, b.getF32FloatAttr(0.0f));
+    f.setArgAttr(body->getNumArguments() - 1, kStateInitAttrName, b.getF32FloatAttr(init));
     return arg;
   }
 
@@ -155,28 +155,60 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     IRMapping map;
     for (unsigned i = 0; i < nArgs; ++i)
       map.map(vjp->getArgument(i), body->getArgument(i));
-    map.map(vjp->getArgument(nArgs), scalar(b, loc, 1.0)); // d loss / d loss
+    // Dynamic loss scaling (FP16): the backward pass starts from the loss scale instead of 1, and the
+    // gradients are divided by it again before the update.
+    auto scalarType = RankedTensorType::get({}, b.getF32Type());
+    Value lossScaleState, cleanSteps;
+    if (lossScale > 0.0) {
+      lossScaleState = addState(step, body, scalarType, "loss_scale", static_cast<float>(lossScale));
+      cleanSteps = addState(step, body, scalarType, "loss_scale/clean_steps");
+    }
+    map.map(vjp->getArgument(nArgs), lossScaleState ? lossScaleState : scalar(b, loc, 1.0)); // d loss / d loss
     for (Operation &op : vjp->getBody().front().without_terminator())
       b.clone(op, map);
     auto vjpReturn = llvm::cast<func::ReturnOp>(vjp->getBody().front().getTerminator());
 
-    Value stepCount = addState(step, body, RankedTensorType::get({}, b.getF32Type()), "step");
+    Value stepCount = addState(step, body, scalarType, "step");
     Value lr = b.create<LrScheduleOp>(loc, stepCount.getType(), stepCount, b.getF32FloatAttr(learningRate),
                                       b.getStringAttr(schedule), b.getI64IntegerAttr(warmupSteps),
                                       b.getI64IntegerAttr(totalSteps));
     Value nextStep = binary<AddOp>(b, loc, stepCount, scalar(b, loc, 1.0));
     SmallVector<Value> results{map.lookup(vjpReturn.getOperand(0))};
     SmallVector<int64_t> updates{-1};
+    if (lossScaleState) { // reported: the scale this step ran with
+      results.push_back(lossScaleState);
+      updates.push_back(-1);
+    }
+    // With loss scaling, a step whose gradients overflowed keeps every state as it was.
+    Value finite;
     auto update = [&](Value next, Value state) {
+      if (finite)
+        next = b.create<WhereOp>(loc, next.getType(), finite, next, state);
       results.push_back(next);
       updates.push_back(llvm::cast<BlockArgument>(state).getArgNumber());
     };
+    SmallVector<Value> grads;
+    for (unsigned r = 1; r < vjpReturn.getNumOperands(); ++r) {
+      Value g = map.lookup(vjpReturn.getOperand(r));
+      if (lossScaleState)
+        g = binary<DivOp>(b, loc, g, lossScaleState);
+      grads.push_back(g);
+    }
+    if (lossScaleState) {
+      finite = b.create<AllFiniteOp>(loc, RankedTensorType::get({}, b.getI1Type()), grads);
+      auto next = b.create<LossScaleUpdateOp>(loc, TypeRange{scalarType, scalarType}, lossScaleState, cleanSteps,
+                                              finite, b.getI64IntegerAttr(growthInterval), b.getF32FloatAttr(2.0f),
+                                              b.getF32FloatAttr(0.5f));
+      results.push_back(next.getNewScale());
+      updates.push_back(llvm::cast<BlockArgument>(lossScaleState).getArgNumber());
+      results.push_back(next.getNewCleanSteps());
+      updates.push_back(llvm::cast<BlockArgument>(cleanSteps).getArgNumber());
+    }
     // Gradient clipping by global norm: every gradient times min(1, max_norm / (norm + 1e-6)).
     Value clip;
     if (clipNorm > 0.0) {
       Value sumSquares;
-      for (unsigned r = 1; r < vjpReturn.getNumOperands(); ++r) {
-        Value g = map.lookup(vjpReturn.getOperand(r));
+      for (Value g : grads) {
         auto type = llvm::cast<RankedTensorType>(g.getType());
         SmallVector<int64_t> axes;
         for (int64_t d = 0; d < type.getRank(); ++d)
@@ -189,7 +221,7 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     }
     for (unsigned r = 1; r < vjpReturn.getNumOperands(); ++r) {
       unsigned argIndex = vjp->getResultAttrOfType<IntegerAttr>(r, kGradOfAttrName).getInt();
-      Value p = body->getArgument(argIndex), g = map.lookup(vjpReturn.getOperand(r));
+      Value p = body->getArgument(argIndex), g = grads[r - 1];
       if (clip)
         g = binary<MulOp>(b, loc, g, clip);
       auto type = llvm::cast<RankedTensorType>(p.getType());

@@ -24,6 +24,9 @@ struct TrainOptions {
   double lr = 1e-3, momentum = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.0, clipNorm = 0.0;
   bool nesterov = false;
   int64_t warmupSteps = 0, totalSteps = 1;
+  /// Dynamic loss scaling: the initial scale (0: off; FP16 targets turn it on) and growth interval.
+  double lossScale = 0.0;
+  int64_t growthInterval = 2000;
 };
 
 /// What the user chose on the command line that shapes the pipeline.
@@ -54,8 +57,9 @@ mlir::FailureOr<mlir::func::FuncOp> buildVjp(mlir::func::FuncOp forward, llvm::S
 /// The target-independent inference pipeline, spelled out in one place.
 void buildInferencePipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
-/// The training pipeline: the forward part of the inference pipeline, then @train_step.
-void buildTrainingPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+/// The training pipeline for one target: the forward part of the inference pipeline, @train_step, then
+/// the target's FP8 insertion and lowering (on cpu, FP8 only with --fp8-emulate).
+void buildTrainingPipeline(mlir::OpPassManager &pm, const PipelineOptions &options, llvm::StringRef target);
 
 /// What runs per target after it, on a copy of the module: FP8 insertion and lowering.
 void buildTargetPipeline(mlir::OpPassManager &pm, const PipelineOptions &options, llvm::StringRef target);

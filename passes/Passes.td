@@ -139,7 +139,10 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
     Option<"eps", "eps", "double", "1e-8", "adamw epsilon">,
     Option<"weightDecay", "weight-decay", "double", "0.0", "weight decay">,
     Option<"clipNorm", "clip-norm", "double", "0.0", "clip gradients to this global norm (0: off)">,
-    Option<"frozen", "frozen", "std::string", "\"\"", "regex of param names kept fixed (no gradient)">
+    Option<"frozen", "frozen", "std::string", "\"\"", "regex of param names kept fixed (no gradient)">,
+    Option<"lossScale", "loss-scale", "double", "0.0",
+           "dynamic loss scaling from this initial scale (FP16 training; 0: off)">,
+    Option<"growthInterval", "growth-interval", "int64_t", "2000", "clean steps before the loss scale doubles">
   ];
   let dependentDialects = ["::tec::TecDialect"];
 }

@@ -1,4 +1,5 @@
 #include "passes/Passes.h"
+#include "passes/Targets.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -34,19 +35,23 @@ void buildTargetPipeline(OpPassManager &pm, const PipelineOptions &options, Stri
     pm.addNestedPass<func::FuncOp>(createCSEPass());
 }
 
-void buildTrainingPipeline(OpPassManager &pm, const PipelineOptions &options) {
+void buildTrainingPipeline(OpPassManager &pm, const PipelineOptions &options, StringRef target) {
   PipelineOptions forward = options;
   forward.training = true;
   buildInferencePipeline(pm, forward);
-  const TrainOptions &t = options.train;
+  TrainOptions t = options.train;
+  // FP16 GEMMs need dynamic loss scaling (GradScaler's defaults unless asked otherwise).
+  const TargetCapability *cap = lookupTarget(target);
+  if (cap && cap->fallback == GemmPrecision::F16 && t.lossScale == 0.0)
+    t.lossScale = 65536.0;
   pm.addPass(createTecBuildTrainStep({t.loss, t.optimizer, t.lr, t.schedule, t.warmupSteps, t.totalSteps, t.momentum,
-                                      t.nesterov, t.beta1, t.beta2, t.eps, t.weightDecay, t.clipNorm, t.frozen}));
+                                      t.nesterov, t.beta1, t.beta2, t.eps, t.weightDecay, t.clipNorm, t.frozen,
+                                      t.lossScale, t.growthInterval}));
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   pm.addNestedPass<func::FuncOp>(createCSEPass());
-  // FP8 training is emulated on the CPU until the CUDA backend lands: the cpu train step keeps its
-  // FP8 GEMMs (fprop E4M3 x E4M3, dgrad/wgrad E5M2 x E4M3 under HYBRID) only with --fp8-emulate.
-  if (options.fp8 != "none" && options.fp8Emulate)
-    buildTargetPipeline(pm, options, "cpu");
+  // On cpu FP8 training is emulated, so only with --fp8-emulate; GPU targets follow their capability.
+  if (target != "cpu" || (options.fp8 != "none" && options.fp8Emulate))
+    buildTargetPipeline(pm, options, target);
 }
 
 void registerTecPassesAndPipelines() {

@@ -7,6 +7,7 @@
 #include "kernels/cpu/CpuKernels.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -127,6 +128,8 @@ private:
   Status activationGrad(const plan::Step &s);
   Status lrSchedule(const plan::Step &s);
   Status oneHot(const plan::Step &s);
+  Status allFinite(const plan::Step &s);
+  Status lossScaleUpdate(const plan::Step &s);
   Status clipCoefficient(const plan::Step &s);
   Status cast(const plan::Step &s);
   Status softmax(const plan::Step &s);
@@ -261,6 +264,48 @@ Status CpuBackend::clipCoefficient(const plan::Step &s) {
   float maxNorm = static_cast<float>(attrF(s, "max_norm", 1.0));
   emit([=, norm = ptr<float>(s.inputs(0)), out = ptr<float>(s.outputs(0))] {
     *out = std::min(1.0f, maxNorm / (*norm + 1e-6f));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::allFinite(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1 << 20, 1); !st.ok())
+    return st;
+  std::vector<std::pair<const float *, int64_t>> inputs;
+  for (int i : s.inputs())
+    inputs.push_back({floatIn(i), count(i)});
+  emit([=, out = ptr<uint8_t>(s.outputs(0))] {
+    bool finite = true;
+    for (auto [p, n] : inputs)
+      for (int64_t j = 0; j < n && finite; ++j)
+        finite = std::isfinite(p[j]);
+    *out = finite;
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::lossScaleUpdate(const plan::Step &s) {
+  if (Status st = expectArity(s, 3, 3, 2); !st.ok())
+    return st;
+  float interval = static_cast<float>(attrI(s, "growth_interval", 2000));
+  float growth = static_cast<float>(attrF(s, "growth_factor", 2.0)), backoff = static_cast<float>(attrF(s, "backoff_factor", 0.5));
+  emit([=, scale = ptr<float>(s.inputs(0)), clean = ptr<float>(s.inputs(1)), finite = ptr<uint8_t>(s.inputs(2)),
+        nextScale = ptr<float>(s.outputs(0)), nextClean = ptr<float>(s.outputs(1))] {
+    float sc = *scale, c = *clean;
+    if (*finite) {
+      c += 1.0f;
+      if (c >= interval) {
+        sc *= growth;
+        c = 0.0f;
+      }
+    } else {
+      sc *= backoff;
+      c = 0.0f;
+    }
+    *nextScale = sc;
+    *nextClean = c;
     return Status::success();
   });
   return Status::success();
@@ -656,6 +701,7 @@ const std::unordered_map<std::string, CpuBackend::Compiler> &CpuBackend::compile
       {"gelu_grad", &B::activationGrad}, {"lr_schedule", &B::lrSchedule},
       {"abs", &B::unary},        {"sign", &B::unary},
       {"one_hot", &B::oneHot},   {"clip_coefficient", &B::clipCoefficient},
+      {"all_finite", &B::allFinite}, {"loss_scale_update", &B::lossScaleUpdate},
       {"cast", &B::cast},        {"softmax", &B::softmax},
       {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm},
       {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},

@@ -196,14 +196,17 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
       return llvm::createStringError(path + ": " + target + ": " + llvm::toString(variant.takeError()));
     *plan.add_variants() = std::move(*variant);
   }
-  if (trainModule) {
+  // With --train, one training-step variant per target, each from its own copy of the imported model.
+  for (const std::string &target : trainModule ? options.targets : std::vector<std::string>{}) {
+    OwningOpRef<ModuleOp> copy = trainModule->clone();
     PassManager trainPm(&context);
-    buildTrainingPipeline(trainPm, options.pipeline);
-    auto trainRecorder = std::make_unique<PassRecorder>(options.dumpDir, *trainModule, *compiled, dumpIndex, "train-");
+    buildTrainingPipeline(trainPm, options.pipeline, target);
+    auto trainRecorder = std::make_unique<PassRecorder>(options.dumpDir, *copy, *compiled, dumpIndex,
+                                                        target + "-train-");
     trainPm.addInstrumentation(std::move(trainRecorder));
-    if (failed(trainPm.run(*trainModule)))
-      return llvm::createStringError(path + ": the training pipeline failed (see the diagnostics above)");
-    auto step = trainModule->lookupSymbol<func::FuncOp>("train_step");
+    if (failed(trainPm.run(*copy)))
+      return llvm::createStringError(path + ": the " + target + " training pipeline failed (see the diagnostics above)");
+    auto step = copy->lookupSymbol<func::FuncOp>("train_step");
     CodegenInputs trainInputs = inputs;
     std::vector<std::string> trainInputNames = compiled->model.inputNames;
     for (const auto &name : compiled->model.outputNames) {
@@ -213,17 +216,19 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
     }
     bool fp8 = false;
     step.walk([&](Fp8GemmOp) { fp8 = true; });
-    trainInputs.target = "cpu";
-    trainInputs.precision = fp8 ? "fp8" : "fp32";
+    trainInputs.target = target;
+    trainInputs.precision = fp8 ? "fp8" : precisionName(lookupTarget(target)->fallback).str();
     auto variant = buildVariant(step, trainInputs, compiled->data);
     if (!variant)
-      return llvm::createStringError(path + ": train_step: " + llvm::toString(variant.takeError()));
+      return llvm::createStringError(path + ": " + target + " train_step: " + llvm::toString(variant.takeError()));
     variant->set_kind("train");
     for (const auto &name : trainInputNames)
       variant->add_input_names(name);
     variant->add_output_names("loss");
+    if (variant->outputs_size() > 1)
+      variant->add_output_names("loss_scale");
     *plan.add_variants() = std::move(*variant);
-    compiled->trainModule = std::move(trainModule);
+    compiled->trainModules.push_back(std::move(copy));
   }
   for (const auto &name : compiled->model.inputNames)
     plan.add_input_names(name);

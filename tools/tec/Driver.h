@@ -41,8 +41,8 @@ struct CompiledModel {
   plan::Plan plan;
   /// The plan's data section; refers to the model's weights and the IR's constants.
   PlanDataBuilder data;
-  /// With --train: the module holding @train_step (its constants are in `data`).
-  mlir::OwningOpRef<mlir::ModuleOp> trainModule;
+  /// With --train: the modules holding each target's @train_step (their constants are in `data`).
+  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> trainModules;
 };
 
 /// Imports and compiles; errors carry ImportError (bad model: exit 2) or a plain message (exit 1).

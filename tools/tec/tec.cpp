@@ -80,6 +80,11 @@ cl::opt<std::string> lossName("loss", cl::desc("training loss: mse | l1 | cross-
                               cl::init("mse"), cl::cat(category));
 cl::opt<std::string> frozenParams("frozen", cl::desc("regex of initializer names kept fixed in training"),
                                   cl::value_desc("regex"), cl::cat(category));
+cl::opt<double> lossScaleInit("loss-scale", cl::desc("dynamic loss scaling from this scale (default: 65536 on FP16 "
+                                                    "targets, off elsewhere)"),
+                              cl::init(0.0), cl::cat(category));
+cl::opt<int64_t> growthInterval("loss-scale-growth-interval", cl::desc("clean steps before the loss scale doubles"),
+                                cl::init(2000), cl::cat(category));
 cl::opt<double> clipNorm("clip-norm", cl::desc("clip gradients to this global norm (0: off)"), cl::init(0.0),
                          cl::cat(category));
 cl::opt<std::string> optimizerName("optimizer", cl::desc("sgd | adamw"), cl::init("adamw"), cl::cat(category));
@@ -145,6 +150,8 @@ cl::opt<int> trainEpochs("epochs", cl::desc("passes over the data set"), cl::ini
 cl::opt<int> batchSize("batch-size", cl::desc("samples per step; must be the model's batch (fix it with --shape "
                                              "when compiling)"),
                         cl::init(0), cl::sub(trainCommand), cl::cat(category));
+cl::opt<std::string> trainVariant("variant", cl::desc("train with this variant (a target such as sm_75)"),
+                                  cl::sub(trainCommand), cl::cat(category));
 cl::opt<int> trainThreads("threads", cl::desc("CPU threads"), cl::init(0), cl::sub(trainCommand), cl::cat(category));
 cl::opt<std::string> checkpointDir("checkpoint-dir", cl::desc("write checkpoints here (atomically)"),
                                    cl::value_desc("DIR"), cl::sub(trainCommand), cl::cat(category));
@@ -384,8 +391,9 @@ int compile() {
     return kExitBadInput;
   }
   options.train = train;
-  options.pipeline.train = {lossName, optimizerName, lrSchedule, frozenParams, lr,       momentum,   beta1,
-                            beta2,    adamEps,       weightDecay, clipNorm, nesterov, warmupSteps, totalSteps};
+  options.pipeline.train = {lossName, optimizerName, lrSchedule, frozenParams, lr,         momentum,
+                            beta1,    beta2,         adamEps,    weightDecay,  clipNorm,   nesterov,
+                            warmupSteps, totalSteps, lossScaleInit, growthInterval};
   if (train && lossName != "mse" && lossName != "l1" && lossName != "cross-entropy") {
     llvm::errs() << "error: --loss: expected mse, l1 or cross-entropy, got '" << lossName << "'\n";
     return kExitBadInput;
@@ -701,6 +709,7 @@ int trainLoop() {
   tec::SessionOptions options;
   options.kind = "train";
   options.threads = trainThreads;
+  options.variant = trainVariant;
   options.fp8Stats = fp8Report;
   auto session = tec::Session::open(trainPlan, options);
   if (!session.ok()) {
@@ -827,7 +836,7 @@ int trainLoop() {
   else
     llvm::outs() << batches << " batches of " << s.inputs()[data.front().input].shape[0] << ", ";
   llvm::outs() << steps << " steps\n";
-  std::vector<double> losses, stepMs;
+  std::vector<double> losses, stepMs, lossScales;
   auto begin = std::chrono::steady_clock::now();
   int64_t reportEvery = std::max<int64_t>(1, (steps - start) / 20);
   for (int64_t step = start; step < steps; ++step) {
@@ -873,6 +882,8 @@ int trainLoop() {
     }
     stepMs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     losses.push_back(*static_cast<const float *>(s.outputData(0)));
+    if (s.outputs().size() > 1)
+      lossScales.push_back(*static_cast<const float *>(s.outputData(1)));
     int64_t done = step + 1 - start;
     if (done % reportEvery == 0 || step + 1 == steps) {
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
@@ -947,6 +958,9 @@ int trainLoop() {
     json << "{\"variant\": \"" << s.variant().target() << "\", \"first_step\": " << start << ", \"loss\": [";
     for (size_t i = 0; i < losses.size(); ++i)
       json << (i ? ", " : "") << llvm::formatv("{0:e9}", losses[i]);
+    json << "], \"loss_scale\": [";
+    for (size_t i = 0; i < lossScales.size(); ++i)
+      json << (i ? ", " : "") << llvm::formatv("{0:e9}", lossScales[i]);
     json << "], \"step_ms\": [";
     for (size_t i = 0; i < stepMs.size(); ++i)
       json << (i ? ", " : "") << llvm::formatv("{0:f4}", stepMs[i]);
