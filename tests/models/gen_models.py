@@ -6,6 +6,7 @@
   gpt_block.onnx            GPT-style block: LayerNormalization, causal attention, MLP with Gelu
   gpt_block_decomposed.onnx the same block as exporters often write it: LayerNorm as
                             ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add, GELU as the Erf formula
+  gpt_block_teacher.onnx    the block with other weights: a teacher to distill into gpt_block.onnx
 """
 import os
 import sys
@@ -56,8 +57,8 @@ def mlp(batch=64, d_in=256, hidden=512, d_out=16):
     return model(graph)
 
 
-def gpt_block(decomposed, batch=2, seq=16, dim=64, heads=4):
-    rng = np.random.default_rng(2)
+def gpt_block(decomposed, batch=2, seq=16, dim=64, heads=4, seed=2):
+    rng = np.random.default_rng(seed)
     hd = dim // heads
     inits = [
         init(rng, "ln1.weight", [dim], 0.1), init(rng, "ln1.bias", [dim], 0.1),
@@ -162,6 +163,7 @@ def main():
               all_tensors_to_one_file=True, location="mlp_external.bin", size_threshold=0)
     onnx.save(gpt_block(decomposed=False), os.path.join(out, "gpt_block.onnx"))
     onnx.save(gpt_block(decomposed=True), os.path.join(out, "gpt_block_decomposed.onnx"))
+    onnx.save(gpt_block(decomposed=False, seed=3), os.path.join(out, "gpt_block_teacher.onnx"))
 
 
 if __name__ == "__main__":
