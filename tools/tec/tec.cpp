@@ -710,7 +710,7 @@ int trainLoop() {
   options.kind = "train";
   options.threads = trainThreads;
   options.variant = trainVariant;
-  options.fp8Stats = fp8Report;
+  options.fp8Stats = fp8Report || !trainReport.empty(); // the report carries FP8 health too
   auto session = tec::Session::open(trainPlan, options);
   if (!session.ok()) {
     llvm::errs() << "error: " << session.error().message() << "\n";
@@ -916,7 +916,7 @@ int trainLoop() {
     std::vector<float> recent;
   };
   std::vector<Health> health;
-  if (fp8Report) {
+  if (options.fp8Stats) {
     const auto &v = s.variant();
     auto find = [&](const std::string &name) -> int {
       for (int b = 0; b < v.buffers_size(); ++b)
@@ -939,6 +939,8 @@ int trainLoop() {
         entry.amax = std::max(entry.amax, h[i]);
       health.push_back(entry);
     }
+  }
+  if (fp8Report) {
     llvm::outs() << "=== FP8 health (last step) ===\n"
                  << llvm::formatv("{0,-34} {1,11} {2,11} {3,10} {4,10}\n", "tensor", "amax", "scale", "saturated",
                                   "flushed");
