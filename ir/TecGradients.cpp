@@ -1,5 +1,5 @@
 // Vector-Jacobian products of the tec ops (the Differentiable interface), built from tec ops.
-#include "ir/TecOps.h"
+#include "ir/TecBuilders.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -13,21 +13,15 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
-/// A 0-D constant of `element` type, broadcast by the ops that use it.
-Value scalar(OpBuilder &b, Location loc, Type element, double value) {
-  auto type = RankedTensorType::get({}, element);
-  return b.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, b.getFloatAttr(element, value)));
-}
+Value scalar(OpBuilder &b, Location loc, Type element, double value) { return scalarConstant(b, loc, element, value); }
 
 Value zerosLike(OpBuilder &b, Location loc, RankedTensorType type) {
   return b.create<ConstantOp>(loc, type,
                               DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0)));
 }
 
-/// An elementwise binary op with the numpy-broadcast result type.
 template <typename Op> Value binary(OpBuilder &b, Location loc, Value x, Value y) {
-  auto dims = shape::broadcast(typeOf(x).getShape(), typeOf(y).getShape());
-  return b.create<Op>(loc, RankedTensorType::get(*dims, typeOf(x).getElementType()), x, y);
+  return broadcastBinary<Op>(b, loc, x, y);
 }
 
 Value reduceSum(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> axes, bool keepdims) {

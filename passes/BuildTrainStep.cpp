@@ -1,3 +1,4 @@
+#include "ir/TecBuilders.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -14,15 +15,10 @@ using namespace tec;
 
 namespace {
 
-Value scalar(OpBuilder &b, Location loc, double value) {
-  auto type = RankedTensorType::get({}, b.getF32Type());
-  return b.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, b.getF32FloatAttr(value)));
-}
+Value scalar(OpBuilder &b, Location loc, double value) { return scalarConstant(b, loc, b.getF32Type(), value); }
 
 template <typename Op> Value binary(OpBuilder &b, Location loc, Value x, Value y) {
-  auto tx = llvm::cast<RankedTensorType>(x.getType()), ty = llvm::cast<RankedTensorType>(y.getType());
-  auto dims = shape::broadcast(tx.getShape(), ty.getShape());
-  return b.create<Op>(loc, RankedTensorType::get(*dims, tx.getElementType()), x, y);
+  return broadcastBinary<Op>(b, loc, x, y);
 }
 
 struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
