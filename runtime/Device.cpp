@@ -2,6 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
+#include <tuple>
+
 namespace tec {
 
 namespace {
@@ -54,6 +57,63 @@ CudaProbe probeCuda() {
   probe.memoryBytes = static_cast<int64_t>(memory);
   probe.usable = true;
   return probe;
+}
+
+std::vector<LibraryProbe> probeCudaLibraries() {
+  struct Candidate {
+    const char *name;
+    std::vector<const char *> files;
+    const char *versionSymbol;
+  };
+  const Candidate candidates[] = {
+      {"CUDA runtime", {"libcudart.so.13", "libcudart.so.12", "/usr/local/cuda/lib64/libcudart.so"}, "cudaRuntimeGetVersion"},
+      {"cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so.12", "/usr/local/cuda/lib64/libcublasLt.so"}, "cublasLtGetVersion"},
+      {"cuDNN", {"libcudnn.so.9", "/usr/local/cuda/lib64/libcudnn.so"}, "cudnnGetVersion"},
+  };
+  std::vector<LibraryProbe> found;
+  for (const auto &c : candidates) {
+    LibraryProbe probe{c.name, "", "not found"};
+    for (const char *file : c.files) {
+      void *lib = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+      if (!lib)
+        continue;
+      probe.file = file;
+      void *symbol = dlsym(lib, c.versionSymbol);
+      if (!symbol) {
+        probe.version = "version unknown";
+      } else if (std::string(c.name) == "CUDA runtime") {
+        int v = 0;
+        reinterpret_cast<int (*)(int *)>(symbol)(&v); // 13000 for 13.0
+        probe.version = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+      } else {
+        size_t v = reinterpret_cast<size_t (*)()>(symbol)(); // major*10000 + minor*100 + patch (cuBLASLt 12+), cuDNN 9: 90xxx
+        probe.version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+      }
+      break;
+    }
+    found.push_back(probe);
+  }
+  return found;
+}
+
+std::string fp8Availability(const CudaProbe &cuda, const std::vector<LibraryProbe> &libraries) {
+  if (!cuda.usable)
+    return "no: no usable GPU (" + cuda.reason + ")";
+  int cc = cuda.major * 10 + cuda.minor;
+  if (cc < 89)
+    return "no: " + smName(cuda.major, cuda.minor) + " has no FP8 tensor cores (needs sm_89 or newer); BF16/FP16 instead";
+  for (const auto &l : libraries)
+    if (l.name == "cuBLASLt") {
+      if (l.file.empty())
+        return "no: cuBLASLt not found";
+      if (cc == 89) {
+        int major = 0, minor = 0, patch = 0;
+        std::sscanf(l.version.c_str(), "%d.%d.%d", &major, &minor, &patch);
+        if (std::make_tuple(major, minor, patch) < std::make_tuple(12, 1, 3))
+          return "no: Ada needs cuBLASLt 12.1.3 or newer for FP8, found " + l.version;
+      }
+    }
+  return "yes (" + smName(cuda.major, cuda.minor) + ")";
 }
 
 } // namespace tec

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tec {
 
@@ -19,6 +20,20 @@ struct CudaProbe {
 };
 
 CudaProbe probeCuda();
+
+/// A CUDA library tec would use, found (with its version) or not.
+struct LibraryProbe {
+  std::string name;    // "CUDA runtime", "cuBLASLt", "cuDNN"
+  std::string file;    // what was loaded, empty when nothing was
+  std::string version; // e.g. "13.0.88", or why there is none
+};
+
+/// The CUDA runtime, cuBLASLt and cuDNN, loaded with dlopen (so tec needs none of them to start).
+std::vector<LibraryProbe> probeCudaLibraries();
+
+/// Whether this GPU runs FP8 GEMMs, and if not, why (FP8 needs compute capability 8.9+, and cuBLASLt
+/// 12.1.3 or newer on Ada).
+std::string fp8Availability(const CudaProbe &cuda, const std::vector<LibraryProbe> &libraries);
 
 /// "sm_90" for compute capability 9.0.
 std::string smName(int major, int minor);

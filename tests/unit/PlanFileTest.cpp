@@ -211,3 +211,20 @@ TEST(VariantChoice, WithoutACpuVariantTheCpuEmulatesTheBestOne) {
   EXPECT_EQ(choice->reason, "variant sm_90 on the cpu backend (the plan has no cpu variant; its GPU precisions are "
                             "emulated): the CUDA driver reports no device");
 }
+
+TEST(Fp8Availability, FollowsComputeCapabilityAndCublasLtVersion) {
+  CudaProbe gpu;
+  gpu.usable = true;
+  std::vector<LibraryProbe> libs = {{"cuBLASLt", "libcublasLt.so.12", "12.1.2"}};
+  gpu.major = 8, gpu.minor = 0;
+  EXPECT_EQ(fp8Availability(gpu, libs), "no: sm_80 has no FP8 tensor cores (needs sm_89 or newer); BF16/FP16 instead");
+  gpu.major = 8, gpu.minor = 9;
+  EXPECT_EQ(fp8Availability(gpu, libs), "no: Ada needs cuBLASLt 12.1.3 or newer for FP8, found 12.1.2");
+  libs[0].version = "12.1.3";
+  EXPECT_EQ(fp8Availability(gpu, libs), "yes (sm_89)");
+  gpu.major = 9, gpu.minor = 0;
+  EXPECT_EQ(fp8Availability(gpu, libs), "yes (sm_90)");
+  CudaProbe none;
+  none.reason = "no CUDA driver (libcuda.so.1 not found)";
+  EXPECT_EQ(fp8Availability(none, libs), "no: no usable GPU (no CUDA driver (libcuda.so.1 not found))");
+}

@@ -179,6 +179,10 @@ cl::opt<std::string> exportCheckpoint("checkpoint", cl::desc("take trained param
 cl::opt<std::string> exportOutput("o", cl::desc("the ONNX file to write"), cl::value_desc("file"), cl::Required,
                                   cl::sub(exportCommand), cl::cat(category));
 
+// tec doctor [plan.tecplan]
+cl::SubCommand doctorCommand("doctor", "what this machine can run: GPU, CUDA libraries, FP8, and a plan's variant");
+cl::opt<std::string> doctorPlan(cl::Positional, cl::desc("[model.tecplan]"), cl::sub(doctorCommand), cl::cat(category));
+
 // tec inspect plan.tecplan
 cl::SubCommand inspectCommand("inspect", "print a plan's variants, steps, buffers and memory");
 cl::opt<std::string> inspectPlan(cl::Positional, cl::desc("<model.tecplan>"), cl::Required, cl::sub(inspectCommand), cl::cat(category));
@@ -984,6 +988,47 @@ int trainLoop() {
 }
 
 //===----------------------------------------------------------------------===//
+// tec doctor
+//===----------------------------------------------------------------------===//
+
+int doctor() {
+  auto &os = llvm::outs();
+  tec::CudaProbe cuda = tec::probeCuda();
+  auto libraries = tec::probeCudaLibraries();
+  os << "tec doctor\n";
+  if (cuda.usable) {
+    os << llvm::formatv("  GPU          {0} ({1}), {2} device(s)\n", cuda.name, tec::smName(cuda.major, cuda.minor),
+                        cuda.deviceCount);
+    os << "  GPU memory   " << bytesString(cuda.memoryBytes) << "\n";
+    os << llvm::formatv("  CUDA driver  {0}.{1}\n", cuda.driverVersion / 1000, cuda.driverVersion % 1000 / 10);
+  } else {
+    os << "  GPU          none usable: " << cuda.reason << "\n";
+  }
+  for (const auto &l : libraries)
+    os << llvm::formatv("  {0,-12} {1}{2}\n", l.name, l.version, l.file.empty() ? "" : " (" + l.file + ")");
+  os << "  FP8          " << tec::fp8Availability(cuda, libraries) << "\n";
+  os << "  CUDA backend not in this tec yet: plans run on the cpu backend\n";
+  if (tec::kernels::cpu::blas().loaded)
+    os << "  CPU BLAS     " << tec::kernels::cpu::blas().config << "\n";
+  else
+    os << "  CPU BLAS     " << tec::kernels::cpu::blas().library << "\n";
+  if (!doctorPlan.empty()) {
+    auto file = tec::PlanFile::open(doctorPlan);
+    if (!file.ok()) {
+      llvm::errs() << "error: " << file.error().message() << "\n";
+      return kExitBadInput;
+    }
+    auto choice = tec::chooseVariant((*file)->plan(), cuda, {});
+    if (!choice.ok()) {
+      llvm::errs() << "error: " << doctorPlan << ": " << choice.error().message() << "\n";
+      return kExitBadInput;
+    }
+    os << "  plan         " << doctorPlan << ": " << choice->reason << "\n";
+  }
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
 // tec export
 //===----------------------------------------------------------------------===//
 
@@ -1242,5 +1287,7 @@ int main(int argc, char **argv) {
     return trainLoop();
   if (exportCommand)
     return exportModel();
+  if (doctorCommand)
+    return doctor();
   return compile();
 }
