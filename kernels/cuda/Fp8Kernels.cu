@@ -1,0 +1,106 @@
+#include "kernels/cuda/Fp8Kernels.h"
+
+#include <cfloat>
+#include <cuda_runtime.h>
+
+namespace tec::kernels::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocksFor(int64_t n) { return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
+
+/// Non-negative floats order like their bits, so a max over |x| is an integer atomicMax; NaN (whose bits
+/// are above +inf) wins, as on the CPU.
+__device__ void atomicMaxAbs(float *target, float value) {
+  atomicMax(reinterpret_cast<unsigned int *>(target), __float_as_uint(fabsf(value)));
+}
+
+__global__ void quantizeAmaxKernel(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n,
+                                   Fp8Format format) {
+  __shared__ float blockMax[kThreads];
+  float local = 0.0f;
+  const float s = *scale;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = x[i];
+    y[i] = floatToFp8(v * s, format);
+    local = (isnan(v) || isnan(local)) ? __int_as_float(0x7fffffff) : fmaxf(local, fabsf(v));
+  }
+  blockMax[threadIdx.x] = local;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      float a = blockMax[threadIdx.x], b = blockMax[threadIdx.x + stride];
+      blockMax[threadIdx.x] = (isnan(a) || isnan(b)) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    atomicMaxAbs(amax, blockMax[0]);
+}
+
+__global__ void dequantizeKernel(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) {
+  const float s = *scaleInv;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = fp8ToFloat(x[i], format) * s;
+}
+
+/// One block: stage the amax, reduce the history, compute the scale, roll (torch.roll(-1), slot 0 = 0).
+__global__ void delayedScalingKernel(const float *history, int64_t length, const float *scale, const float *amax,
+                                     float fp8Max, int64_t margin, bool mostRecent, float *newHistory, float *newScale,
+                                     float *newScaleInv) {
+  __shared__ float reduced;
+  if (threadIdx.x == 0) {
+    float a = *amax;
+    if (!mostRecent)
+      for (int64_t i = 1; i < length; ++i)
+        a = (isnan(a) || isnan(history[i])) ? __int_as_float(0x7fffffff) : fmaxf(a, history[i]);
+    reduced = a;
+  }
+  __syncthreads();
+  // Every thread reads the old history before any writes the new one (they may alias).
+  float staged[4];
+  int count = 0;
+  for (int64_t i = threadIdx.x; i < length && count < 4; i += blockDim.x, ++count)
+    staged[count] = (i + 1) % length == 0 ? *amax : history[(i + 1) % length];
+  __syncthreads();
+  count = 0;
+  for (int64_t i = threadIdx.x; i < length && count < 4; i += blockDim.x, ++count)
+    newHistory[i] = i == 0 ? 0.0f : staged[count];
+  if (threadIdx.x == 0) {
+    const float a = reduced;
+    float s = *scale;
+    if (a > 0.0f && isfinite(a)) {
+      s = (fp8Max / a) / ldexpf(1.0f, static_cast<int>(margin));
+      if (isinf(s))
+        s = FLT_MAX;
+    }
+    *newScale = s;
+    *newScaleInv = 1.0f / s;
+  }
+}
+
+} // namespace
+
+void quantizeWithAmax(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
+                      void *stream) {
+  quantizeAmaxKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, scale, y, amax, n, format);
+}
+
+void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream) {
+  dequantizeKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, scaleInv, y, n, format);
+}
+
+bool delayedScaling(const float *history, int64_t length, const float *scale, const float *amax, float fp8Max,
+                    int64_t margin, bool mostRecent, float *newHistory, float *newScale, float *newScaleInv,
+                    void *stream) {
+  // 1024 threads x 4 slots each (TE's default history is 1024).
+  if (length < 1 || length > kMaxHistory)
+    return false;
+  delayedScalingKernel<<<1, 1024, 0, static_cast<cudaStream_t>(stream)>>>(history, length, scale, amax, fp8Max, margin,
+                                                                          mostRecent, newHistory, newScale, newScaleInv);
+  return true;
+}
+
+} // namespace tec::kernels::cuda

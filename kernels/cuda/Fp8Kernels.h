@@ -1,0 +1,25 @@
+// CUDA FP8 kernels: the GPU twins of kernels/cpu's quantize, dequantize, amax and delayed scaling, on the
+// same per-element math (kernels/common). `stream` is a cudaStream_t; device pointers throughout.
+#ifndef TEC_KERNELS_CUDA_FP8KERNELS_H
+#define TEC_KERNELS_CUDA_FP8KERNELS_H
+
+#include "kernels/common/Fp8.h"
+
+#include <cstdint>
+
+namespace tec::kernels::cuda {
+
+/// y = fp8(x * *scale) and *amax = max(*amax, max |x|) in one pass (NaN wins); *amax must start at 0.
+void quantizeWithAmax(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
+                      void *stream);
+void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream);
+/// Transformer Engine's delayed scaling on device state (see kernels/cpu/CpuKernels.h). Histories up to
+/// kMaxHistory slots; false (nothing launched) for a longer one.
+inline constexpr int64_t kMaxHistory = 4096;
+bool delayedScaling(const float *history, int64_t length, const float *scale, const float *amax, float fp8Max,
+                    int64_t margin, bool mostRecent, float *newHistory, float *newScale, float *newScaleInv,
+                    void *stream);
+
+} // namespace tec::kernels::cuda
+
+#endif
