@@ -4,6 +4,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -34,18 +35,7 @@ std::optional<plan::DType> dtypeOf(Type t) {
   return std::nullopt;
 }
 
-std::string locationName(Location loc) {
-  if (auto name = llvm::dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = llvm::dyn_cast<FusedLoc>(loc)) {
-    std::string names;
-    for (Location l : fused.getLocations())
-      if (auto n = locationName(l); !n.empty())
-        names += (names.empty() ? "" : "+") + n;
-    return names;
-  }
-  return "";
-}
+std::string locationName(Location loc) { return llvm::join(sourceNodes(loc), "+"); }
 
 /// Elementwise ops whose kernels read each input element at the index they write: they may write their
 /// result over an input of the same shape and type that nothing reads afterwards.

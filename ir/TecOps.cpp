@@ -86,6 +86,17 @@ std::string shape::str(ArrayRef<int64_t> dims) {
   return s;
 }
 
+std::vector<std::string> tec::sourceNodes(Location loc) {
+  std::vector<std::string> names;
+  if (auto name = llvm::dyn_cast<NameLoc>(loc))
+    names.push_back(name.getName().str());
+  else if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      for (auto &n : sourceNodes(l))
+        names.push_back(n);
+  return names;
+}
+
 bool tec::isKnownEpilogue(StringRef epilogue) {
   return llvm::is_contained({"none", "relu", "gelu", "gelu_tanh"}, epilogue);
 }

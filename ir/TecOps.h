@@ -12,6 +12,8 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "ir/TecOpsDialect.h.inc"
 
@@ -42,6 +44,9 @@ inline constexpr llvm::StringLiteral kPrecisionAttrName = "tec.precision";
 
 /// The epilogues a fused GEMM may carry, in cuBLASLt's terms.
 bool isKnownEpilogue(llvm::StringRef epilogue);
+
+/// The ONNX nodes an op came from: its location's names (a fused op's location carries several).
+std::vector<std::string> sourceNodes(mlir::Location loc);
 
 namespace shape {
 using Dims = llvm::SmallVector<int64_t>;

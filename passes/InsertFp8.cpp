@@ -24,15 +24,6 @@ struct Fp8Policy {
   StringRef keepPattern; // --keep-precision: node-name regex
 };
 
-/// The ONNX node names an op came from (its location's names).
-void sourceNames(Location loc, SmallVectorImpl<std::string> &names) {
-  if (auto name = llvm::dyn_cast<NameLoc>(loc))
-    names.push_back(name.getName().str());
-  else if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
-    for (Location l : fused.getLocations())
-      sourceNames(l, names);
-}
-
 /// Why a GEMM stays in higher precision, or "" when it may run in FP8. Hopper's FP8 GEMMs are TN-only
 /// with 16-byte-aligned leading dimensions: K and N must be multiples of 16. Then the user's policy:
 /// --fp8=none, --keep-precision, and under --fp8=auto the size threshold above.
@@ -47,9 +38,7 @@ std::string fp8Blocker(LinearOp op, const Fp8Policy &policy) {
     return "K=" + std::to_string(k) + ", N=" + std::to_string(n) + ": FP8 GEMMs need multiples of 16";
   if (!policy.keepPattern.empty()) {
     llvm::Regex keep(policy.keepPattern);
-    SmallVector<std::string> names;
-    sourceNames(op.getLoc(), names);
-    for (const auto &name : names)
+    for (const auto &name : sourceNodes(op.getLoc()))
       if (keep.match(name))
         return "kept by --keep-precision (" + name + ")";
   }
@@ -118,8 +107,7 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
           linear->setAttr(kPrecisionAttrName, attrs.getStringAttr(why));
           continue;
         }
-        SmallVector<std::string> names;
-        sourceNames(linear.getLoc(), names);
+        std::vector<std::string> names = sourceNodes(linear.getLoc());
         std::string layer = names.empty() ? "gemm" + std::to_string(i) : names.front();
         // Backward GEMMs (from autodiff) quantize their gradient operand to E5M2 under HYBRID.
         auto role = linear->getAttrOfType<StringAttr>(kGemmRoleAttrName);

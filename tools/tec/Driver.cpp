@@ -18,17 +18,6 @@ namespace tec {
 
 OpPrintingFlags irPrintingFlags() { return OpPrintingFlags().elideLargeElementsAttrs(16); }
 
-std::vector<std::string> sourceNodes(Location loc) {
-  std::vector<std::string> names;
-  if (auto name = llvm::dyn_cast<NameLoc>(loc))
-    names.push_back(name.getName().str());
-  else if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
-    for (Location l : fused.getLocations())
-      for (auto &n : sourceNodes(l))
-        names.push_back(n);
-  return names;
-}
-
 llvm::Expected<std::vector<std::string>> resolveTargets(llvm::StringRef spec) {
   std::vector<std::string> targets;
   if (spec == "all" || spec.empty()) {

@@ -53,9 +53,6 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(mlir::MLIRContext &c
 /// The IR as the dumps and --emit print it (large constants elided).
 mlir::OpPrintingFlags irPrintingFlags();
 
-/// The ONNX nodes an op came from: its location's names (fused ops carry several).
-std::vector<std::string> sourceNodes(mlir::Location loc);
-
 /// `--target`: "all", "auto" (this machine's GPU, if any, and cpu) or a comma list; errors name the
 /// unknown target.
 llvm::Expected<std::vector<std::string>> resolveTargets(llvm::StringRef spec);

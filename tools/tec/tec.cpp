@@ -478,6 +478,13 @@ double percentile(std::vector<double> sorted, double p) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo);
 }
 
+/// A tensor name as a file name: path separators and colons become underscores.
+std::string fileNameFor(const std::string &name) {
+  std::string file = name;
+  std::replace_if(file.begin(), file.end(), [](char c) { return c == '/' || c == '\\' || c == ':'; }, '_');
+  return file;
+}
+
 /// Binds `--input name=file` inputs and fills the rest with seeded random data; 0 or an exit code.
 int bindInputs(tec::Session &s, const std::vector<std::string> &specs, uint64_t randomSeed, bool quiet = false) {
   std::vector<bool> given(s.inputs().size());
@@ -592,10 +599,8 @@ int run() {
     }
     for (size_t i = 0; i < s.outputs().size(); ++i) {
       const auto &o = s.outputs()[i];
-      std::string file = o.name;
-      std::replace_if(file.begin(), file.end(), [](char c) { return c == '/' || c == '\\' || c == ':'; }, '_');
       llvm::SmallString<256> path(outputDir.getValue());
-      llvm::sys::path::append(path, file + ".npy");
+      llvm::sys::path::append(path, fileNameFor(o.name) + ".npy");
       if (tec::Status st = tec::writeNpy(path.str().str(), o.dtype, o.shape, s.outputData(i), o.bytes); !st.ok()) {
         llvm::errs() << "error: " << st.message() << "\n";
         return kExitBadInput;
@@ -617,11 +622,6 @@ struct Samples {
   int64_t batchBytes, batches;
 };
 
-std::string fileNameFor(const std::string &name) {
-  std::string file = name;
-  std::replace_if(file.begin(), file.end(), [](char c) { return c == '/' || c == '\\' || c == ':'; }, '_');
-  return file;
-}
 
 /// Writes every state buffer (params, optimizer state, step, FP8 state) as DIR/step-N/<name>.npy plus a
 /// manifest, atomically: into a temporary folder, each file fsynced, then renamed into place, then
@@ -684,15 +684,24 @@ tec::Status writeCheckpoint(tec::Session &s, const std::string &dir, int64_t ste
   return tec::Status::success();
 }
 
-/// Restores every state buffer from DIR's latest checkpoint; returns its step.
-tec::Result<int64_t> readCheckpoint(tec::Session &s, const std::string &dir) {
+/// DIR's latest checkpoint, as named by DIR/latest: its folder name and step.
+tec::Result<std::pair<std::string, int64_t>> latestCheckpoint(const std::string &dir) {
   auto latest = llvm::MemoryBuffer::getFile(dir + "/latest");
   if (!latest)
     return tec::Status::error(dir + ": no checkpoint (no 'latest' file)");
   std::string name = llvm::StringRef((*latest)->getBuffer()).trim().str();
   int64_t step = 0;
-  if (!llvm::StringRef(name).consume_front("step-") || llvm::StringRef(name).drop_front(5).getAsInteger(10, step))
+  if (!llvm::StringRef(name).starts_with("step-") || llvm::StringRef(name).drop_front(5).getAsInteger(10, step))
     return tec::Status::error(dir + "/latest: names no checkpoint ('" + name + "')");
+  return std::make_pair(name, step);
+}
+
+/// Restores every state buffer from DIR's latest checkpoint; returns its step.
+tec::Result<int64_t> readCheckpoint(tec::Session &s, const std::string &dir) {
+  auto latest = latestCheckpoint(dir);
+  if (!latest.ok())
+    return latest.error();
+  auto [name, step] = *latest;
   const auto &v = s.variant();
   for (int b = 0; b < v.buffers_size(); ++b) {
     const auto &buffer = v.buffers(b);
@@ -1046,12 +1055,12 @@ int exportModel() {
   }
   std::string checkpoint;
   if (!exportCheckpoint.empty()) {
-    auto latest = llvm::MemoryBuffer::getFile(exportCheckpoint + "/latest");
-    if (!latest) {
-      llvm::errs() << "error: " << exportCheckpoint << ": no checkpoint (no 'latest' file)\n";
+    auto latest = latestCheckpoint(exportCheckpoint);
+    if (!latest.ok()) {
+      llvm::errs() << "error: " << latest.error().message() << "\n";
       return kExitBadInput;
     }
-    checkpoint = exportCheckpoint + "/" + llvm::StringRef((*latest)->getBuffer()).trim().str();
+    checkpoint = exportCheckpoint + "/" + latest->first;
   }
   // A param's data: the checkpoint's trained value if there is one, else the plan's own.
   std::map<std::string, const tec::plan::Buffer *> planParams;
