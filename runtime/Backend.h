@@ -24,8 +24,12 @@ public:
   /// Allocates the arena, binds every buffer (params and constants point into `data`, the plan's
   /// mapped data section) and prepares each step, so that run() allocates and decides nothing.
   virtual Status prepare(const plan::Variant &variant, const char *data) = 0;
-  /// Host-visible storage of a buffer (an input to fill, an output to read).
+  /// Host-visible storage of an input (filled before run) or an output (read after run). A GPU
+  /// backend stages these in pinned host memory and moves them as part of run().
   virtual void *hostData(int buffer) = 0;
+  /// Copies any buffer (state: checkpoints, calibration, FP8 health) to or from host memory, outside run().
+  virtual Status readBuffer(int buffer, void *destination) = 0;
+  virtual Status writeBuffer(int buffer, const void *source) = 0;
   /// Runs every step; with `stepMillis` (one entry per plan step), adds each step's time to it.
   virtual Status run(std::vector<double> *stepMillis = nullptr) = 0;
   /// With statistics asked for at creation: one entry per quantize step, updated by every run.

@@ -2,6 +2,7 @@
 // compute in f32; f16/bf16 buffers of float ops are widened into f32 scratch and narrowed back.
 #include "runtime/Backend.h"
 #include "runtime/PlanFile.h"
+#include "runtime/Steps.h"
 
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/CpuKernels.h"
@@ -19,18 +20,7 @@ namespace {
 
 namespace k = kernels::cpu;
 
-k::ElementType elementType(plan::DType t) {
-  switch (t) {
-  case plan::F32: return k::ElementType::F32;
-  case plan::F16: return k::ElementType::F16;
-  case plan::BF16: return k::ElementType::BF16;
-  case plan::I32: return k::ElementType::I32;
-  case plan::I64: return k::ElementType::I64;
-  case plan::BOOL: return k::ElementType::Bool;
-  case plan::F8E4M3FN: return k::ElementType::F8E4M3;
-  default: return k::ElementType::F8E5M2;
-  }
-}
+using namespace steps;
 
 struct AlignedFree {
   void operator()(char *p) const { std::free(p); }
@@ -43,6 +33,14 @@ public:
   const char *name() const override { return "cpu"; }
   Status prepare(const plan::Variant &variant, const char *data) override;
   void *hostData(int buffer) override { return pointers[buffer]; }
+  Status readBuffer(int buffer, void *destination) override {
+    std::memcpy(destination, pointers[buffer], variant->buffers(buffer).bytes());
+    return Status::success();
+  }
+  Status writeBuffer(int buffer, const void *source) override {
+    std::memcpy(pointers[buffer], source, variant->buffers(buffer).bytes());
+    return Status::success();
+  }
   Status run(std::vector<double> *stepMillis) override {
     for (size_t i = 0; i < program.size(); ++i) {
       auto start = stepMillis ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
@@ -86,39 +84,6 @@ private:
         c();
       return s;
     });
-  }
-
-  static int64_t attrI(const plan::Step &s, const char *name, int64_t dflt = 0) {
-    auto it = s.attrs().find(name);
-    return it == s.attrs().end() ? dflt : it->second.i();
-  }
-  static double attrF(const plan::Step &s, const char *name, double dflt = 0) {
-    auto it = s.attrs().find(name);
-    return it == s.attrs().end() ? dflt : it->second.f();
-  }
-  static std::string attrS(const plan::Step &s, const char *name, const char *dflt = "") {
-    auto it = s.attrs().find(name);
-    return it == s.attrs().end() ? dflt : it->second.s();
-  }
-  static std::vector<int64_t> attrInts(const plan::Step &s, const char *name) {
-    auto it = s.attrs().find(name);
-    if (it == s.attrs().end())
-      return {};
-    return {it->second.ints().values().begin(), it->second.ints().values().end()};
-  }
-  static kernels::Epilogue epilogue(const std::string &e) {
-    if (e == "relu")
-      return kernels::Epilogue::Relu;
-    if (e == "gelu")
-      return kernels::Epilogue::Gelu;
-    if (e == "gelu_tanh")
-      return kernels::Epilogue::GeluTanh;
-    return kernels::Epilogue::None;
-  }
-  Status expectArity(const plan::Step &s, int minIn, int maxIn, int outs) const {
-    if (s.inputs_size() < minIn || s.inputs_size() > maxIn || s.outputs_size() != outs)
-      return Status::error("step '" + s.kernel() + "' (from " + s.source() + ") has the wrong number of operands");
-    return Status::success();
   }
 
   // One compiler per kernel.
@@ -167,8 +132,6 @@ private:
   int currentStep = 0;
 };
 
-bool isFloat(plan::DType t) { return t == plan::F32 || t == plan::F16 || t == plan::BF16; }
-
 float *CpuBackend::floatIn(int i) {
   if (dtype(i) == plan::F32)
     return ptr<float>(i);
@@ -196,10 +159,7 @@ float *CpuBackend::floatOut(int i) {
 Status CpuBackend::binary(const plan::Step &s) {
   if (Status st = expectArity(s, 2, 2, 1); !st.ok())
     return st;
-  static const std::unordered_map<std::string, k::BinaryKind> kinds = {
-      {"add", k::BinaryKind::Add}, {"sub", k::BinaryKind::Sub}, {"mul", k::BinaryKind::Mul},
-      {"div", k::BinaryKind::Div}, {"pow", k::BinaryKind::Pow}};
-  auto kind = kinds.at(s.kernel());
+  auto kind = binaryKind(s.kernel());
   int a = s.inputs(0), b = s.inputs(1), o = s.outputs(0);
   auto as = shape(a), bs = shape(b), os = shape(o);
   if (dtype(o) == plan::I32 || dtype(o) == plan::I64) {
@@ -226,13 +186,7 @@ Status CpuBackend::binary(const plan::Step &s) {
 Status CpuBackend::unary(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, 1); !st.ok())
     return st;
-  static const std::unordered_map<std::string, k::UnaryKind> kinds = {
-      {"relu", k::UnaryKind::Relu}, {"tanh", k::UnaryKind::Tanh}, {"sigmoid", k::UnaryKind::Sigmoid},
-      {"erf", k::UnaryKind::Erf},   {"sqrt", k::UnaryKind::Sqrt}, {"gelu", k::UnaryKind::Gelu},
-      {"exp", k::UnaryKind::Exp},   {"abs", k::UnaryKind::Abs},   {"sign", k::UnaryKind::Sign}};
-  auto kind = kinds.at(s.kernel());
-  if (s.kernel() == "gelu" && attrS(s, "approximate", "none") == "tanh")
-    kind = k::UnaryKind::GeluTanh;
+  auto kind = unaryKind(s);
   int64_t n = count(s.outputs(0));
   float *x = floatIn(s.inputs(0)), *y = floatOut(s.outputs(0));
   emit([=] {
@@ -263,7 +217,7 @@ Status CpuBackend::clipCoefficient(const plan::Step &s) {
     return st;
   float maxNorm = static_cast<float>(attrF(s, "max_norm", 1.0));
   emit([=, norm = ptr<float>(s.inputs(0)), out = ptr<float>(s.outputs(0))] {
-    *out = std::min(1.0f, maxNorm / (*norm + 1e-6f));
+    *out = kernels::clipCoefficient(*norm, maxNorm);
     return Status::success();
   });
   return Status::success();
@@ -293,19 +247,7 @@ Status CpuBackend::lossScaleUpdate(const plan::Step &s) {
   float growth = static_cast<float>(attrF(s, "growth_factor", 2.0)), backoff = static_cast<float>(attrF(s, "backoff_factor", 0.5));
   emit([=, scale = ptr<float>(s.inputs(0)), clean = ptr<float>(s.inputs(1)), finite = ptr<uint8_t>(s.inputs(2)),
         nextScale = ptr<float>(s.outputs(0)), nextClean = ptr<float>(s.outputs(1))] {
-    float sc = *scale, c = *clean;
-    if (*finite) {
-      c += 1.0f;
-      if (c >= interval) {
-        sc *= growth;
-        c = 0.0f;
-      }
-    } else {
-      sc *= backoff;
-      c = 0.0f;
-    }
-    *nextScale = sc;
-    *nextClean = c;
+    kernels::updateLossScale(*scale, *clean, *finite, interval, growth, backoff, nextScale, nextClean);
     return Status::success();
   });
   return Status::success();
@@ -314,8 +256,7 @@ Status CpuBackend::lossScaleUpdate(const plan::Step &s) {
 Status CpuBackend::lrSchedule(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, 1); !st.ok())
     return st;
-  std::string name = attrS(s, "schedule", "constant");
-  int schedule = name == "cosine" ? 2 : name == "warmup" ? 1 : 0;
+  int schedule = scheduleNumber(s);
   float lr = static_cast<float>(attrF(s, "lr")), warmup = static_cast<float>(attrI(s, "warmup_steps")),
         total = static_cast<float>(attrI(s, "total_steps"));
   emit([=, step = ptr<float>(s.inputs(0)), out = ptr<float>(s.outputs(0))] {
@@ -328,9 +269,7 @@ Status CpuBackend::lrSchedule(const plan::Step &s) {
 Status CpuBackend::activationGrad(const plan::Step &s) {
   if (Status st = expectArity(s, 2, 2, 1); !st.ok())
     return st;
-  auto kind = s.kernel() == "relu_grad" ? k::ActivationGradKind::Relu
-              : attrS(s, "approximate", "none") == "tanh" ? k::ActivationGradKind::GeluTanh
-                                                          : k::ActivationGradKind::Gelu;
+  auto kind = activationGradKind(s);
   int64_t n = count(s.outputs(0));
   float *dy = floatIn(s.inputs(0)), *x = floatIn(s.inputs(1)), *dx = floatOut(s.outputs(0));
   emit([=] {
@@ -472,7 +411,7 @@ Status CpuBackend::linear(const plan::Step &s) {
   bool transB = attrI(s, "transpose_b");
   auto ws = shape(s.inputs(1)), os = shape(s.outputs(0));
   int64_t n = os.back(), kk = transB ? ws[1] : ws[0], m = count(s.outputs(0)) / (n ? n : 1);
-  auto e = epilogue(attrS(s, "epilogue", "none"));
+  auto e = epilogue(s);
   float *x = floatIn(s.inputs(0)), *w = floatIn(s.inputs(1));
   float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
   float *y = floatOut(s.outputs(0));
@@ -594,10 +533,6 @@ Status CpuBackend::copy(const plan::Step &s) {
   return Status::success();
 }
 
-kernels::Fp8Format fp8Format(plan::DType t) {
-  return t == plan::F8E5M2 ? kernels::Fp8Format::E5M2 : kernels::Fp8Format::E4M3;
-}
-
 Status CpuBackend::quantize(const plan::Step &s) {
   if (Status st = expectArity(s, 2, 2, 1); !st.ok())
     return st;
@@ -661,7 +596,7 @@ Status CpuBackend::fp8Gemm(const plan::Step &s) {
   bool transB = attrI(s, "transpose_b");
   auto wShape = shape(wq), os = shape(s.outputs(0));
   int64_t n = os.back(), kk = transB ? wShape[1] : wShape[0], m = count(s.outputs(0)) / (n ? n : 1);
-  auto e = epilogue(attrS(s, "epilogue", "none"));
+  auto e = epilogue(s);
   float *b = s.inputs_size() > 4 ? floatIn(s.inputs(4)) : nullptr;
   float *y = floatOut(s.outputs(0));
   emit([=, xp = ptr<uint8_t>(xq), wp = ptr<uint8_t>(wq), xsi = ptr<float>(s.inputs(2)),

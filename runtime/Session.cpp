@@ -2,7 +2,43 @@
 
 namespace tec {
 
-Result<VariantChoice> chooseVariant(const plan::Plan &plan, const CudaProbe &cuda, const SessionOptions &options) {
+GpuOffer probeGpuOffer() {
+  GpuOffer offer;
+  offer.cuda = probeCuda();
+  if (!offer.cuda.usable)
+    return offer;
+  const auto &plugin = loadCudaPlugin();
+  if (!plugin.loaded)
+    offer.backendMissing = plugin.reason;
+  std::string fp8 = fp8Availability(offer.cuda, probeCudaLibraries());
+  if (fp8.rfind("yes", 0) != 0)
+    offer.fp8Missing = fp8.substr(fp8.find(':') + 2);
+  return offer;
+}
+
+namespace {
+
+/// sm_XY's number XY, or -1 for a target that is not a GPU.
+int smNumber(const std::string &target) {
+  if (target.rfind("sm_", 0) != 0)
+    return -1;
+  try {
+    return std::stoi(target.substr(3));
+  } catch (...) {
+    return -1;
+  }
+}
+
+bool usesFp8(const plan::Variant &v) {
+  for (const auto &step : v.steps())
+    if (step.kernel() == "fp8_gemm")
+      return true;
+  return false;
+}
+
+} // namespace
+
+Result<VariantChoice> chooseVariant(const plan::Plan &plan, const GpuOffer &gpu, const SessionOptions &options) {
   // Only variants of the asked kind compete: a train step is not a forward pass.
   auto kindOf = [](const plan::Variant &v) { return v.kind().empty() ? std::string("inference") : v.kind(); };
   std::string targets;
@@ -20,23 +56,55 @@ Result<VariantChoice> chooseVariant(const plan::Plan &plan, const CudaProbe &cud
   if (first < 0)
     return Status::error("the plan has no " + options.kind + " variant" +
                          (options.kind == "train" ? " (compile with --train)" : ""));
+  const bool onGpu = gpu.runsCuda() && options.device != "cpu";
+  const std::string gpuName = gpu.cuda.name + " (" + smName(gpu.cuda.major, gpu.cuda.minor) + ")";
+  const std::string noGpu = !gpu.cuda.usable ? gpu.cuda.reason
+                            : !gpu.backendMissing.empty() ? "found " + gpuName + " but " + gpu.backendMissing
+                                                          : "--device cpu";
+  if (options.device == "cuda" && !onGpu)
+    return Status::error("--device cuda: cannot run on a GPU: " + noGpu);
   if (!options.variant.empty()) {
-    for (int i = 0; i < plan.variants_size(); ++i)
-      if (plan.variants(i).target() == options.variant && kindOf(plan.variants(i)) == options.kind)
-        return VariantChoice{i, "cpu", "variant " + options.variant + " (asked for) on the cpu backend" +
-                                           (options.variant == "cpu" ? "" : ", its GPU precisions emulated")};
+    for (int i = 0; i < plan.variants_size(); ++i) {
+      if (plan.variants(i).target() != options.variant || kindOf(plan.variants(i)) != options.kind)
+        continue;
+      if (onGpu && (options.variant != "cpu" || options.device == "cuda"))
+        return VariantChoice{i, "cuda", "variant " + options.variant + " (asked for) on the cuda backend, " + gpuName};
+      return VariantChoice{i, "cpu", "variant " + options.variant + " (asked for) on the cpu backend" +
+                                         (options.variant == "cpu" ? "" : ", its GPU precisions emulated")};
+    }
     return Status::error("the plan has no variant '" + options.variant + "' (it has: " + targets + ")");
   }
-  // Until the CUDA backend exists every variant runs on the CPU; a GPU is reported, not used.
-  std::string gpu = cuda.usable ? "found " + cuda.name + " (" + smName(cuda.major, cuda.minor) +
-                                      ") but this tec has no CUDA backend yet"
-                                : cuda.reason;
-  if (options.device == "cuda")
-    return Status::error("--device cuda: cannot run on a GPU: " + gpu);
+  if (onGpu) {
+    // The newest GPU variant this device runs: sm_XY with XY at most the device's, FP8 only where it runs.
+    const int device = gpu.cuda.major * 10 + gpu.cuda.minor;
+    int best = -1;
+    std::string skipped;
+    for (int i = 0; i < plan.variants_size(); ++i) {
+      const auto &v = plan.variants(i);
+      int sm = smNumber(v.target());
+      if (kindOf(v) != options.kind || sm < 0 || sm > device)
+        continue;
+      if (usesFp8(v) && !gpu.fp8Missing.empty()) {
+        skipped += "; skipped " + v.target() + " (" + v.precision() + "): " + gpu.fp8Missing;
+        continue;
+      }
+      if (best < 0 || sm > smNumber(plan.variants(best).target()))
+        best = i;
+    }
+    if (best >= 0)
+      return VariantChoice{best, "cuda", "variant " + plan.variants(best).target() + " (" +
+                                             plan.variants(best).precision() + ") on the cuda backend, " + gpuName +
+                                             skipped};
+    int fallback = cpu >= 0 ? cpu : first;
+    return VariantChoice{fallback, "cuda",
+                         "variant " + plan.variants(fallback).target() + " on the cuda backend, " + gpuName +
+                             ": the plan has no variant for " + smName(gpu.cuda.major, gpu.cuda.minor) +
+                             " (compile with --target auto)" + skipped};
+  }
   if (cpu < 0)
     return VariantChoice{first, "cpu", "variant " + plan.variants(first).target() + " on the cpu backend (the plan has no "
-                                       "cpu variant; its GPU precisions are emulated): " + gpu};
-  return VariantChoice{cpu, "cpu", "variant cpu on the cpu backend: " + gpu};
+                                       "cpu variant; its GPU precisions are emulated): " + noGpu};
+  return VariantChoice{cpu, "cpu", "variant cpu on the cpu backend: " + noGpu};
 }
 
 Result<std::unique_ptr<Session>> Session::open(const std::string &path, const SessionOptions &options) {
@@ -46,14 +114,34 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
   std::unique_ptr<Session> session(new Session());
   session->file = file.take();
   const plan::Plan &p = session->file->plan();
-  auto choice = chooseVariant(p, probeCuda(), options);
+  GpuOffer gpu = options.device == "cpu" ? GpuOffer{} : probeGpuOffer();
+  if (options.device == "cpu")
+    gpu.cuda.reason = "--device cpu";
+  auto choice = chooseVariant(p, gpu, options);
   if (!choice.ok())
     return Status::error(path + ": " + choice.error().message());
   session->choice = *choice;
-  session->backend = createCpuBackend(options.threads, options.fp8Stats);
+  if (session->choice.backend == "cuda") {
+    // A GPU that fails to start the backend or to prepare the plan falls back to the CPU, saying why.
+    CudaBackendOptions cudaOptions;
+    cudaOptions.quantizeStats = options.fp8Stats;
+    auto cuda = createCudaBackend(cudaOptions);
+    Status failed = cuda.ok() ? (*cuda)->prepare(p.variants(session->choice.index), session->file->data()) : cuda.error();
+    if (failed.ok()) {
+      session->backend = cuda.take();
+    } else {
+      if (options.device == "cuda")
+        return Status::error(path + ": --device cuda: " + failed.message());
+      gpu.backendMissing = "the cuda backend failed: " + failed.message();
+      session->choice = *chooseVariant(p, gpu, options);
+    }
+  }
   const auto &variant = p.variants(session->choice.index);
-  if (Status s = session->backend->prepare(variant, session->file->data()); !s.ok())
-    return Status::error(path + ": variant " + variant.target() + ": " + s.message());
+  if (!session->backend) {
+    session->backend = createCpuBackend(options.threads, options.fp8Stats);
+    if (Status s = session->backend->prepare(variant, session->file->data()); !s.ok())
+      return Status::error(path + ": variant " + variant.target() + ": " + s.message());
+  }
   auto describe = [&](const std::string &name, int buffer) {
     const auto &b = variant.buffers(buffer);
     return TensorInfo{name, b.dtype(), {b.shape().begin(), b.shape().end()}, b.bytes(), buffer};

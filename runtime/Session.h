@@ -4,6 +4,7 @@
 #define TEC_RUNTIME_SESSION_H
 
 #include "runtime/Backend.h"
+#include "runtime/CudaPlugin.h"
 #include "runtime/Device.h"
 #include "runtime/PlanFile.h"
 
@@ -34,12 +35,26 @@ struct SessionOptions {
   bool fp8Stats = false;
 };
 
-/// Which variant of `plan` to run here, and why; an error when none can run.
+/// Which variant of `plan` to run here, on which backend ("cpu" or "cuda"), and why; an error when
+/// none can run.
 struct VariantChoice {
   int index = -1;
   std::string backend, reason;
 };
-Result<VariantChoice> chooseVariant(const plan::Plan &plan, const CudaProbe &cuda, const SessionOptions &options);
+
+/// What the GPU side offers: the device probe, the CUDA backend (empty `backendMissing` when its plugin
+/// loaded) and FP8 GEMMs (empty `fp8Missing` when this GPU and cuBLASLt run them).
+struct GpuOffer {
+  CudaProbe cuda;
+  std::string backendMissing, fp8Missing;
+  bool runsCuda() const { return cuda.usable && backendMissing.empty(); }
+};
+/// This machine's offer: probes the driver, the plugin and the CUDA libraries.
+GpuOffer probeGpuOffer();
+
+/// The best variant for this machine: the GPU variant with the highest sm_XY the device covers (FP8
+/// variants only where FP8 GEMMs run), else the cpu variant, on the GPU where there is one.
+Result<VariantChoice> chooseVariant(const plan::Plan &plan, const GpuOffer &gpu, const SessionOptions &options);
 
 class Session {
 public:
@@ -54,8 +69,16 @@ public:
   Status run(std::vector<double> *stepMillis = nullptr) { return backend->run(stepMillis); }
   const std::vector<QuantizeStats> &quantizeStats() const { return backend->quantizeStats(); }
   const void *outputData(size_t index) { return backend->hostData(outputInfo[index].buffer); }
-  /// Where buffer `index` of the running variant lives (state: to save it, or to restore it).
-  void *bufferData(int index) { return backend->hostData(index); }
+  /// Copies buffer `index` of the running variant out or in (state: to save it, or to restore it).
+  Status readBuffer(int index, void *destination) { return backend->readBuffer(index, destination); }
+  Status writeBuffer(int index, const void *source) { return backend->writeBuffer(index, source); }
+  /// A buffer's bytes, copied out (small state such as an FP8 scale).
+  template <typename T> std::vector<T> bufferValues(int index) {
+    std::vector<T> values(variant().buffers(index).bytes() / sizeof(T));
+    if (!readBuffer(index, values.data()).ok())
+      values.clear();
+    return values;
+  }
 
   const plan::Plan &plan() const { return file->plan(); }
   const plan::Variant &variant() const { return file->plan().variants(choice.index); }

@@ -22,20 +22,6 @@ int64_t numElements(const Shape &shape) {
   return n;
 }
 
-size_t elementBytes(ElementType type) {
-  switch (type) {
-  case ElementType::F32:
-  case ElementType::I32: return 4;
-  case ElementType::F16:
-  case ElementType::BF16: return 2;
-  case ElementType::I64: return 8;
-  case ElementType::Bool:
-  case ElementType::F8E4M3:
-  case ElementType::F8E5M2: return 1;
-  }
-  return 0;
-}
-
 void setThreads(int threads) {
   if (threads <= 0)
     return;

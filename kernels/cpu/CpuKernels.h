@@ -6,6 +6,7 @@
 
 #include "kernels/common/Activations.h"
 #include "kernels/common/Fp8.h"
+#include "kernels/common/Ops.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -17,24 +18,23 @@ using Shape = std::vector<int64_t>;
 
 int64_t numElements(const Shape &shape);
 
-/// Element types the data-movement and cast kernels handle.
-enum class ElementType { F32, F16, BF16, I32, I64, Bool, F8E4M3, F8E5M2 };
-size_t elementBytes(ElementType type);
+using kernels::ActivationGradKind;
+using kernels::BinaryKind;
+using kernels::ElementType;
+using kernels::elementBytes;
+using kernels::ReduceKind;
+using kernels::UnaryKind;
 
 /// Threads for OpenMP regions and BLAS; 0 keeps the libraries' defaults.
 void setThreads(int threads);
 
 // Elementwise with numpy broadcasting. T is float, int32_t or int64_t.
-enum class BinaryKind { Add, Sub, Mul, Div, Pow };
 template <typename T>
 void binary(BinaryKind kind, const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
             const Shape &outShape);
 
-enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Exp, Abs, Sign, Gelu, GeluTanh };
 void unary(UnaryKind kind, const float *x, float *y, int64_t n);
 
-/// dx = dy * act'(x) for the activations with a backward kernel.
-enum class ActivationGradKind { Relu, Gelu, GeluTanh };
 void activationGrad(ActivationGradKind kind, const float *dy, const float *x, float *dx, int64_t n);
 
 /// Where(cond, x, y) with broadcasting, on elements of `bytes` bytes.
@@ -51,7 +51,6 @@ void softmax(const float *x, float *y, int64_t outer, int64_t axis, int64_t inne
 /// Normalizes each of `rows` rows of `cols` values; mean and rstd (one per row) may be null.
 void layerNorm(const float *x, const float *scale, const float *bias, float *y, float *mean, float *rstd,
                int64_t rows, int64_t cols, float epsilon);
-enum class ReduceKind { Sum, Mean };
 template <typename T>
 void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<int64_t> &axes, T *y);
 

@@ -18,15 +18,28 @@ __device__ void atomicMaxAbs(float *target, float value) {
 }
 
 __global__ void quantizeAmaxKernel(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n,
-                                   Fp8Format format) {
+                                   Fp8Format format, unsigned long long *counts) {
   __shared__ float blockMax[kThreads];
   float local = 0.0f;
   const float s = *scale;
+  unsigned long long saturated = 0, flushed = 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float v = x[i];
-    y[i] = floatToFp8(v * s, format);
+    const uint8_t q = floatToFp8(v * s, format);
+    y[i] = q;
     local = (isnan(v) || isnan(local)) ? __int_as_float(0x7fffffff) : fmaxf(local, fabsf(v));
+    if (counts) {
+      const float scaled = v * s;
+      saturated += fabsf(scaled) > fp8Max(format) && isfinite(scaled);
+      flushed += scaled != 0.0f && (q & 0x7F) == 0;
+    }
   }
+  if (counts && (saturated || flushed)) {
+    atomicAdd(&counts[0], saturated);
+    atomicAdd(&counts[1], flushed);
+  }
+  if (!amax)
+    return;
   blockMax[threadIdx.x] = local;
   __syncthreads();
   for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
@@ -84,12 +97,15 @@ __global__ void delayedScalingKernel(const float *history, int64_t length, const
 } // namespace
 
 void quantizeWithAmax(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
-                      void *stream) {
-  quantizeAmaxKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, scale, y, amax, n, format);
+                      void *stream, unsigned long long *counts) {
+  if (n)
+    quantizeAmaxKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, scale, y, amax, n, format,
+                                                                                        counts);
 }
 
 void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream) {
-  dequantizeKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, scaleInv, y, n, format);
+  if (n)
+    dequantizeKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, scaleInv, y, n, format);
 }
 
 bool delayedScaling(const float *history, int64_t length, const float *scale, const float *amax, float fp8Max,

@@ -10,8 +10,10 @@
 namespace tec::kernels::cuda {
 
 /// y = fp8(x * *scale) and *amax = max(*amax, max |x|) in one pass (NaN wins); *amax must start at 0.
+/// A null `amax` skips it. With `counts` (two device int64s, added to): the values that saturated and
+/// the nonzero values that flushed to zero, as kernels/cpu's quantizeCounting.
 void quantizeWithAmax(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
-                      void *stream);
+                      void *stream, unsigned long long *counts = nullptr);
 void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream);
 /// Transformer Engine's delayed scaling on device state (see kernels/cpu/CpuKernels.h). Histories up to
 /// kMaxHistory slots; false (nothing launched) for a longer one.

@@ -180,8 +180,8 @@ TEST(PlanFile, WriteIntoAMissingFolderFailsWithoutLeavingAFile) {
 
 TEST(VariantChoice, FallsBackToCpuAndSaysWhy) {
   SmallPlan small;
-  CudaProbe noGpu;
-  noGpu.reason = "no CUDA driver (libcuda.so.1 not found)";
+  GpuOffer noGpu;
+  noGpu.cuda.reason = "no CUDA driver (libcuda.so.1 not found)";
   auto choice = chooseVariant(small.plan, noGpu, {});
   ASSERT_TRUE(choice.ok());
   EXPECT_EQ(choice->backend, "cpu");
@@ -203,13 +203,83 @@ TEST(VariantChoice, FallsBackToCpuAndSaysWhy) {
 TEST(VariantChoice, WithoutACpuVariantTheCpuEmulatesTheBestOne) {
   SmallPlan small;
   small.plan.mutable_variants(0)->set_target("sm_90");
-  CudaProbe noGpu;
-  noGpu.reason = "the CUDA driver reports no device";
+  GpuOffer noGpu;
+  noGpu.cuda.reason = "the CUDA driver reports no device";
   auto choice = chooseVariant(small.plan, noGpu, {});
   ASSERT_TRUE(choice.ok());
   EXPECT_EQ(choice->index, 0);
   EXPECT_EQ(choice->reason, "variant sm_90 on the cpu backend (the plan has no cpu variant; its GPU precisions are "
                             "emulated): the CUDA driver reports no device");
+}
+
+/// A plan with variants for sm_90 (FP8), sm_80 (BF16) and the cpu, as `tec --target all` writes.
+plan::Plan threeTargets(const plan::Plan &base) {
+  plan::Plan p = base;
+  p.clear_variants();
+  for (const char *target : {"sm_90", "sm_80", "cpu"}) {
+    auto *v = p.add_variants();
+    *v = base.variants(0);
+    v->set_target(target);
+    v->set_precision(std::string(target) == "sm_90" ? "fp8" : "bf16");
+    if (std::string(target) == "sm_90")
+      v->add_steps()->set_kernel("fp8_gemm");
+  }
+  return p;
+}
+
+GpuOffer gpuOffer(int major, int minor, std::string fp8Missing = "") {
+  GpuOffer g;
+  g.cuda.usable = true;
+  g.cuda.name = "Test GPU";
+  g.cuda.major = major;
+  g.cuda.minor = minor;
+  g.fp8Missing = std::move(fp8Missing);
+  return g;
+}
+
+TEST(VariantChoice, PicksTheNewestVariantTheGpuRuns) {
+  SmallPlan small;
+  plan::Plan p = threeTargets(small.plan);
+  auto hopper = chooseVariant(p, gpuOffer(9, 0), {});
+  ASSERT_TRUE(hopper.ok());
+  EXPECT_EQ(hopper->backend, "cuda");
+  EXPECT_EQ(hopper->index, 0);
+  EXPECT_EQ(hopper->reason, "variant sm_90 (fp8) on the cuda backend, Test GPU (sm_90)");
+
+  // Ampere runs the sm_80 variant, never the sm_90 one.
+  auto ampere = chooseVariant(p, gpuOffer(8, 6, "sm_86 has no FP8 tensor cores"), {});
+  ASSERT_TRUE(ampere.ok());
+  EXPECT_EQ(ampere->index, 1);
+
+  // Ada without a new enough cuBLASLt: the FP8 variant is skipped, and the reason says so.
+  plan::Plan ada = p;
+  ada.mutable_variants(0)->set_target("sm_89");
+  auto old = chooseVariant(ada, gpuOffer(8, 9, "Ada needs cuBLASLt 12.1.3 or newer for FP8, found 12.1.2"), {});
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->index, 1);
+  EXPECT_NE(old->reason.find("skipped sm_89 (fp8): Ada needs cuBLASLt 12.1.3"), std::string::npos) << old->reason;
+
+  // A GPU older than every GPU variant runs the cpu variant on the GPU.
+  auto volta = chooseVariant(p, gpuOffer(7, 0, "no"), {});
+  ASSERT_TRUE(volta.ok());
+  EXPECT_EQ(volta->backend, "cuda");
+  EXPECT_EQ(volta->index, 2);
+  EXPECT_NE(volta->reason.find("no variant for sm_70"), std::string::npos);
+
+  // --device cpu keeps to the cpu; a missing plugin falls back to it and says why.
+  SessionOptions cpuOnly;
+  cpuOnly.device = "cpu";
+  EXPECT_EQ(chooseVariant(p, gpuOffer(9, 0), cpuOnly)->backend, "cpu");
+  GpuOffer noPlugin = gpuOffer(9, 0);
+  noPlugin.backendMissing = "cannot load the CUDA backend plugin (libtec_cuda.so: not found)";
+  auto fallback = chooseVariant(p, noPlugin, {});
+  ASSERT_TRUE(fallback.ok());
+  EXPECT_EQ(fallback->backend, "cpu");
+  EXPECT_EQ(fallback->reason, "variant cpu on the cpu backend: found Test GPU (sm_90) but cannot load the CUDA "
+                              "backend plugin (libtec_cuda.so: not found)");
+  SessionOptions forceCuda;
+  forceCuda.device = "cuda";
+  EXPECT_FALSE(chooseVariant(p, noPlugin, forceCuda).ok());
 }
 
 TEST(Fp8Availability, FollowsComputeCapabilityAndCublasLtVersion) {

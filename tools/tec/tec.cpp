@@ -645,8 +645,11 @@ tec::Status writeCheckpoint(tec::Session &s, const std::string &dir, int64_t ste
     if (crashAfter && written++ == std::atoi(crashAfter))
       ::_exit(86);
     std::string file = tmp + "/" + fileNameFor(buffer.name()) + ".npy";
+    std::vector<char> bytes(buffer.bytes());
+    if (tec::Status st = s.readBuffer(b, bytes.data()); !st.ok())
+      return st;
     if (tec::Status st = tec::writeNpy(file, buffer.dtype(), {buffer.shape().begin(), buffer.shape().end()},
-                                       s.bufferData(b), buffer.bytes());
+                                       bytes.data(), buffer.bytes());
         !st.ok())
       return st;
     manifest += (first ? "\"" : ", \"") + buffer.name() + "\"";
@@ -713,7 +716,8 @@ tec::Result<int64_t> readCheckpoint(tec::Session &s, const std::string &dir) {
       return tensor.error();
     if (static_cast<int64_t>(tensor->bytes.size()) != buffer.bytes() || tensor->dtype != buffer.dtype())
       return tec::Status::error(file + ": does not match the plan's '" + buffer.name() + "'");
-    std::memcpy(s.bufferData(b), tensor->bytes.data(), buffer.bytes());
+    if (tec::Status st = s.writeBuffer(b, tensor->bytes.data()); !st.ok())
+      return st;
   }
   return step;
 }
@@ -941,9 +945,11 @@ int trainLoop() {
       int history = find(q.tensor + "/amax_history"), scale = find(q.tensor + "/scale");
       if (history < 0 || scale < 0)
         continue;
-      auto *h = static_cast<const float *>(s.bufferData(history));
-      int64_t length = v.buffers(history).bytes() / 4;
-      Health entry{q.tensor, 0.0f, *static_cast<const float *>(s.bufferData(scale)),
+      auto h = s.bufferValues<float>(history), scaleValue = s.bufferValues<float>(scale);
+      int64_t length = static_cast<int64_t>(h.size());
+      if (scaleValue.empty())
+        continue;
+      Health entry{q.tensor, 0.0f, scaleValue[0],
                    q.values ? double(q.saturated) / q.values : 0.0, q.values ? double(q.flushed) / q.values : 0.0, {}};
       // After a step slot 0 is cleared and the newest amax sits in the last slot (torch.roll by -1).
       for (int64_t i = length - 1; i >= 1 && static_cast<int64_t>(entry.recent.size()) < 8; --i)
@@ -1016,7 +1022,8 @@ int doctor() {
   for (const auto &l : libraries)
     os << llvm::formatv("  {0,-12} {1}{2}\n", l.name, l.version, l.file.empty() ? "" : " (" + l.file + ")");
   os << "  FP8          " << tec::fp8Availability(cuda, libraries) << "\n";
-  os << "  CUDA backend not in this tec yet: plans run on the cpu backend\n";
+  const auto &plugin = tec::loadCudaPlugin();
+  os << "  CUDA backend " << (plugin.loaded ? "loaded (" + plugin.path + ")" : plugin.reason) << "\n";
   if (tec::kernels::cpu::blas().loaded)
     os << "  CPU BLAS     " << tec::kernels::cpu::blas().config << "\n";
   else
@@ -1027,7 +1034,7 @@ int doctor() {
       llvm::errs() << "error: " << file.error().message() << "\n";
       return kExitBadInput;
     }
-    auto choice = tec::chooseVariant((*file)->plan(), cuda, {});
+    auto choice = tec::chooseVariant((*file)->plan(), tec::probeGpuOffer(), {});
     if (!choice.ok()) {
       llvm::errs() << "error: " << doctorPlan << ": " << choice.error().message() << "\n";
       return kExitBadInput;
@@ -1178,11 +1185,15 @@ int calibrate() {
     llvm::outs() << "variant " << v.target() << ": " << calibrateSteps << " calibration runs\n";
     for (int b : states) {
       const auto &buffer = v.buffers(b);
-      std::memcpy(data.data() + buffer.init_offset(), (*session)->bufferData(b), buffer.bytes());
+      if (tec::Status st = (*session)->readBuffer(b, data.data() + buffer.init_offset()); !st.ok()) {
+        llvm::errs() << "error: " << st.message() << "\n";
+        return kExitInternal;
+      }
       llvm::StringRef name(buffer.name());
+      float value;
+      std::memcpy(&value, data.data() + buffer.init_offset(), sizeof(value));
       if (name.ends_with("/scale"))
-        llvm::outs() << llvm::formatv("  {0,-40} {1}\n", name.drop_back(6),
-                                      *static_cast<const float *>((*session)->bufferData(b)));
+        llvm::outs() << llvm::formatv("  {0,-40} {1}\n", name.drop_back(6), value);
     }
     freezeState(v);
     ++calibrated;

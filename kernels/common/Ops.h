@@ -1,0 +1,99 @@
+// The element types and op kinds the CPU and CUDA kernels share, and the per-element math of the
+// elementwise ops where both backends compute it the same way.
+#ifndef TEC_KERNELS_COMMON_OPS_H
+#define TEC_KERNELS_COMMON_OPS_H
+
+#include "kernels/common/Activations.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tec::kernels {
+
+/// Element types the data-movement and cast kernels handle.
+enum class ElementType { F32, F16, BF16, I32, I64, Bool, F8E4M3, F8E5M2 };
+
+TEC_HOST_DEVICE size_t elementBytes(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+  case ElementType::I32: return 4;
+  case ElementType::F16:
+  case ElementType::BF16: return 2;
+  case ElementType::I64: return 8;
+  case ElementType::Bool:
+  case ElementType::F8E4M3:
+  case ElementType::F8E5M2: return 1;
+  }
+  return 0;
+}
+
+enum class BinaryKind { Add, Sub, Mul, Div, Pow };
+enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Exp, Abs, Sign, Gelu, GeluTanh };
+/// dx = dy * act'(x) for the activations with a backward kernel.
+enum class ActivationGradKind { Relu, Gelu, GeluTanh };
+enum class ReduceKind { Sum, Mean };
+
+TEC_HOST_DEVICE float applyUnary(UnaryKind kind, float v) {
+  switch (kind) {
+  case UnaryKind::Relu: return relu(v);
+  case UnaryKind::Tanh: return tanhf(v);
+  case UnaryKind::Sigmoid: return sigmoid(v);
+  case UnaryKind::Erf: return erff(v);
+  case UnaryKind::Sqrt: return sqrtf(v);
+  case UnaryKind::Exp: return expf(v);
+  case UnaryKind::Abs: return fabsf(v);
+  case UnaryKind::Sign: return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v);
+  case UnaryKind::Gelu: return gelu(v);
+  case UnaryKind::GeluTanh: return geluTanh(v);
+  }
+  return v;
+}
+
+TEC_HOST_DEVICE float applyActivationGrad(ActivationGradKind kind, float dy, float x) {
+  switch (kind) {
+  case ActivationGradKind::Relu: return reluGrad(dy, x);
+  case ActivationGradKind::Gelu: return dy * geluGrad(x);
+  case ActivationGradKind::GeluTanh: return dy * geluTanhGrad(x);
+  }
+  return dy;
+}
+
+/// Float binary ops; x*x for a power of 2 because powf need not be correctly rounded there.
+TEC_HOST_DEVICE float applyBinary(BinaryKind kind, float a, float b) {
+  switch (kind) {
+  case BinaryKind::Add: return a + b;
+  case BinaryKind::Sub: return a - b;
+  case BinaryKind::Mul: return a * b;
+  case BinaryKind::Div: return a / b;
+  case BinaryKind::Pow: return b == 2.0f ? a * a : powf(a, b);
+  }
+  return a;
+}
+
+/// The loss-scale update of mixed-precision training (tec.loss_scale_update): grow after `interval`
+/// clean steps, back off on a non-finite gradient.
+TEC_HOST_DEVICE void updateLossScale(float scale, float clean, bool finite, float interval, float growth,
+                                     float backoff, float *nextScale, float *nextClean) {
+  if (finite) {
+    clean += 1.0f;
+    if (clean >= interval) {
+      scale *= growth;
+      clean = 0.0f;
+    }
+  } else {
+    scale *= backoff;
+    clean = 0.0f;
+  }
+  *nextScale = scale;
+  *nextClean = clean;
+}
+
+/// The global-norm clipping coefficient: min(1, max_norm / (norm + 1e-6)).
+TEC_HOST_DEVICE float clipCoefficient(float norm, float maxNorm) {
+  const float c = maxNorm / (norm + 1e-6f);
+  return c < 1.0f ? c : 1.0f;
+}
+
+} // namespace tec::kernels
+
+#endif

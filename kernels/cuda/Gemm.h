@@ -1,0 +1,75 @@
+// GEMMs through cuBLASLt, in tec's row-major terms. A row-major D[M,N] = A[M,K] · B (B = [N,K]ᵀ or
+// [K,N]) is cuBLASLt's column-major Dᵀ = op(B)·op(A): the weight is cuBLASLt's "A", so Y = X·Wᵀ maps
+// to transa=T, transb=N, m=N, n=M, k=K, the TN layout FP8 tensor cores require.
+#ifndef TEC_KERNELS_CUDA_GEMM_H
+#define TEC_KERNELS_CUDA_GEMM_H
+
+#include "kernels/common/Ops.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tec::kernels::cuda {
+
+/// cuBLASLt's epilogues (by their names), the ones tec's plans use.
+enum class GemmEpilogue { Default, Bias, Relu, ReluBias, Gelu, GeluBias, GeluAuxBias, DGelu, BGradB };
+
+struct GemmSpec {
+  int64_t m = 0, n = 0, k = 0;
+  bool transposeA = false; // A stored [K,M]
+  bool transposeB = false; // B stored [N,K]
+  ElementType a = ElementType::F32, b = ElementType::F32, d = ElementType::F32;
+  ElementType bias = ElementType::F32; // BIAS_DATA_TYPE, set explicitly
+  GemmEpilogue epilogue = GemmEpilogue::Default;
+  /// FP8: Transformer Engine's choice, on for forward GEMMs and off for backward ones.
+  bool fastAccumulation = false;
+  /// FP32 GEMMs may use TF32 tensor cores only when asked.
+  bool allowTf32 = false;
+  float alpha = 1.0f, beta = 0.0f; // beta != 0 accumulates into D (C = D)
+  bool amaxD = false;              // AMAX_D_POINTER: max |D| written by the GEMM
+  /// Strided batches (0 stride: the operand is shared by every batch), in elements.
+  int64_t batch = 1, batchStrideA = 0, batchStrideB = 0, batchStrideD = 0;
+};
+
+struct GemmOperands {
+  const void *a = nullptr, *b = nullptr;
+  void *d = nullptr;
+  const void *bias = nullptr;   // [N]
+  const float *aScaleInv = nullptr, *bScaleInv = nullptr; // FP8 operands
+  float *amaxD = nullptr;
+  void *aux = nullptr;          // GELU_AUX / DGELU: the pre-activation, [M,N] like D
+  void *biasGrad = nullptr;     // BGRADB: [N]
+};
+
+/// The workspace tec gives cuBLASLt: 32 MiB on Hopper (sm_90), 4 MiB elsewhere.
+size_t gemmWorkspaceBytes(int computeCapabilityMajor);
+
+/// One GEMM shape with its descriptors and the algorithms cuBLASLt's heuristics returned, queried once
+/// (at plan load) and kept.
+class Gemm {
+public:
+  ~Gemm();
+  /// Null with `error` set when cuBLASLt rejects the description or has no algorithm for it.
+  static std::unique_ptr<Gemm> create(void *ltHandle, const GemmSpec &spec, size_t workspaceBytes,
+                                      std::string &error);
+  /// Enqueues the GEMM on `stream`; when an algorithm fails it tries the next one and keeps that.
+  bool run(const GemmOperands &operands, void *workspace, void *stream, std::string &error);
+  const GemmSpec &spec() const { return spec_; }
+  size_t algorithmCount() const;
+
+private:
+  Gemm() = default;
+  struct Impl;
+  GemmSpec spec_;
+  std::unique_ptr<Impl> impl;
+};
+
+/// The cuBLASLt library's version as a number (e.g. 130100), 0 when it cannot say.
+size_t cublasLtVersion();
+
+} // namespace tec::kernels::cuda
+
+#endif

@@ -1,0 +1,558 @@
+#include "kernels/cuda/Kernels.h"
+
+#include "kernels/common/Half.h"
+
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cstring>
+
+namespace tec::kernels::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+cudaStream_t asStream(void *stream) { return static_cast<cudaStream_t>(stream); }
+
+int blocksFor(int64_t n) {
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 65535 * 8)));
+}
+
+#define TEC_GRID_LOOP(i, n)                                                                                        \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
+
+__device__ float load(ConstRef r, int64_t i) {
+  switch (r.type) {
+  case ElementType::F16: return f16ToFloat(static_cast<const uint16_t *>(r.data)[i]);
+  case ElementType::BF16: return bf16ToFloat(static_cast<const uint16_t *>(r.data)[i]);
+  default: return static_cast<const float *>(r.data)[i];
+  }
+}
+
+__device__ void store(Ref r, int64_t i, float v) {
+  switch (r.type) {
+  case ElementType::F16: static_cast<uint16_t *>(r.data)[i] = floatToF16(v); return;
+  case ElementType::BF16: static_cast<uint16_t *>(r.data)[i] = floatToBf16(v); return;
+  default: static_cast<float *>(r.data)[i] = v; return;
+  }
+}
+
+/// Element offset of linear index `i` of `extent` in an operand addressed by `s`.
+__device__ int64_t offsetOf(const Extent &extent, const Strided &s, int64_t i) {
+  int64_t offset = s.base;
+  for (int d = extent.rank - 1; d >= 0; --d) {
+    const int64_t coord = i % extent.dims[d];
+    i /= extent.dims[d];
+    offset += coord * s.strides[d];
+  }
+  return offset;
+}
+
+__host__ __device__ int64_t count(const Extent &e) {
+  int64_t n = 1;
+  for (int d = 0; d < e.rank; ++d)
+    n *= e.dims[d];
+  return n;
+}
+
+__global__ void binaryFloat(BinaryKind kind, ConstRef a, Strided as, ConstRef b, Strided bs, Ref out, Extent extent,
+                            int64_t n) {
+  TEC_GRID_LOOP(i, n) {
+    store(out, i, applyBinary(kind, load(a, offsetOf(extent, as, i)), load(b, offsetOf(extent, bs, i))));
+  }
+}
+
+template <typename T>
+__global__ void binaryInt(BinaryKind kind, const T *a, Strided as, const T *b, Strided bs, T *out, Extent extent,
+                          int64_t n) {
+  TEC_GRID_LOOP(i, n) {
+    const T x = a[offsetOf(extent, as, i)], y = b[offsetOf(extent, bs, i)];
+    T r = 0;
+    switch (kind) {
+    case BinaryKind::Add: r = x + y; break;
+    case BinaryKind::Sub: r = x - y; break;
+    case BinaryKind::Mul: r = x * y; break;
+    case BinaryKind::Div: r = y == 0 ? T(0) : T(x / y); break; // undefined in ONNX; never trap
+    case BinaryKind::Pow: r = static_cast<T>(pow(static_cast<double>(x), static_cast<double>(y))); break;
+    }
+    out[i] = r;
+  }
+}
+
+__global__ void unaryKernel(UnaryKind kind, ConstRef x, Ref y, int64_t n) {
+  TEC_GRID_LOOP(i, n) { store(y, i, applyUnary(kind, load(x, i))); }
+}
+
+__global__ void activationGradKernel(ActivationGradKind kind, ConstRef dy, ConstRef x, Ref dx, int64_t n) {
+  TEC_GRID_LOOP(i, n) { store(dx, i, applyActivationGrad(kind, load(dy, i), load(x, i))); }
+}
+
+template <typename T>
+__global__ void whereKernel(const bool *cond, Strided cs, const T *x, Strided xs, const T *y, Strided ys, T *out,
+                            Extent extent, int64_t n) {
+  TEC_GRID_LOOP(i, n) {
+    out[i] = cond[offsetOf(extent, cs, i)] ? x[offsetOf(extent, xs, i)] : y[offsetOf(extent, ys, i)];
+  }
+}
+
+__device__ bool isIntegerType(ElementType t) {
+  return t == ElementType::I32 || t == ElementType::I64 || t == ElementType::Bool;
+}
+
+__device__ double loadAsDouble(const void *p, ElementType t, int64_t i) {
+  switch (t) {
+  case ElementType::F32: return static_cast<const float *>(p)[i];
+  case ElementType::F16: return f16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case ElementType::BF16: return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case ElementType::I32: return static_cast<const int32_t *>(p)[i];
+  case ElementType::I64: return static_cast<double>(static_cast<const int64_t *>(p)[i]);
+  case ElementType::Bool: return static_cast<const uint8_t *>(p)[i] ? 1.0 : 0.0;
+  case ElementType::F8E4M3: return fp8ToFloat(static_cast<const uint8_t *>(p)[i], Fp8Format::E4M3);
+  case ElementType::F8E5M2: return fp8ToFloat(static_cast<const uint8_t *>(p)[i], Fp8Format::E5M2);
+  }
+  return 0;
+}
+
+template <typename I> __device__ I saturatingInt(double v, double lo, double hi) {
+  if (isnan(v))
+    return 0;
+  v = trunc(v);
+  return v <= lo ? static_cast<I>(lo) : v >= hi ? static_cast<I>(hi) : static_cast<I>(v);
+}
+
+__device__ void storeFromDouble(void *p, ElementType t, int64_t i, double v) {
+  switch (t) {
+  case ElementType::F32: static_cast<float *>(p)[i] = static_cast<float>(v); return;
+  case ElementType::F16: static_cast<uint16_t *>(p)[i] = floatToF16(static_cast<float>(v)); return;
+  case ElementType::BF16: static_cast<uint16_t *>(p)[i] = floatToBf16(static_cast<float>(v)); return;
+  case ElementType::I32:
+    static_cast<int32_t *>(p)[i] = saturatingInt<int32_t>(v, -2147483648.0, 2147483647.0);
+    return;
+  case ElementType::I64:
+    // The bounds as doubles: -2^63 exactly, and 2^63 (the first double past INT64_MAX) saturates.
+    static_cast<int64_t *>(p)[i] =
+        isnan(v) ? 0 : v <= -9223372036854775808.0 ? INT64_MIN : v >= 9223372036854775808.0 ? INT64_MAX : int64_t(trunc(v));
+    return;
+  case ElementType::Bool: static_cast<uint8_t *>(p)[i] = v != 0.0; return;
+  case ElementType::F8E4M3: static_cast<uint8_t *>(p)[i] = floatToFp8(static_cast<float>(v), Fp8Format::E4M3); return;
+  case ElementType::F8E5M2: static_cast<uint8_t *>(p)[i] = floatToFp8(static_cast<float>(v), Fp8Format::E5M2); return;
+  }
+}
+
+__device__ int64_t loadInt(const void *p, ElementType t, int64_t i) {
+  switch (t) {
+  case ElementType::I32: return static_cast<const int32_t *>(p)[i];
+  case ElementType::I64: return static_cast<const int64_t *>(p)[i];
+  default: return static_cast<const uint8_t *>(p)[i] != 0;
+  }
+}
+
+__global__ void castKernel(const void *x, ElementType from, void *y, ElementType to, int64_t n) {
+  const bool exactInt = isIntegerType(from) && isIntegerType(to); // exact past 2^53 too
+  TEC_GRID_LOOP(i, n) {
+    if (exactInt) {
+      const int64_t v = loadInt(x, from, i);
+      if (to == ElementType::I32)
+        static_cast<int32_t *>(y)[i] = static_cast<int32_t>(v);
+      else if (to == ElementType::I64)
+        static_cast<int64_t *>(y)[i] = v;
+      else
+        static_cast<uint8_t *>(y)[i] = v != 0;
+    } else {
+      storeFromDouble(y, to, i, loadAsDouble(x, from, i));
+    }
+  }
+}
+
+template <typename T>
+__global__ void stridedCopyKernel(const T *src, Strided s, T *dst, Strided d, Extent extent, int64_t n) {
+  TEC_GRID_LOOP(i, n) { dst[offsetOf(extent, d, i)] = src[offsetOf(extent, s, i)]; }
+}
+
+template <typename T, typename Index>
+__global__ void gatherKernel(const T *data, int64_t outer, int64_t axisDim, int64_t inner, const Index *indices,
+                             int64_t numIndices, T *y, int *error) {
+  const int64_t n = outer * numIndices * inner;
+  TEC_GRID_LOOP(i, n) {
+    const int64_t in = i % inner, j = (i / inner) % numIndices, o = i / (inner * numIndices);
+    int64_t index = indices[j];
+    if (index < 0)
+      index += axisDim;
+    if (index < 0 || index >= axisDim) {
+      atomicExch(error, 1);
+      y[i] = T(0);
+      continue;
+    }
+    y[i] = data[(o * axisDim + index) * inner + in];
+  }
+}
+
+template <typename Index>
+__global__ void oneHotKernel(const Index *labels, int64_t n, int64_t depth, float *y, int *error) {
+  TEC_GRID_LOOP(i, n * depth) {
+    const int64_t row = i / depth, column = i % depth;
+    const Index label = labels[row];
+    if (column == 0 && (label < 0 || label >= depth))
+      atomicExch(error, 1);
+    y[i] = label == column ? 1.0f : 0.0f;
+  }
+}
+
+/// Block-wide reductions over kThreads threads (every thread gets the result).
+__device__ float blockMax(float v, float *shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride)
+      shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + stride]);
+    __syncthreads();
+  }
+  const float r = shared[0];
+  __syncthreads();
+  return r;
+}
+
+template <typename T> __device__ T blockSum(T v, T *shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride)
+      shared[threadIdx.x] += shared[threadIdx.x + stride];
+    __syncthreads();
+  }
+  const T r = shared[0];
+  __syncthreads();
+  return r;
+}
+
+/// One block per (outer, inner) column of the softmax axis; the same exp as the CPU (expApprox).
+__global__ void softmaxKernel(ConstRef x, Ref y, int64_t axis, int64_t inner, bool logSoftmax) {
+  __shared__ float shared[kThreads];
+  const int64_t o = blockIdx.x / inner, in = blockIdx.x % inner;
+  const int64_t base = o * axis * inner + in;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < axis; j += blockDim.x)
+    mx = fmaxf(mx, load(x, base + j * inner));
+  mx = blockMax(mx, shared);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < axis; j += blockDim.x)
+    sum += expApprox(load(x, base + j * inner) - mx);
+  sum = blockSum(sum, shared);
+  const float logSum = logf(sum), inv = 1.0f / sum;
+  for (int64_t j = threadIdx.x; j < axis; j += blockDim.x) {
+    const float v = load(x, base + j * inner) - mx;
+    store(y, base + j * inner, logSoftmax ? v - logSum : expApprox(v) * inv);
+  }
+}
+
+/// One block per row; mean and variance accumulated in double, as on the CPU.
+__global__ void layerNormKernel(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref rstd, int64_t cols,
+                                float epsilon) {
+  __shared__ double shared[kThreads];
+  const int64_t base = blockIdx.x * cols;
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    sum += load(x, base + j);
+  const double mu = blockSum(sum, shared) / cols;
+  double sq = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const double d = load(x, base + j) - mu;
+    sq += d * d;
+  }
+  const float inv = static_cast<float>(1.0 / sqrt(blockSum(sq, shared) / cols + epsilon));
+  const float m = static_cast<float>(mu);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    store(y, base + j, (load(x, base + j) - m) * inv * load(scale, j) + (bias.data ? load(bias, j) : 0.0f));
+  if (threadIdx.x == 0) {
+    if (mean.data)
+      store(mean, blockIdx.x, m);
+    if (rstd.data)
+      store(rstd, blockIdx.x, inv);
+  }
+}
+
+/// One block per kept index, its threads striding over the reduced ones.
+template <typename T, typename Acc>
+__global__ void reduceKernel(ReduceKind kind, const T *x, Extent kept, Strided keptStrides, Extent reduced,
+                             Strided reducedStrides, int64_t reducedCount, T *y) {
+  __shared__ Acc shared[kThreads];
+  for (int64_t o = blockIdx.x; o < count(kept); o += gridDim.x) {
+    const int64_t base = offsetOf(kept, keptStrides, o);
+    Acc sum = 0;
+    for (int64_t r = threadIdx.x; r < reducedCount; r += blockDim.x)
+      sum += static_cast<Acc>(x[base + offsetOf(reduced, reducedStrides, r)]);
+    sum = blockSum(sum, shared);
+    if (threadIdx.x == 0)
+      y[o] = kind == ReduceKind::Mean ? static_cast<T>(reducedCount ? sum / static_cast<Acc>(reducedCount) : 0)
+                                      : static_cast<T>(sum);
+  }
+}
+
+/// The same for f16/bf16 data, accumulated in double.
+__global__ void reduceHalfKernel(ReduceKind kind, ConstRef x, Extent kept, Strided keptStrides, Extent reduced,
+                                 Strided reducedStrides, int64_t reducedCount, Ref y) {
+  __shared__ double shared[kThreads];
+  for (int64_t o = blockIdx.x; o < count(kept); o += gridDim.x) {
+    const int64_t base = offsetOf(kept, keptStrides, o);
+    double sum = 0;
+    for (int64_t r = threadIdx.x; r < reducedCount; r += blockDim.x)
+      sum += load(x, base + offsetOf(reduced, reducedStrides, r));
+    sum = blockSum(sum, shared);
+    if (threadIdx.x == 0)
+      store(y, o, static_cast<float>(kind == ReduceKind::Mean ? (reducedCount ? sum / reducedCount : 0) : sum));
+  }
+}
+
+__global__ void biasActivationKernel(Ref y, ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue) {
+  TEC_GRID_LOOP(i, rows * cols) {
+    store(y, i, applyEpilogue(load(y, i) + (bias.data ? load(bias, i % cols) : 0.0f), epilogue));
+  }
+}
+
+/// Non-negative floats order like their bits, so max |x| is an integer atomicMax; NaN's bits win.
+__global__ void amaxKernel(ConstRef x, int64_t n, float *out) {
+  __shared__ float shared[kThreads];
+  float local = 0.0f;
+  TEC_GRID_LOOP(i, n) {
+    const float v = load(x, i);
+    local = (isnan(v) || isnan(local)) ? __int_as_float(0x7fffffff) : fmaxf(local, fabsf(v));
+  }
+  shared[threadIdx.x] = local;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      const float a = shared[threadIdx.x], b = shared[threadIdx.x + stride];
+      shared[threadIdx.x] = (isnan(a) || isnan(b)) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    atomicMax(reinterpret_cast<unsigned int *>(out), __float_as_uint(shared[0]));
+}
+
+__global__ void clearIfNotFiniteKernel(ConstRef x, int64_t n, uint8_t *flag) {
+  TEC_GRID_LOOP(i, n) {
+    if (!isfinite(load(x, i)))
+      *flag = 0;
+  }
+}
+
+__global__ void clipCoefficientKernel(const float *norm, float maxNorm, float *out) {
+  *out = kernels::clipCoefficient(*norm, maxNorm);
+}
+
+__global__ void lossScaleUpdateKernel(const float *scale, const float *clean, const uint8_t *finite, float interval,
+                                      float growth, float backoff, float *nextScale, float *nextClean) {
+  kernels::updateLossScale(*scale, *clean, *finite != 0, interval, growth, backoff, nextScale, nextClean);
+}
+
+__global__ void learningRateKernel(int schedule, float lr, const float *step, float warmup, float total, float *out) {
+  *out = kernels::learningRate(schedule, lr, *step, warmup, total);
+}
+
+} // namespace
+
+bool makeExtent(const Shape &shape, Extent &extent) {
+  if (shape.size() > static_cast<size_t>(kMaxRank))
+    return false;
+  extent.rank = static_cast<int>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d)
+    extent.dims[d] = shape[d];
+  return true;
+}
+
+Strided broadcastOperand(const Shape &shape, const Shape &out) {
+  Strided s;
+  int64_t stride = 1;
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1, o = static_cast<int64_t>(out.size()) - 1; i >= 0 && o >= 0;
+       --i, --o) {
+    if (o < kMaxRank)
+      s.strides[o] = shape[i] == 1 ? 0 : stride;
+    stride *= shape[i];
+  }
+  return s;
+}
+
+Strided contiguous(const Shape &shape) { return broadcastOperand(shape, shape); }
+
+void binary(BinaryKind kind, const void *a, Strided as, const void *b, Strided bs, void *out, const Extent &extent,
+            ElementType type, void *stream) {
+  const int64_t n = count(extent);
+  if (n == 0)
+    return;
+  if (type == ElementType::I32)
+    binaryInt<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, static_cast<const int32_t *>(a), as,
+                                                               static_cast<const int32_t *>(b), bs,
+                                                               static_cast<int32_t *>(out), extent, n);
+  else if (type == ElementType::I64)
+    binaryInt<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, static_cast<const int64_t *>(a), as,
+                                                               static_cast<const int64_t *>(b), bs,
+                                                               static_cast<int64_t *>(out), extent, n);
+  else
+    binaryFloat<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, ConstRef{a, type}, as, ConstRef{b, type}, bs,
+                                                                 Ref{out, type}, extent, n);
+}
+
+void unary(UnaryKind kind, ConstRef x, Ref y, int64_t n, void *stream) {
+  if (n)
+    unaryKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, x, y, n);
+}
+
+void activationGrad(ActivationGradKind kind, ConstRef dy, ConstRef x, Ref dx, int64_t n, void *stream) {
+  if (n)
+    activationGradKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, dy, x, dx, n);
+}
+
+void where(const bool *cond, Strided cs, const void *x, Strided xs, const void *y, Strided ys, void *out,
+           const Extent &extent, size_t bytes, void *stream) {
+  const int64_t n = count(extent);
+  if (n == 0)
+    return;
+  auto launch = [&](auto *typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    whereKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(cond, cs, static_cast<const T *>(x), xs,
+                                                                 static_cast<const T *>(y), ys, static_cast<T *>(out),
+                                                                 extent, n);
+  };
+  switch (bytes) {
+  case 1: return launch(static_cast<uint8_t *>(nullptr));
+  case 2: return launch(static_cast<uint16_t *>(nullptr));
+  case 4: return launch(static_cast<uint32_t *>(nullptr));
+  default: return launch(static_cast<uint64_t *>(nullptr));
+  }
+}
+
+void cast(const void *x, ElementType from, void *y, ElementType to, int64_t n, void *stream) {
+  if (n == 0)
+    return;
+  if (from == to)
+    cudaMemcpyAsync(y, x, n * elementBytes(from), cudaMemcpyDeviceToDevice, asStream(stream));
+  else
+    castKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, from, y, to, n);
+}
+
+void stridedCopy(const void *src, Strided s, void *dst, Strided d, const Extent &extent, size_t bytes, void *stream) {
+  const int64_t n = count(extent);
+  if (n == 0)
+    return;
+  auto launch = [&](auto *typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(static_cast<const T *>(src), s,
+                                                                       static_cast<T *>(dst), d, extent, n);
+  };
+  switch (bytes) {
+  case 1: return launch(static_cast<uint8_t *>(nullptr));
+  case 2: return launch(static_cast<uint16_t *>(nullptr));
+  case 4: return launch(static_cast<uint32_t *>(nullptr));
+  default: return launch(static_cast<uint64_t *>(nullptr));
+  }
+}
+
+void gather(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices, bool indices64,
+            int64_t numIndices, void *y, size_t bytes, int *error, void *stream) {
+  const int64_t n = outer * numIndices * inner;
+  if (n == 0)
+    return;
+  auto launch = [&](auto *typed, auto *index) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    using I = std::remove_pointer_t<decltype(index)>;
+    gatherKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(static_cast<const T *>(data), outer, axisDim, inner,
+                                                                  static_cast<const I *>(indices), numIndices,
+                                                                  static_cast<T *>(y), error);
+  };
+  auto withIndex = [&](auto *typed) {
+    if (indices64)
+      launch(typed, static_cast<int64_t *>(nullptr));
+    else
+      launch(typed, static_cast<int32_t *>(nullptr));
+  };
+  switch (bytes) {
+  case 1: return withIndex(static_cast<uint8_t *>(nullptr));
+  case 2: return withIndex(static_cast<uint16_t *>(nullptr));
+  case 4: return withIndex(static_cast<uint32_t *>(nullptr));
+  default: return withIndex(static_cast<uint64_t *>(nullptr));
+  }
+}
+
+void oneHot(const void *labels, bool labels64, int64_t n, int64_t depth, float *y, int *error, void *stream) {
+  if (n * depth == 0)
+    return;
+  if (labels64)
+    oneHotKernel<<<blocksFor(n * depth), kThreads, 0, asStream(stream)>>>(static_cast<const int64_t *>(labels), n,
+                                                                          depth, y, error);
+  else
+    oneHotKernel<<<blocksFor(n * depth), kThreads, 0, asStream(stream)>>>(static_cast<const int32_t *>(labels), n,
+                                                                          depth, y, error);
+}
+
+void softmax(ConstRef x, Ref y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax, void *stream) {
+  if (outer * inner * axis == 0)
+    return;
+  softmaxKernel<<<static_cast<unsigned>(outer * inner), kThreads, 0, asStream(stream)>>>(x, y, axis, inner, logSoftmax);
+}
+
+void layerNorm(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref rstd, int64_t rows, int64_t cols,
+               float epsilon, void *stream) {
+  if (rows == 0 || cols == 0)
+    return;
+  layerNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, asStream(stream)>>>(x, scale, bias, y, mean, rstd, cols,
+                                                                                  epsilon);
+}
+
+void reduce(ReduceKind kind, const void *x, const Extent &kept, Strided keptStrides, const Extent &reduced,
+            Strided reducedStrides, void *y, ElementType type, void *stream) {
+  const int64_t outputs = count(kept), reducedCount = count(reduced);
+  if (outputs == 0)
+    return;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(outputs, 65535 * 16));
+  if (type == ElementType::I32)
+    reduceKernel<int32_t, int64_t><<<blocks, kThreads, 0, asStream(stream)>>>(
+        kind, static_cast<const int32_t *>(x), kept, keptStrides, reduced, reducedStrides, reducedCount,
+        static_cast<int32_t *>(y));
+  else if (type == ElementType::I64)
+    reduceKernel<int64_t, int64_t><<<blocks, kThreads, 0, asStream(stream)>>>(
+        kind, static_cast<const int64_t *>(x), kept, keptStrides, reduced, reducedStrides, reducedCount,
+        static_cast<int64_t *>(y));
+  else if (type == ElementType::F32)
+    reduceKernel<float, double><<<blocks, kThreads, 0, asStream(stream)>>>(
+        kind, static_cast<const float *>(x), kept, keptStrides, reduced, reducedStrides, reducedCount,
+        static_cast<float *>(y));
+  else
+    reduceHalfKernel<<<blocks, kThreads, 0, asStream(stream)>>>(kind, ConstRef{x, type}, kept, keptStrides, reduced,
+                                                                reducedStrides, reducedCount, Ref{y, type});
+}
+
+void biasActivation(Ref y, ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue, void *stream) {
+  if (rows * cols)
+    biasActivationKernel<<<blocksFor(rows * cols), kThreads, 0, asStream(stream)>>>(y, bias, rows, cols, epilogue);
+}
+
+void amax(ConstRef x, int64_t n, float *out, void *stream) {
+  cudaMemsetAsync(out, 0, sizeof(float), asStream(stream));
+  if (n)
+    amaxKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, n, out);
+}
+
+void setFlag(uint8_t *flag, void *stream) { cudaMemsetAsync(flag, 1, 1, asStream(stream)); }
+
+void clearIfNotFinite(ConstRef x, int64_t n, uint8_t *flag, void *stream) {
+  if (n)
+    clearIfNotFiniteKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, n, flag);
+}
+
+void clipCoefficient(const float *norm, float maxNorm, float *out, void *stream) {
+  clipCoefficientKernel<<<1, 1, 0, asStream(stream)>>>(norm, maxNorm, out);
+}
+
+void lossScaleUpdate(const float *scale, const float *clean, const uint8_t *finite, float interval, float growth,
+                     float backoff, float *nextScale, float *nextClean, void *stream) {
+  lossScaleUpdateKernel<<<1, 1, 0, asStream(stream)>>>(scale, clean, finite, interval, growth, backoff, nextScale,
+                                                       nextClean);
+}
+
+void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out, void *stream) {
+  learningRateKernel<<<1, 1, 0, asStream(stream)>>>(schedule, lr, step, warmup, total, out);
+}
+
+} // namespace tec::kernels::cuda

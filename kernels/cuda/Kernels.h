@@ -1,0 +1,92 @@
+// CUDA kernels: the GPU twins of kernels/cpu (elementwise, normalization, reductions, data movement,
+// training scalars), on the per-element math of kernels/common. Device pointers throughout; `stream`
+// is a cudaStream_t. Launches only: nothing allocates or synchronizes, so a whole step can be captured
+// into a CUDA Graph. Where an input can be invalid (a label or index out of range) the kernel sets
+// `*error` (a device int) and the caller reports it after the step.
+#ifndef TEC_KERNELS_CUDA_KERNELS_H
+#define TEC_KERNELS_CUDA_KERNELS_H
+
+#include "kernels/common/Activations.h"
+#include "kernels/common/Ops.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace tec::kernels::cuda {
+
+using Shape = std::vector<int64_t>;
+
+inline constexpr int kMaxRank = 8;
+
+/// An iteration space of up to kMaxRank dims.
+struct Extent {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+};
+
+/// How one operand is addressed over an Extent: element offset = base + sum(index[d] * strides[d]).
+struct Strided {
+  int64_t base = 0;
+  int64_t strides[kMaxRank] = {};
+};
+
+/// A float-typed operand (f32, f16 or bf16; kernels compute in f32).
+struct Ref {
+  void *data = nullptr;
+  ElementType type = ElementType::F32;
+};
+struct ConstRef {
+  const void *data = nullptr;
+  ElementType type = ElementType::F32;
+  ConstRef() = default;
+  TEC_HOST_DEVICE ConstRef(const void *data, ElementType type) : data(data), type(type) {}
+  TEC_HOST_DEVICE ConstRef(Ref r) : data(r.data), type(r.type) {}
+};
+
+/// False when the rank is beyond kMaxRank.
+bool makeExtent(const Shape &shape, Extent &extent);
+/// Row-major strides of `shape` broadcast (numpy rules, right-aligned) to `out`: 0 along broadcast dims.
+Strided broadcastOperand(const Shape &shape, const Shape &out);
+/// Row-major strides of `shape`.
+Strided contiguous(const Shape &shape);
+
+/// out = a (op) b over `extent`. Float types compute in f32; I32/I64 in their own type.
+void binary(BinaryKind kind, const void *a, Strided as, const void *b, Strided bs, void *out, const Extent &extent,
+            ElementType type, void *stream);
+void unary(UnaryKind kind, ConstRef x, Ref y, int64_t n, void *stream);
+void activationGrad(ActivationGradKind kind, ConstRef dy, ConstRef x, Ref dx, int64_t n, void *stream);
+void where(const bool *cond, Strided cs, const void *x, Strided xs, const void *y, Strided ys, void *out,
+           const Extent &extent, size_t bytes, void *stream);
+void cast(const void *x, ElementType from, void *y, ElementType to, int64_t n, void *stream);
+/// dst[d(index)] = src[s(index)] over `extent`, elements of `bytes` bytes: transpose, expand, slice,
+/// concat, split and the FP8 transposes of TN GEMM operands are all this.
+void stridedCopy(const void *src, Strided s, void *dst, Strided d, const Extent &extent, size_t bytes, void *stream);
+/// y[o, j, i] = data[o, indices[j], i]; negative indices count from the end.
+void gather(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices, bool indices64,
+            int64_t numIndices, void *y, size_t bytes, int *error, void *stream);
+void oneHot(const void *labels, bool labels64, int64_t n, int64_t depth, float *y, int *error, void *stream);
+
+void softmax(ConstRef x, Ref y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax, void *stream);
+/// mean and rstd (one per row) may have null data.
+void layerNorm(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref rstd, int64_t rows, int64_t cols,
+               float epsilon, void *stream);
+/// Sums (or averages) x over `reduced` for each index of `kept`; `type` is x's and y's (float or I32/I64).
+void reduce(ReduceKind kind, const void *x, const Extent &kept, Strided keptStrides, const Extent &reduced,
+            Strided reducedStrides, void *y, ElementType type, void *stream);
+/// y[r, c] = epilogue(y[r, c] + bias[c]): the bias and activation where a GEMM could not fuse them.
+void biasActivation(Ref y, ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue, void *stream);
+/// max |x| into *out (NaN wins), for an x that is not quantized in the same pass.
+void amax(ConstRef x, int64_t n, float *out, void *stream);
+
+// Training scalars, one thread each: the same functions the CPU backend calls.
+/// *flag = 1, then every call clears it on a non-finite value of x.
+void setFlag(uint8_t *flag, void *stream);
+void clearIfNotFinite(ConstRef x, int64_t n, uint8_t *flag, void *stream);
+void clipCoefficient(const float *norm, float maxNorm, float *out, void *stream);
+void lossScaleUpdate(const float *scale, const float *clean, const uint8_t *finite, float interval, float growth,
+                     float backoff, float *nextScale, float *nextClean, void *stream);
+void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out, void *stream);
+
+} // namespace tec::kernels::cuda
+
+#endif

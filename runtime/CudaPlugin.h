@@ -1,0 +1,38 @@
+// The CUDA backend lives in a plugin, libtec_cuda.so, loaded at run time: tec itself links no CUDA
+// library, so it starts (and falls back to the CPU) on machines without a driver or a GPU.
+#ifndef TEC_RUNTIME_CUDAPLUGIN_H
+#define TEC_RUNTIME_CUDAPLUGIN_H
+
+#include "runtime/Backend.h"
+
+#include <memory>
+#include <string>
+
+namespace tec {
+
+struct CudaBackendOptions {
+  int device = 0;
+  /// Count saturated and flushed values of every FP8 quantize.
+  bool quantizeStats = false;
+  /// Capture the whole step as a CUDA Graph on the first run and replay it (off: launch step by step).
+  bool useGraphs = true;
+};
+
+/// The plugin's one entry point (C linkage, looked up with dlsym). Null with `*error` set on failure.
+using CreateCudaBackendFn = Backend *(*)(const CudaBackendOptions *options, std::string *error);
+inline constexpr const char *kCudaPluginEntry = "tecCreateCudaBackend";
+inline constexpr const char *kCudaPluginFile = "libtec_cuda.so";
+
+/// Where the plugin was loaded from, or why it could not be (once per process).
+struct CudaPluginStatus {
+  bool loaded = false;
+  std::string path, reason;
+};
+const CudaPluginStatus &loadCudaPlugin();
+
+/// A CUDA backend from the plugin, or an error saying why there is none.
+Result<std::unique_ptr<Backend>> createCudaBackend(const CudaBackendOptions &options);
+
+} // namespace tec
+
+#endif

@@ -1,0 +1,1108 @@
+// The CUDA backend (built as the plugin libtec_cuda.so). prepare() lays out one device arena (the plan's
+// buffers, the params and constants, and scratch: the cuBLASLt workspace, FP8 transposes, error flags,
+// FP8 counters), creates every GEMM's descriptors and queries its algorithms, and turns each step into
+// a launch closure. The first run() captures the whole step (input uploads, launches, output downloads)
+// as a CUDA Graph; later runs replay it. Closures address memory by arena offset, so nothing is
+// allocated or decided after prepare().
+#include "runtime/CudaPlugin.h"
+#include "runtime/Steps.h"
+
+#include "kernels/cuda/Fp8Kernels.h"
+#include "kernels/cuda/Gemm.h"
+#include "kernels/cuda/Kernels.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+
+namespace tec {
+
+namespace {
+
+namespace kc = kernels::cuda;
+using namespace steps;
+using kernels::ElementType;
+
+std::string cudaText(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
+
+size_t bytesOf(plan::DType t) { return kernels::elementBytes(elementType(t)); }
+
+int64_t align(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+/// Where a closure's operand lives: an arena offset, turned into a pointer when the closure runs.
+struct Slot {
+  int64_t offset = -1;
+  bool null() const { return offset < 0; }
+};
+
+class CudaBackend final : public Backend {
+public:
+  explicit CudaBackend(const CudaBackendOptions &options) : options(options) {}
+  ~CudaBackend() override;
+  const char *name() const override { return "cuda"; }
+  Status init();
+  Status prepare(const plan::Variant &variant, const char *data) override;
+  void *hostData(int buffer) override;
+  Status readBuffer(int buffer, void *destination) override;
+  Status writeBuffer(int buffer, const void *source) override;
+  Status run(std::vector<double> *stepMillis) override;
+  const std::vector<QuantizeStats> &quantizeStats() const override { return stats; }
+
+private:
+  struct Context {
+    char *base;
+    cudaStream_t stream;
+    template <typename T = void> T *at(Slot s) const {
+      return s.null() ? nullptr : reinterpret_cast<T *>(base + s.offset);
+    }
+  };
+  using Launch = std::function<Status(const Context &)>;
+  using Compiler = Status (CudaBackend::*)(const plan::Step &);
+  static const std::map<std::string, Compiler> &compilers();
+
+  const plan::Buffer &buf(int i) const { return variant->buffers(i); }
+  kc::Shape shape(int i) const { return {buf(i).shape().begin(), buf(i).shape().end()}; }
+  int64_t count(int i) const {
+    return std::accumulate(buf(i).shape().begin(), buf(i).shape().end(), int64_t(1), std::multiplies<>());
+  }
+  plan::DType dtype(int i) const { return buf(i).dtype(); }
+  ElementType type(int i) const { return elementType(dtype(i)); }
+  Slot slot(int i) const { return slots[i]; }
+  /// Scratch in the arena, 256-byte aligned (cuBLASLt's and vector loads' preference).
+  Slot scratch(int64_t bytes) {
+    Slot s{align(arenaBytes, 256)};
+    arenaBytes = s.offset + std::max<int64_t>(bytes, 1);
+    return s;
+  }
+  /// A device int set by a kernel when its step's input is invalid; `message` is reported after the run.
+  int errorFlag(std::string message) {
+    errorMessages.push_back(std::move(message));
+    return static_cast<int>(errorMessages.size() - 1);
+  }
+  int *errorPointer(const Context &c, int flag) const { return c.at<int>(errorsSlot) + flag; }
+  void emit(Launch launch) {
+    program.push_back(std::move(launch));
+    programStep.push_back(currentStep);
+  }
+  kc::ConstRef cref(const Context &c, int i) const { return {c.at(slot(i)), type(i)}; }
+  kc::Ref ref(const Context &c, int i) const { return {c.at(slot(i)), type(i)}; }
+  Status unsupported(const plan::Step &s, const std::string &why) const {
+    return Status::error("step '" + s.kernel() + "' (from " + s.source() + "): " + why);
+  }
+  Status extentOf(const plan::Step &s, const kc::Shape &shape, kc::Extent &e) const {
+    return kc::makeExtent(shape, e) ? Status::success() : unsupported(s, "rank above " + std::to_string(kc::kMaxRank));
+  }
+  /// A GEMM for `spec`, its descriptors and algorithms made now; null with `why` when cuBLASLt has none.
+  std::shared_ptr<kc::Gemm> makeGemm(const kc::GemmSpec &spec, std::string &why) {
+    return std::shared_ptr<kc::Gemm>(kc::Gemm::create(lt, spec, workspaceBytes, why));
+  }
+  /// Emits one GEMM y = epilogue(x · w + bias) with the epilogue fused when cuBLASLt can, else in a kernel.
+  Status emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, Slot w, Slot bias, int biasBuffer, Slot y,
+                    kernels::Epilogue epilogue, Slot xScaleInv = {}, Slot wScaleInv = {});
+
+  Status binary(const plan::Step &s);
+  Status unary(const plan::Step &s);
+  Status where(const plan::Step &s);
+  Status activationGrad(const plan::Step &s);
+  Status lrSchedule(const plan::Step &s);
+  Status oneHot(const plan::Step &s);
+  Status allFinite(const plan::Step &s);
+  Status lossScaleUpdate(const plan::Step &s);
+  Status clipCoefficient(const plan::Step &s);
+  Status cast(const plan::Step &s);
+  Status softmax(const plan::Step &s);
+  Status layerNorm(const plan::Step &s);
+  Status reduce(const plan::Step &s);
+  Status matmul(const plan::Step &s);
+  Status gemm(const plan::Step &s);
+  Status linear(const plan::Step &s);
+  Status transpose(const plan::Step &s);
+  Status expand(const plan::Step &s);
+  Status concat(const plan::Step &s);
+  Status split(const plan::Step &s);
+  Status slice(const plan::Step &s);
+  Status gather(const plan::Step &s);
+  Status copy(const plan::Step &s);
+  Status quantize(const plan::Step &s);
+  Status dequantize(const plan::Step &s);
+  Status amax(const plan::Step &s);
+  Status fp8Gemm(const plan::Step &s);
+  Status delayedScaling(const plan::Step &s);
+
+  Status enqueueStep(const Context &c, std::vector<double> *stepMillis);
+  Status checkErrors();
+
+  CudaBackendOptions options;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  int major = 0, minor = 0;
+  bool fp8Gemms = false;     // this GPU and cuBLASLt run FP8 GEMMs
+  size_t workspaceBytes = 0;
+  Slot workspace;
+
+  const plan::Variant *variant = nullptr;
+  int64_t arenaBytes = 0;
+  char *arena = nullptr;
+  std::vector<Slot> slots;
+  std::map<int, void *> staging; // pinned host copies of input and output roots
+  std::vector<int> inputRoots, outputRoots;
+
+  std::vector<std::string> errorMessages;
+  Slot errorsSlot, countsSlot;
+  int *hostErrors = nullptr;
+  unsigned long long *hostCounts = nullptr;
+  std::vector<QuantizeStats> stats;
+  /// amax steps folded into the quantize that follows them: quantize step -> the amax output.
+  std::map<int, int> fusedAmax;
+
+  std::vector<Launch> program;
+  std::vector<int> programStep;
+  int currentStep = 0;
+  cudaGraphExec_t graph = nullptr;
+  bool graphFailed = false;
+};
+
+CudaBackend::~CudaBackend() {
+  if (stream)
+    cudaStreamSynchronize(stream);
+  if (graph)
+    cudaGraphExecDestroy(graph);
+  for (auto &[root, host] : staging)
+    cudaFreeHost(host);
+  if (hostErrors)
+    cudaFreeHost(hostErrors);
+  if (hostCounts)
+    cudaFreeHost(hostCounts);
+  if (arena)
+    cudaFree(arena);
+  if (lt)
+    cublasLtDestroy(lt);
+  if (stream)
+    cudaStreamDestroy(stream);
+}
+
+Status CudaBackend::init() {
+  int devices = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess)
+    return Status::error("no usable CUDA device (" + cudaText(e) + ")");
+  if (options.device >= devices)
+    return Status::error("no CUDA device " + std::to_string(options.device) + " (" + std::to_string(devices) + " found)");
+  if (cudaError_t e = cudaSetDevice(options.device); e != cudaSuccess)
+    return Status::error("cannot use CUDA device " + std::to_string(options.device) + ": " + cudaText(e));
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, options.device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, options.device);
+  // FP8 tensor cores from sm_89; on Ada cuBLASLt runs FP8 GEMMs from 12.1.3 on.
+  const bool ada = major == 8 && minor == 9;
+  fp8Gemms = (major > 8 || ada) && (!ada || kc::cublasLtVersion() >= 120103);
+  workspaceBytes = kc::gemmWorkspaceBytes(major);
+  if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess)
+    return Status::error("cannot create a CUDA stream: " + cudaText(e));
+  if (cublasStatus_t s = cublasLtCreate(&lt); s != CUBLAS_STATUS_SUCCESS)
+    return Status::error("cannot initialize cuBLASLt (status " + std::to_string(static_cast<int>(s)) + ")");
+  return Status::success();
+}
+
+// ---- elementwise ----------------------------------------------------------------------------------------
+
+Status CudaBackend::binary(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  int a = s.inputs(0), b = s.inputs(1), o = s.outputs(0);
+  if (dtype(a) != dtype(o) || dtype(b) != dtype(o))
+    return unsupported(s, "operands of different element types");
+  kc::Extent extent;
+  if (Status st = extentOf(s, shape(o), extent); !st.ok())
+    return st;
+  auto as = kc::broadcastOperand(shape(a), shape(o)), bs = kc::broadcastOperand(shape(b), shape(o));
+  auto kind = binaryKind(s.kernel());
+  auto t = type(o);
+  emit([=](const Context &c) {
+    kc::binary(kind, c.at(slot(a)), as, c.at(slot(b)), bs, c.at(slot(o)), extent, t, c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::unary(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto kind = unaryKind(s);
+  int x = s.inputs(0), y = s.outputs(0);
+  int64_t n = count(y);
+  emit([=](const Context &c) {
+    kc::unary(kind, cref(c, x), ref(c, y), n, c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::activationGrad(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  auto kind = activationGradKind(s);
+  int dy = s.inputs(0), x = s.inputs(1), dx = s.outputs(0);
+  int64_t n = count(dx);
+  emit([=](const Context &c) {
+    kc::activationGrad(kind, cref(c, dy), cref(c, x), ref(c, dx), n, c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::where(const plan::Step &s) {
+  if (Status st = expectArity(s, 3, 3, 1); !st.ok())
+    return st;
+  int cnd = s.inputs(0), x = s.inputs(1), y = s.inputs(2), o = s.outputs(0);
+  kc::Extent extent;
+  if (Status st = extentOf(s, shape(o), extent); !st.ok())
+    return st;
+  auto cs = kc::broadcastOperand(shape(cnd), shape(o)), xs = kc::broadcastOperand(shape(x), shape(o)),
+       ys = kc::broadcastOperand(shape(y), shape(o));
+  size_t bytes = bytesOf(dtype(o));
+  emit([=](const Context &c) {
+    kc::where(c.at<bool>(slot(cnd)), cs, c.at(slot(x)), xs, c.at(slot(y)), ys, c.at(slot(o)), extent, bytes, c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::cast(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  int x = s.inputs(0), o = s.outputs(0);
+  auto from = type(x), to = type(o);
+  int64_t n = count(o);
+  emit([=](const Context &c) {
+    kc::cast(c.at(slot(x)), from, c.at(slot(o)), to, n, c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::oneHot(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  int l = s.inputs(0), y = s.outputs(0);
+  int64_t n = count(l), depth = shape(y).back();
+  bool labels64 = dtype(l) == plan::I64;
+  int flag = errorFlag("one_hot: a label is outside [0, " + std::to_string(depth) + ")");
+  emit([=](const Context &c) {
+    kc::oneHot(c.at(slot(l)), labels64, n, depth, c.at<float>(slot(y)), errorPointer(c, flag), c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::allFinite(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1 << 20, 1); !st.ok())
+    return st;
+  std::vector<std::pair<int, int64_t>> inputs;
+  for (int i : s.inputs())
+    inputs.push_back({i, count(i)});
+  int o = s.outputs(0);
+  emit([=](const Context &c) {
+    kc::setFlag(c.at<uint8_t>(slot(o)), c.stream);
+    for (auto [i, n] : inputs)
+      kc::clearIfNotFinite(cref(c, i), n, c.at<uint8_t>(slot(o)), c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::clipCoefficient(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  float maxNorm = static_cast<float>(attrF(s, "max_norm", 1.0));
+  int norm = s.inputs(0), o = s.outputs(0);
+  emit([=](const Context &c) {
+    kc::clipCoefficient(c.at<float>(slot(norm)), maxNorm, c.at<float>(slot(o)), c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::lossScaleUpdate(const plan::Step &s) {
+  if (Status st = expectArity(s, 3, 3, 2); !st.ok())
+    return st;
+  float interval = static_cast<float>(attrI(s, "growth_interval", 2000));
+  float growth = static_cast<float>(attrF(s, "growth_factor", 2.0)), backoff = static_cast<float>(attrF(s, "backoff_factor", 0.5));
+  int scale = s.inputs(0), clean = s.inputs(1), finite = s.inputs(2), nextScale = s.outputs(0), nextClean = s.outputs(1);
+  emit([=](const Context &c) {
+    kc::lossScaleUpdate(c.at<float>(slot(scale)), c.at<float>(slot(clean)), c.at<uint8_t>(slot(finite)), interval,
+                        growth, backoff, c.at<float>(slot(nextScale)), c.at<float>(slot(nextClean)), c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::lrSchedule(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  int schedule = scheduleNumber(s);
+  float lr = static_cast<float>(attrF(s, "lr")), warmup = static_cast<float>(attrI(s, "warmup_steps")),
+        total = static_cast<float>(attrI(s, "total_steps"));
+  int step = s.inputs(0), o = s.outputs(0);
+  emit([=](const Context &c) {
+    kc::learningRate(schedule, lr, c.at<float>(slot(step)), warmup, total, c.at<float>(slot(o)), c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+// ---- normalization and reductions -------------------------------------------------------------------------
+
+Status CudaBackend::softmax(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0));
+  int64_t axis = attrI(s, "axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
+    return unsupported(s, "axis out of range");
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= in[d];
+  for (size_t d = axis + 1; d < in.size(); ++d)
+    inner *= in[d];
+  int64_t dim = in[axis];
+  bool log = s.kernel() == "log_softmax";
+  int x = s.inputs(0), y = s.outputs(0);
+  emit([=](const Context &c) {
+    kc::softmax(cref(c, x), ref(c, y), outer, dim, inner, log, c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::layerNorm(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 3, 3); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0));
+  int64_t axis = attrI(s, "axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
+    return unsupported(s, "axis out of range");
+  int64_t rows = 1, cols = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d)
+    (d < axis ? rows : cols) *= in[d];
+  float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
+  int x = s.inputs(0), g = s.inputs(1), b = s.inputs_size() > 2 ? s.inputs(2) : -1;
+  int y = s.outputs(0), mean = s.outputs(1), rstd = s.outputs(2);
+  emit([=](const Context &c) {
+    kc::layerNorm(cref(c, x), cref(c, g), b >= 0 ? cref(c, b) : kc::ConstRef{}, ref(c, y), ref(c, mean), ref(c, rstd),
+                  rows, cols, eps, c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::reduce(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto kind = s.kernel() == "reduce_mean" ? kernels::ReduceKind::Mean : kernels::ReduceKind::Sum;
+  auto in = shape(s.inputs(0));
+  auto axes = attrInts(s, "axes");
+  auto strides = kc::contiguous(in);
+  kc::Shape keptDims, reducedDims;
+  kc::Strided kept, reduced;
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
+    bool isReduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+    auto &dims = isReduced ? reducedDims : keptDims;
+    (isReduced ? reduced : kept).strides[dims.size()] = strides.strides[d];
+    dims.push_back(in[d]);
+  }
+  kc::Extent keptExtent, reducedExtent;
+  if (Status st = extentOf(s, in, keptExtent); !st.ok())
+    return st;
+  kc::makeExtent(keptDims, keptExtent);
+  kc::makeExtent(reducedDims, reducedExtent);
+  int x = s.inputs(0), o = s.outputs(0);
+  auto t = type(x);
+  emit([=](const Context &c) {
+    kc::reduce(kind, c.at(slot(x)), keptExtent, kept, reducedExtent, reduced, c.at(slot(o)), t, c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+// ---- GEMMs ----------------------------------------------------------------------------------------------
+
+/// cuBLASLt's GELU epilogue is the tanh form: only GeluTanh fuses; the erf GELU runs as a kernel after.
+kc::GemmEpilogue fusedEpilogue(kernels::Epilogue e, bool bias) {
+  switch (e) {
+  case kernels::Epilogue::Relu: return bias ? kc::GemmEpilogue::ReluBias : kc::GemmEpilogue::Relu;
+  case kernels::Epilogue::GeluTanh: return bias ? kc::GemmEpilogue::GeluBias : kc::GemmEpilogue::Gelu;
+  default: return bias ? kc::GemmEpilogue::Bias : kc::GemmEpilogue::Default;
+  }
+}
+
+Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, Slot w, Slot bias, int biasBuffer,
+                               Slot y, kernels::Epilogue epilogue, Slot xScaleInv, Slot wScaleInv) {
+  const bool hasBias = !bias.null();
+  spec.epilogue = fusedEpilogue(epilogue, hasBias);
+  if (hasBias)
+    spec.bias = type(biasBuffer);
+  bool epilogueFused = epilogue != kernels::Epilogue::Gelu;
+  std::string why;
+  auto g = makeGemm(spec, why);
+  if (!g && spec.epilogue != kc::GemmEpilogue::Default) {
+    // Not every type combination has fused epilogues (FP8 with an f32 bias, say): run them as a kernel.
+    spec.epilogue = kc::GemmEpilogue::Default;
+    epilogueFused = false;
+    g = makeGemm(spec, why);
+  }
+  if (!g)
+    return unsupported(s, why);
+  const bool biasInKernel = hasBias && spec.epilogue == kc::GemmEpilogue::Default;
+  const auto after = epilogueFused ? kernels::Epilogue::None : epilogue;
+  const auto yType = spec.d, biasType = hasBias ? type(biasBuffer) : ElementType::F32;
+  const int64_t rows = spec.m * spec.batch, cols = spec.n;
+  emit([=](const Context &c) {
+    kc::GemmOperands o;
+    o.a = c.at(x);
+    o.b = c.at(w);
+    o.d = c.at(y);
+    o.bias = c.at(bias);
+    o.aScaleInv = c.at<float>(xScaleInv);
+    o.bScaleInv = c.at<float>(wScaleInv);
+    std::string error;
+    if (!g->run(o, c.at(workspace), c.stream, error))
+      return unsupported(s, error);
+    if (biasInKernel || after != kernels::Epilogue::None)
+      kc::biasActivation({c.at(y), yType}, {biasInKernel ? c.at(bias) : nullptr, biasType}, rows, cols, after,
+                         c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::linear(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 3, 1); !st.ok())
+    return st;
+  int x = s.inputs(0), w = s.inputs(1), b = s.inputs_size() > 2 ? s.inputs(2) : -1, y = s.outputs(0);
+  if (dtype(x) != dtype(y) || dtype(w) != dtype(y))
+    return unsupported(s, "operands of different element types");
+  kc::GemmSpec spec;
+  spec.transposeB = attrI(s, "transpose_b");
+  auto ws = shape(w);
+  spec.n = shape(y).back();
+  spec.k = spec.transposeB ? ws[1] : ws[0];
+  spec.m = spec.n ? count(y) / spec.n : 0;
+  spec.a = spec.b = spec.d = type(y);
+  return emitLinear(s, spec, slot(x), slot(w), b >= 0 ? slot(b) : Slot{}, b, slot(y), epilogue(s));
+}
+
+Status CudaBackend::gemm(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 3, 1); !st.ok())
+    return st;
+  int a = s.inputs(0), b = s.inputs(1), cIn = s.inputs_size() > 2 ? s.inputs(2) : -1, y = s.outputs(0);
+  if (dtype(a) != dtype(y) || dtype(b) != dtype(y) || (cIn >= 0 && dtype(cIn) != dtype(y)))
+    return unsupported(s, "operands of different element types");
+  kc::GemmSpec spec;
+  spec.transposeA = attrI(s, "trans_a");
+  spec.transposeB = attrI(s, "trans_b");
+  auto as = shape(a), bs = shape(b);
+  spec.m = as[spec.transposeA ? 1 : 0];
+  spec.k = as[spec.transposeA ? 0 : 1];
+  spec.n = bs[spec.transposeB ? 0 : 1];
+  spec.a = spec.b = spec.d = type(y);
+  spec.alpha = static_cast<float>(attrF(s, "alpha", 1.0));
+  float beta = static_cast<float>(attrF(s, "beta", 1.0));
+  if (cIn >= 0 && beta != 0.0f) {
+    // C (broadcast to M x N) is copied into Y first, and the GEMM accumulates onto it.
+    kc::Extent extent;
+    if (Status st = extentOf(s, shape(y), extent); !st.ok())
+      return st;
+    auto from = kc::broadcastOperand(shape(cIn), shape(y)), to = kc::contiguous(shape(y));
+    size_t bytes = bytesOf(dtype(y));
+    emit([=](const Context &c) {
+      kc::stridedCopy(c.at(slot(cIn)), from, c.at(slot(y)), to, extent, bytes, c.stream);
+      return Status::success();
+    });
+    spec.beta = beta;
+  }
+  return emitLinear(s, spec, slot(a), slot(b), Slot{}, -1, slot(y), kernels::Epilogue::None);
+}
+
+Status CudaBackend::matmul(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  int a = s.inputs(0), b = s.inputs(1), y = s.outputs(0);
+  if (dtype(a) != dtype(y) || dtype(b) != dtype(y))
+    return unsupported(s, "operands of different element types");
+  kc::Shape lhs = shape(a), rhs = shape(b), out = shape(y);
+  if (lhs.size() == 1)
+    lhs.insert(lhs.begin(), 1);
+  if (rhs.size() == 1)
+    rhs.push_back(1);
+  kc::GemmSpec spec;
+  spec.m = lhs[lhs.size() - 2];
+  spec.k = lhs.back();
+  spec.n = rhs.back();
+  spec.a = spec.b = spec.d = type(y);
+  kc::Shape aBatch(lhs.begin(), lhs.end() - 2), bBatch(rhs.begin(), rhs.end() - 2);
+  auto numel = [](const kc::Shape &v) { return std::accumulate(v.begin(), v.end(), int64_t(1), std::multiplies<>()); };
+  if (spec.m == 0 || spec.n == 0)
+    return Status::success();
+  if (spec.k == 0) {
+    int64_t bytes = buf(y).bytes();
+    emit([=](const Context &c) {
+      cudaMemsetAsync(c.at(slot(y)), 0, bytes, c.stream);
+      return Status::success();
+    });
+    return Status::success();
+  }
+  if (numel(bBatch) == 1) { // one weight: fold A's batch into M
+    spec.m *= numel(aBatch);
+    return emitLinear(s, spec, slot(a), slot(b), Slot{}, -1, slot(y), kernels::Epilogue::None);
+  }
+  kc::Shape batch(out.begin(), out.end() - (shape(a).size() > 1 ? 1 : 0) - (shape(b).size() > 1 ? 1 : 0));
+  if (aBatch == batch && bBatch == batch) { // strided batches
+    spec.batch = numel(batch);
+    spec.batchStrideA = spec.m * spec.k;
+    spec.batchStrideB = spec.k * spec.n;
+    spec.batchStrideD = spec.m * spec.n;
+    return emitLinear(s, spec, slot(a), slot(b), Slot{}, -1, slot(y), kernels::Epilogue::None);
+  }
+  // Broadcast batches: one GEMM per output batch, operands offset by their broadcast strides.
+  kc::Extent extent;
+  if (Status st = extentOf(s, batch, extent); !st.ok())
+    return st;
+  auto aStrides = kc::broadcastOperand(aBatch, batch), bStrides = kc::broadcastOperand(bBatch, batch);
+  const int64_t elem = bytesOf(dtype(y)), batches = numel(batch);
+  for (int64_t i = 0; i < batches; ++i) {
+    int64_t aOff = 0, bOff = 0, rest = i;
+    for (int d = extent.rank - 1; d >= 0; --d) {
+      int64_t coord = rest % batch[d];
+      rest /= batch[d];
+      aOff += coord * aStrides.strides[d];
+      bOff += coord * bStrides.strides[d];
+    }
+    Slot ai{slot(a).offset + aOff * spec.m * spec.k * elem}, bi{slot(b).offset + bOff * spec.k * spec.n * elem},
+        yi{slot(y).offset + i * spec.m * spec.n * elem};
+    if (Status st = emitLinear(s, spec, ai, bi, Slot{}, -1, yi, kernels::Epilogue::None); !st.ok())
+      return st;
+  }
+  return Status::success();
+}
+
+// ---- data movement ---------------------------------------------------------------------------------------
+
+Status CudaBackend::transpose(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
+  auto perm = attrInts(s, "perm");
+  if (perm.size() != in.size())
+    return unsupported(s, "perm does not match the rank");
+  kc::Extent extent;
+  if (Status st = extentOf(s, out, extent); !st.ok())
+    return st;
+  auto inStrides = kc::contiguous(in);
+  kc::Strided src;
+  for (size_t d = 0; d < perm.size(); ++d)
+    src.strides[d] = inStrides.strides[perm[d]];
+  auto dst = kc::contiguous(out);
+  int x = s.inputs(0), y = s.outputs(0);
+  size_t bytes = bytesOf(dtype(x));
+  emit([=](const Context &c) {
+    kc::stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes, c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::expand(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
+  kc::Extent extent;
+  if (Status st = extentOf(s, out, extent); !st.ok())
+    return st;
+  auto src = kc::broadcastOperand(in, out), dst = kc::contiguous(out);
+  int x = s.inputs(0), y = s.outputs(0);
+  size_t bytes = bytesOf(dtype(x));
+  emit([=](const Context &c) {
+    kc::stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes, c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::slice(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
+  auto starts = attrInts(s, "starts"), stepsAttr = attrInts(s, "steps");
+  if (starts.size() != in.size() || stepsAttr.size() != in.size())
+    return unsupported(s, "attributes do not match the rank");
+  kc::Extent extent;
+  if (Status st = extentOf(s, out, extent); !st.ok())
+    return st;
+  auto inStrides = kc::contiguous(in);
+  kc::Strided src;
+  for (size_t d = 0; d < in.size(); ++d) {
+    src.base += starts[d] * inStrides.strides[d];
+    src.strides[d] = stepsAttr[d] * inStrides.strides[d];
+  }
+  auto dst = kc::contiguous(out);
+  int x = s.inputs(0), y = s.outputs(0);
+  size_t bytes = bytesOf(dtype(x));
+  emit([=](const Context &c) {
+    kc::stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes, c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::concat(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1 << 20, 1); !st.ok())
+    return st;
+  int64_t axis = attrI(s, "axis");
+  auto out = shape(s.outputs(0));
+  auto outStrides = kc::contiguous(out);
+  size_t bytes = bytesOf(dtype(s.outputs(0)));
+  int64_t offset = 0;
+  int y = s.outputs(0);
+  for (int in : s.inputs()) {
+    auto inShape = shape(in);
+    kc::Extent extent;
+    if (Status st = extentOf(s, inShape, extent); !st.ok())
+      return st;
+    auto src = kc::contiguous(inShape), dst = outStrides;
+    dst.base = offset * outStrides.strides[axis];
+    emit([=](const Context &c) {
+      kc::stridedCopy(c.at(slot(in)), src, c.at(slot(y)), dst, extent, bytes, c.stream);
+      return Status::success();
+    });
+    offset += inShape[axis];
+  }
+  return Status::success();
+}
+
+Status CudaBackend::split(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, s.outputs_size()); !st.ok())
+    return st;
+  int64_t axis = attrI(s, "axis");
+  auto in = shape(s.inputs(0));
+  auto inStrides = kc::contiguous(in);
+  size_t bytes = bytesOf(dtype(s.inputs(0)));
+  int64_t offset = 0;
+  int x = s.inputs(0);
+  for (int out : s.outputs()) {
+    auto outShape = shape(out);
+    kc::Extent extent;
+    if (Status st = extentOf(s, outShape, extent); !st.ok())
+      return st;
+    auto src = inStrides, dst = kc::contiguous(outShape);
+    src.base = offset * inStrides.strides[axis];
+    emit([=](const Context &c) {
+      kc::stridedCopy(c.at(slot(x)), src, c.at(slot(out)), dst, extent, bytes, c.stream);
+      return Status::success();
+    });
+    offset += outShape[axis];
+  }
+  return Status::success();
+}
+
+Status CudaBackend::gather(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  auto data = shape(s.inputs(0));
+  int64_t axis = attrI(s, "axis"), n = count(s.inputs(1));
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= data[d];
+  for (size_t d = axis + 1; d < data.size(); ++d)
+    inner *= data[d];
+  int64_t dim = data[axis];
+  size_t bytes = bytesOf(dtype(s.inputs(0)));
+  bool indices64 = dtype(s.inputs(1)) == plan::I64;
+  int flag = errorFlag("gather '" + s.source() + "': an index is outside [-" + std::to_string(dim) + ", " +
+                        std::to_string(dim) + ") along axis " + std::to_string(axis));
+  int x = s.inputs(0), idx = s.inputs(1), y = s.outputs(0);
+  emit([=](const Context &c) {
+    kc::gather(c.at(slot(x)), outer, dim, inner, c.at(slot(idx)), indices64, n, c.at(slot(y)), bytes,
+               errorPointer(c, flag), c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::copy(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  int64_t bytes = buf(s.outputs(0)).bytes();
+  int x = s.inputs(0), y = s.outputs(0);
+  emit([=](const Context &c) {
+    if (c.at(slot(x)) != c.at(slot(y)))
+      cudaMemcpyAsync(c.at(slot(y)), c.at(slot(x)), bytes, cudaMemcpyDeviceToDevice, c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+// ---- FP8 ------------------------------------------------------------------------------------------------
+
+Status CudaBackend::amax(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  int x = s.inputs(0), o = s.outputs(0);
+  // Folded into the quantize right after it, when that one reads the same f32 tensor: one pass, not two.
+  if (currentStep + 1 < variant->steps_size()) {
+    const auto &next = variant->steps(currentStep + 1);
+    if (next.kernel() == "quantize" && next.inputs_size() == 2 && next.inputs(0) == x && dtype(x) == plan::F32 &&
+        next.inputs(1) != o) {
+      fusedAmax[currentStep + 1] = o;
+      return Status::success();
+    }
+  }
+  int64_t n = count(x);
+  emit([=](const Context &c) {
+    kc::amax(cref(c, x), n, c.at<float>(slot(o)), c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::quantize(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  int x = s.inputs(0), scale = s.inputs(1), y = s.outputs(0);
+  int64_t n = count(y);
+  auto format = fp8Format(dtype(y));
+  Slot input = slot(x);
+  if (dtype(x) != plan::F32) { // widen first; the FP8 kernels read f32
+    input = scratch(n * 4);
+    auto from = type(x);
+    emit([=](const Context &c) {
+      kc::cast(c.at(slot(x)), from, c.at(input), ElementType::F32, n, c.stream);
+      return Status::success();
+    });
+  }
+  Slot amaxOut = fusedAmax.count(currentStep) ? slot(fusedAmax[currentStep]) : Slot{};
+  int64_t counter = -1;
+  if (options.quantizeStats) {
+    std::string name = buf(scale).name();
+    const std::string suffix = "/scale";
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      name.resize(name.size() - suffix.size());
+    counter = static_cast<int64_t>(stats.size());
+    stats.push_back({name, n, 0, 0});
+  }
+  emit([=](const Context &c) {
+    if (!amaxOut.null())
+      cudaMemsetAsync(c.at(amaxOut), 0, sizeof(float), c.stream);
+    kc::quantizeWithAmax(c.at<float>(input), c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)), c.at<float>(amaxOut),
+                         n, format, c.stream,
+                         counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::dequantize(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  int x = s.inputs(0), scaleInv = s.inputs(1), y = s.outputs(0);
+  int64_t n = count(y);
+  auto format = fp8Format(dtype(x));
+  Slot out = dtype(y) == plan::F32 ? slot(y) : scratch(n * 4);
+  auto to = type(y);
+  emit([=](const Context &c) {
+    kc::dequantize(c.at<uint8_t>(slot(x)), c.at<float>(slot(scaleInv)), c.at<float>(out), n, format, c.stream);
+    if (to != ElementType::F32)
+      kc::cast(c.at(out), ElementType::F32, c.at(slot(y)), to, n, c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::fp8Gemm(const plan::Step &s) {
+  if (Status st = expectArity(s, 4, 5, 1); !st.ok())
+    return st;
+  int xq = s.inputs(0), wq = s.inputs(1), xsi = s.inputs(2), wsi = s.inputs(3);
+  int b = s.inputs_size() > 4 ? s.inputs(4) : -1, y = s.outputs(0);
+  bool transB = attrI(s, "transpose_b");
+  auto wShape = shape(wq);
+  kc::GemmSpec spec;
+  spec.n = shape(y).back();
+  spec.k = transB ? wShape[1] : wShape[0];
+  spec.m = spec.n ? count(y) / spec.n : 0;
+  spec.d = type(y);
+  Slot bias = b >= 0 ? slot(b) : Slot{};
+  if (fp8Gemms) {
+    // FP8 tensor cores take only TN: a weight stored [K,N] is transposed (as bytes) into scratch first.
+    Slot weight = slot(wq);
+    if (!transB) {
+      weight = scratch(spec.k * spec.n);
+      kc::Extent extent;
+      kc::makeExtent({spec.n, spec.k}, extent);
+      kc::Strided src, dst = kc::contiguous({spec.n, spec.k});
+      src.strides[0] = 1;
+      src.strides[1] = spec.n;
+      emit([=](const Context &c) {
+        kc::stridedCopy(c.at(slot(wq)), src, c.at(weight), dst, extent, 1, c.stream);
+        return Status::success();
+      });
+    }
+    spec.transposeB = true;
+    spec.a = type(xq);
+    spec.b = type(wq);
+    // Transformer Engine: fast accumulation for forward GEMMs, full-precision accumulation for gradients.
+    spec.fastAccumulation = attrS(s, "tec.gemm_role").empty();
+    if (emitLinear(s, spec, slot(xq), weight, bias, b, slot(y), epilogue(s), slot(xsi), slot(wsi)).ok())
+      return Status::success();
+  }
+  // No FP8 GEMMs here (before sm_89, or cuBLASLt refused): widen both operands exactly, then an f32 GEMM.
+  Slot xf = scratch(count(xq) * 4), wf = scratch(count(wq) * 4);
+  auto xFormat = fp8Format(dtype(xq)), wFormat = fp8Format(dtype(wq));
+  int64_t xn = count(xq), wn = count(wq);
+  emit([=](const Context &c) {
+    kc::dequantize(c.at<uint8_t>(slot(xq)), c.at<float>(slot(xsi)), c.at<float>(xf), xn, xFormat, c.stream);
+    kc::dequantize(c.at<uint8_t>(slot(wq)), c.at<float>(slot(wsi)), c.at<float>(wf), wn, wFormat, c.stream);
+    return Status::success();
+  });
+  kc::GemmSpec wide;
+  wide.m = spec.m;
+  wide.n = spec.n;
+  wide.k = spec.k;
+  wide.transposeB = transB;
+  wide.a = wide.b = ElementType::F32;
+  wide.d = spec.d;
+  if (wide.d != ElementType::F32)
+    return unsupported(s, "the FP8 emulation writes f32 only");
+  return emitLinear(s, wide, xf, wf, bias, b, slot(y), epilogue(s));
+}
+
+Status CudaBackend::delayedScaling(const plan::Step &s) {
+  if (Status st = expectArity(s, 3, 3, 3); !st.ok())
+    return st;
+  int64_t length = count(s.inputs(0)), margin = attrI(s, "margin");
+  if (length > kc::kMaxHistory)
+    return unsupported(s, "amax history longer than " + std::to_string(kc::kMaxHistory));
+  float fp8Max = static_cast<float>(attrF(s, "fp8_max", kernels::kE4M3Max));
+  bool mostRecent = attrS(s, "algo", "max") == "most_recent";
+  int h = s.inputs(0), scale = s.inputs(1), a = s.inputs(2), nh = s.outputs(0), ns = s.outputs(1), nsi = s.outputs(2);
+  emit([=](const Context &c) {
+    kc::delayedScaling(c.at<float>(slot(h)), length, c.at<float>(slot(scale)), c.at<float>(slot(a)), fp8Max, margin,
+                       mostRecent, c.at<float>(slot(nh)), c.at<float>(slot(ns)), c.at<float>(slot(nsi)), c.stream);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+const std::map<std::string, CudaBackend::Compiler> &CudaBackend::compilers() {
+  using B = CudaBackend;
+  static const std::map<std::string, Compiler> table = {
+      {"add", &B::binary},       {"sub", &B::binary},
+      {"mul", &B::binary},       {"div", &B::binary},
+      {"pow", &B::binary},       {"relu", &B::unary},
+      {"tanh", &B::unary},       {"sigmoid", &B::unary},
+      {"erf", &B::unary},        {"sqrt", &B::unary},
+      {"gelu", &B::unary},       {"where", &B::where},
+      {"exp", &B::unary},        {"relu_grad", &B::activationGrad},
+      {"gelu_grad", &B::activationGrad}, {"lr_schedule", &B::lrSchedule},
+      {"abs", &B::unary},        {"sign", &B::unary},
+      {"one_hot", &B::oneHot},   {"clip_coefficient", &B::clipCoefficient},
+      {"all_finite", &B::allFinite}, {"loss_scale_update", &B::lossScaleUpdate},
+      {"cast", &B::cast},        {"softmax", &B::softmax},
+      {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm},
+      {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},
+      {"matmul", &B::matmul},    {"gemm", &B::gemm},
+      {"linear", &B::linear},    {"transpose", &B::transpose},
+      {"expand", &B::expand},    {"concat", &B::concat},
+      {"split", &B::split},      {"slice", &B::slice},
+      {"gather", &B::gather},    {"copy", &B::copy},
+      {"quantize", &B::quantize}, {"dequantize", &B::dequantize},
+      {"amax", &B::amax},        {"fp8_gemm", &B::fp8Gemm},
+      {"delayed_scaling", &B::delayedScaling},
+  };
+  return table;
+}
+
+// ---- prepare and run ------------------------------------------------------------------------------------
+
+Status CudaBackend::prepare(const plan::Variant &v, const char *data) {
+  variant = &v;
+  // Arena layout: the plan's arena, then params and constants (the data section), then scratch.
+  arenaBytes = align(v.arena_bytes(), 256);
+  int64_t dataEnd = 0;
+  for (const auto &b : v.buffers())
+    if (b.alias_of() < 0 && (b.role() == plan::PARAM || b.role() == plan::CONSTANT))
+      dataEnd = std::max(dataEnd, b.offset() + b.bytes());
+  const int64_t dataBase = arenaBytes;
+  arenaBytes += align(dataEnd, 256);
+  slots.assign(v.buffers_size(), Slot{});
+  for (int i = 0; i < v.buffers_size(); ++i) {
+    const auto &root = v.buffers(i).alias_of() >= 0 ? v.buffers(v.buffers(i).alias_of()) : v.buffers(i);
+    bool inData = root.role() == plan::PARAM || root.role() == plan::CONSTANT;
+    slots[i] = Slot{(inData ? dataBase : 0) + root.offset()};
+  }
+  workspace = scratch(static_cast<int64_t>(workspaceBytes));
+  for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
+    const plan::Step &step = v.steps(currentStep);
+    auto it = compilers().find(step.kernel());
+    if (it == compilers().end())
+      return Status::error("the cuda backend has no kernel '" + step.kernel() + "' (step from " + step.source() + ")");
+    if (Status s = (this->*(it->second))(step); !s.ok())
+      return s;
+  }
+  errorsSlot = scratch(sizeof(int) * std::max<size_t>(1, errorMessages.size()));
+  countsSlot = scratch(2 * sizeof(unsigned long long) * std::max<size_t>(1, stats.size()));
+
+  if (cudaError_t e = cudaMalloc(&arena, arenaBytes); e != cudaSuccess)
+    return Status::error("cannot allocate the " + std::to_string(arenaBytes) + "-byte device arena: " + cudaText(e));
+  if (cudaError_t e = cudaMemcpy(arena + dataBase, data, dataEnd, cudaMemcpyHostToDevice); e != cudaSuccess)
+    return Status::error("cannot upload the params: " + cudaText(e));
+  // State starts from its initial value in the plan and then carries over from run to run.
+  for (int i = 0; i < v.buffers_size(); ++i)
+    if (v.buffers(i).role() == plan::STATE && v.buffers(i).alias_of() < 0)
+      if (cudaError_t e = cudaMemcpy(arena + slots[i].offset, data + v.buffers(i).init_offset(), v.buffers(i).bytes(),
+                                     cudaMemcpyHostToDevice);
+          e != cudaSuccess)
+        return Status::error("cannot upload the state: " + cudaText(e));
+  auto rootOf = [&](int b) { return v.buffers(b).alias_of() >= 0 ? v.buffers(b).alias_of() : b; };
+  for (int i : v.inputs())
+    inputRoots.push_back(rootOf(i));
+  for (int o : v.outputs())
+    outputRoots.push_back(rootOf(o));
+  for (int root : inputRoots)
+    if (!staging.count(root) && cudaMallocHost(&staging[root], std::max<int64_t>(1, v.buffers(root).bytes())) != cudaSuccess)
+      return Status::error("cannot allocate pinned memory for '" + v.buffers(root).name() + "'");
+  for (int root : outputRoots)
+    if (!staging.count(root) && cudaMallocHost(&staging[root], std::max<int64_t>(1, v.buffers(root).bytes())) != cudaSuccess)
+      return Status::error("cannot allocate pinned memory for '" + v.buffers(root).name() + "'");
+  if (cudaMallocHost(&hostErrors, sizeof(int) * std::max<size_t>(1, errorMessages.size())) != cudaSuccess ||
+      cudaMallocHost(&hostCounts, 2 * sizeof(unsigned long long) * std::max<size_t>(1, stats.size())) != cudaSuccess)
+    return Status::error("cannot allocate pinned memory");
+  return Status::success();
+}
+
+void *CudaBackend::hostData(int buffer) {
+  int root = variant->buffers(buffer).alias_of() >= 0 ? variant->buffers(buffer).alias_of() : buffer;
+  auto it = staging.find(root);
+  return it == staging.end() ? nullptr : it->second;
+}
+
+Status CudaBackend::readBuffer(int buffer, void *destination) {
+  cudaStreamSynchronize(stream);
+  if (cudaError_t e = cudaMemcpy(destination, arena + slots[buffer].offset, variant->buffers(buffer).bytes(),
+                                 cudaMemcpyDeviceToHost);
+      e != cudaSuccess)
+    return Status::error("cannot read '" + variant->buffers(buffer).name() + "' from the GPU: " + cudaText(e));
+  return Status::success();
+}
+
+Status CudaBackend::writeBuffer(int buffer, const void *source) {
+  cudaStreamSynchronize(stream);
+  if (cudaError_t e = cudaMemcpy(arena + slots[buffer].offset, source, variant->buffers(buffer).bytes(),
+                                 cudaMemcpyHostToDevice);
+      e != cudaSuccess)
+    return Status::error("cannot write '" + variant->buffers(buffer).name() + "' to the GPU: " + cudaText(e));
+  return Status::success();
+}
+
+/// One whole step on `c.stream`: uploads, every launch (timed per plan step when asked), downloads.
+Status CudaBackend::enqueueStep(const Context &c, std::vector<double> *stepMillis) {
+  cudaMemsetAsync(c.at(errorsSlot), 0, sizeof(int) * std::max<size_t>(1, errorMessages.size()), c.stream);
+  if (!stats.empty())
+    cudaMemsetAsync(c.at(countsSlot), 0, 2 * sizeof(unsigned long long) * stats.size(), c.stream);
+  for (int root : inputRoots)
+    cudaMemcpyAsync(c.base + slots[root].offset, staging[root], variant->buffers(root).bytes(), cudaMemcpyHostToDevice,
+                    c.stream);
+  std::vector<cudaEvent_t> events;
+  if (stepMillis) {
+    events.resize(program.size() + 1);
+    for (auto &e : events)
+      cudaEventCreate(&e);
+    cudaEventRecord(events[0], c.stream);
+  }
+  for (size_t i = 0; i < program.size(); ++i) {
+    if (Status s = program[i](c); !s.ok())
+      return s;
+    if (stepMillis)
+      cudaEventRecord(events[i + 1], c.stream);
+  }
+  for (int root : outputRoots)
+    cudaMemcpyAsync(staging[root], c.base + slots[root].offset, variant->buffers(root).bytes(), cudaMemcpyDeviceToHost,
+                    c.stream);
+  cudaMemcpyAsync(hostErrors, c.at(errorsSlot), sizeof(int) * std::max<size_t>(1, errorMessages.size()),
+                  cudaMemcpyDeviceToHost, c.stream);
+  if (!stats.empty())
+    cudaMemcpyAsync(hostCounts, c.at(countsSlot), 2 * sizeof(unsigned long long) * stats.size(),
+                    cudaMemcpyDeviceToHost, c.stream);
+  if (stepMillis) {
+    cudaStreamSynchronize(c.stream);
+    for (size_t i = 0; i < program.size(); ++i) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, events[i], events[i + 1]);
+      (*stepMillis)[programStep[i]] += ms;
+    }
+    for (auto &e : events)
+      cudaEventDestroy(e);
+  }
+  return Status::success();
+}
+
+Status CudaBackend::checkErrors() {
+  for (size_t i = 0; i < errorMessages.size(); ++i)
+    if (hostErrors[i])
+      return Status::error(errorMessages[i]);
+  for (size_t i = 0; i < stats.size(); ++i) {
+    stats[i].saturated = static_cast<int64_t>(hostCounts[2 * i]);
+    stats[i].flushed = static_cast<int64_t>(hostCounts[2 * i + 1]);
+  }
+  return Status::success();
+}
+
+Status CudaBackend::run(std::vector<double> *stepMillis) {
+  Context c{arena, stream};
+  // Profiling and graph-less runs launch step by step; otherwise the step is captured once and replayed.
+  if (stepMillis || !options.useGraphs || graphFailed) {
+    if (Status s = enqueueStep(c, stepMillis); !s.ok())
+      return s;
+  } else {
+    if (!graph) {
+      cudaGraph_t captured = nullptr;
+      if (cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal); e != cudaSuccess)
+        return Status::error("cannot capture a CUDA graph: " + cudaText(e));
+      Status s = enqueueStep(c, nullptr);
+      cudaError_t e = cudaStreamEndCapture(stream, &captured);
+      if (!s.ok())
+        return s;
+      if (e != cudaSuccess || cudaGraphInstantiate(&graph, captured, 0) != cudaSuccess) {
+        // Launch step by step from now on rather than fail the run.
+        graphFailed = true;
+        graph = nullptr;
+        cudaGetLastError();
+      }
+      if (captured)
+        cudaGraphDestroy(captured);
+      if (graphFailed)
+        return run(stepMillis);
+    }
+    if (cudaError_t e = cudaGraphLaunch(graph, stream); e != cudaSuccess)
+      return Status::error("cannot launch the CUDA graph: " + cudaText(e));
+  }
+  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
+    return Status::error("the GPU step failed: " + cudaText(e));
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return Status::error("a kernel launch failed: " + cudaText(e));
+  return checkErrors();
+}
+
+} // namespace
+
+} // namespace tec
+
+extern "C" tec::Backend *tecCreateCudaBackend(const tec::CudaBackendOptions *options, std::string *error) {
+  auto backend = std::make_unique<tec::CudaBackend>(*options);
+  if (tec::Status s = backend->init(); !s.ok()) {
+    *error = s.message();
+    return nullptr;
+  }
+  return backend.release();
+}
