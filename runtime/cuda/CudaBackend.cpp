@@ -441,22 +441,22 @@ kc::GemmEpilogue fusedEpilogue(kernels::Epilogue e, bool bias) {
 Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, Slot w, Slot bias, int biasBuffer,
                                Slot y, kernels::Epilogue epilogue, Slot xScaleInv, Slot wScaleInv) {
   const bool hasBias = !bias.null();
-  spec.epilogue = fusedEpilogue(epilogue, hasBias);
   if (hasBias)
     spec.bias = type(biasBuffer);
-  bool epilogueFused = epilogue != kernels::Epilogue::Gelu;
+  // The plain GEMM, with bias and activation in a kernel after it, always exists; the fused one is
+  // preferred and kept only where cuBLASLt has it (not every type combination has every epilogue, e.g.
+  // FP8 with an f32 bias). The erf GELU never fuses: cuBLASLt's GELU is the tanh form.
   std::string why;
-  auto g = makeGemm(spec, why);
-  if (!g && spec.epilogue != kc::GemmEpilogue::Default) {
-    // Not every type combination has fused epilogues (FP8 with an f32 bias, say): run them as a kernel.
-    spec.epilogue = kc::GemmEpilogue::Default;
-    epilogueFused = false;
-    g = makeGemm(spec, why);
-  }
-  if (!g)
+  auto plain = makeGemm(spec, why);
+  if (!plain)
     return unsupported(s, why);
-  const bool biasInKernel = hasBias && spec.epilogue == kc::GemmEpilogue::Default;
-  const auto after = epilogueFused ? kernels::Epilogue::None : epilogue;
+  std::shared_ptr<kc::Gemm> fused;
+  if ((hasBias || epilogue != kernels::Epilogue::None) && epilogue != kernels::Epilogue::Gelu) {
+    kc::GemmSpec withEpilogue = spec;
+    withEpilogue.epilogue = fusedEpilogue(epilogue, hasBias);
+    fused = makeGemm(withEpilogue, why);
+  }
+  const bool needsKernel = hasBias || epilogue != kernels::Epilogue::None;
   const auto yType = spec.d, biasType = hasBias ? type(biasBuffer) : ElementType::F32;
   const int64_t rows = spec.m * spec.batch, cols = spec.n;
   emit([=](const Context &c) {
@@ -468,11 +468,12 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
     o.aScaleInv = c.at<float>(xScaleInv);
     o.bScaleInv = c.at<float>(wScaleInv);
     std::string error;
-    if (!g->run(o, c.at(workspace), c.stream, error))
+    if (fused && fused->run(o, c.at(workspace), c.stream, error))
+      return Status::success();
+    if (!plain->run(o, c.at(workspace), c.stream, error))
       return unsupported(s, error);
-    if (biasInKernel || after != kernels::Epilogue::None)
-      kc::biasActivation({c.at(y), yType}, {biasInKernel ? c.at(bias) : nullptr, biasType}, rows, cols, after,
-                         c.stream);
+    if (needsKernel)
+      kc::biasActivation({c.at(y), yType}, {c.at(bias), biasType}, rows, cols, epilogue, c.stream);
     return Status::success();
   });
   return Status::success();

@@ -1,0 +1,395 @@
+// Backend parity in the style of ggml's test-backend-ops: every kernel and fused op of a plan, run as a
+// one-step variant on the CPU backend (the reference) and the CUDA backend on the same seeded inputs.
+// Float results compare by normalized mean squared error, with a threshold per precision; the FP8
+// kernels (quantize, dequantize, amax, delayed scaling) must match bit for bit. Skipped, visibly, where
+// there is no CUDA device or the plugin does not load.
+#include "kernels/common/Fp8.h"
+#include "kernels/common/Half.h"
+#include "runtime/CudaPlugin.h"
+#include "runtime/PlanFile.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+
+using namespace tec;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+/// A one-step variant: buffers laid out back to back in the arena, inputs and outputs in order.
+class Builder {
+public:
+  explicit Builder(std::string kernel) {
+    variant.set_target("cpu");
+    variant.set_precision("fp32");
+    step = variant.add_steps();
+    step->set_kernel(std::move(kernel));
+    step->set_source("parity");
+  }
+  Builder &in(plan::DType t, Shape shape, std::string fill = "normal") {
+    step->add_inputs(add(t, shape, plan::INPUT));
+    variant.add_inputs(step->inputs(step->inputs_size() - 1));
+    fills.push_back(std::move(fill));
+    return *this;
+  }
+  Builder &out(plan::DType t, Shape shape) {
+    step->add_outputs(add(t, shape, plan::OUTPUT));
+    variant.add_outputs(step->outputs(step->outputs_size() - 1));
+    return *this;
+  }
+  Builder &i(const char *name, int64_t v) {
+    (*step->mutable_attrs())[name].set_i(v);
+    return *this;
+  }
+  Builder &f(const char *name, double v) {
+    (*step->mutable_attrs())[name].set_f(v);
+    return *this;
+  }
+  Builder &s(const char *name, std::string v) {
+    (*step->mutable_attrs())[name].set_s(std::move(v));
+    return *this;
+  }
+  Builder &ints(const char *name, Shape v) {
+    for (int64_t x : v)
+      (*step->mutable_attrs())[name].mutable_ints()->add_values(x);
+    return *this;
+  }
+  plan::Variant variant;
+  std::vector<std::string> fills;
+
+private:
+  int add(plan::DType t, const Shape &shape, plan::Role role) {
+    auto *b = variant.add_buffers();
+    b->set_name("t" + std::to_string(variant.buffers_size() - 1));
+    b->set_dtype(t);
+    b->set_role(role);
+    b->set_alias_of(-1);
+    int64_t n = 1;
+    for (int64_t d : shape) {
+      b->add_shape(d);
+      n *= d;
+    }
+    b->set_bytes(n * dtypeBytes(t));
+    b->set_offset(variant.arena_bytes());
+    variant.set_arena_bytes(variant.arena_bytes() + (b->bytes() + 255) / 256 * 256);
+    return variant.buffers_size() - 1;
+  }
+  plan::Step *step;
+};
+
+struct Case {
+  std::string name;
+  plan::Variant variant;
+  std::vector<std::string> fills;
+  double maxError; // normalized MSE; 0: bit-exact
+};
+
+std::vector<Case> &cases() {
+  static std::vector<Case> all;
+  return all;
+}
+
+void add(std::string name, Builder b, double maxError) {
+  cases().push_back({std::move(name), std::move(b.variant), std::move(b.fills), maxError});
+}
+
+constexpr double kF32 = 1e-10, kGemm = 1e-9, kHalf = 1e-5, kExact = 0;
+using plan::BF16;
+using plan::BOOL;
+using plan::F16;
+using plan::F32;
+using plan::F8E4M3FN;
+using plan::F8E5M2;
+using plan::I32;
+using plan::I64;
+
+void buildCases() {
+  if (!cases().empty())
+    return;
+  for (const char *op : {"add", "sub", "mul", "div"}) {
+    add(std::string(op) + "_broadcast", Builder(op).in(F32, {4, 1, 33}).in(F32, {5, 33}).out(F32, {4, 5, 33}), kF32);
+    add(std::string(op) + "_bf16", Builder(op).in(BF16, {64, 32}).in(BF16, {32}).out(BF16, {64, 32}), kHalf);
+  }
+  add("pow", Builder("pow").in(F32, {300}, "positive").in(F32, {300}).out(F32, {300}), kF32);
+  add("pow_square", Builder("pow").in(F32, {300}).in(F32, {1}, "two").out(F32, {300}), kF32);
+  add("add_i32", Builder("add").in(I32, {7, 9}, "labels").in(I32, {9}, "labels").out(I32, {7, 9}), kExact);
+  add("div_i64", Builder("div").in(I64, {50}, "labels").in(I64, {50}, "labels").out(I64, {50}), kExact);
+  for (const char *op : {"relu", "tanh", "sigmoid", "erf", "exp", "abs", "sign", "gelu"})
+    add(op, Builder(op).in(F32, {1000}).out(F32, {1000}), kF32);
+  add("sqrt", Builder("sqrt").in(F32, {1000}, "positive").out(F32, {1000}), kF32);
+  add("gelu_tanh", Builder("gelu").in(F32, {1000}).out(F32, {1000}).s("approximate", "tanh"), kF32);
+  add("gelu_f16", Builder("gelu").in(F16, {1000}).out(F16, {1000}), kHalf);
+  add("relu_grad", Builder("relu_grad").in(F32, {777}).in(F32, {777}).out(F32, {777}), kF32);
+  add("gelu_grad", Builder("gelu_grad").in(F32, {777}).in(F32, {777}).out(F32, {777}), kF32);
+  add("gelu_grad_tanh",
+      Builder("gelu_grad").in(F32, {777}).in(F32, {777}).out(F32, {777}).s("approximate", "tanh"), kF32);
+  add("where", Builder("where").in(BOOL, {6, 1}, "bool").in(F32, {6, 10}).in(F32, {10}).out(F32, {6, 10}), kExact);
+  add("cast_f32_bf16", Builder("cast").in(F32, {513}).out(BF16, {513}), kExact);
+  add("cast_f32_i32", Builder("cast").in(F32, {513}, "wide").out(I32, {513}), kExact);
+  add("cast_i64_f32", Builder("cast").in(I64, {513}, "labels").out(F32, {513}), kExact);
+  add("cast_f32_e4m3", Builder("cast").in(F32, {513}, "wide").out(F8E4M3FN, {513}), kExact);
+  add("cast_f16_f32", Builder("cast").in(F16, {513}).out(F32, {513}), kExact);
+  add("softmax_rows", Builder("softmax").in(F32, {32, 1000}).out(F32, {32, 1000}).i("axis", 1), kF32);
+  add("softmax_strided", Builder("softmax").in(F32, {4, 17, 6}).out(F32, {4, 17, 6}).i("axis", 1), kF32);
+  add("log_softmax", Builder("log_softmax").in(F32, {8, 100}).out(F32, {8, 100}).i("axis", 1), kF32);
+  add("layer_norm",
+      Builder("layer_norm").in(F32, {3, 5, 256}).in(F32, {256}).in(F32, {256}).out(F32, {3, 5, 256})
+          .out(F32, {3, 5, 1}).out(F32, {3, 5, 1}).i("axis", 2).f("epsilon", 1e-5),
+      kF32);
+  add("layer_norm_no_bias",
+      Builder("layer_norm").in(F32, {16, 96}).in(F32, {96}).out(F32, {16, 96}).out(F32, {16, 1}).out(F32, {16, 1})
+          .i("axis", 1),
+      kF32);
+  add("reduce_sum_rows", Builder("reduce_sum").in(F32, {64, 300}).out(F32, {64, 1}).ints("axes", {1}), kF32);
+  add("reduce_sum_bias_grad", Builder("reduce_sum").in(F32, {256, 48}).out(F32, {1, 48}).ints("axes", {0}), kF32);
+  add("reduce_mean_all", Builder("reduce_mean").in(F32, {7, 9, 11}).out(F32, {}).ints("axes", {0, 1, 2}), kF32);
+  add("reduce_mean_middle", Builder("reduce_mean").in(F32, {5, 6, 7}).out(F32, {5, 7}).ints("axes", {1}), kF32);
+  add("reduce_sum_i64", Builder("reduce_sum").in(I64, {5, 6}, "labels").out(I64, {5}).ints("axes", {1}), kExact);
+  add("matmul_2d", Builder("matmul").in(F32, {64, 96}).in(F32, {96, 80}).out(F32, {64, 80}), kGemm);
+  add("matmul_folded_batch", Builder("matmul").in(F32, {2, 3, 16, 32}).in(F32, {32, 24}).out(F32, {2, 3, 16, 24}), kGemm);
+  add("matmul_batched", Builder("matmul").in(F32, {4, 16, 32}).in(F32, {4, 32, 8}).out(F32, {4, 16, 8}), kGemm);
+  add("matmul_broadcast", Builder("matmul").in(F32, {1, 16, 32}).in(F32, {3, 32, 8}).out(F32, {3, 16, 8}), kGemm);
+  add("matmul_vector", Builder("matmul").in(F32, {32}).in(F32, {32, 8}).out(F32, {8}), kGemm);
+  add("gemm_trans_c", Builder("gemm").in(F32, {40, 24}).in(F32, {56, 40}).in(F32, {56}).out(F32, {24, 56})
+                          .i("trans_a", 1).i("trans_b", 1).f("alpha", 0.5).f("beta", 2.0),
+      kGemm);
+  for (const char *e : {"none", "relu", "gelu", "gelu_tanh"}) {
+    add(std::string("linear_") + e,
+        Builder("linear").in(F32, {2, 32, 64}).in(F32, {48, 64}).in(F32, {48}).out(F32, {2, 32, 48})
+            .i("transpose_b", 1).s("epilogue", e),
+        kGemm);
+  }
+  add("linear_kn_no_bias", Builder("linear").in(F32, {32, 64}).in(F32, {64, 48}).out(F32, {32, 48}), kGemm);
+  add("linear_bf16_gelu", Builder("linear").in(BF16, {64, 128}).in(BF16, {96, 128}).in(BF16, {96})
+                              .out(BF16, {64, 96}).i("transpose_b", 1).s("epilogue", "gelu_tanh"),
+      1e-4);
+  add("linear_f16_relu", Builder("linear").in(F16, {64, 128}).in(F16, {96, 128}).in(F16, {96}).out(F16, {64, 96})
+                             .i("transpose_b", 1).s("epilogue", "relu"),
+      1e-5);
+  add("transpose", Builder("transpose").in(F32, {3, 4, 5, 6}).out(F32, {6, 3, 5, 4}).ints("perm", {3, 0, 2, 1}), kExact);
+  add("transpose_e4m3", Builder("transpose").in(F8E4M3FN, {33, 65}, "bytes").out(F8E4M3FN, {65, 33}).ints("perm", {1, 0}),
+      kExact);
+  add("expand", Builder("expand").in(F32, {3, 1, 5}).out(F32, {2, 3, 4, 5}), kExact);
+  add("concat", Builder("concat").in(F32, {2, 3, 4}).in(F32, {2, 5, 4}).out(F32, {2, 8, 4}).i("axis", 1), kExact);
+  add("split", Builder("split").in(F32, {6, 10}).out(F32, {6, 3}).out(F32, {6, 7}).i("axis", 1), kExact);
+  add("slice", Builder("slice").in(F32, {10, 12}).out(F32, {3, 5}).ints("starts", {1, 11}).ints("steps", {3, -2}), kExact);
+  add("gather_rows", Builder("gather").in(F32, {50, 16}).in(I64, {7, 3}, "labels").out(F32, {7, 3, 16}).i("axis", 0),
+      kExact);
+  add("gather_axis1_i32", Builder("gather").in(F32, {4, 50, 3}).in(I32, {5}, "labels").out(F32, {4, 5, 3}).i("axis", 1),
+      kExact);
+  add("copy", Builder("copy").in(F32, {100}).out(F32, {100}), kExact);
+  add("one_hot", Builder("one_hot").in(I64, {20}, "labels").out(F32, {20, 50}), kExact);
+  add("all_finite", Builder("all_finite").in(F32, {100}).in(F32, {7}, "nan").out(BOOL, {}), kExact);
+  add("clip_coefficient", Builder("clip_coefficient").in(F32, {}, "positive").out(F32, {}).f("max_norm", 0.25), kF32);
+  add("loss_scale_update", Builder("loss_scale_update").in(F32, {}, "positive").in(F32, {}, "zero").in(BOOL, {}, "bool")
+                               .out(F32, {}).out(F32, {}).i("growth_interval", 1),
+      kExact);
+  add("lr_schedule", Builder("lr_schedule").in(F32, {}, "step").out(F32, {}).s("schedule", "cosine").f("lr", 0.01)
+                         .i("warmup_steps", 3).i("total_steps", 100),
+      kF32);
+  for (auto [name, format] : {std::pair{"e4m3", F8E4M3FN}, std::pair{"e5m2", F8E5M2}}) {
+    add(std::string("quantize_") + name, Builder("quantize").in(F32, {4097}, "wide").in(F32, {}, "scale").out(format, {4097}),
+        kExact);
+    add(std::string("dequantize_") + name, Builder("dequantize").in(format, {4097}, "bytes").in(F32, {}, "positive")
+                                               .out(F32, {4097}),
+        kExact);
+  }
+  add("amax", Builder("amax").in(F32, {100003}, "wide").out(F32, {}), kExact);
+  add("quantize_bf16_input", Builder("quantize").in(BF16, {999}).in(F32, {}, "scale").out(F8E4M3FN, {999}), kExact);
+  add("delayed_scaling", Builder("delayed_scaling").in(F32, {16}, "positive").in(F32, {}, "positive").in(F32, {}, "positive")
+                             .out(F32, {16}).out(F32, {}).out(F32, {}).i("margin", 1).f("fp8_max", 448.0),
+      kExact);
+  add("delayed_scaling_recent", Builder("delayed_scaling").in(F32, {1024}, "positive").in(F32, {}, "positive")
+                                    .in(F32, {}, "positive").out(F32, {1024}).out(F32, {}).out(F32, {})
+                                    .s("algo", "most_recent").f("fp8_max", 57344.0),
+      kExact);
+  // FP8 GEMMs: both sides multiply the same FP8 values; the GPU accumulates in another order.
+  add("fp8_gemm_forward", Builder("fp8_gemm").in(F8E4M3FN, {64, 128}, "fp8").in(F8E4M3FN, {96, 128}, "fp8")
+                              .in(F32, {}, "positive").in(F32, {}, "positive").in(F32, {96}).out(F32, {64, 96})
+                              .i("transpose_b", 1).s("epilogue", "gelu_tanh"),
+      1e-6);
+  add("fp8_gemm_dgrad_kn", Builder("fp8_gemm").in(F8E5M2, {64, 96}, "fp8").in(F8E4M3FN, {96, 128}, "fp8")
+                               .in(F32, {}, "positive").in(F32, {}, "positive").out(F32, {64, 128})
+                               .s("tec.gemm_role", "dgrad"),
+      1e-8);
+}
+
+void fill(const std::string &how, const plan::Buffer &b, void *data, std::mt19937 &rng) {
+  const int64_t n = b.bytes() / dtypeBytes(b.dtype());
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> byte(0, 255), label(0, 4);
+  auto value = [&](int64_t i) -> float {
+    if (how == "positive")
+      return std::fabs(normal(rng)) + 0.1f;
+    if (how == "two")
+      return 2.0f;
+    if (how == "zero")
+      return 0.0f;
+    if (how == "wide")
+      return normal(rng) * 300.0f;
+    if (how == "scale")
+      return 3.5f;
+    if (how == "step")
+      return 42.0f;
+    if (how == "nan")
+      return i == n / 2 ? NAN : normal(rng);
+    return normal(rng);
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    switch (b.dtype()) {
+    case plan::F32: static_cast<float *>(data)[i] = value(i); break;
+    case plan::F16: static_cast<uint16_t *>(data)[i] = kernels::floatToF16(value(i)); break;
+    case plan::BF16: static_cast<uint16_t *>(data)[i] = kernels::floatToBf16(value(i)); break;
+    case plan::I32: static_cast<int32_t *>(data)[i] = label(rng) + 1; break;
+    case plan::I64: static_cast<int64_t *>(data)[i] = label(rng) + 1; break;
+    case plan::BOOL: static_cast<uint8_t *>(data)[i] = byte(rng) & 1; break;
+    default: {
+      // FP8 operands: any byte but NaN codes; "fp8" keeps them moderate so products stay finite.
+      uint8_t v;
+      do
+        v = static_cast<uint8_t>(byte(rng));
+      while ((v & 0x7F) == 0x7F || (b.dtype() == plan::F8E5M2 && (v & 0x7C) == 0x7C));
+      if (how == "fp8")
+        v = kernels::floatToFp8(normal(rng), b.dtype() == plan::F8E5M2 ? kernels::Fp8Format::E5M2
+                                                                         : kernels::Fp8Format::E4M3);
+      static_cast<uint8_t *>(data)[i] = v;
+    }
+    }
+  }
+}
+
+double toDouble(plan::DType t, const void *p, int64_t i) {
+  switch (t) {
+  case plan::F32: return static_cast<const float *>(p)[i];
+  case plan::F16: return kernels::f16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case plan::BF16: return kernels::bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case plan::I32: return static_cast<const int32_t *>(p)[i];
+  case plan::I64: return static_cast<double>(static_cast<const int64_t *>(p)[i]);
+  default: return static_cast<const uint8_t *>(p)[i];
+  }
+}
+
+/// Normalized MSE of `actual` against `expected` (both NaN counts as equal).
+double nmse(plan::DType t, const void *expected, const void *actual, int64_t n) {
+  double err = 0, ref = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double e = toDouble(t, expected, i), a = toDouble(t, actual, i);
+    if (std::isnan(e) && std::isnan(a))
+      continue;
+    err += (e - a) * (e - a);
+    ref += e * e;
+  }
+  return std::isnan(err) ? INFINITY : err / std::max(ref, 1e-30);
+}
+
+class BackendParity : public ::testing::TestWithParam<size_t> {};
+
+/// The CUDA backend, or why there is none (the test is then skipped).
+Result<std::unique_ptr<Backend>> cudaBackend(bool useGraphs = true) {
+  CudaBackendOptions options;
+  options.useGraphs = useGraphs;
+  return createCudaBackend(options);
+}
+
+TEST_P(BackendParity, CudaMatchesTheCpu) {
+  buildCases();
+  const Case &c = cases()[GetParam()];
+  auto cuda = cudaBackend();
+  if (!cuda.ok())
+    GTEST_SKIP() << "no CUDA backend here: " << cuda.error().message();
+  auto cpu = createCpuBackend(1);
+  static const char noData[256] = {};
+  ASSERT_TRUE(cpu->prepare(c.variant, noData).ok());
+  Status prepared = (*cuda)->prepare(c.variant, noData);
+  ASSERT_TRUE(prepared.ok()) << prepared.message();
+  std::mt19937 rng(1234);
+  for (int i = 0; i < c.variant.inputs_size(); ++i) {
+    int b = c.variant.inputs(i);
+    fill(c.fills[i], c.variant.buffers(b), cpu->hostData(b), rng);
+    std::memcpy((*cuda)->hostData(b), cpu->hostData(b), c.variant.buffers(b).bytes());
+  }
+  Status cpuRun = cpu->run(), cudaRun = (*cuda)->run();
+  ASSERT_TRUE(cpuRun.ok()) << cpuRun.message();
+  ASSERT_TRUE(cudaRun.ok()) << cudaRun.message();
+  for (int o : c.variant.outputs()) {
+    const auto &b = c.variant.buffers(o);
+    const void *expected = cpu->hostData(o), *actual = (*cuda)->hostData(o);
+    if (c.maxError == 0) {
+      EXPECT_EQ(std::memcmp(expected, actual, b.bytes()), 0) << c.name << ": output " << b.name() << " differs";
+    } else {
+      double error = nmse(b.dtype(), expected, actual, b.bytes() / dtypeBytes(b.dtype()));
+      EXPECT_LE(error, c.maxError) << c.name << ": output " << b.name();
+    }
+  }
+}
+
+// Every case is a valid plan step: the reference side runs it (this part needs no GPU).
+TEST_P(BackendParity, TheReferenceRunsIt) {
+  buildCases();
+  const Case &c = cases()[GetParam()];
+  auto cpu = createCpuBackend(1);
+  static const char noData[256] = {};
+  Status prepared = cpu->prepare(c.variant, noData);
+  ASSERT_TRUE(prepared.ok()) << prepared.message();
+  std::mt19937 rng(1234);
+  for (int i = 0; i < c.variant.inputs_size(); ++i)
+    fill(c.fills[i], c.variant.buffers(c.variant.inputs(i)), cpu->hostData(c.variant.inputs(i)), rng);
+  Status ran = cpu->run();
+  EXPECT_TRUE(ran.ok()) << ran.message();
+}
+
+std::vector<size_t> caseIndices() {
+  buildCases();
+  std::vector<size_t> v(cases().size());
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = i;
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryOp, BackendParity, ::testing::ValuesIn(caseIndices()),
+                         [](const ::testing::TestParamInfo<size_t> &info) { return cases()[info.param].name; });
+
+TEST(CudaBackend, GraphReplayEqualsStepByStepLaunches) {
+  buildCases();
+  auto graphs = cudaBackend(true), eager = cudaBackend(false);
+  if (!graphs.ok())
+    GTEST_SKIP() << "no CUDA backend here: " << graphs.error().message();
+  const Case &c = cases().front();
+  static const char noData[256] = {};
+  ASSERT_TRUE((*graphs)->prepare(c.variant, noData).ok());
+  ASSERT_TRUE((*eager)->prepare(c.variant, noData).ok());
+  std::mt19937 rng(7);
+  for (int round = 0; round < 3; ++round) { // the graph is captured once and replayed on new inputs
+    for (int i = 0; i < c.variant.inputs_size(); ++i) {
+      int b = c.variant.inputs(i);
+      fill(c.fills[i], c.variant.buffers(b), (*graphs)->hostData(b), rng);
+      std::memcpy((*eager)->hostData(b), (*graphs)->hostData(b), c.variant.buffers(b).bytes());
+    }
+    ASSERT_TRUE((*graphs)->run().ok());
+    ASSERT_TRUE((*eager)->run().ok());
+    int o = c.variant.outputs(0);
+    EXPECT_EQ(std::memcmp((*graphs)->hostData(o), (*eager)->hostData(o), c.variant.buffers(o).bytes()), 0);
+  }
+}
+
+TEST(CudaBackend, AnOutOfRangeIndexIsAnErrorNotGarbage) {
+  auto cuda = cudaBackend();
+  if (!cuda.ok())
+    GTEST_SKIP() << "no CUDA backend here: " << cuda.error().message();
+  Builder b("gather");
+  b.in(F32, {5, 4}).in(I64, {3}, "labels").out(F32, {3, 4}).i("axis", 0);
+  static const char noData[256] = {};
+  ASSERT_TRUE((*cuda)->prepare(b.variant, noData).ok());
+  auto *indices = static_cast<int64_t *>((*cuda)->hostData(b.variant.inputs(1)));
+  indices[0] = 1, indices[1] = 9, indices[2] = 0;
+  Status s = (*cuda)->run();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("an index is outside [-5, 5)"), std::string::npos) << s.message();
+}
+
+} // namespace
