@@ -20,6 +20,7 @@ std::string ownFolder() {
 }
 
 CreateCudaBackendFn entry = nullptr;
+CudaProgramSourceFn programSourceEntry = nullptr;
 
 } // namespace
 
@@ -51,6 +52,7 @@ const CudaPluginStatus &loadCudaPlugin() {
         errors += (errors.empty() ? "" : "; ") + path + " has no " + kCudaPluginEntry;
         continue;
       }
+      programSourceEntry = reinterpret_cast<CudaProgramSourceFn>(dlsym(handle, kCudaProgramSourceEntry));
       s.loaded = true;
       s.path = path;
       return s;
@@ -70,6 +72,22 @@ Result<std::unique_ptr<Backend>> createCudaBackend(const CudaBackendOptions &opt
   if (!backend)
     return Status::error(error);
   return std::unique_ptr<Backend>(backend);
+}
+
+} // namespace tec
+
+namespace tec {
+
+Result<std::string> cudaProgramSource(const plan::Variant &variant, const std::string &planName) {
+  const auto &plugin = loadCudaPlugin();
+  if (!plugin.loaded)
+    return Status::error(plugin.reason);
+  if (!programSourceEntry)
+    return Status::error(plugin.path + " has no " + kCudaProgramSourceEntry);
+  std::string source, error;
+  if (!programSourceEntry(&variant, &planName, &source, &error))
+    return Status::error(error);
+  return source;
 }
 
 } // namespace tec

@@ -33,6 +33,13 @@ const CudaPluginStatus &loadCudaPlugin();
 /// A CUDA backend from the plugin, or an error saying why there is none.
 Result<std::unique_ptr<Backend>> createCudaBackend(const CudaBackendOptions &options);
 
+/// `tec --emit=cuda`: the CUDA backend's launch sequence for `variant` as a standalone .cu host program
+/// over tec's kernels library (needs the plugin, not a GPU). `planName` is what the program's usage names.
+using CudaProgramSourceFn = bool (*)(const plan::Variant *variant, const std::string *planName, std::string *source,
+                                     std::string *error);
+inline constexpr const char *kCudaProgramSourceEntry = "tecCudaProgramSource";
+Result<std::string> cudaProgramSource(const plan::Variant &variant, const std::string &planName);
+
 } // namespace tec
 
 #endif

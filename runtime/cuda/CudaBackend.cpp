@@ -7,14 +7,15 @@
 #include "runtime/CudaPlugin.h"
 #include "runtime/Steps.h"
 
-#include "kernels/cuda/Fp8Kernels.h"
-#include "kernels/cuda/Gemm.h"
-#include "kernels/cuda/Kernels.h"
+#include "runtime/cuda/Launcher.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <sstream>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -23,9 +24,8 @@ namespace tec {
 
 namespace {
 
-namespace kc = kernels::cuda;
+using namespace cuda;
 using namespace steps;
-using kernels::ElementType;
 
 std::string cudaText(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
 
@@ -42,6 +42,9 @@ struct Slot {
 class CudaBackend final : public Backend {
 public:
   explicit CudaBackend(const CudaBackendOptions &options) : options(options) {}
+  /// For --emit=cuda: compiles `variant` without a device, as a GPU of `target` would run it, and
+  /// returns the launch sequence as C++ source.
+  static Result<std::string> programSource(const plan::Variant &variant, const std::string &planName);
   ~CudaBackend() override;
   const char *name() const override { return "cuda"; }
   Status init();
@@ -55,7 +58,7 @@ public:
 private:
   struct Context {
     char *base;
-    cudaStream_t stream;
+    Launcher *k;
     template <typename T = void> T *at(Slot s) const {
       return s.null() ? nullptr : reinterpret_cast<T *>(base + s.offset);
     }
@@ -96,9 +99,15 @@ private:
   Status extentOf(const plan::Step &s, const kc::Shape &shape, kc::Extent &e) const {
     return kc::makeExtent(shape, e) ? Status::success() : unsupported(s, "rank above " + std::to_string(kc::kMaxRank));
   }
-  /// A GEMM for `spec`, its descriptors and algorithms made now; null with `why` when cuBLASLt has none.
-  std::shared_ptr<kc::Gemm> makeGemm(const kc::GemmSpec &spec, std::string &why) {
-    return std::shared_ptr<kc::Gemm>(kc::Gemm::create(lt, spec, workspaceBytes, why));
+  /// A GEMM for `spec` in the GEMM table, its descriptors and algorithms made now; -1 with `why` when
+  /// cuBLASLt has none. (Recording for --emit=cuda, every GEMM is taken to exist.)
+  int makeGemm(const kc::GemmSpec &spec, std::string &why) {
+    std::shared_ptr<kc::Gemm> g;
+    if (!recording && !(g = kc::Gemm::create(lt, spec, workspaceBytes, why)))
+      return -1;
+    gemms.push_back(std::move(g));
+    gemmSpecs.push_back(spec);
+    return static_cast<int>(gemms.size() - 1);
   }
   /// Emits one GEMM y = epilogue(x · w + bias) with the epilogue fused when cuBLASLt can, else in a kernel.
   Status emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, Slot w, Slot bias, int biasBuffer, Slot y,
@@ -133,10 +142,16 @@ private:
   Status fp8Gemm(const plan::Step &s);
   Status delayedScaling(const plan::Step &s);
 
+  /// Lays out the arena and turns every step into launches; no device memory yet.
+  Status compile(const plan::Variant &variant);
   Status enqueueStep(const Context &c, std::vector<double> *stepMillis);
   Status checkErrors();
 
   CudaBackendOptions options;
+  bool recording = false; // compiling for --emit=cuda: no device calls
+  std::vector<std::shared_ptr<kc::Gemm>> gemms;
+  std::vector<kc::GemmSpec> gemmSpecs;
+  std::vector<int> firstLaunchOfStep; // program index where each plan step starts (for comments)
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
   int major = 0, minor = 0;
@@ -145,7 +160,7 @@ private:
   Slot workspace;
 
   const plan::Variant *variant = nullptr;
-  int64_t arenaBytes = 0;
+  int64_t arenaBytes = 0, dataBase = 0, dataEnd = 0;
   char *arena = nullptr;
   std::vector<Slot> slots;
   std::map<int, void *> staging; // pinned host copies of input and output roots
@@ -221,7 +236,7 @@ Status CudaBackend::binary(const plan::Step &s) {
   auto kind = binaryKind(s.kernel());
   auto t = type(o);
   emit([=](const Context &c) {
-    kc::binary(kind, c.at(slot(a)), as, c.at(slot(b)), bs, c.at(slot(o)), extent, t, c.stream);
+    c.k->binary(kind, c.at(slot(a)), as, c.at(slot(b)), bs, c.at(slot(o)), extent, t);
     return Status::success();
   });
   return Status::success();
@@ -234,7 +249,7 @@ Status CudaBackend::unary(const plan::Step &s) {
   int x = s.inputs(0), y = s.outputs(0);
   int64_t n = count(y);
   emit([=](const Context &c) {
-    kc::unary(kind, cref(c, x), ref(c, y), n, c.stream);
+    c.k->unary(kind, cref(c, x), ref(c, y), n);
     return Status::success();
   });
   return Status::success();
@@ -247,7 +262,7 @@ Status CudaBackend::activationGrad(const plan::Step &s) {
   int dy = s.inputs(0), x = s.inputs(1), dx = s.outputs(0);
   int64_t n = count(dx);
   emit([=](const Context &c) {
-    kc::activationGrad(kind, cref(c, dy), cref(c, x), ref(c, dx), n, c.stream);
+    c.k->activationGrad(kind, cref(c, dy), cref(c, x), ref(c, dx), n);
     return Status::success();
   });
   return Status::success();
@@ -264,7 +279,7 @@ Status CudaBackend::where(const plan::Step &s) {
        ys = kc::broadcastOperand(shape(y), shape(o));
   size_t bytes = bytesOf(dtype(o));
   emit([=](const Context &c) {
-    kc::where(c.at<bool>(slot(cnd)), cs, c.at(slot(x)), xs, c.at(slot(y)), ys, c.at(slot(o)), extent, bytes, c.stream);
+    c.k->where(c.at<bool>(slot(cnd)), cs, c.at(slot(x)), xs, c.at(slot(y)), ys, c.at(slot(o)), extent, bytes);
     return Status::success();
   });
   return Status::success();
@@ -277,7 +292,7 @@ Status CudaBackend::cast(const plan::Step &s) {
   auto from = type(x), to = type(o);
   int64_t n = count(o);
   emit([=](const Context &c) {
-    kc::cast(c.at(slot(x)), from, c.at(slot(o)), to, n, c.stream);
+    c.k->cast(c.at(slot(x)), from, c.at(slot(o)), to, n);
     return Status::success();
   });
   return Status::success();
@@ -291,7 +306,7 @@ Status CudaBackend::oneHot(const plan::Step &s) {
   bool labels64 = dtype(l) == plan::I64;
   int flag = errorFlag("one_hot: a label is outside [0, " + std::to_string(depth) + ")");
   emit([=](const Context &c) {
-    kc::oneHot(c.at(slot(l)), labels64, n, depth, c.at<float>(slot(y)), errorPointer(c, flag), c.stream);
+    c.k->oneHot(c.at(slot(l)), labels64, n, depth, c.at<float>(slot(y)), errorPointer(c, flag));
     return Status::success();
   });
   return Status::success();
@@ -305,9 +320,9 @@ Status CudaBackend::allFinite(const plan::Step &s) {
     inputs.push_back({i, count(i)});
   int o = s.outputs(0);
   emit([=](const Context &c) {
-    kc::setFlag(c.at<uint8_t>(slot(o)), c.stream);
+    c.k->setFlag(c.at<uint8_t>(slot(o)));
     for (auto [i, n] : inputs)
-      kc::clearIfNotFinite(cref(c, i), n, c.at<uint8_t>(slot(o)), c.stream);
+      c.k->clearIfNotFinite(cref(c, i), n, c.at<uint8_t>(slot(o)));
     return Status::success();
   });
   return Status::success();
@@ -319,7 +334,7 @@ Status CudaBackend::clipCoefficient(const plan::Step &s) {
   float maxNorm = static_cast<float>(attrF(s, "max_norm", 1.0));
   int norm = s.inputs(0), o = s.outputs(0);
   emit([=](const Context &c) {
-    kc::clipCoefficient(c.at<float>(slot(norm)), maxNorm, c.at<float>(slot(o)), c.stream);
+    c.k->clipCoefficient(c.at<float>(slot(norm)), maxNorm, c.at<float>(slot(o)));
     return Status::success();
   });
   return Status::success();
@@ -332,8 +347,8 @@ Status CudaBackend::lossScaleUpdate(const plan::Step &s) {
   float growth = static_cast<float>(attrF(s, "growth_factor", 2.0)), backoff = static_cast<float>(attrF(s, "backoff_factor", 0.5));
   int scale = s.inputs(0), clean = s.inputs(1), finite = s.inputs(2), nextScale = s.outputs(0), nextClean = s.outputs(1);
   emit([=](const Context &c) {
-    kc::lossScaleUpdate(c.at<float>(slot(scale)), c.at<float>(slot(clean)), c.at<uint8_t>(slot(finite)), interval,
-                        growth, backoff, c.at<float>(slot(nextScale)), c.at<float>(slot(nextClean)), c.stream);
+    c.k->lossScaleUpdate(c.at<float>(slot(scale)), c.at<float>(slot(clean)), c.at<uint8_t>(slot(finite)), interval,
+                        growth, backoff, c.at<float>(slot(nextScale)), c.at<float>(slot(nextClean)));
     return Status::success();
   });
   return Status::success();
@@ -347,7 +362,7 @@ Status CudaBackend::lrSchedule(const plan::Step &s) {
         total = static_cast<float>(attrI(s, "total_steps"));
   int step = s.inputs(0), o = s.outputs(0);
   emit([=](const Context &c) {
-    kc::learningRate(schedule, lr, c.at<float>(slot(step)), warmup, total, c.at<float>(slot(o)), c.stream);
+    c.k->learningRate(schedule, lr, c.at<float>(slot(step)), warmup, total, c.at<float>(slot(o)));
     return Status::success();
   });
   return Status::success();
@@ -371,7 +386,7 @@ Status CudaBackend::softmax(const plan::Step &s) {
   bool log = s.kernel() == "log_softmax";
   int x = s.inputs(0), y = s.outputs(0);
   emit([=](const Context &c) {
-    kc::softmax(cref(c, x), ref(c, y), outer, dim, inner, log, c.stream);
+    c.k->softmax(cref(c, x), ref(c, y), outer, dim, inner, log);
     return Status::success();
   });
   return Status::success();
@@ -391,8 +406,8 @@ Status CudaBackend::layerNorm(const plan::Step &s) {
   int x = s.inputs(0), g = s.inputs(1), b = s.inputs_size() > 2 ? s.inputs(2) : -1;
   int y = s.outputs(0), mean = s.outputs(1), rstd = s.outputs(2);
   emit([=](const Context &c) {
-    kc::layerNorm(cref(c, x), cref(c, g), b >= 0 ? cref(c, b) : kc::ConstRef{}, ref(c, y), ref(c, mean), ref(c, rstd),
-                  rows, cols, eps, c.stream);
+    c.k->layerNorm(cref(c, x), cref(c, g), b >= 0 ? cref(c, b) : kc::ConstRef{}, ref(c, y), ref(c, mean), ref(c, rstd),
+                  rows, cols, eps);
     return Status::success();
   });
   return Status::success();
@@ -421,7 +436,7 @@ Status CudaBackend::reduce(const plan::Step &s) {
   int x = s.inputs(0), o = s.outputs(0);
   auto t = type(x);
   emit([=](const Context &c) {
-    kc::reduce(kind, c.at(slot(x)), keptExtent, kept, reducedExtent, reduced, c.at(slot(o)), t, c.stream);
+    c.k->reduce(kind, c.at(slot(x)), keptExtent, kept, reducedExtent, reduced, c.at(slot(o)), t);
     return Status::success();
   });
   return Status::success();
@@ -447,10 +462,10 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
   // preferred and kept only where cuBLASLt has it (not every type combination has every epilogue, e.g.
   // FP8 with an f32 bias). The erf GELU never fuses: cuBLASLt's GELU is the tanh form.
   std::string why;
-  auto plain = makeGemm(spec, why);
-  if (!plain)
+  const int plain = makeGemm(spec, why);
+  if (plain < 0)
     return unsupported(s, why);
-  std::shared_ptr<kc::Gemm> fused;
+  int fused = -1;
   if ((hasBias || epilogue != kernels::Epilogue::None) && epilogue != kernels::Epilogue::Gelu) {
     kc::GemmSpec withEpilogue = spec;
     withEpilogue.epilogue = fusedEpilogue(epilogue, hasBias);
@@ -468,12 +483,12 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
     o.aScaleInv = c.at<float>(xScaleInv);
     o.bScaleInv = c.at<float>(wScaleInv);
     std::string error;
-    if (fused && fused->run(o, c.at(workspace), c.stream, error))
+    if (fused >= 0 && c.k->gemm(fused, o, error))
       return Status::success();
-    if (!plain->run(o, c.at(workspace), c.stream, error))
+    if (!c.k->gemm(plain, o, error))
       return unsupported(s, error);
     if (needsKernel)
-      kc::biasActivation({c.at(y), yType}, {c.at(bias), biasType}, rows, cols, epilogue, c.stream);
+      c.k->biasActivation({c.at(y), yType}, {c.at(bias), biasType}, rows, cols, epilogue);
     return Status::success();
   });
   return Status::success();
@@ -519,7 +534,7 @@ Status CudaBackend::gemm(const plan::Step &s) {
     auto from = kc::broadcastOperand(shape(cIn), shape(y)), to = kc::contiguous(shape(y));
     size_t bytes = bytesOf(dtype(y));
     emit([=](const Context &c) {
-      kc::stridedCopy(c.at(slot(cIn)), from, c.at(slot(y)), to, extent, bytes, c.stream);
+      c.k->stridedCopy(c.at(slot(cIn)), from, c.at(slot(y)), to, extent, bytes);
       return Status::success();
     });
     spec.beta = beta;
@@ -550,7 +565,7 @@ Status CudaBackend::matmul(const plan::Step &s) {
   if (spec.k == 0) {
     int64_t bytes = buf(y).bytes();
     emit([=](const Context &c) {
-      cudaMemsetAsync(c.at(slot(y)), 0, bytes, c.stream);
+      c.k->memset(c.at(slot(y)), 0, bytes);
       return Status::success();
     });
     return Status::success();
@@ -609,7 +624,7 @@ Status CudaBackend::transpose(const plan::Step &s) {
   int x = s.inputs(0), y = s.outputs(0);
   size_t bytes = bytesOf(dtype(x));
   emit([=](const Context &c) {
-    kc::stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes, c.stream);
+    c.k->stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes);
     return Status::success();
   });
   return Status::success();
@@ -626,7 +641,7 @@ Status CudaBackend::expand(const plan::Step &s) {
   int x = s.inputs(0), y = s.outputs(0);
   size_t bytes = bytesOf(dtype(x));
   emit([=](const Context &c) {
-    kc::stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes, c.stream);
+    c.k->stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes);
     return Status::success();
   });
   return Status::success();
@@ -652,7 +667,7 @@ Status CudaBackend::slice(const plan::Step &s) {
   int x = s.inputs(0), y = s.outputs(0);
   size_t bytes = bytesOf(dtype(x));
   emit([=](const Context &c) {
-    kc::stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes, c.stream);
+    c.k->stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes);
     return Status::success();
   });
   return Status::success();
@@ -675,7 +690,7 @@ Status CudaBackend::concat(const plan::Step &s) {
     auto src = kc::contiguous(inShape), dst = outStrides;
     dst.base = offset * outStrides.strides[axis];
     emit([=](const Context &c) {
-      kc::stridedCopy(c.at(slot(in)), src, c.at(slot(y)), dst, extent, bytes, c.stream);
+      c.k->stridedCopy(c.at(slot(in)), src, c.at(slot(y)), dst, extent, bytes);
       return Status::success();
     });
     offset += inShape[axis];
@@ -700,7 +715,7 @@ Status CudaBackend::split(const plan::Step &s) {
     auto src = inStrides, dst = kc::contiguous(outShape);
     src.base = offset * inStrides.strides[axis];
     emit([=](const Context &c) {
-      kc::stridedCopy(c.at(slot(x)), src, c.at(slot(out)), dst, extent, bytes, c.stream);
+      c.k->stridedCopy(c.at(slot(x)), src, c.at(slot(out)), dst, extent, bytes);
       return Status::success();
     });
     offset += outShape[axis];
@@ -725,8 +740,8 @@ Status CudaBackend::gather(const plan::Step &s) {
                         std::to_string(dim) + ") along axis " + std::to_string(axis));
   int x = s.inputs(0), idx = s.inputs(1), y = s.outputs(0);
   emit([=](const Context &c) {
-    kc::gather(c.at(slot(x)), outer, dim, inner, c.at(slot(idx)), indices64, n, c.at(slot(y)), bytes,
-               errorPointer(c, flag), c.stream);
+    c.k->gather(c.at(slot(x)), outer, dim, inner, c.at(slot(idx)), indices64, n, c.at(slot(y)), bytes,
+               errorPointer(c, flag));
     return Status::success();
   });
   return Status::success();
@@ -739,7 +754,7 @@ Status CudaBackend::copy(const plan::Step &s) {
   int x = s.inputs(0), y = s.outputs(0);
   emit([=](const Context &c) {
     if (c.at(slot(x)) != c.at(slot(y)))
-      cudaMemcpyAsync(c.at(slot(y)), c.at(slot(x)), bytes, cudaMemcpyDeviceToDevice, c.stream);
+      c.k->copy(c.at(slot(y)), c.at(slot(x)), bytes);
     return Status::success();
   });
   return Status::success();
@@ -762,7 +777,7 @@ Status CudaBackend::amax(const plan::Step &s) {
   }
   int64_t n = count(x);
   emit([=](const Context &c) {
-    kc::amax(cref(c, x), n, c.at<float>(slot(o)), c.stream);
+    c.k->amax(cref(c, x), n, c.at<float>(slot(o)));
     return Status::success();
   });
   return Status::success();
@@ -779,7 +794,7 @@ Status CudaBackend::quantize(const plan::Step &s) {
     input = scratch(n * 4);
     auto from = type(x);
     emit([=](const Context &c) {
-      kc::cast(c.at(slot(x)), from, c.at(input), ElementType::F32, n, c.stream);
+      c.k->cast(c.at(slot(x)), from, c.at(input), ElementType::F32, n);
       return Status::success();
     });
   }
@@ -795,10 +810,9 @@ Status CudaBackend::quantize(const plan::Step &s) {
   }
   emit([=](const Context &c) {
     if (!amaxOut.null())
-      cudaMemsetAsync(c.at(amaxOut), 0, sizeof(float), c.stream);
-    kc::quantizeWithAmax(c.at<float>(input), c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)), c.at<float>(amaxOut),
-                         n, format, c.stream,
-                         counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+      c.k->memset(c.at(amaxOut), 0, sizeof(float));
+    c.k->quantize(c.at<float>(input), c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)), c.at<float>(amaxOut), n, format,
+                  counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
     return Status::success();
   });
   return Status::success();
@@ -813,9 +827,9 @@ Status CudaBackend::dequantize(const plan::Step &s) {
   Slot out = dtype(y) == plan::F32 ? slot(y) : scratch(n * 4);
   auto to = type(y);
   emit([=](const Context &c) {
-    kc::dequantize(c.at<uint8_t>(slot(x)), c.at<float>(slot(scaleInv)), c.at<float>(out), n, format, c.stream);
+    c.k->dequantize(c.at<uint8_t>(slot(x)), c.at<float>(slot(scaleInv)), c.at<float>(out), n, format);
     if (to != ElementType::F32)
-      kc::cast(c.at(out), ElementType::F32, c.at(slot(y)), to, n, c.stream);
+      c.k->cast(c.at(out), ElementType::F32, c.at(slot(y)), to, n);
     return Status::success();
   });
   return Status::success();
@@ -845,7 +859,7 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
       src.strides[0] = 1;
       src.strides[1] = spec.n;
       emit([=](const Context &c) {
-        kc::stridedCopy(c.at(slot(wq)), src, c.at(weight), dst, extent, 1, c.stream);
+        c.k->stridedCopy(c.at(slot(wq)), src, c.at(weight), dst, extent, 1);
         return Status::success();
       });
     }
@@ -862,8 +876,8 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
   auto xFormat = fp8Format(dtype(xq)), wFormat = fp8Format(dtype(wq));
   int64_t xn = count(xq), wn = count(wq);
   emit([=](const Context &c) {
-    kc::dequantize(c.at<uint8_t>(slot(xq)), c.at<float>(slot(xsi)), c.at<float>(xf), xn, xFormat, c.stream);
-    kc::dequantize(c.at<uint8_t>(slot(wq)), c.at<float>(slot(wsi)), c.at<float>(wf), wn, wFormat, c.stream);
+    c.k->dequantize(c.at<uint8_t>(slot(xq)), c.at<float>(slot(xsi)), c.at<float>(xf), xn, xFormat);
+    c.k->dequantize(c.at<uint8_t>(slot(wq)), c.at<float>(slot(wsi)), c.at<float>(wf), wn, wFormat);
     return Status::success();
   });
   kc::GemmSpec wide;
@@ -888,8 +902,8 @@ Status CudaBackend::delayedScaling(const plan::Step &s) {
   bool mostRecent = attrS(s, "algo", "max") == "most_recent";
   int h = s.inputs(0), scale = s.inputs(1), a = s.inputs(2), nh = s.outputs(0), ns = s.outputs(1), nsi = s.outputs(2);
   emit([=](const Context &c) {
-    kc::delayedScaling(c.at<float>(slot(h)), length, c.at<float>(slot(scale)), c.at<float>(slot(a)), fp8Max, margin,
-                       mostRecent, c.at<float>(slot(nh)), c.at<float>(slot(ns)), c.at<float>(slot(nsi)), c.stream);
+    c.k->delayedScaling(c.at<float>(slot(h)), length, c.at<float>(slot(scale)), c.at<float>(slot(a)), fp8Max, margin,
+                       mostRecent, c.at<float>(slot(nh)), c.at<float>(slot(ns)), c.at<float>(slot(nsi)));
     return Status::success();
   });
   return Status::success();
@@ -926,15 +940,15 @@ const std::map<std::string, CudaBackend::Compiler> &CudaBackend::compilers() {
 
 // ---- prepare and run ------------------------------------------------------------------------------------
 
-Status CudaBackend::prepare(const plan::Variant &v, const char *data) {
+Status CudaBackend::compile(const plan::Variant &v) {
   variant = &v;
   // Arena layout: the plan's arena, then params and constants (the data section), then scratch.
   arenaBytes = align(v.arena_bytes(), 256);
-  int64_t dataEnd = 0;
+  dataEnd = 0;
   for (const auto &b : v.buffers())
     if (b.alias_of() < 0 && (b.role() == plan::PARAM || b.role() == plan::CONSTANT))
       dataEnd = std::max(dataEnd, b.offset() + b.bytes());
-  const int64_t dataBase = arenaBytes;
+  dataBase = arenaBytes;
   arenaBytes += align(dataEnd, 256);
   slots.assign(v.buffers_size(), Slot{});
   for (int i = 0; i < v.buffers_size(); ++i) {
@@ -945,6 +959,7 @@ Status CudaBackend::prepare(const plan::Variant &v, const char *data) {
   workspace = scratch(static_cast<int64_t>(workspaceBytes));
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
+    firstLaunchOfStep.push_back(static_cast<int>(program.size()));
     auto it = compilers().find(step.kernel());
     if (it == compilers().end())
       return Status::error("the cuda backend has no kernel '" + step.kernel() + "' (step from " + step.source() + ")");
@@ -953,6 +968,12 @@ Status CudaBackend::prepare(const plan::Variant &v, const char *data) {
   }
   errorsSlot = scratch(sizeof(int) * std::max<size_t>(1, errorMessages.size()));
   countsSlot = scratch(2 * sizeof(unsigned long long) * std::max<size_t>(1, stats.size()));
+  return Status::success();
+}
+
+Status CudaBackend::prepare(const plan::Variant &v, const char *data) {
+  if (Status s = compile(v); !s.ok())
+    return s;
 
   if (cudaError_t e = cudaMalloc(&arena, arenaBytes); e != cudaSuccess)
     return Status::error("cannot allocate the " + std::to_string(arenaBytes) + "-byte device arena: " + cudaText(e));
@@ -1006,37 +1027,37 @@ Status CudaBackend::writeBuffer(int buffer, const void *source) {
   return Status::success();
 }
 
-/// One whole step on `c.stream`: uploads, every launch (timed per plan step when asked), downloads.
+/// One whole step on `stream`: uploads, every launch (timed per plan step when asked), downloads.
 Status CudaBackend::enqueueStep(const Context &c, std::vector<double> *stepMillis) {
-  cudaMemsetAsync(c.at(errorsSlot), 0, sizeof(int) * std::max<size_t>(1, errorMessages.size()), c.stream);
+  c.k->memset(c.at(errorsSlot), 0, sizeof(int) * std::max<size_t>(1, errorMessages.size()));
   if (!stats.empty())
-    cudaMemsetAsync(c.at(countsSlot), 0, 2 * sizeof(unsigned long long) * stats.size(), c.stream);
+    c.k->memset(c.at(countsSlot), 0, 2 * sizeof(unsigned long long) * stats.size());
   for (int root : inputRoots)
     cudaMemcpyAsync(c.base + slots[root].offset, staging[root], variant->buffers(root).bytes(), cudaMemcpyHostToDevice,
-                    c.stream);
+                    stream);
   std::vector<cudaEvent_t> events;
   if (stepMillis) {
     events.resize(program.size() + 1);
     for (auto &e : events)
       cudaEventCreate(&e);
-    cudaEventRecord(events[0], c.stream);
+    cudaEventRecord(events[0], stream);
   }
   for (size_t i = 0; i < program.size(); ++i) {
     if (Status s = program[i](c); !s.ok())
       return s;
     if (stepMillis)
-      cudaEventRecord(events[i + 1], c.stream);
+      cudaEventRecord(events[i + 1], stream);
   }
   for (int root : outputRoots)
     cudaMemcpyAsync(staging[root], c.base + slots[root].offset, variant->buffers(root).bytes(), cudaMemcpyDeviceToHost,
-                    c.stream);
+                    stream);
   cudaMemcpyAsync(hostErrors, c.at(errorsSlot), sizeof(int) * std::max<size_t>(1, errorMessages.size()),
-                  cudaMemcpyDeviceToHost, c.stream);
+                  cudaMemcpyDeviceToHost, stream);
   if (!stats.empty())
     cudaMemcpyAsync(hostCounts, c.at(countsSlot), 2 * sizeof(unsigned long long) * stats.size(),
-                    cudaMemcpyDeviceToHost, c.stream);
+                    cudaMemcpyDeviceToHost, stream);
   if (stepMillis) {
-    cudaStreamSynchronize(c.stream);
+    cudaStreamSynchronize(stream);
     for (size_t i = 0; i < program.size(); ++i) {
       float ms = 0;
       cudaEventElapsedTime(&ms, events[i], events[i + 1]);
@@ -1060,7 +1081,8 @@ Status CudaBackend::checkErrors() {
 }
 
 Status CudaBackend::run(std::vector<double> *stepMillis) {
-  Context c{arena, stream};
+  auto launcher = deviceLauncher(stream, gemms, arena + workspace.offset);
+  Context c{arena, launcher.get()};
   // Profiling and graph-less runs launch step by step; otherwise the step is captured once and replayed.
   if (stepMillis || !options.useGraphs || graphFailed) {
     if (Status s = enqueueStep(c, stepMillis); !s.ok())
@@ -1095,6 +1117,159 @@ Status CudaBackend::run(std::vector<double> *stepMillis) {
   return checkErrors();
 }
 
+Result<std::string> CudaBackend::programSource(const plan::Variant &v, const std::string &planName) {
+  CudaBackend b(CudaBackendOptions{});
+  b.recording = true;
+  // Compiled as a GPU of the variant's target runs it (a cpu variant as on Hopper).
+  int sm = v.target().rfind("sm_", 0) == 0 ? std::atoi(v.target().c_str() + 3) : 90;
+  b.major = sm / 10;
+  b.minor = sm % 10;
+  b.fp8Gemms = sm >= 89;
+  b.workspaceBytes = kc::gemmWorkspaceBytes(b.major);
+  if (Status s = b.compile(v); !s.ok())
+    return s;
+  // The closures run once against a source writer: the program is the backend's own launch sequence.
+  char *fakeBase = reinterpret_cast<char *>(uintptr_t(1) << 40);
+  std::vector<std::string> launches;
+  auto writer = sourceWriter(fakeBase, launches);
+  Context c{fakeBase, writer.get()};
+  std::vector<std::string> body;
+  for (size_t i = 0, step = 0; i < b.program.size(); ++i) {
+    for (; step < b.firstLaunchOfStep.size() && b.firstLaunchOfStep[step] <= static_cast<int>(i); ++step) {
+      const auto &st = v.steps(static_cast<int>(step));
+      bool hasLaunches =
+          step + 1 >= b.firstLaunchOfStep.size() || b.firstLaunchOfStep[step + 1] > static_cast<int>(i);
+      body.push_back("  // step " + std::to_string(step) + ": " + st.kernel() + " (" + st.source() + ")" +
+                     (hasLaunches ? "" : ", folded into the next step"));
+    }
+    launches.clear();
+    if (Status s = b.program[i](c); !s.ok())
+      return s;
+    body.insert(body.end(), launches.begin(), launches.end());
+  }
+  auto q = [](const std::string &text) {
+    std::string out = "\"";
+    for (char ch : text)
+      out += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
+    return out + "\"";
+  };
+  std::ostringstream o;
+  o << "// Generated by `tec --emit=cuda` from " << planName << ": variant " << v.target() << " (" << v.precision()
+    << "), " << v.steps_size() << " steps as " << b.program.size() << " launch groups.\n"
+    << "// The launch sequence of tec's CUDA backend for this plan, as a standalone host program over tec's\n"
+    << "// kernels library. Build (from tec's source root):\n"
+    << "//   nvcc -std=c++17 -I. prog.cu -Lbuild/release/kernels -lTecKernelsCuda -lcublasLt -o prog\n"
+    << "// Run: ./prog " << planName << " [input files, raw bytes, in input order; zeros otherwise]\n"
+    << "#include \"kernels/cuda/Fp8Kernels.h\"\n#include \"kernels/cuda/Gemm.h\"\n#include \"kernels/cuda/Kernels.h\"\n\n"
+    << "#include <cublasLt.h>\n#include <cuda_runtime.h>\n\n"
+    << "#include <cstdint>\n#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n#include <fstream>\n"
+    << "#include <initializer_list>\n#include <iterator>\n#include <memory>\n#include <string>\n#include <vector>\n\n"
+    << "using namespace tec::kernels;\nnamespace kc = tec::kernels::cuda;\n\n"
+    << "#define CHECK_CUDA(call)                                                                  \\\n"
+    << "  do {                                                                                    \\\n"
+    << "    cudaError_t e_ = (call);                                                              \\\n"
+    << "    if (e_ != cudaSuccess) {                                                              \\\n"
+    << "      std::fprintf(stderr, \"%s:%d: %s\\n\", __FILE__, __LINE__, cudaGetErrorString(e_));   \\\n"
+    << "      std::exit(1);                                                                       \\\n"
+    << "    }                                                                                     \\\n"
+    << "  } while (0)\n\n"
+    << "static char *arena;                  // one device allocation: plan arena, params, scratch\n"
+    << "#define P(offset) (arena + (offset)) // a buffer by its arena offset\n"
+    << "static cudaStream_t stream;\nstatic void *workspace;\n\n"
+    << "static kc::Extent extent(std::initializer_list<int64_t> dims) {\n  kc::Extent e;\n"
+    << "  for (int64_t d : dims)\n    e.dims[e.rank++] = d;\n  return e;\n}\n\n"
+    << "static kc::Strided strided(int64_t base, std::initializer_list<int64_t> strides) {\n  kc::Strided s;\n"
+    << "  s.base = base;\n  int i = 0;\n  for (int64_t v : strides)\n    s.strides[i++] = v;\n  return s;\n}\n\n"
+    << "static kc::GemmSpec gemmSpec(int64_t m, int64_t n, int64_t k, bool ta, bool tb, ElementType a, ElementType b,\n"
+    << "                             ElementType d, ElementType bias, kc::GemmEpilogue epilogue, bool fast, float alpha,\n"
+    << "                             float beta, int64_t batch, int64_t sa, int64_t sb, int64_t sd) {\n"
+    << "  kc::GemmSpec s;\n  s.m = m, s.n = n, s.k = k, s.transposeA = ta, s.transposeB = tb, s.a = a, s.b = b, s.d = d;\n"
+    << "  s.bias = bias, s.epilogue = epilogue, s.fastAccumulation = fast, s.alpha = alpha, s.beta = beta;\n"
+    << "  s.batch = batch, s.batchStrideA = sa, s.batchStrideB = sb, s.batchStrideD = sd;\n  return s;\n}\n\n"
+    << "static void runGemm(kc::Gemm &g, kc::GemmOperands o) {\n  std::string error;\n"
+    << "  if (!g.run(o, workspace, stream, error)) {\n    std::fprintf(stderr, \"GEMM failed: %s\\n\", error.c_str());\n"
+    << "    std::exit(1);\n  }\n}\n\n"
+    << "struct Tensor {\n  const char *name;\n  int64_t offset, bytes;\n};\n\n";
+  auto tensorList = [&](const char *name, const google::protobuf::RepeatedField<int32_t> &buffers,
+                        const google::protobuf::RepeatedPtrField<std::string> &names) {
+    o << "static const Tensor " << name << "[] = {\n";
+    for (int i = 0; i < buffers.size(); ++i) {
+      int buffer = buffers.Get(i);
+      o << "    {" << q(i < names.size() ? names.Get(i) : v.buffers(buffer).name()) << ", "
+        << b.slots[buffer].offset << ", " << v.buffers(buffer).bytes() << "},\n";
+    }
+    o << "    {nullptr, 0, 0}};\n";
+  };
+  tensorList("kInputs", v.inputs(), v.input_names());
+  tensorList("kOutputs", v.outputs(), v.output_names());
+  o << "// State (FP8 scales and histories, trained params): arena offset, offset in the data section, bytes.\n"
+    << "static const int64_t kState[][3] = {\n";
+  for (int i = 0; i < v.buffers_size(); ++i)
+    if (v.buffers(i).role() == plan::STATE && v.buffers(i).alias_of() < 0)
+      o << "    {" << b.slots[i].offset << ", " << v.buffers(i).init_offset() << ", " << v.buffers(i).bytes() << "},\n";
+  o << "    {-1, 0, 0}};\n"
+    << "static const char *kErrors[] = {";
+  for (const auto &m : b.errorMessages)
+    o << q(m) << ", ";
+  o << "nullptr};\n\n"
+    << "int main(int argc, char **argv) {\n"
+    << "  if (argc < 2) {\n    std::fprintf(stderr, \"usage: %s PLAN.tecplan [INPUT.bin...]\\n\", argv[0]);\n    return 2;\n  }\n"
+    << "  std::ifstream file(argv[1], std::ios::binary);\n"
+    << "  std::vector<char> plan((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());\n"
+    << "  uint64_t dataOffset = 0;\n"
+    << "  if (plan.size() < 64 || std::memcmp(plan.data(), \"TECPLAN\", 8) != 0) {\n"
+    << "    std::fprintf(stderr, \"%s: not a .tecplan\\n\", argv[1]);\n    return 2;\n  }\n"
+    << "  std::memcpy(&dataOffset, plan.data() + 32, 8); // the header's data-section offset\n"
+    << "  const char *data = plan.data() + dataOffset;\n"
+    << "  CHECK_CUDA(cudaMalloc(&arena, " << b.arenaBytes << "));\n"
+    << "  CHECK_CUDA(cudaMemcpy(P(" << b.dataBase << "), data, " << b.dataEnd << ", cudaMemcpyHostToDevice));\n"
+    << "  for (auto *s = kState; (*s)[0] >= 0; ++s)\n"
+    << "    CHECK_CUDA(cudaMemcpy(P((*s)[0]), data + (*s)[1], (*s)[2], cudaMemcpyHostToDevice));\n"
+    << "  int argument = 2;\n"
+    << "  for (auto *t = kInputs; t->name; ++t) {\n"
+    << "    std::vector<char> bytes(t->bytes);\n"
+    << "    if (argument < argc) {\n"
+    << "      std::ifstream in(argv[argument++], std::ios::binary);\n"
+    << "      if (!in.read(bytes.data(), t->bytes)) {\n"
+    << "        std::fprintf(stderr, \"%s: expected %lld bytes for input '%s'\\n\", argv[argument - 1], (long long)t->bytes, t->name);\n"
+    << "        return 2;\n      }\n    }\n"
+    << "    CHECK_CUDA(cudaMemcpy(P(t->offset), bytes.data(), t->bytes, cudaMemcpyHostToDevice));\n  }\n"
+    << "  CHECK_CUDA(cudaStreamCreate(&stream));\n"
+    << "  workspace = P(" << b.workspace.offset << ");\n"
+    << "  cublasLtHandle_t lt;\n  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS)\n    return 1;\n"
+    << "  std::vector<std::unique_ptr<kc::Gemm>> gemms;\n  std::string error;\n";
+  // Only the GEMMs the sequence runs (the backend also keeps an unfused twin of each fused one).
+  for (size_t g = 0; g < b.gemmSpecs.size(); ++g) {
+    const std::string use = "gemms[" + std::to_string(g) + "]";
+    bool used = std::any_of(body.begin(), body.end(), [&](const std::string &l) { return l.find(use) != l.npos; });
+    o << "  gemms.push_back("
+      << (used ? "kc::Gemm::create(lt, " + gemmSpecSource(b.gemmSpecs[g]) + ", " + std::to_string(b.workspaceBytes) +
+                     ", error)"
+               : std::string("nullptr"))
+      << ");\n";
+    if (used)
+      o << "  if (!gemms.back()) {\n    std::fprintf(stderr, \"GEMM " << g << ": %s\\n\", error.c_str());\n    return 1;\n  }\n";
+  }
+  o
+    << "  CHECK_CUDA(cudaMemset(P(" << b.errorsSlot.offset << "), 0, " << sizeof(int) * std::max<size_t>(1, b.errorMessages.size())
+    << "));\n\n";
+  for (const auto &line : body)
+    o << line << "\n";
+  o << "\n  CHECK_CUDA(cudaStreamSynchronize(stream));\n"
+    << "  std::vector<int> errors(" << std::max<size_t>(1, b.errorMessages.size()) << ");\n"
+    << "  CHECK_CUDA(cudaMemcpy(errors.data(), P(" << b.errorsSlot.offset << "), errors.size() * sizeof(int), cudaMemcpyDeviceToHost));\n"
+    << "  for (size_t i = 0; kErrors[i]; ++i)\n    if (errors[i]) {\n      std::fprintf(stderr, \"error: %s\\n\", kErrors[i]);\n      return 1;\n    }\n"
+    << "  for (auto *t = kOutputs; t->name; ++t) {\n"
+    << "    std::vector<char> bytes(t->bytes);\n"
+    << "    CHECK_CUDA(cudaMemcpy(bytes.data(), P(t->offset), t->bytes, cudaMemcpyDeviceToHost));\n"
+    << "    std::string path = std::string(t->name) + \".bin\";\n"
+    << "    for (char &ch : path)\n      if (ch == '/' || ch == ':')\n        ch = '_';\n"
+    << "    std::ofstream(path, std::ios::binary).write(bytes.data(), t->bytes);\n"
+    << "    std::printf(\"output %s: %lld bytes -> %s\\n\", t->name, (long long)t->bytes, path.c_str());\n  }\n"
+    << "  return 0;\n}\n";
+  return o.str();
+}
+
 } // namespace
 
 } // namespace tec
@@ -1106,4 +1281,15 @@ extern "C" tec::Backend *tecCreateCudaBackend(const tec::CudaBackendOptions *opt
     return nullptr;
   }
   return backend.release();
+}
+
+extern "C" bool tecCudaProgramSource(const tec::plan::Variant *variant, const std::string *planName,
+                                     std::string *source, std::string *error) {
+  auto result = tec::CudaBackend::programSource(*variant, *planName);
+  if (!result.ok()) {
+    *error = result.error().message();
+    return false;
+  }
+  *source = result.take();
+  return true;
 }

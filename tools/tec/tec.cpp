@@ -46,11 +46,14 @@ cl::list<std::string> frozenInputs("freeze-input",
                                    cl::desc("fix a graph input's value at compile time (ONNX TensorProto .pb), "
                                             "e.g. a shape input; repeatable"),
                                    cl::value_desc("name=file.pb"), cl::CommaSeparated, cl::cat(category));
-enum class Emit { Plan, Import, Tec };
+enum class Emit { Plan, Import, Tec, Cuda };
 cl::opt<Emit> emit("emit", cl::desc("what to produce"), cl::init(Emit::Plan),
                    cl::values(clEnumValN(Emit::Plan, "plan", "write the plan and print the compile summary (default)"),
                               clEnumValN(Emit::Import, "import", "print the tec IR as imported, before any pass"),
-                              clEnumValN(Emit::Tec, "tec", "print the tec IR after the pipeline")),
+                              clEnumValN(Emit::Tec, "tec", "print the tec IR after the pipeline"),
+                              clEnumValN(Emit::Cuda, "cuda",
+                                         "write the plan and, beside it (.cu), its GPU variant's launch sequence as a "
+                                         "standalone CUDA host program")),
                    cl::cat(category));
 cl::opt<std::string> dumpPasses("dump-passes", cl::desc("write the IR after each pass as DIR/NN-pass.mlir"),
                                 cl::value_desc("DIR"), cl::cat(category));
@@ -355,6 +358,32 @@ int reportCompileError(llvm::Error err) {
   return code;
 }
 
+/// --emit=cuda: the plan's first GPU inference variant (else its first one) as PLAN.cu.
+int writeCudaProgram(const tec::plan::Plan &plan, const std::string &planPath) {
+  int chosen = -1;
+  for (int i = 0; i < plan.variants_size() && chosen < 0; ++i)
+    if (plan.variants(i).kind().empty() && llvm::StringRef(plan.variants(i).target()).starts_with("sm_"))
+      chosen = i;
+  if (chosen < 0)
+    chosen = 0;
+  llvm::SmallString<256> cuPath(planPath);
+  llvm::sys::path::replace_extension(cuPath, "cu");
+  auto source = tec::cudaProgramSource(plan.variants(chosen), llvm::sys::path::filename(planPath).str());
+  if (!source.ok()) {
+    llvm::errs() << "error: --emit=cuda: " << source.error().message() << "\n";
+    return kExitBadInput;
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream out(cuPath, ec);
+  if (ec) {
+    llvm::errs() << "error: " << cuPath << ": " << ec.message() << "\n";
+    return kExitBadInput;
+  }
+  out << *source;
+  llvm::outs() << "wrote " << cuPath << ": variant " << plan.variants(chosen).target() << " as a CUDA host program\n";
+  return 0;
+}
+
 int compile() {
   if (inputPath.empty()) {
     llvm::errs() << "error: no model given (usage: tec model.onnx, tec run plan.tecplan, tec inspect plan.tecplan)\n";
@@ -446,6 +475,8 @@ int compile() {
     return kExitBadInput;
   }
   printSummary(**compiled, planPath);
+  if (emit == Emit::Cuda)
+    return writeCudaProgram((*compiled)->plan, planPath);
   return 0;
 }
 

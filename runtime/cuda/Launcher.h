@@ -1,0 +1,77 @@
+// What a CUDA step closure can enqueue. Two implementations: DeviceLauncher enqueues on a stream, and
+// SourceWriter (--emit=cuda) writes the same calls as C++ source, so that the generated program is the
+// backend's own launch sequence, not a second rendering of the plan that could drift from it.
+#ifndef TEC_RUNTIME_CUDA_LAUNCHER_H
+#define TEC_RUNTIME_CUDA_LAUNCHER_H
+
+#include "kernels/cuda/Fp8Kernels.h"
+#include "kernels/cuda/Gemm.h"
+#include "kernels/cuda/Kernels.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tec::cuda {
+
+namespace kc = kernels::cuda;
+using kernels::ActivationGradKind;
+using kernels::BinaryKind;
+using kernels::ElementType;
+using kernels::Epilogue;
+using kernels::Fp8Format;
+using kernels::ReduceKind;
+using kernels::UnaryKind;
+
+class Launcher {
+public:
+  virtual ~Launcher() = default;
+  virtual void binary(BinaryKind kind, const void *a, kc::Strided as, const void *b, kc::Strided bs, void *out,
+                      const kc::Extent &extent, ElementType type) = 0;
+  virtual void unary(UnaryKind kind, kc::ConstRef x, kc::Ref y, int64_t n) = 0;
+  virtual void activationGrad(ActivationGradKind kind, kc::ConstRef dy, kc::ConstRef x, kc::Ref dx, int64_t n) = 0;
+  virtual void where(const bool *cond, kc::Strided cs, const void *x, kc::Strided xs, const void *y, kc::Strided ys,
+                     void *out, const kc::Extent &extent, size_t bytes) = 0;
+  virtual void cast(const void *x, ElementType from, void *y, ElementType to, int64_t n) = 0;
+  virtual void stridedCopy(const void *src, kc::Strided s, void *dst, kc::Strided d, const kc::Extent &extent,
+                           size_t bytes) = 0;
+  virtual void gather(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
+                      bool indices64, int64_t numIndices, void *y, size_t bytes, int *error) = 0;
+  virtual void oneHot(const void *labels, bool labels64, int64_t n, int64_t depth, float *y, int *error) = 0;
+  virtual void softmax(kc::ConstRef x, kc::Ref y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax) = 0;
+  virtual void layerNorm(kc::ConstRef x, kc::ConstRef scale, kc::ConstRef bias, kc::Ref y, kc::Ref mean, kc::Ref rstd,
+                         int64_t rows, int64_t cols, float epsilon) = 0;
+  virtual void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
+                      const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type) = 0;
+  virtual void biasActivation(kc::Ref y, kc::ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue) = 0;
+  virtual void amax(kc::ConstRef x, int64_t n, float *out) = 0;
+  virtual void setFlag(uint8_t *flag) = 0;
+  virtual void clearIfNotFinite(kc::ConstRef x, int64_t n, uint8_t *flag) = 0;
+  virtual void clipCoefficient(const float *norm, float maxNorm, float *out) = 0;
+  virtual void lossScaleUpdate(const float *scale, const float *clean, const uint8_t *finite, float interval,
+                               float growth, float backoff, float *nextScale, float *nextClean) = 0;
+  virtual void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out) = 0;
+  virtual void quantize(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
+                        unsigned long long *counts) = 0;
+  virtual void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) = 0;
+  virtual void delayedScaling(const float *history, int64_t length, const float *scale, const float *amax,
+                              float fp8Max, int64_t margin, bool mostRecent, float *newHistory, float *newScale,
+                              float *newScaleInv) = 0;
+  virtual void memset(void *p, int value, size_t bytes) = 0;
+  virtual void copy(void *dst, const void *src, size_t bytes) = 0;
+  /// GEMM number `gemm` of the backend's table; false with `error` when every algorithm failed.
+  virtual bool gemm(int gemm, const kc::GemmOperands &operands, std::string &error) = 0;
+};
+
+/// Enqueues on `stream`; GEMMs run from `gemms` with the cuBLASLt workspace at `workspace`.
+std::unique_ptr<Launcher> deviceLauncher(void *stream, const std::vector<std::shared_ptr<kc::Gemm>> &gemms,
+                                         void *workspace);
+
+/// Writes each call as a line of C++ (pointers as P(arena offset), relative to `base`) into `lines`.
+std::unique_ptr<Launcher> sourceWriter(const char *base, std::vector<std::string> &lines);
+/// A GemmSpec as a C++ initializer (for the generated program's setup).
+std::string gemmSpecSource(const kc::GemmSpec &spec);
+
+} // namespace tec::cuda
+
+#endif

@@ -1,0 +1,277 @@
+#include "runtime/cuda/Launcher.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace tec::cuda {
+
+namespace {
+
+class DeviceLauncher final : public Launcher {
+public:
+  DeviceLauncher(void *stream, const std::vector<std::shared_ptr<kc::Gemm>> &gemms, void *workspace)
+      : stream(stream), gemms(gemms), workspace(workspace) {}
+  void binary(BinaryKind kind, const void *a, kc::Strided as, const void *b, kc::Strided bs, void *out,
+              const kc::Extent &extent, ElementType type) override {
+    kc::binary(kind, a, as, b, bs, out, extent, type, stream);
+  }
+  void unary(UnaryKind kind, kc::ConstRef x, kc::Ref y, int64_t n) override { kc::unary(kind, x, y, n, stream); }
+  void activationGrad(ActivationGradKind kind, kc::ConstRef dy, kc::ConstRef x, kc::Ref dx, int64_t n) override {
+    kc::activationGrad(kind, dy, x, dx, n, stream);
+  }
+  void where(const bool *cond, kc::Strided cs, const void *x, kc::Strided xs, const void *y, kc::Strided ys, void *out,
+             const kc::Extent &extent, size_t bytes) override {
+    kc::where(cond, cs, x, xs, y, ys, out, extent, bytes, stream);
+  }
+  void cast(const void *x, ElementType from, void *y, ElementType to, int64_t n) override {
+    kc::cast(x, from, y, to, n, stream);
+  }
+  void stridedCopy(const void *src, kc::Strided s, void *dst, kc::Strided d, const kc::Extent &extent,
+                   size_t bytes) override {
+    kc::stridedCopy(src, s, dst, d, extent, bytes, stream);
+  }
+  void gather(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices, bool indices64,
+              int64_t numIndices, void *y, size_t bytes, int *error) override {
+    kc::gather(data, outer, axisDim, inner, indices, indices64, numIndices, y, bytes, error, stream);
+  }
+  void oneHot(const void *labels, bool labels64, int64_t n, int64_t depth, float *y, int *error) override {
+    kc::oneHot(labels, labels64, n, depth, y, error, stream);
+  }
+  void softmax(kc::ConstRef x, kc::Ref y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax) override {
+    kc::softmax(x, y, outer, axis, inner, logSoftmax, stream);
+  }
+  void layerNorm(kc::ConstRef x, kc::ConstRef scale, kc::ConstRef bias, kc::Ref y, kc::Ref mean, kc::Ref rstd,
+                 int64_t rows, int64_t cols, float epsilon) override {
+    kc::layerNorm(x, scale, bias, y, mean, rstd, rows, cols, epsilon, stream);
+  }
+  void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
+              const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type) override {
+    kc::reduce(kind, x, kept, keptStrides, reduced, reducedStrides, y, type, stream);
+  }
+  void biasActivation(kc::Ref y, kc::ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue) override {
+    kc::biasActivation(y, bias, rows, cols, epilogue, stream);
+  }
+  void amax(kc::ConstRef x, int64_t n, float *out) override { kc::amax(x, n, out, stream); }
+  void setFlag(uint8_t *flag) override { kc::setFlag(flag, stream); }
+  void clearIfNotFinite(kc::ConstRef x, int64_t n, uint8_t *flag) override { kc::clearIfNotFinite(x, n, flag, stream); }
+  void clipCoefficient(const float *norm, float maxNorm, float *out) override {
+    kc::clipCoefficient(norm, maxNorm, out, stream);
+  }
+  void lossScaleUpdate(const float *scale, const float *clean, const uint8_t *finite, float interval, float growth,
+                       float backoff, float *nextScale, float *nextClean) override {
+    kc::lossScaleUpdate(scale, clean, finite, interval, growth, backoff, nextScale, nextClean, stream);
+  }
+  void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out) override {
+    kc::learningRate(schedule, lr, step, warmup, total, out, stream);
+  }
+  void quantize(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
+                unsigned long long *counts) override {
+    kc::quantizeWithAmax(x, scale, y, amax, n, format, stream, counts);
+  }
+  void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) override {
+    kc::dequantize(x, scaleInv, y, n, format, stream);
+  }
+  void delayedScaling(const float *history, int64_t length, const float *scale, const float *amax, float fp8Max,
+                      int64_t margin, bool mostRecent, float *newHistory, float *newScale, float *newScaleInv) override {
+    kc::delayedScaling(history, length, scale, amax, fp8Max, margin, mostRecent, newHistory, newScale, newScaleInv,
+                       stream);
+  }
+  void memset(void *p, int value, size_t bytes) override {
+    cudaMemsetAsync(p, value, bytes, static_cast<cudaStream_t>(stream));
+  }
+  void copy(void *dst, const void *src, size_t bytes) override {
+    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream));
+  }
+  bool gemm(int gemm, const kc::GemmOperands &operands, std::string &error) override {
+    return gemms[gemm]->run(operands, workspace, stream, error);
+  }
+
+private:
+  void *stream;
+  const std::vector<std::shared_ptr<kc::Gemm>> &gemms;
+  void *workspace;
+};
+
+// ---- source rendering -------------------------------------------------------------------------------------
+
+const char *name(ElementType t) {
+  static const char *names[] = {"F32", "F16", "BF16", "I32", "I64", "Bool", "F8E4M3", "F8E5M2"};
+  return names[static_cast<int>(t)];
+}
+
+std::string floatLiteral(double v) {
+  if (std::isnan(v))
+    return "NAN";
+  if (std::isinf(v))
+    return v > 0 ? "INFINITY" : "-INFINITY";
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.9g", v); // 9 significant digits round-trip a float
+  std::string literal = text;
+  if (literal.find_first_of(".e") == std::string::npos)
+    literal += ".0";
+  return literal + "f";
+}
+
+class SourceWriter final : public Launcher {
+public:
+  SourceWriter(const char *base, std::vector<std::string> &lines) : base(base), lines(lines) {}
+
+  void binary(BinaryKind kind, const void *a, kc::Strided as, const void *b, kc::Strided bs, void *out,
+              const kc::Extent &extent, ElementType type) override {
+    static const char *kinds[] = {"Add", "Sub", "Mul", "Div", "Pow"};
+    call("kc::binary", {enumValue("BinaryKind", kinds, kind), ptr(a), strided(as, extent), ptr(b), strided(bs, extent),
+                        ptr(out), extentText(extent), elementType(type)});
+  }
+  void unary(UnaryKind kind, kc::ConstRef x, kc::Ref y, int64_t n) override {
+    static const char *kinds[] = {"Relu", "Tanh", "Sigmoid", "Erf", "Sqrt", "Exp", "Abs", "Sign", "Gelu", "GeluTanh"};
+    call("kc::unary", {enumValue("UnaryKind", kinds, kind), ref(x), ref(y), num(n)});
+  }
+  void activationGrad(ActivationGradKind kind, kc::ConstRef dy, kc::ConstRef x, kc::Ref dx, int64_t n) override {
+    static const char *kinds[] = {"Relu", "Gelu", "GeluTanh"};
+    call("kc::activationGrad", {enumValue("ActivationGradKind", kinds, kind), ref(dy), ref(x), ref(dx), num(n)});
+  }
+  void where(const bool *cond, kc::Strided cs, const void *x, kc::Strided xs, const void *y, kc::Strided ys, void *out,
+             const kc::Extent &extent, size_t bytes) override {
+    call("kc::where", {"(const bool *)" + ptr(cond), strided(cs, extent), ptr(x), strided(xs, extent), ptr(y),
+                       strided(ys, extent), ptr(out), extentText(extent), num(bytes)});
+  }
+  void cast(const void *x, ElementType from, void *y, ElementType to, int64_t n) override {
+    call("kc::cast", {ptr(x), elementType(from), ptr(y), elementType(to), num(n)});
+  }
+  void stridedCopy(const void *src, kc::Strided s, void *dst, kc::Strided d, const kc::Extent &extent,
+                   size_t bytes) override {
+    call("kc::stridedCopy", {ptr(src), strided(s, extent), ptr(dst), strided(d, extent), extentText(extent), num(bytes)});
+  }
+  void gather(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices, bool indices64,
+              int64_t numIndices, void *y, size_t bytes, int *error) override {
+    call("kc::gather", {ptr(data), num(outer), num(axisDim), num(inner), ptr(indices), boolean(indices64),
+                        num(numIndices), ptr(y), num(bytes), "(int *)" + ptr(error)});
+  }
+  void oneHot(const void *labels, bool labels64, int64_t n, int64_t depth, float *y, int *error) override {
+    call("kc::oneHot", {ptr(labels), boolean(labels64), num(n), num(depth), f32(y), "(int *)" + ptr(error)});
+  }
+  void softmax(kc::ConstRef x, kc::Ref y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax) override {
+    call("kc::softmax", {ref(x), ref(y), num(outer), num(axis), num(inner), boolean(logSoftmax)});
+  }
+  void layerNorm(kc::ConstRef x, kc::ConstRef scale, kc::ConstRef bias, kc::Ref y, kc::Ref mean, kc::Ref rstd,
+                 int64_t rows, int64_t cols, float epsilon) override {
+    call("kc::layerNorm", {ref(x), ref(scale), ref(bias), ref(y), ref(mean), ref(rstd), num(rows), num(cols),
+                           floatLiteral(epsilon)});
+  }
+  void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
+              const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type) override {
+    static const char *kinds[] = {"Sum", "Mean"};
+    call("kc::reduce", {enumValue("ReduceKind", kinds, kind), ptr(x), extentText(kept), strided(keptStrides, kept),
+                        extentText(reduced), strided(reducedStrides, reduced), ptr(y), elementType(type)});
+  }
+  void biasActivation(kc::Ref y, kc::ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue) override {
+    static const char *kinds[] = {"None", "Relu", "Gelu", "GeluTanh"};
+    call("kc::biasActivation", {ref(y), ref(bias), num(rows), num(cols), enumValue("Epilogue", kinds, epilogue)});
+  }
+  void amax(kc::ConstRef x, int64_t n, float *out) override { call("kc::amax", {ref(x), num(n), f32(out)}); }
+  void setFlag(uint8_t *flag) override { call("kc::setFlag", {u8(flag)}); }
+  void clearIfNotFinite(kc::ConstRef x, int64_t n, uint8_t *flag) override {
+    call("kc::clearIfNotFinite", {ref(x), num(n), u8(flag)});
+  }
+  void clipCoefficient(const float *norm, float maxNorm, float *out) override {
+    call("kc::clipCoefficient", {f32(norm), floatLiteral(maxNorm), f32(out)});
+  }
+  void lossScaleUpdate(const float *scale, const float *clean, const uint8_t *finite, float interval, float growth,
+                       float backoff, float *nextScale, float *nextClean) override {
+    call("kc::lossScaleUpdate", {f32(scale), f32(clean), u8(finite), floatLiteral(interval), floatLiteral(growth),
+                                 floatLiteral(backoff), f32(nextScale), f32(nextClean)});
+  }
+  void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out) override {
+    call("kc::learningRate", {num(schedule), floatLiteral(lr), f32(step), floatLiteral(warmup), floatLiteral(total),
+                              f32(out)});
+  }
+  void quantize(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
+                unsigned long long *counts) override {
+    call("kc::quantizeWithAmax", {f32(x), f32(scale), u8(y), f32(amax), num(n), fp8(format), "stream",
+                                  "(unsigned long long *)" + ptr(counts)},
+         /*stream=*/false);
+  }
+  void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) override {
+    call("kc::dequantize", {u8(x), f32(scaleInv), f32(y), num(n), fp8(format)});
+  }
+  void delayedScaling(const float *history, int64_t length, const float *scale, const float *amax, float fp8Max,
+                      int64_t margin, bool mostRecent, float *newHistory, float *newScale, float *newScaleInv) override {
+    call("kc::delayedScaling", {f32(history), num(length), f32(scale), f32(amax), floatLiteral(fp8Max), num(margin),
+                                boolean(mostRecent), f32(newHistory), f32(newScale), f32(newScaleInv)});
+  }
+  void memset(void *p, int value, size_t bytes) override {
+    call("CHECK_CUDA(cudaMemsetAsync", {ptr(p), num(value), num(bytes), "stream)"}, false);
+  }
+  void copy(void *dst, const void *src, size_t bytes) override {
+    call("CHECK_CUDA(cudaMemcpyAsync", {ptr(dst), ptr(src), num(bytes), "cudaMemcpyDeviceToDevice", "stream)"}, false);
+  }
+  bool gemm(int gemm, const kc::GemmOperands &o, std::string &) override {
+    lines.push_back("  runGemm(*gemms[" + std::to_string(gemm) + "], {" + ptr(o.a) + ", " + ptr(o.b) + ", " + ptr(o.d) +
+                    ", " + ptr(o.bias) + ", " + f32(o.aScaleInv) + ", " + f32(o.bScaleInv) + "});");
+    return true;
+  }
+
+private:
+  std::string ptr(const void *p) const {
+    return p ? "P(" + std::to_string(static_cast<const char *>(p) - base) + ")" : "nullptr";
+  }
+  std::string f32(const void *p) const { return p ? "(float *)" + ptr(p) : "nullptr"; }
+  std::string u8(const void *p) const { return p ? "(uint8_t *)" + ptr(p) : "nullptr"; }
+  static std::string num(int64_t v) { return std::to_string(v); }
+  static std::string boolean(bool v) { return v ? "true" : "false"; }
+  static std::string elementType(ElementType t) { return std::string("ElementType::") + name(t); }
+  static std::string fp8(Fp8Format f) { return f == Fp8Format::E4M3 ? "Fp8Format::E4M3" : "Fp8Format::E5M2"; }
+  template <typename E, size_t N> static std::string enumValue(const char *type, const char *(&names)[N], E v) {
+    return std::string(type) + "::" + names[static_cast<int>(v)];
+  }
+  std::string ref(kc::ConstRef r) const {
+    return r.data ? "{" + ptr(r.data) + ", " + elementType(r.type) + "}" : "{}";
+  }
+  static std::string list(const int64_t *v, int n) {
+    std::string s = "{";
+    for (int i = 0; i < n; ++i)
+      s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "}";
+  }
+  static std::string extentText(const kc::Extent &e) { return "extent(" + list(e.dims, e.rank) + ")"; }
+  static std::string strided(const kc::Strided &s, const kc::Extent &e) {
+    return "strided(" + std::to_string(s.base) + ", " + list(s.strides, e.rank) + ")";
+  }
+  void call(const std::string &function, const std::vector<std::string> &args, bool stream = true) {
+    std::string line = "  " + function + "(";
+    for (size_t i = 0; i < args.size(); ++i)
+      line += (i ? ", " : "") + args[i];
+    lines.push_back(line + (stream ? ", stream);" : ");"));
+  }
+  const char *base;
+  std::vector<std::string> &lines;
+};
+
+} // namespace
+
+std::unique_ptr<Launcher> deviceLauncher(void *stream, const std::vector<std::shared_ptr<kc::Gemm>> &gemms,
+                                         void *workspace) {
+  return std::make_unique<DeviceLauncher>(stream, gemms, workspace);
+}
+
+std::unique_ptr<Launcher> sourceWriter(const char *base, std::vector<std::string> &lines) {
+  return std::make_unique<SourceWriter>(base, lines);
+}
+
+std::string gemmSpecSource(const kc::GemmSpec &s) {
+  static const char *epilogues[] = {"Default", "Bias", "Relu", "ReluBias", "Gelu", "GeluBias", "GeluAuxBias", "DGelu",
+                                    "BGradB"};
+  std::ostringstream out;
+  out << "gemmSpec(" << s.m << ", " << s.n << ", " << s.k << ", " << (s.transposeA ? "true" : "false") << ", "
+      << (s.transposeB ? "true" : "false") << ", ElementType::" << name(s.a) << ", ElementType::" << name(s.b)
+      << ", ElementType::" << name(s.d) << ", ElementType::" << name(s.bias)
+      << ", kc::GemmEpilogue::" << epilogues[static_cast<int>(s.epilogue)] << ", "
+      << (s.fastAccumulation ? "true" : "false") << ", " << floatLiteral(s.alpha) << ", " << floatLiteral(s.beta)
+      << ", " << s.batch << ", " << s.batchStrideA << ", " << s.batchStrideB << ", " << s.batchStrideD << ")";
+  return out.str();
+}
+
+} // namespace tec::cuda

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# `tec --emit=cuda` writes a host program that nvcc compiles against tec's kernels library.
+# Usage: emit_cuda_test.sh TEC NVCC SOURCE_DIR KERNELS_LIB MODELS_DIR WORK_DIR
+set -euo pipefail
+tec=$1 nvcc=$2 src=$3 kernels=$4 models=$5 work=$6
+rm -rf "$work" && mkdir -p "$work"
+for model in mlp gpt_block; do
+  "$tec" "$models/$model.onnx" --target all -o "$work/$model.tecplan" --emit=cuda > "$work/$model.log"
+  grep -q "wrote $work/$model.cu: variant sm_90" "$work/$model.log"
+  # The sequence is the backend's: cuBLASLt GEMMs, FP8 quantize with fused amax (the MLP runs FP8 on
+  # sm_90), softmax and layer norm (the GPT block, BF16 at this small size).
+  grep -q "runGemm(\*gemms\[" "$work/$model.cu"
+  case $model in
+    mlp) grep -q "kc::quantizeWithAmax" "$work/$model.cu" ;;
+    gpt_block) grep -q "kc::softmax" "$work/$model.cu" && grep -q "kc::layerNorm" "$work/$model.cu" ;;
+  esac
+  "$nvcc" -std=c++17 -I"$src" "$work/$model.cu" "$kernels" -lcublasLt -o "$work/$model"
+  echo "$model: emitted and compiled"
+done
