@@ -167,3 +167,24 @@ Status Session::setInput(size_t index, const void *data, int64_t bytes) {
 }
 
 } // namespace tec
+
+namespace tec {
+
+void fillRandom(void *data, const TensorInfo &info, std::mt19937_64 &rng) {
+  int64_t count = info.bytes / dtypeBytes(info.dtype);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  switch (info.dtype) {
+  case plan::F32:
+    for (int64_t i = 0; i < count; ++i)
+      static_cast<float *>(data)[i] = uniform(rng);
+    return;
+  case plan::BOOL:
+    for (int64_t i = 0; i < count; ++i)
+      static_cast<uint8_t *>(data)[i] = rng() & 1;
+    return;
+  default:
+    std::memset(data, 0, info.bytes);
+  }
+}
+
+} // namespace tec

@@ -9,6 +9,7 @@
 #include "runtime/PlanFile.h"
 
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,10 @@ GpuOffer probeGpuOffer();
 /// The best variant for this machine: the GPU variant with the highest sm_XY the device covers (FP8
 /// variants only where FP8 GEMMs run), else the cpu variant, on the GPU where there is one.
 Result<VariantChoice> chooseVariant(const plan::Plan &plan, const GpuOffer &gpu, const SessionOptions &options);
+
+/// Seeded test data for an input: uniform [-1, 1) floats, random bools, zeros for integers (often
+/// indices, for which zero is always valid) and narrow floats.
+void fillRandom(void *data, const TensorInfo &info, std::mt19937_64 &rng);
 
 class Session {
 public:

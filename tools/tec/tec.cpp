@@ -484,23 +484,6 @@ int compile() {
 // tec run
 //===----------------------------------------------------------------------===//
 
-void fillRandom(void *data, const tec::TensorInfo &info, std::mt19937_64 &rng) {
-  int64_t count = info.bytes / tec::dtypeBytes(info.dtype);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  switch (info.dtype) {
-  case tec::plan::F32:
-    for (int64_t i = 0; i < count; ++i)
-      static_cast<float *>(data)[i] = uniform(rng);
-    return;
-  case tec::plan::BOOL:
-    for (int64_t i = 0; i < count; ++i)
-      static_cast<uint8_t *>(data)[i] = rng() & 1;
-    return;
-  default: // integers (often indices) and narrow floats: zeros are always valid
-    std::memset(data, 0, info.bytes);
-  }
-}
-
 double percentile(std::vector<double> sorted, double p) {
   if (sorted.empty())
     return 0;
@@ -547,7 +530,7 @@ int bindInputs(tec::Session &s, const std::vector<std::string> &specs, uint64_t 
   std::mt19937_64 rng(randomSeed);
   for (size_t i = 0; i < s.inputs().size(); ++i)
     if (!given[i]) {
-      fillRandom(s.inputData(i), s.inputs()[i], rng);
+      tec::fillRandom(s.inputData(i), s.inputs()[i], rng);
       if (!quiet)
         llvm::outs() << "  input " << s.inputs()[i].name << ": random (seed " << randomSeed << ")\n";
     }

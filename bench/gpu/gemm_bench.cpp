@@ -1,0 +1,93 @@
+// Raw GEMM throughput through tec's cuBLASLt path (kernels/cuda/Gemm.h): FP8 E4M3 x E4M3 -> BF16 (the
+// forward GEMM of an FP8 Linear, TN, fast accumulation) and BF16 x BF16 -> BF16, square sizes. Prints
+// one JSON object per case; bench/gpu/bench.py runs torch._scaled_mm and torch.matmul beside it.
+#include "kernels/cuda/Gemm.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace kc = tec::kernels::cuda;
+using tec::kernels::ElementType;
+
+int main(int argc, char **argv) {
+  int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess) {
+    std::fprintf(stderr, "no CUDA device\n");
+    return 1;
+  }
+  cublasLtHandle_t lt;
+  cublasLtCreate(&lt);
+  cudaStream_t stream;
+  cudaStreamCreate(&stream);
+  const size_t workspaceBytes = kc::gemmWorkspaceBytes(major);
+  void *workspace;
+  cudaMalloc(&workspace, workspaceBytes);
+  for (int64_t size : {4096, 8192, 16384}) {
+    for (ElementType type : {ElementType::F8E4M3, ElementType::BF16}) {
+      const bool fp8 = type == ElementType::F8E4M3;
+      const size_t elem = fp8 ? 1 : 2;
+      void *a, *b, *d;
+      float *scales;
+      cudaMalloc(&a, size * size * elem);
+      cudaMalloc(&b, size * size * elem);
+      cudaMalloc(&d, size * size * 2);
+      cudaMalloc(&scales, 2 * sizeof(float));
+      // Random bytes: for FP8 a few are NaN codes, so mask them into small normal values.
+      std::vector<uint8_t> host(size * size * elem);
+      uint32_t state = 12345;
+      for (auto &byte : host) {
+        state = state * 1664525u + 1013904223u;
+        byte = static_cast<uint8_t>((state >> 24) & (fp8 ? 0x3F : 0xFF)) | (fp8 ? (state & 0x80) : 0);
+      }
+      if (!fp8) // bf16: keep exponents moderate (every second byte is a high byte)
+        for (size_t i = 1; i < host.size(); i += 2)
+          host[i] = static_cast<uint8_t>(0x3C | (host[i] & 0x80));
+      cudaMemcpy(a, host.data(), host.size(), cudaMemcpyHostToDevice);
+      cudaMemcpy(b, host.data(), host.size(), cudaMemcpyHostToDevice);
+      const float ones[2] = {1.0f, 1.0f};
+      cudaMemcpy(scales, ones, sizeof(ones), cudaMemcpyHostToDevice);
+      kc::GemmSpec spec;
+      spec.m = spec.n = spec.k = size;
+      spec.transposeB = true;
+      spec.a = spec.b = type;
+      spec.d = ElementType::BF16;
+      spec.fastAccumulation = true;
+      std::string error;
+      auto gemm = kc::Gemm::create(lt, spec, workspaceBytes, error);
+      if (!gemm) {
+        std::printf("{\"gemm\": \"%s\", \"size\": %lld, \"error\": \"%s\"}\n", fp8 ? "fp8_e4m3" : "bf16",
+                    static_cast<long long>(size), error.c_str());
+        continue;
+      }
+      kc::GemmOperands o;
+      o.a = a, o.b = b, o.d = d;
+      if (fp8)
+        o.aScaleInv = scales, o.bScaleInv = scales + 1;
+      for (int i = 0; i < 5; ++i)
+        gemm->run(o, workspace, stream, error);
+      cudaEvent_t start, stop;
+      cudaEventCreate(&start);
+      cudaEventCreate(&stop);
+      cudaEventRecord(start, stream);
+      bool ok = true;
+      for (int i = 0; i < iterations; ++i)
+        ok = ok && gemm->run(o, workspace, stream, error);
+      cudaEventRecord(stop, stream);
+      cudaEventSynchronize(stop);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      double seconds = ms / 1e3 / iterations;
+      std::printf("{\"gemm\": \"%s\", \"size\": %lld, \"ok\": %s, \"ms\": %.4f, \"tflops\": %.1f, \"algorithms\": %zu}\n",
+                  fp8 ? "fp8_e4m3" : "bf16", static_cast<long long>(size), ok ? "true" : "false", seconds * 1e3,
+                  2.0 * size * size * size / seconds / 1e12, gemm->algorithmCount());
+      for (void *p : {a, b, d, static_cast<void *>(scales)})
+        cudaFree(p);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Packs what tests/gpu/run.sh needs on a GPU machine that has CUDA but none of tec's build dependencies
+# (no MLIR, no protobuf headers, no network): the runtime-only binaries and tests, the CUDA plugin, the
+# shared libraries they need beyond the CUDA toolkit, and the benchmark and demo plans compiled here.
+# Usage: tests/gpu/bundle.sh [HIDDEN...]   (default 4096 8192) -> gpu-bundle.tar.xz (git-ignored)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [ $# -gt 0 ]; then hidden=("$@"); else hidden=(4096 8192); fi
+build=build/release
+./dev build > /dev/null
+[ -f demo-out/student_fp8.tecplan ] || ./dev demo > /dev/null
+stage=$(mktemp -d)
+mkdir -p "$stage"/{bin,lib,plans}
+cp $build/bin/tec-bench $build/bin/tec-gemm-bench $build/tests/gpu/tec-backend-parity-tests \
+   $build/tests/gpu/tec-cuda-parity-tests "$stage/bin/"
+cp $build/lib/libtec_cuda.so $build/runtime/libTecPlanProto.so "$stage/lib/"
+# Non-system libraries the binaries load (the CUDA toolkit's own come from the GPU machine).
+for lib in libprotobuf.so.32 libgomp.so.1 libgfortran.so.5 libquadmath.so.0; do
+  cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/lib/"
+done
+cp -L /usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0 "$stage/lib/"
+.venv/bin/python bench/gpu/make_models.py "$stage/models" --hidden "${hidden[@]}" > /dev/null
+for h in "${hidden[@]}"; do
+  $build/bin/tec "$stage/models/mlp_h$h.onnx" --train --loss mse --optimizer adamw --target sm_90 \
+    -o "$stage/plans/fp8_h$h.tecplan" > /dev/null
+  $build/bin/tec "$stage/models/mlp_h$h.onnx" --train --loss mse --optimizer adamw --target sm_80 \
+    -o "$stage/plans/bf16_h$h.tecplan" > /dev/null
+done
+rm -rf "$stage/models"
+cp demo-out/student_fp8.tecplan demo-out/student_fp32.tecplan "$stage/plans/"
+tar -C "$stage" -cf - . | xz -T2 -1 > gpu-bundle.tar.xz
+rm -rf "$stage"
+ls -la gpu-bundle.tar.xz

@@ -1,0 +1,82 @@
+// tec-bench: times a compiled plan (inference or training steps) and prints one JSON object. Links the
+// runtime only, no LLVM or MLIR, so that it runs where the compiler cannot be installed (bench/gpu).
+#include "runtime/Session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace {
+
+int usage() {
+  std::fprintf(stderr, "usage: tec-bench PLAN [--kind inference|train] [--variant TARGET] [--device auto|cpu|cuda]\n"
+                       "                      [--warmup N] [--iterations N]\n");
+  return 2;
+}
+
+std::string escaped(const std::string &text) {
+  std::string out;
+  for (char c : text)
+    out += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2)
+    return usage();
+  std::string path = argv[1];
+  tec::SessionOptions options;
+  int warmup = 3, iterations = 20;
+  for (int i = 2; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc)
+      return usage();
+    std::string value = argv[++i];
+    if (flag == "--kind")
+      options.kind = value;
+    else if (flag == "--variant")
+      options.variant = value;
+    else if (flag == "--device")
+      options.device = value;
+    else if (flag == "--warmup")
+      warmup = std::max(0, std::atoi(value.c_str()));
+    else if (flag == "--iterations")
+      iterations = std::max(1, std::atoi(value.c_str()));
+    else
+      return usage();
+  }
+  auto session = tec::Session::open(path, options);
+  if (!session.ok()) {
+    std::fprintf(stderr, "error: %s\n", session.error().message().c_str());
+    return 2;
+  }
+  tec::Session &s = **session;
+  std::mt19937_64 rng(0);
+  for (size_t i = 0; i < s.inputs().size(); ++i)
+    tec::fillRandom(s.inputData(i), s.inputs()[i], rng);
+  std::vector<double> millis;
+  for (int i = 0; i < warmup + iterations; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    if (tec::Status st = s.run(); !st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
+      return 1;
+    }
+    if (i >= warmup)
+      millis.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(millis.begin(), millis.end());
+  double first = 0;
+  if (!s.outputs().empty() && s.outputs()[0].dtype == tec::plan::F32)
+    first = *static_cast<const float *>(s.outputData(0));
+  std::printf("{\"plan\": \"%s\", \"kind\": \"%s\", \"variant\": \"%s\", \"precision\": \"%s\", \"backend\": \"%s\", "
+              "\"reason\": \"%s\", \"iterations\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
+              "\"first_output\": %.6g}\n",
+              escaped(path).c_str(), options.kind.c_str(), s.variant().target().c_str(), s.variant().precision().c_str(),
+              s.backendName().c_str(), escaped(s.selectionReason()).c_str(), iterations, millis[millis.size() / 2],
+              millis.front(), millis.back(), first);
+  return 0;
+}
