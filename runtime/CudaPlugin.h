@@ -14,6 +14,8 @@ struct CudaBackendOptions {
   int device = 0;
   /// Count saturated and flushed values of every FP8 quantize.
   bool quantizeStats = false;
+  /// FP32 GEMMs may use TF32 tensor cores.
+  bool allowTf32 = false;
   /// Capture the whole step as a CUDA Graph on the first run and replay it (off: launch step by step).
   bool useGraphs = true;
 };

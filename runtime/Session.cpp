@@ -125,6 +125,7 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
     // A GPU that fails to start the backend or to prepare the plan falls back to the CPU, saying why.
     CudaBackendOptions cudaOptions;
     cudaOptions.quantizeStats = options.fp8Stats;
+    cudaOptions.allowTf32 = options.allowTf32;
     auto cuda = createCudaBackend(cudaOptions);
     Status failed = cuda.ok() ? (*cuda)->prepare(p.variants(session->choice.index), session->file->data()) : cuda.error();
     if (failed.ok()) {

@@ -34,6 +34,8 @@ struct SessionOptions {
   std::string kind = "inference";
   /// Count saturated and flushed values of every FP8 quantize (`--fp8-report`).
   bool fp8Stats = false;
+  /// FP32 GEMMs on the GPU may use TF32 tensor cores (`--tf32`); off, they stay full FP32.
+  bool allowTf32 = false;
 };
 
 /// Which variant of `plan` to run here, on which backend ("cpu" or "cuda"), and why; an error when

@@ -458,6 +458,7 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
   const bool hasBias = !bias.null();
   if (hasBias)
     spec.bias = type(biasBuffer);
+  spec.allowTf32 = options.allowTf32;
   // The plain GEMM, with bias and activation in a kernel after it, always exists; the fused one is
   // preferred and kept only where cuBLASLt has it (not every type combination has every epilogue, e.g.
   // FP8 with an f32 bias). The erf GELU never fuses: cuBLASLt's GELU is the tanh form.

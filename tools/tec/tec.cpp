@@ -116,8 +116,7 @@ cl::opt<std::string> outputDir("output-dir", cl::desc("write each output as DIR/
 cl::opt<int> iterations("iterations", cl::desc("timed runs"), cl::init(10), cl::sub(runCommand), cl::cat(category));
 cl::opt<int> warmup("warmup", cl::desc("untimed runs before timing"), cl::init(2), cl::sub(runCommand), cl::cat(category));
 cl::opt<int> threads("threads", cl::desc("CPU threads (0: the libraries' default)"), cl::init(0), cl::sub(runCommand), cl::cat(category));
-cl::opt<std::string> device("device", cl::desc("auto, cpu or cuda (cuda: no fallback)"), cl::init("auto"),
-                            cl::sub(runCommand), cl::cat(category));
+
 cl::opt<std::string> variantName("variant", cl::desc("run this variant (a target such as cpu)"), cl::sub(runCommand), cl::cat(category));
 cl::opt<bool> profile("profile", cl::desc("print each step's mean time (like trtexec --dumpProfile)"),
                       cl::sub(runCommand), cl::cat(category));
@@ -174,6 +173,12 @@ cl::opt<std::string> trainReport("report", cl::desc("write loss per step, step t
                                  cl::value_desc("file"), cl::sub(trainCommand), cl::cat(category));
 
 // tec export plan.tecplan
+// Shared by run and train.
+cl::opt<std::string> device("device", cl::desc("auto, cpu or cuda (cuda: no fallback)"), cl::init("auto"),
+                            cl::sub(runCommand), cl::sub(trainCommand), cl::cat(category));
+cl::opt<bool> allowTf32("tf32", cl::desc("let FP32 GEMMs on the GPU use TF32 tensor cores (10-bit mantissa inputs)"),
+                        cl::sub(runCommand), cl::sub(trainCommand), cl::cat(category));
+
 cl::SubCommand exportCommand("export", "write an ONNX model with the plan's (or a checkpoint's trained) weights");
 cl::opt<std::string> exportPlan(cl::Positional, cl::desc("<model.tecplan>"), cl::Required, cl::sub(exportCommand),
                                 cl::cat(category));
@@ -540,6 +545,7 @@ int bindInputs(tec::Session &s, const std::vector<std::string> &specs, uint64_t 
 int run() {
   tec::SessionOptions options;
   options.device = device;
+  options.allowTf32 = allowTf32;
   options.variant = variantName;
   options.threads = threads;
   auto session = tec::Session::open(runPlan, options);
@@ -739,6 +745,8 @@ tec::Result<int64_t> readCheckpoint(tec::Session &s, const std::string &dir) {
 int trainLoop() {
   tec::SessionOptions options;
   options.kind = "train";
+  options.device = device;
+  options.allowTf32 = allowTf32;
   options.threads = trainThreads;
   options.variant = trainVariant;
   options.fp8Stats = fp8Report || !trainReport.empty(); // the report carries FP8 health too
