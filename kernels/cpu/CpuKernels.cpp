@@ -1,5 +1,6 @@
 #include "kernels/cpu/CpuKernels.h"
 
+#include "kernels/common/Cast.h"
 #include "kernels/common/Half.h"
 #include "kernels/cpu/Blas.h"
 
@@ -238,84 +239,14 @@ void where(const bool *cond, const Shape &condShape, const void *x, const Shape 
   }
 }
 
-namespace {
-
-double loadAsDouble(const void *p, ElementType t, int64_t i) {
-  switch (t) {
-  case ElementType::F32: return static_cast<const float *>(p)[i];
-  case ElementType::F16: return f16ToFloat(static_cast<const uint16_t *>(p)[i]);
-  case ElementType::BF16: return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
-  case ElementType::I32: return static_cast<const int32_t *>(p)[i];
-  case ElementType::I64: return static_cast<double>(static_cast<const int64_t *>(p)[i]);
-  case ElementType::Bool: return static_cast<const uint8_t *>(p)[i] ? 1.0 : 0.0;
-  case ElementType::F8E4M3: return fp8ToFloat(static_cast<const uint8_t *>(p)[i], Fp8Format::E4M3);
-  case ElementType::F8E5M2: return fp8ToFloat(static_cast<const uint8_t *>(p)[i], Fp8Format::E5M2);
-  }
-  return 0;
-}
-
-template <typename I> I saturatingInt(double v) {
-  // C++ leaves out-of-range float-to-int conversions undefined; clamp them (NaN becomes 0).
-  if (std::isnan(v))
-    return 0;
-  v = std::trunc(v);
-  if (v <= static_cast<double>(std::numeric_limits<I>::min()))
-    return std::numeric_limits<I>::min();
-  if (v >= static_cast<double>(std::numeric_limits<I>::max()))
-    return std::numeric_limits<I>::max();
-  return static_cast<I>(v);
-}
-
-void storeFromDouble(void *p, ElementType t, int64_t i, double v) {
-  switch (t) {
-  case ElementType::F32: static_cast<float *>(p)[i] = static_cast<float>(v); return;
-  case ElementType::F16: static_cast<uint16_t *>(p)[i] = floatToF16(static_cast<float>(v)); return;
-  case ElementType::BF16: static_cast<uint16_t *>(p)[i] = floatToBf16(static_cast<float>(v)); return;
-  case ElementType::I32: static_cast<int32_t *>(p)[i] = saturatingInt<int32_t>(v); return;
-  case ElementType::I64: static_cast<int64_t *>(p)[i] = saturatingInt<int64_t>(v); return;
-  case ElementType::Bool: static_cast<uint8_t *>(p)[i] = v != 0.0; return;
-  case ElementType::F8E4M3:
-    static_cast<uint8_t *>(p)[i] = floatToFp8(static_cast<float>(v), Fp8Format::E4M3);
-    return;
-  case ElementType::F8E5M2:
-    static_cast<uint8_t *>(p)[i] = floatToFp8(static_cast<float>(v), Fp8Format::E5M2);
-    return;
-  }
-}
-
-bool isInteger(ElementType t) { return t == ElementType::I32 || t == ElementType::I64 || t == ElementType::Bool; }
-
-int64_t loadInt(const void *p, ElementType t, int64_t i) {
-  switch (t) {
-  case ElementType::I32: return static_cast<const int32_t *>(p)[i];
-  case ElementType::I64: return static_cast<const int64_t *>(p)[i];
-  default: return static_cast<const uint8_t *>(p)[i] != 0;
-  }
-}
-
-} // namespace
-
 void cast(const void *x, ElementType from, void *y, ElementType to, int64_t n) {
   if (from == to) {
     std::memcpy(y, x, n * elementBytes(from));
     return;
   }
-  if (isInteger(from) && isInteger(to)) { // exact, also for int64 values past 2^53
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t v = loadInt(x, from, i);
-      if (to == ElementType::I32)
-        static_cast<int32_t *>(y)[i] = static_cast<int32_t>(v);
-      else if (to == ElementType::I64)
-        static_cast<int64_t *>(y)[i] = v;
-      else
-        static_cast<uint8_t *>(y)[i] = v != 0;
-    }
-    return;
-  }
 #pragma omp parallel for schedule(static) if (n > kParallelThreshold)
   for (int64_t i = 0; i < n; ++i)
-    storeFromDouble(y, to, i, loadAsDouble(x, from, i));
+    castElement(x, from, y, to, i);
 }
 
 namespace {

@@ -1,5 +1,6 @@
 #include "kernels/cuda/Kernels.h"
 
+#include "kernels/common/Cast.h"
 #include "kernels/common/Half.h"
 
 #include <cuda_runtime.h>
@@ -96,73 +97,8 @@ __global__ void whereKernel(const bool *cond, Strided cs, const T *x, Strided xs
   }
 }
 
-__device__ bool isIntegerType(ElementType t) {
-  return t == ElementType::I32 || t == ElementType::I64 || t == ElementType::Bool;
-}
-
-__device__ double loadAsDouble(const void *p, ElementType t, int64_t i) {
-  switch (t) {
-  case ElementType::F32: return static_cast<const float *>(p)[i];
-  case ElementType::F16: return f16ToFloat(static_cast<const uint16_t *>(p)[i]);
-  case ElementType::BF16: return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
-  case ElementType::I32: return static_cast<const int32_t *>(p)[i];
-  case ElementType::I64: return static_cast<double>(static_cast<const int64_t *>(p)[i]);
-  case ElementType::Bool: return static_cast<const uint8_t *>(p)[i] ? 1.0 : 0.0;
-  case ElementType::F8E4M3: return fp8ToFloat(static_cast<const uint8_t *>(p)[i], Fp8Format::E4M3);
-  case ElementType::F8E5M2: return fp8ToFloat(static_cast<const uint8_t *>(p)[i], Fp8Format::E5M2);
-  }
-  return 0;
-}
-
-template <typename I> __device__ I saturatingInt(double v, double lo, double hi) {
-  if (isnan(v))
-    return 0;
-  v = trunc(v);
-  return v <= lo ? static_cast<I>(lo) : v >= hi ? static_cast<I>(hi) : static_cast<I>(v);
-}
-
-__device__ void storeFromDouble(void *p, ElementType t, int64_t i, double v) {
-  switch (t) {
-  case ElementType::F32: static_cast<float *>(p)[i] = static_cast<float>(v); return;
-  case ElementType::F16: static_cast<uint16_t *>(p)[i] = floatToF16(static_cast<float>(v)); return;
-  case ElementType::BF16: static_cast<uint16_t *>(p)[i] = floatToBf16(static_cast<float>(v)); return;
-  case ElementType::I32:
-    static_cast<int32_t *>(p)[i] = saturatingInt<int32_t>(v, -2147483648.0, 2147483647.0);
-    return;
-  case ElementType::I64:
-    // The bounds as doubles: -2^63 exactly, and 2^63 (the first double past INT64_MAX) saturates.
-    static_cast<int64_t *>(p)[i] =
-        isnan(v) ? 0 : v <= -9223372036854775808.0 ? INT64_MIN : v >= 9223372036854775808.0 ? INT64_MAX : int64_t(trunc(v));
-    return;
-  case ElementType::Bool: static_cast<uint8_t *>(p)[i] = v != 0.0; return;
-  case ElementType::F8E4M3: static_cast<uint8_t *>(p)[i] = floatToFp8(static_cast<float>(v), Fp8Format::E4M3); return;
-  case ElementType::F8E5M2: static_cast<uint8_t *>(p)[i] = floatToFp8(static_cast<float>(v), Fp8Format::E5M2); return;
-  }
-}
-
-__device__ int64_t loadInt(const void *p, ElementType t, int64_t i) {
-  switch (t) {
-  case ElementType::I32: return static_cast<const int32_t *>(p)[i];
-  case ElementType::I64: return static_cast<const int64_t *>(p)[i];
-  default: return static_cast<const uint8_t *>(p)[i] != 0;
-  }
-}
-
 __global__ void castKernel(const void *x, ElementType from, void *y, ElementType to, int64_t n) {
-  const bool exactInt = isIntegerType(from) && isIntegerType(to); // exact past 2^53 too
-  TEC_GRID_LOOP(i, n) {
-    if (exactInt) {
-      const int64_t v = loadInt(x, from, i);
-      if (to == ElementType::I32)
-        static_cast<int32_t *>(y)[i] = static_cast<int32_t>(v);
-      else if (to == ElementType::I64)
-        static_cast<int64_t *>(y)[i] = v;
-      else
-        static_cast<uint8_t *>(y)[i] = v != 0;
-    } else {
-      storeFromDouble(y, to, i, loadAsDouble(x, from, i));
-    }
-  }
+  TEC_GRID_LOOP(i, n) { castElement(x, from, y, to, i); }
 }
 
 template <typename T>
