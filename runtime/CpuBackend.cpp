@@ -55,8 +55,8 @@ public:
 
 private:
   using Closure = std::function<Status()>;
-  using Compiler = Status (CpuBackend::*)(const plan::Step &);
-  static const std::unordered_map<std::string, Compiler> &compilers();
+  template <class B>
+  friend const std::unordered_map<std::string, Status (B::*)(const plan::Step &)> &steps::stepCompilers();
 
   // Buffer access while compiling a step.
   const plan::Buffer &buf(int i) const { return variant->buffers(i); }
@@ -308,16 +308,10 @@ Status CpuBackend::cast(const plan::Step &s) {
 Status CpuBackend::softmax(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, 1); !st.ok())
     return st;
-  auto in = shape(s.inputs(0));
-  int64_t axis = attrI(s, "axis");
-  if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
-    return Status::error("softmax axis out of range");
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= in[d];
-  for (size_t d = axis + 1; d < in.size(); ++d)
-    inner *= in[d];
-  int64_t dim = in[axis];
+  auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
+  if (!split.ok())
+    return split.error();
+  const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
   bool log = s.kernel() == "log_softmax";
   float *x = floatIn(s.inputs(0)), *y = floatOut(s.outputs(0));
   emit([=] {
@@ -623,35 +617,6 @@ Status CpuBackend::delayedScaling(const plan::Step &s) {
   return Status::success();
 }
 
-const std::unordered_map<std::string, CpuBackend::Compiler> &CpuBackend::compilers() {
-  using B = CpuBackend;
-  static const std::unordered_map<std::string, Compiler> table = {
-      {"add", &B::binary},       {"sub", &B::binary},
-      {"mul", &B::binary},       {"div", &B::binary},
-      {"pow", &B::binary},       {"relu", &B::unary},
-      {"tanh", &B::unary},       {"sigmoid", &B::unary},
-      {"erf", &B::unary},        {"sqrt", &B::unary},
-      {"gelu", &B::unary},       {"where", &B::where},
-      {"exp", &B::unary},        {"relu_grad", &B::activationGrad},
-      {"gelu_grad", &B::activationGrad}, {"lr_schedule", &B::lrSchedule},
-      {"abs", &B::unary},        {"sign", &B::unary},
-      {"one_hot", &B::oneHot},   {"clip_coefficient", &B::clipCoefficient},
-      {"all_finite", &B::allFinite}, {"loss_scale_update", &B::lossScaleUpdate},
-      {"cast", &B::cast},        {"softmax", &B::softmax},
-      {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm},
-      {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},
-      {"matmul", &B::matmul},    {"gemm", &B::gemm},
-      {"linear", &B::linear},    {"transpose", &B::transpose},
-      {"expand", &B::expand},    {"concat", &B::concat},
-      {"split", &B::split},      {"slice", &B::slice},
-      {"gather", &B::gather},    {"copy", &B::copy},
-      {"quantize", &B::quantize}, {"dequantize", &B::dequantize},
-      {"amax", &B::amax},        {"fp8_gemm", &B::fp8Gemm},
-      {"delayed_scaling", &B::delayedScaling},
-  };
-  return table;
-}
-
 Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
   variant = &v;
   k::setThreads(threads);
@@ -673,8 +638,8 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
       std::memcpy(pointers[i], data + v.buffers(i).init_offset(), v.buffers(i).bytes());
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
-    auto it = compilers().find(step.kernel());
-    if (it == compilers().end())
+    auto it = stepCompilers<CpuBackend>().find(step.kernel());
+    if (it == stepCompilers<CpuBackend>().end())
       return Status::error("the cpu backend has no kernel '" + step.kernel() + "' (step from " + step.source() + ")");
     bool isGemm = step.kernel() == "matmul" || step.kernel() == "linear" || step.kernel() == "gemm" ||
                   step.kernel() == "fp8_gemm";

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace tec::steps {
@@ -108,6 +109,53 @@ inline kernels::ActivationGradKind activationGradKind(const plan::Step &s) {
     return kernels::ActivationGradKind::Relu;
   return attrS(s, "approximate", "none") == "tanh" ? kernels::ActivationGradKind::GeluTanh
                                                    : kernels::ActivationGradKind::Gelu;
+}
+
+/// Every plan kernel and the member of backend B that compiles it: one table for all backends, so
+/// that a kernel added to one is a compile error in the other until it is there too. B befriends this.
+template <class B> const std::unordered_map<std::string, Status (B::*)(const plan::Step &)> &stepCompilers() {
+  static const std::unordered_map<std::string, Status (B::*)(const plan::Step &)> table = {
+      {"add", &B::binary},         {"sub", &B::binary},
+      {"mul", &B::binary},         {"div", &B::binary},
+      {"pow", &B::binary},         {"relu", &B::unary},
+      {"tanh", &B::unary},         {"sigmoid", &B::unary},
+      {"erf", &B::unary},          {"sqrt", &B::unary},
+      {"gelu", &B::unary},         {"exp", &B::unary},
+      {"abs", &B::unary},          {"sign", &B::unary},
+      {"where", &B::where},        {"relu_grad", &B::activationGrad},
+      {"gelu_grad", &B::activationGrad}, {"lr_schedule", &B::lrSchedule},
+      {"one_hot", &B::oneHot},     {"clip_coefficient", &B::clipCoefficient},
+      {"all_finite", &B::allFinite}, {"loss_scale_update", &B::lossScaleUpdate},
+      {"cast", &B::cast},          {"softmax", &B::softmax},
+      {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm},
+      {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},
+      {"matmul", &B::matmul},      {"gemm", &B::gemm},
+      {"linear", &B::linear},      {"transpose", &B::transpose},
+      {"expand", &B::expand},      {"concat", &B::concat},
+      {"split", &B::split},        {"slice", &B::slice},
+      {"gather", &B::gather},      {"copy", &B::copy},
+      {"quantize", &B::quantize},  {"dequantize", &B::dequantize},
+      {"amax", &B::amax},          {"fp8_gemm", &B::fp8Gemm},
+      {"delayed_scaling", &B::delayedScaling},
+  };
+  return table;
+}
+
+/// A shape split at `axis` into (outer, the axis, inner) element counts: softmax's rows and columns.
+struct AxisSplit {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+inline Result<AxisSplit> splitAtAxis(const plan::Step &s, const std::vector<int64_t> &shape, int64_t axis) {
+  if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
+    return Status::error("step '" + s.kernel() + "' (from " + s.source() + "): axis " + std::to_string(axis) +
+                         " out of range for rank " + std::to_string(shape.size()));
+  AxisSplit split;
+  for (int64_t d = 0; d < axis; ++d)
+    split.outer *= shape[d];
+  split.dim = shape[axis];
+  for (size_t d = axis + 1; d < shape.size(); ++d)
+    split.inner *= shape[d];
+  return split;
 }
 
 /// tec.lr_schedule's schedule attribute as kernels::learningRate's number.

@@ -64,8 +64,8 @@ private:
     }
   };
   using Launch = std::function<Status(const Context &)>;
-  using Compiler = Status (CudaBackend::*)(const plan::Step &);
-  static const std::map<std::string, Compiler> &compilers();
+  template <class B>
+  friend const std::unordered_map<std::string, Status (B::*)(const plan::Step &)> &steps::stepCompilers();
 
   const plan::Buffer &buf(int i) const { return variant->buffers(i); }
   kc::Shape shape(int i) const { return {buf(i).shape().begin(), buf(i).shape().end()}; }
@@ -112,6 +112,9 @@ private:
   /// Emits one GEMM y = epilogue(x · w + bias) with the epilogue fused when cuBLASLt can, else in a kernel.
   Status emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, Slot w, Slot bias, int biasBuffer, Slot y,
                     kernels::Epilogue epilogue, Slot xScaleInv = {}, Slot wScaleInv = {});
+
+  /// One strided copy from x to y over `iteration` (transpose, expand, slice, concat, split).
+  Status emitCopy(const plan::Step &s, int x, kc::Strided src, int y, kc::Strided dst, const kc::Shape &iteration);
 
   Status binary(const plan::Step &s);
   Status unary(const plan::Step &s);
@@ -373,16 +376,10 @@ Status CudaBackend::lrSchedule(const plan::Step &s) {
 Status CudaBackend::softmax(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, 1); !st.ok())
     return st;
-  auto in = shape(s.inputs(0));
-  int64_t axis = attrI(s, "axis");
-  if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
-    return unsupported(s, "axis out of range");
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= in[d];
-  for (size_t d = axis + 1; d < in.size(); ++d)
-    inner *= in[d];
-  int64_t dim = in[axis];
+  auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
+  if (!split.ok())
+    return split.error();
+  const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
   bool log = s.kernel() == "log_softmax";
   int x = s.inputs(0), y = s.outputs(0);
   emit([=](const Context &c) {
@@ -529,15 +526,9 @@ Status CudaBackend::gemm(const plan::Step &s) {
   float beta = static_cast<float>(attrF(s, "beta", 1.0));
   if (cIn >= 0 && beta != 0.0f) {
     // C (broadcast to M x N) is copied into Y first, and the GEMM accumulates onto it.
-    kc::Extent extent;
-    if (Status st = extentOf(s, shape(y), extent); !st.ok())
+    if (Status st = emitCopy(s, cIn, kc::broadcastOperand(shape(cIn), shape(y)), y, kc::contiguous(shape(y)), shape(y));
+        !st.ok())
       return st;
-    auto from = kc::broadcastOperand(shape(cIn), shape(y)), to = kc::contiguous(shape(y));
-    size_t bytes = bytesOf(dtype(y));
-    emit([=](const Context &c) {
-      c.k->stridedCopy(c.at(slot(cIn)), from, c.at(slot(y)), to, extent, bytes);
-      return Status::success();
-    });
     spec.beta = beta;
   }
   return emitLinear(s, spec, slot(a), slot(b), Slot{}, -1, slot(y), kernels::Epilogue::None);
@@ -607,22 +598,11 @@ Status CudaBackend::matmul(const plan::Step &s) {
 
 // ---- data movement ---------------------------------------------------------------------------------------
 
-Status CudaBackend::transpose(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
-  auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
-  auto perm = attrInts(s, "perm");
-  if (perm.size() != in.size())
-    return unsupported(s, "perm does not match the rank");
+Status CudaBackend::emitCopy(const plan::Step &s, int x, kc::Strided src, int y, kc::Strided dst,
+                             const kc::Shape &iteration) {
   kc::Extent extent;
-  if (Status st = extentOf(s, out, extent); !st.ok())
+  if (Status st = extentOf(s, iteration, extent); !st.ok())
     return st;
-  auto inStrides = kc::contiguous(in);
-  kc::Strided src;
-  for (size_t d = 0; d < perm.size(); ++d)
-    src.strides[d] = inStrides.strides[perm[d]];
-  auto dst = kc::contiguous(out);
-  int x = s.inputs(0), y = s.outputs(0);
   size_t bytes = bytesOf(dtype(x));
   emit([=](const Context &c) {
     c.k->stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes);
@@ -631,21 +611,25 @@ Status CudaBackend::transpose(const plan::Step &s) {
   return Status::success();
 }
 
+Status CudaBackend::transpose(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
+  auto perm = attrInts(s, "perm");
+  if (perm.size() != in.size() || in.size() > kc::kMaxRank)
+    return unsupported(s, "perm does not match the rank");
+  auto inStrides = kc::contiguous(in);
+  kc::Strided src;
+  for (size_t d = 0; d < perm.size(); ++d)
+    src.strides[d] = inStrides.strides[perm[d]];
+  return emitCopy(s, s.inputs(0), src, s.outputs(0), kc::contiguous(out), out);
+}
+
 Status CudaBackend::expand(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, 1); !st.ok())
     return st;
   auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
-  kc::Extent extent;
-  if (Status st = extentOf(s, out, extent); !st.ok())
-    return st;
-  auto src = kc::broadcastOperand(in, out), dst = kc::contiguous(out);
-  int x = s.inputs(0), y = s.outputs(0);
-  size_t bytes = bytesOf(dtype(x));
-  emit([=](const Context &c) {
-    c.k->stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes);
-    return Status::success();
-  });
-  return Status::success();
+  return emitCopy(s, s.inputs(0), kc::broadcastOperand(in, out), s.outputs(0), kc::contiguous(out), out);
 }
 
 Status CudaBackend::slice(const plan::Step &s) {
@@ -653,48 +637,30 @@ Status CudaBackend::slice(const plan::Step &s) {
     return st;
   auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
   auto starts = attrInts(s, "starts"), stepsAttr = attrInts(s, "steps");
-  if (starts.size() != in.size() || stepsAttr.size() != in.size())
+  if (starts.size() != in.size() || stepsAttr.size() != in.size() || in.size() > kc::kMaxRank)
     return unsupported(s, "attributes do not match the rank");
-  kc::Extent extent;
-  if (Status st = extentOf(s, out, extent); !st.ok())
-    return st;
   auto inStrides = kc::contiguous(in);
   kc::Strided src;
   for (size_t d = 0; d < in.size(); ++d) {
     src.base += starts[d] * inStrides.strides[d];
     src.strides[d] = stepsAttr[d] * inStrides.strides[d];
   }
-  auto dst = kc::contiguous(out);
-  int x = s.inputs(0), y = s.outputs(0);
-  size_t bytes = bytesOf(dtype(x));
-  emit([=](const Context &c) {
-    c.k->stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes);
-    return Status::success();
-  });
-  return Status::success();
+  return emitCopy(s, s.inputs(0), src, s.outputs(0), kc::contiguous(out), out);
 }
 
+/// Concat and split: each piece is a strided copy at its offset along the axis of the whole.
 Status CudaBackend::concat(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1 << 20, 1); !st.ok())
     return st;
-  int64_t axis = attrI(s, "axis");
-  auto out = shape(s.outputs(0));
-  auto outStrides = kc::contiguous(out);
-  size_t bytes = bytesOf(dtype(s.outputs(0)));
-  int64_t offset = 0;
-  int y = s.outputs(0);
+  int64_t axis = attrI(s, "axis"), offset = 0;
+  auto whole = kc::contiguous(shape(s.outputs(0)));
   for (int in : s.inputs()) {
-    auto inShape = shape(in);
-    kc::Extent extent;
-    if (Status st = extentOf(s, inShape, extent); !st.ok())
+    auto piece = shape(in);
+    auto dst = whole;
+    dst.base = offset * whole.strides[axis];
+    if (Status st = emitCopy(s, in, kc::contiguous(piece), s.outputs(0), dst, piece); !st.ok())
       return st;
-    auto src = kc::contiguous(inShape), dst = outStrides;
-    dst.base = offset * outStrides.strides[axis];
-    emit([=](const Context &c) {
-      c.k->stridedCopy(c.at(slot(in)), src, c.at(slot(y)), dst, extent, bytes);
-      return Status::success();
-    });
-    offset += inShape[axis];
+    offset += piece[axis];
   }
   return Status::success();
 }
@@ -702,24 +668,15 @@ Status CudaBackend::concat(const plan::Step &s) {
 Status CudaBackend::split(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, s.outputs_size()); !st.ok())
     return st;
-  int64_t axis = attrI(s, "axis");
-  auto in = shape(s.inputs(0));
-  auto inStrides = kc::contiguous(in);
-  size_t bytes = bytesOf(dtype(s.inputs(0)));
-  int64_t offset = 0;
-  int x = s.inputs(0);
+  int64_t axis = attrI(s, "axis"), offset = 0;
+  auto whole = kc::contiguous(shape(s.inputs(0)));
   for (int out : s.outputs()) {
-    auto outShape = shape(out);
-    kc::Extent extent;
-    if (Status st = extentOf(s, outShape, extent); !st.ok())
+    auto piece = shape(out);
+    auto src = whole;
+    src.base = offset * whole.strides[axis];
+    if (Status st = emitCopy(s, s.inputs(0), src, out, kc::contiguous(piece), piece); !st.ok())
       return st;
-    auto src = inStrides, dst = kc::contiguous(outShape);
-    src.base = offset * inStrides.strides[axis];
-    emit([=](const Context &c) {
-      c.k->stridedCopy(c.at(slot(x)), src, c.at(slot(out)), dst, extent, bytes);
-      return Status::success();
-    });
-    offset += outShape[axis];
+    offset += piece[axis];
   }
   return Status::success();
 }
@@ -910,35 +867,6 @@ Status CudaBackend::delayedScaling(const plan::Step &s) {
   return Status::success();
 }
 
-const std::map<std::string, CudaBackend::Compiler> &CudaBackend::compilers() {
-  using B = CudaBackend;
-  static const std::map<std::string, Compiler> table = {
-      {"add", &B::binary},       {"sub", &B::binary},
-      {"mul", &B::binary},       {"div", &B::binary},
-      {"pow", &B::binary},       {"relu", &B::unary},
-      {"tanh", &B::unary},       {"sigmoid", &B::unary},
-      {"erf", &B::unary},        {"sqrt", &B::unary},
-      {"gelu", &B::unary},       {"where", &B::where},
-      {"exp", &B::unary},        {"relu_grad", &B::activationGrad},
-      {"gelu_grad", &B::activationGrad}, {"lr_schedule", &B::lrSchedule},
-      {"abs", &B::unary},        {"sign", &B::unary},
-      {"one_hot", &B::oneHot},   {"clip_coefficient", &B::clipCoefficient},
-      {"all_finite", &B::allFinite}, {"loss_scale_update", &B::lossScaleUpdate},
-      {"cast", &B::cast},        {"softmax", &B::softmax},
-      {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm},
-      {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},
-      {"matmul", &B::matmul},    {"gemm", &B::gemm},
-      {"linear", &B::linear},    {"transpose", &B::transpose},
-      {"expand", &B::expand},    {"concat", &B::concat},
-      {"split", &B::split},      {"slice", &B::slice},
-      {"gather", &B::gather},    {"copy", &B::copy},
-      {"quantize", &B::quantize}, {"dequantize", &B::dequantize},
-      {"amax", &B::amax},        {"fp8_gemm", &B::fp8Gemm},
-      {"delayed_scaling", &B::delayedScaling},
-  };
-  return table;
-}
-
 // ---- prepare and run ------------------------------------------------------------------------------------
 
 Status CudaBackend::compile(const plan::Variant &v) {
@@ -961,8 +889,8 @@ Status CudaBackend::compile(const plan::Variant &v) {
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
     firstLaunchOfStep.push_back(static_cast<int>(program.size()));
-    auto it = compilers().find(step.kernel());
-    if (it == compilers().end())
+    auto it = stepCompilers<CudaBackend>().find(step.kernel());
+    if (it == stepCompilers<CudaBackend>().end())
       return Status::error("the cuda backend has no kernel '" + step.kernel() + "' (step from " + step.source() + ")");
     if (Status s = (this->*(it->second))(step); !s.ok())
       return s;
