@@ -7,6 +7,7 @@
 #include "kernels/common/Half.h"
 #include "runtime/CudaPlugin.h"
 #include "runtime/PlanFile.h"
+#include "runtime/Session.h"
 
 #include <gtest/gtest.h>
 
@@ -391,5 +392,62 @@ TEST(CudaBackend, AnOutOfRangeIndexIsAnErrorNotGarbage) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("an index is outside [-5, 5)"), std::string::npos) << s.message();
 }
+
+// Whole plans: the test models compiled for sm_90 (FP8), sm_80 (BF16) and the cpu (FP32), inference
+// and three training steps, each variant on the CUDA backend against the same variant emulated on the
+// CPU backend (same inputs, same state carried from step to step).
+class ModelParity : public ::testing::TestWithParam<const char *> {};
+constexpr const char *kModelPlanFlags = "--target sm_90,sm_80,cpu --train --loss mse"; // as tests/gpu/bundle.sh
+
+TEST_P(ModelParity, EveryVariantMatchesItsCpuEmulation) {
+  if (auto cuda = cudaBackend(); !cuda.ok())
+    GTEST_SKIP() << "no CUDA backend here: " << cuda.error().message();
+  const std::string model = GetParam();
+  // TEC_TEST_PLANS: a folder of these plans compiled elsewhere (tests/gpu/bundle.sh, for GPU machines
+  // without the compiler); otherwise they are compiled here.
+  std::string plan;
+  if (const char *plans = std::getenv("TEC_TEST_PLANS"); plans && *plans) {
+    plan = std::string(plans) + "/" + model + ".tecplan";
+  } else {
+    plan = ::testing::TempDir() + "/" + model + ".tecplan";
+    std::string command = std::string(TEC_BINARY) + " " + TEC_MODELS_DIR + "/" + model + ".onnx " +
+                          kModelPlanFlags + " -o " + plan + " > /dev/null";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  }
+  for (const char *target : {"sm_90", "sm_80", "cpu"}) {
+    for (const char *kind : {"inference", "train"}) {
+      SessionOptions onGpu, onCpu;
+      onGpu.variant = onCpu.variant = target;
+      onGpu.kind = onCpu.kind = kind;
+      onGpu.device = "cuda";
+      onCpu.device = "cpu";
+      auto gpu = Session::open(plan, onGpu), cpu = Session::open(plan, onCpu);
+      ASSERT_TRUE(gpu.ok()) << gpu.error().message();
+      ASSERT_TRUE(cpu.ok()) << cpu.error().message();
+      ASSERT_EQ((*gpu)->backendName(), "cuda");
+      const std::string precision = (*gpu)->variant().precision();
+      const double threshold = precision == "fp32" ? 1e-9 : precision == "fp8" ? 1e-3 : 1e-4;
+      std::mt19937_64 rng(5);
+      for (size_t i = 0; i < (*cpu)->inputs().size(); ++i) {
+        fillRandom((*cpu)->inputData(i), (*cpu)->inputs()[i], rng);
+        std::memcpy((*gpu)->inputData(i), (*cpu)->inputData(i), (*cpu)->inputs()[i].bytes);
+      }
+      for (int step = 0; step < (std::string(kind) == "train" ? 3 : 1); ++step) {
+        Status g = (*gpu)->run(), c = (*cpu)->run();
+        ASSERT_TRUE(g.ok()) << g.message();
+        ASSERT_TRUE(c.ok()) << c.message();
+        for (size_t o = 0; o < (*cpu)->outputs().size(); ++o) {
+          const auto &info = (*cpu)->outputs()[o];
+          double error = nmse(info.dtype, (*cpu)->outputData(o), (*gpu)->outputData(o),
+                              info.bytes / dtypeBytes(info.dtype));
+          EXPECT_LE(error, threshold) << model << " " << target << " " << kind << " step " << step << " output "
+                                      << info.name;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TestModels, ModelParity, ::testing::Values("mlp", "gpt_block", "gpt_block_decomposed"));
 
 } // namespace

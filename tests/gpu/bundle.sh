@@ -27,6 +27,11 @@ for h in "${hidden[@]}"; do
     -o "$stage/plans/bf16_h$h.tecplan" > /dev/null
 done
 rm -rf "$stage/models"
+# The test models' plans for tec-backend-parity-tests' ModelParity (flags as in BackendParityTest.cpp).
+for model in mlp gpt_block gpt_block_decomposed; do
+  $build/bin/tec tests/models/$model.onnx --target sm_90,sm_80,cpu --train --loss mse \
+    -o "$stage/plans/$model.tecplan" > /dev/null
+done
 cp demo-out/student_fp8.tecplan demo-out/student_fp32.tecplan "$stage/plans/"
 tar -C "$stage" -cf - . | xz -T2 -1 > gpu-bundle.tar.xz
 rm -rf "$stage"

@@ -14,6 +14,7 @@ if [ -f gpu-bundle.tar.xz ]; then
   xz -dc gpu-bundle.tar.xz | tar -C "$root" -xf -
   export LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
   bin=$root/bin tests=$root/bin plans=$root/plans
+  export TEC_TEST_PLANS=$plans
 else
   ./dev build > "$out/build.log" 2>&1 || { log "build failed (see build.log)"; exit 1; }
   bin=build/release/bin tests=build/release/tests/gpu plans=$(mktemp -d)
