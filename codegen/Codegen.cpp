@@ -81,6 +81,8 @@ private:
   /// Per value: the position of its last reader. Per root: the latest such position over the values
   /// stored in it so far; a root whose values are all read for the last time here may be overwritten.
   llvm::DenseMap<Value, int> valueLastUse;
+  /// The state argument each returned next value updates.
+  llvm::DenseMap<Value, Value> stateUpdatedBy;
   std::vector<int> finalRead;
 };
 
@@ -150,6 +152,9 @@ plan::Attr convertAttr(Attribute attr, bool &ok) {
   else if (auto a = llvm::dyn_cast<DenseI64ArrayAttr>(attr))
     for (int64_t v : a.asArrayRef())
       out.mutable_ints()->add_values(v);
+  else if (auto a = llvm::dyn_cast<DenseI32ArrayAttr>(attr)) // operandSegmentSizes
+    for (int32_t v : a.asArrayRef())
+      out.mutable_ints()->add_values(v);
   else
     ok = false;
   return out;
@@ -186,8 +191,19 @@ llvm::Error VariantBuilder::addStep(Operation *op, int position) {
     if (!buffer)
       return buffer.takeError();
     step->add_outputs(*buffer);
+    // A state's next value is written over the state itself where this op is the state's last reader
+    // and reads it element for element (an optimizer's new params and moments): no copy after the step.
+    if (Value state = stateUpdatedBy.lookup(result);
+        state && (mayRunInPlace(op) || llvm::isa<OptimizerUpdateOp>(op)) && llvm::is_contained(op->getOperands(), state) &&
+        state.getType() == result.getType()) {
+      int root = rootOf(bufferOf.lookup(state));
+      if (finalRead[root] <= position) {
+        variant.mutable_buffers(*buffer)->set_alias_of(root);
+        finalRead[root] = finalRead[*buffer];
+      }
+    }
     // Write in place over an input that dies here (same shape and type, an arena temporary).
-    if (mayRunInPlace(op))
+    if (mayRunInPlace(op) && variant.buffers(*buffer).alias_of() < 0)
       for (Value in : op->getOperands()) {
         int root = rootOf(bufferOf.lookup(in));
         const auto &r = variant.buffers(root);
@@ -250,9 +266,13 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
       valueLastUse[v] = llvm::isa<func::ReturnOp>(op) ? end + 1 : position;
   }
   SmallVector<unsigned> updatedArgs;
+  auto returned = llvm::cast<func::ReturnOp>(body.getTerminator()).getOperands();
   for (unsigned r = 0; r < forward.getNumResults(); ++r)
-    if (auto arg = forward.getResultAttrOfType<IntegerAttr>(r, kStateUpdateAttrName))
+    if (auto arg = forward.getResultAttrOfType<IntegerAttr>(r, kStateUpdateAttrName)) {
       updatedArgs.push_back(arg.getInt());
+      if (arg.getInt() >= 0 && arg.getInt() < body.getNumArguments())
+        stateUpdatedBy[returned[r]] = body.getArgument(arg.getInt());
+    }
   for (BlockArgument arg : body.getArguments()) {
     unsigned i = arg.getArgNumber();
     if (i >= inputs.argDataOffsets.size()) {
@@ -312,11 +332,14 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
     if (auto arg = forward.getResultAttrOfType<IntegerAttr>(i, kStateUpdateAttrName)) {
       if (arg.getInt() < 0 || arg.getInt() >= body.getNumArguments())
         return fail(ret, "a state update names argument " + llvm::Twine(arg.getInt()));
+      int state = bufferOf.lookup(body.getArgument(arg.getInt()));
+      if (rootOf(buffer) == rootOf(state)) // written in place
+        continue;
       auto *step = variant.add_steps();
       step->set_kernel("copy");
       step->set_source("state update");
       step->add_inputs(buffer);
-      step->add_outputs(bufferOf.lookup(body.getArgument(arg.getInt())));
+      step->add_outputs(state);
       continue;
     }
     int root = rootOf(buffer);

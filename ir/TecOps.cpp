@@ -241,6 +241,29 @@ LogicalResult OneHotOp::verify() {
   return success();
 }
 
+LogicalResult OptimizerUpdateOp::verify() {
+  size_t expected;
+  if (getOptimizer() == "adamw")
+    expected = 2;
+  else if (getOptimizer() == "sgd")
+    expected = getMomentum().convertToFloat() != 0.0f ? 1 : 0;
+  else
+    return emitOpError("expected optimizer sgd or adamw, got '") << getOptimizer() << "'";
+  if (getMoments().size() != expected)
+    return emitOpError("expected ") << expected << " moments for " << getOptimizer() << ", got "
+                                    << getMoments().size();
+  if (getNewMoments().size() != expected)
+    return emitOpError("expected ") << expected << " new moments, got " << getNewMoments().size();
+  Type type = getParam().getType();
+  if (getGrad().getType() != type || getNewParam().getType() != type)
+    return emitOpError("expected the gradient and the new param of the param's type ") << type;
+  for (TypeRange types : {TypeRange(getMoments()), TypeRange(getNewMoments())})
+    for (Type t : types)
+      if (t != type)
+        return emitOpError("expected every moment of the param's type ") << type << ", got " << t;
+  return success();
+}
+
 LogicalResult LrScheduleOp::verify() {
   StringRef schedule = getSchedule();
   if (schedule != "constant" && schedule != "warmup" && schedule != "cosine")

@@ -536,6 +536,44 @@ def Tec_LossScaleUpdateOp : Tec_Op<"loss_scale_update", [Pure]> {
   }];
 }
 
+def Tec_OptimizerUpdateOp : Tec_Op<"optimizer_update", [Pure, AttrSizedOperandSegments]> {
+  let summary = "one parameter's optimizer step, fused into one pass over its elements";
+  let description = [{
+    The whole update of one parameter as one op (one kernel, not a dozen elementwise ones): the gradient
+    times the clipping coefficient `clip` (when given), then
+    - `sgd`: `g += weight_decay * p` (L2, as torch.optim.SGD); with `momentum`, one moment
+      `v' = momentum * v + g` and the direction `v'` (or `g + momentum * v'` with `nesterov`);
+      `p' = p - lr * direction`.
+    - `adamw`: moments `m' = beta1 m + (1 - beta1) g`, `v' = beta2 v + (1 - beta2) g^2`, bias-corrected at
+      `t = step + 1`, `p' = p - lr * (m'/(1 - beta1^t) / (sqrt(v'/(1 - beta2^t)) + eps) + weight_decay * p)`
+      (decoupled weight decay, as torch.optim.AdamW).
+    With `finite` (dynamic loss scaling) a step whose gradients overflowed leaves everything as it was.
+    Backends may run every parameter's update of a step in one launch.
+
+    Example:
+    ```mlir
+    %p2, %m2, %v2 = tec.optimizer_update %p, %g : tensor<4x8xf32>, tensor<4x8xf32>
+        moments(%m, %v : tensor<4x8xf32>, tensor<4x8xf32>) lr(%lr : tensor<f32>) step(%t : tensor<f32>)
+        {optimizer = "adamw", beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-08 : f32,
+         weight_decay = 0.01 : f32} -> tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$param, StaticShapeTensorOf<[F32]>:$grad,
+                   Variadic<StaticShapeTensorOf<[F32]>>:$moments, Tec_Scalar:$lr, Tec_Scalar:$step,
+                   Optional<Tec_Scalar>:$clip, Optional<0DTensorOf<[I1]>>:$finite, StrAttr:$optimizer,
+                   DefaultValuedAttr<F32Attr, "0.9f">:$beta1, DefaultValuedAttr<F32Attr, "0.999f">:$beta2,
+                   DefaultValuedAttr<F32Attr, "1e-8f">:$eps, DefaultValuedAttr<F32Attr, "0.0f">:$weight_decay,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$momentum, DefaultValuedAttr<BoolAttr, "false">:$nesterov);
+  let results = (outs StaticShapeTensorOf<[F32]>:$new_param, Variadic<StaticShapeTensorOf<[F32]>>:$new_moments);
+  let assemblyFormat = [{
+    $param `,` $grad `:` type($param) `,` type($grad) (`moments` `(` $moments^ `:` type($moments) `)`)?
+    `lr` `(` $lr `:` type($lr) `)` `step` `(` $step `:` type($step) `)`
+    (`clip` `(` $clip^ `:` type($clip) `)`)? (`finite` `(` $finite^ `:` type($finite) `)`)?
+    attr-dict `->` type(results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tec_LrScheduleOp : Tec_Op<"lr_schedule", [Pure, AllTypesMatch<["step", "result"]>]> {
   let summary = "the learning rate at a training step";
   let description = [{

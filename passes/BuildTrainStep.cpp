@@ -177,11 +177,12 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     }
     // With loss scaling, a step whose gradients overflowed keeps every state as it was.
     Value finite;
-    auto update = [&](Value next, Value state) {
-      if (finite)
-        next = b.create<WhereOp>(loc, next.getType(), finite, next, state);
+    auto record = [&](Value next, Value state) {
       results.push_back(next);
       updates.push_back(llvm::cast<BlockArgument>(state).getArgNumber());
+    };
+    auto update = [&](Value next, Value state) {
+      record(finite ? b.create<WhereOp>(loc, next.getType(), finite, next, state) : next, state);
     };
     SmallVector<Value> grads;
     for (unsigned r = 1; r < vjpReturn.getNumOperands(); ++r) {
@@ -215,43 +216,26 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
       Value norm = b.create<SqrtOp>(loc, stepCount.getType(), sumSquares);
       clip = b.create<ClipCoefficientOp>(loc, stepCount.getType(), norm, b.getF32FloatAttr(clipNorm));
     }
+    // One fused op per parameter: clipping, weight decay, moments and the step (with loss scaling,
+    // skipped as a whole on a non-finite gradient), and the new values written in place by codegen.
     for (unsigned r = 1; r < vjpReturn.getNumOperands(); ++r) {
       unsigned argIndex = vjp->getResultAttrOfType<IntegerAttr>(r, kGradOfAttrName).getInt();
       Value p = body->getArgument(argIndex), g = grads[r - 1];
-      if (clip)
-        g = binary<MulOp>(b, loc, g, clip);
       auto type = llvm::cast<RankedTensorType>(p.getType());
       std::string name = step.getArgAttrOfType<StringAttr>(argIndex, kParamAttrName).str();
-      Value direction;
-      if (optimizer == "sgd") {
-        if (weightDecay != 0.0) // L2 regularization, as torch.optim.SGD's weight_decay
-          g = binary<AddOp>(b, loc, g, binary<MulOp>(b, loc, p, scalar(b, loc, weightDecay)));
-        direction = g;
-        if (momentum != 0.0) {
-          Value v = addState(step, body, type, name + "/momentum");
-          Value nextV = binary<AddOp>(b, loc, binary<MulOp>(b, loc, v, scalar(b, loc, momentum)), g);
-          direction = nesterov ? binary<AddOp>(b, loc, g, binary<MulOp>(b, loc, nextV, scalar(b, loc, momentum)))
-                               : nextV;
-          update(nextV, v);
-        }
-      } else {
-        // AdamW: m, v with bias correction at t = step + 1, decoupled weight decay.
-        Value m = addState(step, body, type, name + "/adam_m");
-        Value v = addState(step, body, type, name + "/adam_v");
-        Value nextM = binary<AddOp>(b, loc, binary<MulOp>(b, loc, m, scalar(b, loc, beta1)),
-                                    binary<MulOp>(b, loc, g, scalar(b, loc, 1.0 - beta1)));
-        Value nextV = binary<AddOp>(b, loc, binary<MulOp>(b, loc, v, scalar(b, loc, beta2)),
-                                    binary<MulOp>(b, loc, binary<MulOp>(b, loc, g, g), scalar(b, loc, 1.0 - beta2)));
-        Value c1 = binary<SubOp>(b, loc, scalar(b, loc, 1.0), binary<PowOp>(b, loc, scalar(b, loc, beta1), nextStep));
-        Value c2 = binary<SubOp>(b, loc, scalar(b, loc, 1.0), binary<PowOp>(b, loc, scalar(b, loc, beta2), nextStep));
-        Value mHat = binary<DivOp>(b, loc, nextM, c1), vHat = binary<DivOp>(b, loc, nextV, c2);
-        Value denom = binary<AddOp>(b, loc, b.create<SqrtOp>(loc, type, vHat), scalar(b, loc, eps));
-        direction = binary<AddOp>(b, loc, binary<DivOp>(b, loc, mHat, denom),
-                                  binary<MulOp>(b, loc, p, scalar(b, loc, weightDecay)));
-        update(nextM, m);
-        update(nextV, v);
-      }
-      update(binary<SubOp>(b, loc, p, binary<MulOp>(b, loc, direction, lr)), p);
+      SmallVector<Value> moments;
+      if (optimizer == "adamw")
+        moments = {addState(step, body, type, name + "/adam_m"), addState(step, body, type, name + "/adam_v")};
+      else if (momentum != 0.0)
+        moments = {addState(step, body, type, name + "/momentum")};
+      SmallVector<Type> types(1 + moments.size(), type);
+      auto fused = b.create<OptimizerUpdateOp>(
+          loc, types, p, g, moments, lr, stepCount, clip, finite, b.getStringAttr(optimizer),
+          b.getF32FloatAttr(beta1), b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps), b.getF32FloatAttr(weightDecay),
+          b.getF32FloatAttr(momentum), b.getBoolAttr(nesterov));
+      for (auto [next, moment] : llvm::zip(fused.getNewMoments(), moments))
+        record(next, moment);
+      record(fused.getNewParam(), p);
     }
     update(nextStep, stepCount);
     b.create<func::ReturnOp>(loc, results);

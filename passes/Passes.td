@@ -121,9 +121,12 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
     over int64 class labels), optionally clipped to a global norm as torch's clip_grad_norm_, its gradient with respect
     to every `tec.param` (from tec-autodiff's vector-Jacobian product, seeded with 1), and the optimizer
     update at the learning rate of `tec.lr_schedule`: `sgd` (momentum, nesterov, L2 weight decay as
-    torch.optim.SGD) or `adamw` (bias-corrected moments, decoupled weight decay as torch.optim.AdamW).
-    Params and optimizer state come back as results tagged `tec.state_update`, so codegen keeps them in
-    place across steps; targets are tagged `tec.target` with the index of their output.
+    torch.optim.SGD) or `adamw` (bias-corrected moments, decoupled weight decay as torch.optim.AdamW),
+    one fused `tec.optimizer_update` per param (clipping and the loss-scaling skip inside it: one pass
+    over the param's elements instead of a dozen elementwise ops; a GPU backend runs them all in one
+    launch). Params and optimizer state come back as results tagged `tec.state_update`, so codegen keeps
+    them in place across steps (the optimizer writes over them, no copy); targets are tagged `tec.target`
+    with the index of their output.
   }];
   let options = [
     Option<"loss", "loss", "std::string", "\"mse\"", "mse | l1 | cross-entropy (targets: class indices)">,

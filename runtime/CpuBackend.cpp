@@ -115,6 +115,7 @@ private:
   Status amax(const plan::Step &s);
   Status fp8Gemm(const plan::Step &s);
   Status delayedScaling(const plan::Step &s);
+  Status optimizerUpdate(const plan::Step &s);
 
   int threads;
   bool countQuantized;
@@ -612,6 +613,24 @@ Status CpuBackend::delayedScaling(const plan::Step &s) {
   emit([=, h = ptr<float>(s.inputs(0)), scale = ptr<float>(s.inputs(1)), a = ptr<float>(s.inputs(2)),
         nh = ptr<float>(s.outputs(0)), ns = ptr<float>(s.outputs(1)), nsi = ptr<float>(s.outputs(2))] {
     k::delayedScaling(h, length, *scale, *a, fp8Max, margin, mostRecent, nh, ns, nsi);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::optimizerUpdate(const plan::Step &s) {
+  auto o = readOptimizerStep(s);
+  if (!o.ok())
+    return o.error();
+  const int64_t n = count(o->param);
+  auto moment = [&](const std::vector<int> &list, size_t i) { return i < list.size() ? ptr<float>(list[i]) : nullptr; };
+  float *g = floatIn(o->grad);
+  emit([=, params = o->params, p = ptr<float>(o->param), m = moment(o->moments, 0), v = moment(o->moments, 1),
+        newP = ptr<float>(o->newParam), newM = moment(o->newMoments, 0), newV = moment(o->newMoments, 1),
+        lr = ptr<float>(o->lr), step = ptr<float>(o->step), clip = o->clip >= 0 ? ptr<float>(o->clip) : nullptr,
+        finite = o->finite >= 0 ? ptr<uint8_t>(o->finite) : nullptr] {
+    k::optimizerUpdate(params, *lr, *step, clip ? *clip : 1.0f, finite ? *finite != 0 : true, p, g, m, v, newP, newM,
+                       newV, n);
     return Status::success();
   });
   return Status::success();

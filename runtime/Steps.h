@@ -136,7 +136,7 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"gather", &B::gather},      {"copy", &B::copy},
       {"quantize", &B::quantize},  {"dequantize", &B::dequantize},
       {"amax", &B::amax},          {"fp8_gemm", &B::fp8Gemm},
-      {"delayed_scaling", &B::delayedScaling},
+      {"delayed_scaling", &B::delayedScaling}, {"optimizer_update", &B::optimizerUpdate},
   };
   return table;
 }
@@ -156,6 +156,54 @@ inline Result<AxisSplit> splitAtAxis(const plan::Step &s, const std::vector<int6
   for (size_t d = axis + 1; d < shape.size(); ++d)
     split.inner *= shape[d];
   return split;
+}
+
+/// A tec.optimizer_update step's operands by role (buffer indices; -1 when absent) and hyperparameters.
+struct OptimizerStep {
+  kernels::OptimizerParams params;
+  int param = -1, grad = -1, lr = -1, step = -1, clip = -1, finite = -1;
+  std::vector<int> moments, newMoments;
+  int newParam = -1;
+};
+inline Result<OptimizerStep> readOptimizerStep(const plan::Step &s) {
+  // Operand groups: param, grad, moments..., lr, step, clip?, finite? (operandSegmentSizes).
+  auto segments = attrInts(s, "operandSegmentSizes");
+  auto bad = [&](const std::string &why) {
+    return Status::error("step 'optimizer_update' (from " + s.source() + "): " + why);
+  };
+  if (segments.size() != 7 || segments[0] != 1 || segments[1] != 1 || segments[3] != 1 || segments[4] != 1)
+    return bad("expected operand segments param, grad, moments, lr, step, clip, finite");
+  int64_t total = 0;
+  for (int64_t n : segments)
+    total += n;
+  if (total != s.inputs_size() || s.outputs_size() != 1 + segments[2])
+    return bad("operands do not match their segments");
+  OptimizerStep o;
+  int at = 0;
+  o.param = s.inputs(at++);
+  o.grad = s.inputs(at++);
+  for (int64_t i = 0; i < segments[2]; ++i)
+    o.moments.push_back(s.inputs(at++));
+  o.lr = s.inputs(at++);
+  o.step = s.inputs(at++);
+  if (segments[5])
+    o.clip = s.inputs(at++);
+  if (segments[6])
+    o.finite = s.inputs(at++);
+  o.newParam = s.outputs(0);
+  for (int i = 1; i < s.outputs_size(); ++i)
+    o.newMoments.push_back(s.outputs(i));
+  const std::string kind = attrS(s, "optimizer");
+  o.params.adamw = kind == "adamw";
+  o.params.beta1 = static_cast<float>(attrF(s, "beta1", 0.9));
+  o.params.beta2 = static_cast<float>(attrF(s, "beta2", 0.999));
+  o.params.eps = static_cast<float>(attrF(s, "eps", 1e-8));
+  o.params.weightDecay = static_cast<float>(attrF(s, "weight_decay", 0.0));
+  o.params.momentum = static_cast<float>(attrF(s, "momentum", 0.0));
+  o.params.nesterov = attrI(s, "nesterov") != 0;
+  if (o.moments.size() != (o.params.adamw ? 2u : o.params.momentum != 0.0f ? 1u : 0u))
+    return bad("expected " + std::string(o.params.adamw ? "2 moments" : "the momentum's moment") + " for " + kind);
+  return o;
 }
 
 /// tec.lr_schedule's schedule attribute as kernels::learningRate's number.

@@ -94,6 +94,45 @@ TEC_HOST_DEVICE float clipCoefficient(float norm, float maxNorm) {
   return c < 1.0f ? c : 1.0f;
 }
 
+/// tec.optimizer_update's hyperparameters (see its description), with (1 - beta) precomputed.
+struct OptimizerParams {
+  bool adamw = false;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.0f, momentum = 0.0f;
+  bool nesterov = false;
+};
+
+/// The bias corrections 1 - beta^t of AdamW at t = step + 1 (once per step, not per element).
+TEC_HOST_DEVICE void adamBiasCorrections(const OptimizerParams &o, float step, float *c1, float *c2) {
+  const float t = step + 1.0f;
+  *c1 = 1.0f - powf(o.beta1, t);
+  *c2 = 1.0f - powf(o.beta2, t);
+}
+
+/// One element of one parameter's optimizer step: reads p, g and the moments (m: SGD momentum or Adam's
+/// first moment, v: Adam's second), writes the new values through the out pointers (which may alias).
+TEC_HOST_DEVICE void optimizerElement(const OptimizerParams &o, float lr, float c1, float c2, float clip, float p,
+                                      float g, float m, float v, float *newP, float *newM, float *newV) {
+  g = g * clip;
+  float direction;
+  if (o.adamw) {
+    const float nextM = m * o.beta1 + g * (1.0f - o.beta1);
+    const float nextV = v * o.beta2 + (g * g) * (1.0f - o.beta2);
+    direction = (nextM / c1) / (sqrtf(nextV / c2) + o.eps) + p * o.weightDecay;
+    *newM = nextM;
+    *newV = nextV;
+  } else {
+    if (o.weightDecay != 0.0f) // L2 regularization, as torch.optim.SGD's weight_decay
+      g = g + p * o.weightDecay;
+    direction = g;
+    if (o.momentum != 0.0f) {
+      const float nextM = m * o.momentum + g;
+      direction = o.nesterov ? g + nextM * o.momentum : nextM;
+      *newM = nextM;
+    }
+  }
+  *newP = p - direction * lr;
+}
+
 } // namespace tec::kernels
 
 #endif

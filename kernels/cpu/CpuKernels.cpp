@@ -589,6 +589,25 @@ bool gather(const void *data, const Shape &dataShape, const Index *indices, int6
 template bool gather<int32_t>(const void *, const Shape &, const int32_t *, int64_t, int64_t, void *, size_t);
 template bool gather<int64_t>(const void *, const Shape &, const int64_t *, int64_t, int64_t, void *, size_t);
 
+void optimizerUpdate(const OptimizerParams &params, float lr, float step, float clip, bool finite, const float *p,
+                     const float *g, const float *m, const float *v, float *newP, float *newM, float *newV, int64_t n) {
+  if (!finite) { // an overflowed step: everything stays (copies only where the outputs are elsewhere)
+    for (auto [from, to] : {std::pair{p, newP}, std::pair{m, newM}, std::pair{v, newV}})
+      if (from && to != from)
+        std::memcpy(to, from, n * sizeof(float));
+    return;
+  }
+  float c1 = 1.0f, c2 = 1.0f;
+  if (params.adamw)
+    adamBiasCorrections(params, step, &c1, &c2);
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    float scratch;
+    optimizerElement(params, lr, c1, c2, clip, p[i], g[i], m ? m[i] : 0.0f, v ? v[i] : 0.0f, &newP[i],
+                     newM ? &newM[i] : &scratch, newV ? &newV[i] : &scratch);
+  }
+}
+
 void quantize(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format) {
 #pragma omp parallel for schedule(static) if (n > kParallelThreshold)
   for (int64_t i = 0; i < n; ++i)

@@ -21,6 +21,7 @@ int64_t numElements(const Shape &shape);
 using kernels::ActivationGradKind;
 using kernels::BinaryKind;
 using kernels::ElementType;
+using kernels::OptimizerParams;
 using kernels::elementBytes;
 using kernels::ReduceKind;
 using kernels::UnaryKind;
@@ -78,6 +79,11 @@ void copyAlongAxis(const void *x, const Shape &inShape, void *y, const Shape &ou
 template <typename Index>
 bool gather(const void *data, const Shape &dataShape, const Index *indices, int64_t numIndices, int64_t axis,
             void *y, size_t bytes);
+
+/// One parameter's optimizer step over n elements (tec.optimizer_update): m and v may be null where the
+/// optimizer keeps fewer moments; outputs may alias their inputs. `finite` false leaves all unchanged.
+void optimizerUpdate(const OptimizerParams &params, float lr, float step, float clip, bool finite, const float *p,
+                     const float *g, const float *m, const float *v, float *newP, float *newM, float *newV, int64_t n);
 
 // FP8 emulation, bit-exact with the CUDA kernels.
 void quantize(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format);

@@ -287,6 +287,35 @@ __global__ void learningRateKernel(int schedule, float lr, const float *step, fl
   *out = kernels::learningRate(schedule, lr, *step, warmup, total);
 }
 
+struct OptimizerBatch {
+  OptimizerTensor tensors[kOptimizerTensorsPerLaunch];
+};
+
+/// blockIdx.y picks the parameter; the blocks along x stride over its elements.
+__global__ void optimizerKernel(OptimizerParams params, const float *lr, const float *step, const float *clip,
+                                const uint8_t *finite, OptimizerBatch batch) {
+  const OptimizerTensor t = batch.tensors[blockIdx.y];
+  const bool apply = !finite || *finite;
+  float c1 = 1.0f, c2 = 1.0f;
+  if (params.adamw)
+    adamBiasCorrections(params, *step, &c1, &c2);
+  const float rate = *lr, scale = clip ? *clip : 1.0f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < t.n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float m = t.m ? t.m[i] : 0.0f, v = t.v ? t.v[i] : 0.0f;
+    if (!apply) { // an overflowed step keeps every value
+      t.newP[i] = t.p[i];
+      if (t.newM)
+        t.newM[i] = m;
+      if (t.newV)
+        t.newV[i] = v;
+      continue;
+    }
+    float scratch;
+    optimizerElement(params, rate, c1, c2, scale, t.p[i], t.g[i], m, v, &t.newP[i], t.newM ? &t.newM[i] : &scratch,
+                     t.newV ? &t.newV[i] : &scratch);
+  }
+}
+
 } // namespace
 
 bool makeExtent(const Shape &shape, Extent &extent) {
@@ -485,6 +514,21 @@ void lossScaleUpdate(const float *scale, const float *clean, const uint8_t *fini
                      float backoff, float *nextScale, float *nextClean, void *stream) {
   lossScaleUpdateKernel<<<1, 1, 0, asStream(stream)>>>(scale, clean, finite, interval, growth, backoff, nextScale,
                                                        nextClean);
+}
+
+void optimizerUpdate(const OptimizerParams &params, const float *lr, const float *step, const float *clip,
+                     const uint8_t *finite, const std::vector<OptimizerTensor> &tensors, void *stream) {
+  for (size_t first = 0; first < tensors.size(); first += kOptimizerTensorsPerLaunch) {
+    OptimizerBatch batch;
+    const size_t count = std::min<size_t>(kOptimizerTensorsPerLaunch, tensors.size() - first);
+    int64_t largest = 0;
+    for (size_t i = 0; i < count; ++i) {
+      batch.tensors[i] = tensors[first + i];
+      largest = std::max(largest, tensors[first + i].n);
+    }
+    const dim3 grid(std::min(blocksFor(largest), 1024), static_cast<unsigned>(count));
+    optimizerKernel<<<grid, kThreads, 0, asStream(stream)>>>(params, lr, step, clip, finite, batch);
+  }
 }
 
 void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out, void *stream) {

@@ -87,6 +87,19 @@ void lossScaleUpdate(const float *scale, const float *clean, const uint8_t *fini
                      float backoff, float *nextScale, float *nextClean, void *stream);
 void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out, void *stream);
 
+/// One parameter of a fused optimizer launch (tec.optimizer_update): null moments where the optimizer
+/// keeps fewer; outputs may alias inputs.
+struct OptimizerTensor {
+  const float *p = nullptr, *g = nullptr, *m = nullptr, *v = nullptr;
+  float *newP = nullptr, *newM = nullptr, *newV = nullptr;
+  int64_t n = 0;
+};
+/// Every parameter's update in as few launches as kernel parameters allow (kOptimizerTensorsPerLaunch
+/// each); lr, step, clip (may be null: 1) and finite (may be null: true) are device scalars.
+inline constexpr int kOptimizerTensorsPerLaunch = 24;
+void optimizerUpdate(const OptimizerParams &params, const float *lr, const float *step, const float *clip,
+                     const uint8_t *finite, const std::vector<OptimizerTensor> &tensors, void *stream);
+
 } // namespace tec::kernels::cuda
 
 #endif

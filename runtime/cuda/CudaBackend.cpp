@@ -144,6 +144,7 @@ private:
   Status amax(const plan::Step &s);
   Status fp8Gemm(const plan::Step &s);
   Status delayedScaling(const plan::Step &s);
+  Status optimizerUpdate(const plan::Step &s);
 
   /// Lays out the arena and turns every step into launches; no device memory yet.
   Status compile(const plan::Variant &variant);
@@ -176,6 +177,8 @@ private:
   std::vector<QuantizeStats> stats;
   /// amax steps folded into the quantize that follows them: quantize step -> the amax output.
   std::map<int, int> fusedAmax;
+  /// optimizer_update steps run by an earlier step's fused launch.
+  std::vector<bool> foldedOptimizerSteps;
 
   std::vector<Launch> program;
   std::vector<int> programStep;
@@ -862,6 +865,44 @@ Status CudaBackend::delayedScaling(const plan::Step &s) {
   emit([=](const Context &c) {
     c.k->delayedScaling(c.at<float>(slot(h)), length, c.at<float>(slot(scale)), c.at<float>(slot(a)), fp8Max, margin,
                        mostRecent, c.at<float>(slot(nh)), c.at<float>(slot(ns)), c.at<float>(slot(nsi)));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::optimizerUpdate(const plan::Step &s) {
+  if (foldedOptimizerSteps.size() > static_cast<size_t>(currentStep) && foldedOptimizerSteps[currentStep])
+    return Status::success();
+  auto first = readOptimizerStep(s);
+  if (!first.ok())
+    return first.error();
+  // This step and the optimizer steps right after it with the same hyperparameters and scalars: one
+  // multi-tensor launch for all of them (every parameter's update of a training step, usually).
+  foldedOptimizerSteps.resize(variant->steps_size(), false);
+  std::vector<OptimizerStep> group{*first};
+  for (int next = currentStep + 1; next < variant->steps_size() && variant->steps(next).kernel() == "optimizer_update";
+       ++next) {
+    auto o = readOptimizerStep(variant->steps(next));
+    if (!o.ok())
+      return o.error();
+    const auto &a = o->params, &b = first->params;
+    if (a.adamw != b.adamw || a.beta1 != b.beta1 || a.beta2 != b.beta2 || a.eps != b.eps ||
+        a.weightDecay != b.weightDecay || a.momentum != b.momentum || a.nesterov != b.nesterov || o->lr != first->lr ||
+        o->step != first->step || o->clip != first->clip || o->finite != first->finite)
+      break;
+    group.push_back(*o);
+    foldedOptimizerSteps[next] = true;
+  }
+  auto maybe = [](const std::vector<int> &list, size_t i) { return i < list.size() ? list[i] : -1; };
+  const OptimizerStep head = group.front();
+  emit([=](const Context &c) {
+    auto at = [&](int buffer) { return buffer >= 0 ? c.at<float>(slot(buffer)) : nullptr; };
+    std::vector<kc::OptimizerTensor> tensors;
+    for (const auto &o : group)
+      tensors.push_back({at(o.param), at(o.grad), at(maybe(o.moments, 0)), at(maybe(o.moments, 1)), at(o.newParam),
+                         at(maybe(o.newMoments, 0)), at(maybe(o.newMoments, 1)), count(o.param)});
+    c.k->optimizerUpdate(head.params, at(head.lr), at(head.step), at(head.clip),
+                         head.finite >= 0 ? c.at<uint8_t>(slot(head.finite)) : nullptr, tensors);
     return Status::success();
   });
   return Status::success();

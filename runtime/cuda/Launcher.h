@@ -57,6 +57,9 @@ public:
   virtual void delayedScaling(const float *history, int64_t length, const float *scale, const float *amax,
                               float fp8Max, int64_t margin, bool mostRecent, float *newHistory, float *newScale,
                               float *newScaleInv) = 0;
+  virtual void optimizerUpdate(const kernels::OptimizerParams &params, const float *lr, const float *step,
+                               const float *clip, const uint8_t *finite,
+                               const std::vector<kc::OptimizerTensor> &tensors) = 0;
   virtual void memset(void *p, int value, size_t bytes) = 0;
   virtual void copy(void *dst, const void *src, size_t bytes) = 0;
   /// GEMM number `gemm` of the backend's table; false with `error` when every algorithm failed.

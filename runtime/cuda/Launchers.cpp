@@ -79,6 +79,10 @@ public:
     kc::delayedScaling(history, length, scale, amax, fp8Max, margin, mostRecent, newHistory, newScale, newScaleInv,
                        stream);
   }
+  void optimizerUpdate(const kernels::OptimizerParams &params, const float *lr, const float *step, const float *clip,
+                       const uint8_t *finite, const std::vector<kc::OptimizerTensor> &tensors) override {
+    kc::optimizerUpdate(params, lr, step, clip, finite, tensors, stream);
+  }
   void memset(void *p, int value, size_t bytes) override {
     cudaMemsetAsync(p, value, bytes, static_cast<cudaStream_t>(stream));
   }
@@ -201,6 +205,18 @@ public:
                       int64_t margin, bool mostRecent, float *newHistory, float *newScale, float *newScaleInv) override {
     call("kc::delayedScaling", {f32(history), num(length), f32(scale), f32(amax), floatLiteral(fp8Max), num(margin),
                                 boolean(mostRecent), f32(newHistory), f32(newScale), f32(newScaleInv)});
+  }
+  void optimizerUpdate(const kernels::OptimizerParams &o, const float *lr, const float *step, const float *clip,
+                       const uint8_t *finite, const std::vector<kc::OptimizerTensor> &tensors) override {
+    std::string list = "{";
+    for (const auto &t : tensors)
+      list += std::string(list.size() > 1 ? ",\n      " : "") + "{" + f32(t.p) + ", " + f32(t.g) + ", " + f32(t.m) +
+              ", " + f32(t.v) + ", " + f32(t.newP) + ", " + f32(t.newM) + ", " + f32(t.newV) + ", " + num(t.n) + "}";
+    call("kc::optimizerUpdate",
+         {"OptimizerParams{" + boolean(o.adamw) + ", " + floatLiteral(o.beta1) + ", " + floatLiteral(o.beta2) + ", " +
+              floatLiteral(o.eps) + ", " + floatLiteral(o.weightDecay) + ", " + floatLiteral(o.momentum) + ", " +
+              boolean(o.nesterov) + "}",
+          f32(lr), f32(step), f32(clip), u8(finite), list + "}"});
   }
   void memset(void *p, int value, size_t bytes) override {
     call("CHECK_CUDA(cudaMemsetAsync", {ptr(p), num(value), num(bytes), "stream)"}, false);

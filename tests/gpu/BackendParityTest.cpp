@@ -209,6 +209,18 @@ void buildCases() {
                                     .in(F32, {}, "positive").out(F32, {1024}).out(F32, {}).out(F32, {})
                                     .s("algo", "most_recent").f("fp8_max", 57344.0),
       kExact);
+  // The fused optimizer: AdamW with clipping and loss-scaling's finite flag, SGD with Nesterov momentum.
+  add("optimizer_adamw",
+      Builder("optimizer_update").in(F32, {3000}).in(F32, {3000}).in(F32, {3000}).in(F32, {3000}, "positive")
+          .in(F32, {}, "positive").in(F32, {}, "step").in(F32, {}, "positive").in(BOOL, {}, "true")
+          .out(F32, {3000}).out(F32, {3000}).out(F32, {3000}).s("optimizer", "adamw").f("weight_decay", 0.01)
+          .ints("operandSegmentSizes", {1, 1, 2, 1, 1, 1, 1}),
+      kF32);
+  add("optimizer_sgd_nesterov",
+      Builder("optimizer_update").in(F32, {77}).in(F32, {77}).in(F32, {77}).in(F32, {}, "positive")
+          .in(F32, {}, "step").out(F32, {77}).out(F32, {77}).s("optimizer", "sgd").f("momentum", 0.9)
+          .i("nesterov", 1).ints("operandSegmentSizes", {1, 1, 1, 1, 1, 0, 0}),
+      kF32);
   // FP8 GEMMs: both sides multiply the same FP8 values; the GPU accumulates in another order.
   add("fp8_gemm_forward", Builder("fp8_gemm").in(F8E4M3FN, {64, 128}, "fp8").in(F8E4M3FN, {96, 128}, "fp8")
                               .in(F32, {}, "positive").in(F32, {}, "positive").in(F32, {96}).out(F32, {64, 96})
@@ -237,6 +249,8 @@ void fill(const std::string &how, const plan::Buffer &b, void *data, std::mt1993
       return 3.5f;
     if (how == "step")
       return 42.0f;
+    if (how == "true")
+      return 1.0f;
     if (how == "nan")
       return i == n / 2 ? NAN : normal(rng);
     return normal(rng);
@@ -248,7 +262,7 @@ void fill(const std::string &how, const plan::Buffer &b, void *data, std::mt1993
     case plan::BF16: static_cast<uint16_t *>(data)[i] = kernels::floatToBf16(value(i)); break;
     case plan::I32: static_cast<int32_t *>(data)[i] = label(rng) + 1; break;
     case plan::I64: static_cast<int64_t *>(data)[i] = label(rng) + 1; break;
-    case plan::BOOL: static_cast<uint8_t *>(data)[i] = byte(rng) & 1; break;
+    case plan::BOOL: static_cast<uint8_t *>(data)[i] = how == "true" ? 1 : byte(rng) & 1; break;
     default: {
       // FP8 operands: any byte but NaN codes; "fp8" keeps them moderate so products stay finite.
       uint8_t v;

@@ -262,3 +262,27 @@ func.func @lr_schedule_cosine(%s: tensor<f32>) -> tensor<f32> {
   %0 = tec.lr_schedule %s {lr = 1.0e-03 : f32, schedule = "cosine", warmup_steps = 10 : i64, total_steps = 10 : i64} : tensor<f32>
   return %0 : tensor<f32>
 }
+
+// -----
+
+func.func @optimizer_update_moments(%p: tensor<4xf32>, %lr: tensor<f32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tec.optimizer_update' op expected 2 moments for adamw, got 0}}
+  %0 = tec.optimizer_update %p, %p : tensor<4xf32>, tensor<4xf32> lr(%lr : tensor<f32>) step(%lr : tensor<f32>) {optimizer = "adamw"} -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @optimizer_update_kind(%p: tensor<4xf32>, %lr: tensor<f32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tec.optimizer_update' op expected optimizer sgd or adamw, got 'lion'}}
+  %0 = tec.optimizer_update %p, %p : tensor<4xf32>, tensor<4xf32> lr(%lr : tensor<f32>) step(%lr : tensor<f32>) {optimizer = "lion"} -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @optimizer_update_shape(%p: tensor<4xf32>, %m: tensor<5xf32>, %lr: tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  // expected-error @+1 {{'tec.optimizer_update' op expected every moment of the param's type 'tensor<4xf32>', got 'tensor<5xf32>'}}
+  %0, %1 = tec.optimizer_update %p, %p : tensor<4xf32>, tensor<4xf32> moments(%m : tensor<5xf32>) lr(%lr : tensor<f32>) step(%lr : tensor<f32>) {optimizer = "sgd", momentum = 0.9 : f32} -> tensor<4xf32>, tensor<4xf32>
+  return %0, %1 : tensor<4xf32>, tensor<4xf32>
+}

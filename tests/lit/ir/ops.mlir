@@ -139,3 +139,17 @@ func.func @fp8(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %b: tensor<128xb
   %h, %ns, %nsi = tec.delayed_scaling %hist, %s, %a {fp8_max = 448.0 : f32, margin = 1 : i64, algo = "most_recent"} : (tensor<1024xf32>, tensor<f32>, tensor<f32>) -> (tensor<1024xf32>, tensor<f32>, tensor<f32>)
   return %y, %xd, %dx, %h, %ns, %nsi : tensor<64x128xbf16>, tensor<64x256xf32>, tensor<64x256xf32>, tensor<1024xf32>, tensor<f32>, tensor<f32>
 }
+
+// CHECK-LABEL: func @optimizer_update
+func.func @optimizer_update(%p: tensor<4x8xf32>, %g: tensor<4x8xf32>, %m: tensor<4x8xf32>, %v: tensor<4x8xf32>,
+                            %lr: tensor<f32>, %t: tensor<f32>, %ok: tensor<i1>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK: tec.optimizer_update %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32> moments(%{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32>) lr(%{{.*}} : tensor<f32>) step(%{{.*}} : tensor<f32>) clip(%{{.*}} : tensor<f32>) finite(%{{.*}} : tensor<i1>) {{{.*}}optimizer = "adamw"{{.*}}} -> tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  %p1, %m1, %v1 = tec.optimizer_update %p, %g : tensor<4x8xf32>, tensor<4x8xf32> moments(%m, %v : tensor<4x8xf32>, tensor<4x8xf32>)
+      lr(%lr : tensor<f32>) step(%t : tensor<f32>) clip(%lr : tensor<f32>) finite(%ok : tensor<i1>)
+      {optimizer = "adamw", beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-08 : f32, weight_decay = 0.01 : f32}
+      -> tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  // Plain SGD has no moments.
+  // CHECK: tec.optimizer_update %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32> lr(%{{.*}} : tensor<f32>) step(%{{.*}} : tensor<f32>) {optimizer = "sgd"} -> tensor<4x8xf32>
+  %p2 = tec.optimizer_update %p, %g : tensor<4x8xf32>, tensor<4x8xf32> lr(%lr : tensor<f32>) step(%t : tensor<f32>) {optimizer = "sgd"} -> tensor<4x8xf32>
+  return %p1, %m1, %v1, %p2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
