@@ -53,6 +53,57 @@ __global__ void quantizeAmaxKernel(const float *x, const float *scale, uint8_t *
     atomicMaxAbs(amax, blockMax[0]);
 }
 
+constexpr int kTile = 32, kTileRows = 8;
+
+/// A 32x32 tile per block: read along x's rows, write along y's rows (both coalesced).
+__global__ void quantizeTransposedKernel(const float *x, int64_t rows, int64_t cols, const float *scale, uint8_t *y,
+                                         float *amax, Fp8Format format, unsigned long long *counts) {
+  __shared__ float tile[kTile][kTile + 1];
+  __shared__ float blockMax[kTile * kTileRows];
+  const int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
+  float local = 0.0f;
+  for (int i = threadIdx.y; i < kTile; i += kTileRows) {
+    const int64_t r = r0 + i, c = c0 + threadIdx.x;
+    float v = 0.0f;
+    if (r < rows && c < cols) {
+      v = x[r * cols + c];
+      local = (isnan(v) || isnan(local)) ? __int_as_float(0x7fffffff) : fmaxf(local, fabsf(v));
+    }
+    tile[i][threadIdx.x] = v;
+  }
+  __syncthreads();
+  const float s = *scale;
+  unsigned long long saturated = 0, flushed = 0;
+  for (int i = threadIdx.y; i < kTile; i += kTileRows) {
+    const int64_t c = c0 + i, r = r0 + threadIdx.x; // y[c, r]
+    if (c < cols && r < rows) {
+      const float scaled = tile[threadIdx.x][i] * s;
+      const uint8_t q = floatToFp8(scaled, format);
+      y[c * rows + r] = q;
+      saturated += fabsf(scaled) > fp8Max(format) && isfinite(scaled);
+      flushed += scaled != 0.0f && (q & 0x7F) == 0;
+    }
+  }
+  if (counts && (saturated || flushed)) {
+    atomicAdd(&counts[0], saturated);
+    atomicAdd(&counts[1], flushed);
+  }
+  if (!amax)
+    return;
+  const int t = threadIdx.y * kTile + threadIdx.x;
+  blockMax[t] = local;
+  __syncthreads();
+  for (int stride = kTile * kTileRows / 2; stride > 0; stride /= 2) {
+    if (t < stride) {
+      const float a = blockMax[t], b = blockMax[t + stride];
+      blockMax[t] = (isnan(a) || isnan(b)) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
+    }
+    __syncthreads();
+  }
+  if (t == 0)
+    atomicMaxAbs(amax, blockMax[0]);
+}
+
 __global__ void dequantizeKernel(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) {
   const float s = *scaleInv;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
@@ -101,6 +152,15 @@ void quantizeWithAmax(const float *x, const float *scale, uint8_t *y, float *ama
   if (n)
     quantizeAmaxKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, scale, y, amax, n, format,
                                                                                         counts);
+}
+
+void quantizeTransposedWithAmax(const float *x, int64_t rows, int64_t cols, const float *scale, uint8_t *y,
+                                float *amax, Fp8Format format, void *stream, unsigned long long *counts) {
+  if (rows == 0 || cols == 0)
+    return;
+  const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
+  quantizeTransposedKernel<<<grid, dim3(kTile, kTileRows), 0, static_cast<cudaStream_t>(stream)>>>(
+      x, rows, cols, scale, y, amax, format, counts);
 }
 
 void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream) {

@@ -14,6 +14,10 @@ namespace tec::kernels::cuda {
 /// the nonzero values that flushed to zero, as kernels/cpu's quantizeCounting.
 void quantizeWithAmax(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
                       void *stream, unsigned long long *counts = nullptr);
+/// The same over x[rows, cols] read transposed: y[cols, rows] = fp8(xᵀ * *scale), for the TN operands
+/// of backward GEMMs (transpose and cast in one pass, through shared-memory tiles).
+void quantizeTransposedWithAmax(const float *x, int64_t rows, int64_t cols, const float *scale, uint8_t *y,
+                                float *amax, Fp8Format format, void *stream, unsigned long long *counts = nullptr);
 void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream);
 /// Transformer Engine's delayed scaling on device state (see kernels/cpu/CpuKernels.h). Histories up to
 /// kMaxHistory slots; false (nothing launched) for a longer one.

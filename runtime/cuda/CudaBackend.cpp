@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <functional>
 #include <sstream>
+#include <tuple>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -177,6 +178,20 @@ private:
   std::vector<QuantizeStats> stats;
   /// amax steps folded into the quantize that follows them: quantize step -> the amax output.
   std::map<int, int> fusedAmax;
+  /// quantize steps that read a transpose's source instead of the transpose: step -> (source, rows, cols).
+  std::map<int, std::tuple<int, int64_t, int64_t>> transposedQuantize;
+  /// How many steps read `buffer` (or a view of its storage); a variant output counts as a reader.
+  int readers(int buffer) const {
+    auto rootOf = [&](int b) { return variant->buffers(b).alias_of() >= 0 ? variant->buffers(b).alias_of() : b; };
+    const int root = rootOf(buffer);
+    int n = 0;
+    for (const auto &step : variant->steps())
+      for (int in : step.inputs())
+        n += rootOf(in) == root;
+    for (int out : variant->outputs())
+      n += rootOf(out) == root;
+    return n;
+  }
   /// optimizer_update steps run by an earlier step's fused launch.
   std::vector<bool> foldedOptimizerSteps;
 
@@ -621,11 +636,24 @@ Status CudaBackend::transpose(const plan::Step &s) {
   auto perm = attrInts(s, "perm");
   if (perm.size() != in.size() || in.size() > kc::kMaxRank)
     return unsupported(s, "perm does not match the rank");
+  // A 2-D f32 transpose that only feeds an FP8 quantize (the TN operand of a backward GEMM, its amax
+  // maybe in between) is not materialized: the quantize reads the source transposed.
+  const int x = s.inputs(0), t = s.outputs(0);
+  int quantizeStep = currentStep + 1;
+  if (quantizeStep < variant->steps_size() && variant->steps(quantizeStep).kernel() == "amax" &&
+      variant->steps(quantizeStep).inputs(0) == t)
+    ++quantizeStep;
+  if (perm == std::vector<int64_t>{1, 0} && dtype(x) == plan::F32 && quantizeStep < variant->steps_size() &&
+      variant->steps(quantizeStep).kernel() == "quantize" && variant->steps(quantizeStep).inputs(0) == t &&
+      readers(t) == quantizeStep - currentStep) {
+    transposedQuantize[quantizeStep] = {x, in[0], in[1]};
+    return Status::success();
+  }
   auto inStrides = kc::contiguous(in);
   kc::Strided src;
   for (size_t d = 0; d < perm.size(); ++d)
     src.strides[d] = inStrides.strides[perm[d]];
-  return emitCopy(s, s.inputs(0), src, s.outputs(0), kc::contiguous(out), out);
+  return emitCopy(s, x, src, t, kc::contiguous(out), out);
 }
 
 Status CudaBackend::expand(const plan::Step &s) {
@@ -768,6 +796,18 @@ Status CudaBackend::quantize(const plan::Step &s) {
       name.resize(name.size() - suffix.size());
     counter = static_cast<int64_t>(stats.size());
     stats.push_back({name, n, 0, 0});
+  }
+  if (auto fold = transposedQuantize.find(currentStep); fold != transposedQuantize.end()) {
+    const auto [source, rows, cols] = fold->second;
+    emit([=](const Context &c) {
+      if (!amaxOut.null())
+        c.k->memset(c.at(amaxOut), 0, sizeof(float));
+      c.k->quantizeTransposed(c.at<float>(slot(source)), rows, cols, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)),
+                              c.at<float>(amaxOut), format,
+                              counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+      return Status::success();
+    });
+    return Status::success();
   }
   emit([=](const Context &c) {
     if (!amaxOut.null())
@@ -1110,7 +1150,7 @@ Result<std::string> CudaBackend::programSource(const plan::Variant &v, const std
       bool hasLaunches =
           step + 1 >= b.firstLaunchOfStep.size() || b.firstLaunchOfStep[step + 1] > static_cast<int>(i);
       body.push_back("  // step " + std::to_string(step) + ": " + st.kernel() + " (" + st.source() + ")" +
-                     (hasLaunches ? "" : ", folded into the next step"));
+                     (hasLaunches ? "" : ", fused into a neighbour's launch"));
     }
     launches.clear();
     if (Status s = b.program[i](c); !s.ok())

@@ -71,6 +71,10 @@ public:
                 unsigned long long *counts) override {
     kc::quantizeWithAmax(x, scale, y, amax, n, format, stream, counts);
   }
+  void quantizeTransposed(const float *x, int64_t rows, int64_t cols, const float *scale, uint8_t *y, float *amax,
+                          Fp8Format format, unsigned long long *counts) override {
+    kc::quantizeTransposedWithAmax(x, rows, cols, scale, y, amax, format, stream, counts);
+  }
   void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) override {
     kc::dequantize(x, scaleInv, y, n, format, stream);
   }
@@ -196,6 +200,12 @@ public:
                 unsigned long long *counts) override {
     call("kc::quantizeWithAmax", {f32(x), f32(scale), u8(y), f32(amax), num(n), fp8(format), "stream",
                                   "(unsigned long long *)" + ptr(counts)},
+         /*stream=*/false);
+  }
+  void quantizeTransposed(const float *x, int64_t rows, int64_t cols, const float *scale, uint8_t *y, float *amax,
+                          Fp8Format format, unsigned long long *counts) override {
+    call("kc::quantizeTransposedWithAmax", {f32(x), num(rows), num(cols), f32(scale), u8(y), f32(amax), fp8(format),
+                                            "stream", "(unsigned long long *)" + ptr(counts)},
          /*stream=*/false);
   }
   void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) override {

@@ -38,6 +38,25 @@ public:
     fills.push_back(std::move(fill));
     return *this;
   }
+  /// Starts the next step of a multi-step case (the backends fuse across steps).
+  Builder &then(std::string kernel) {
+    step = variant.add_steps();
+    step->set_kernel(std::move(kernel));
+    step->set_source("parity");
+    return *this;
+  }
+  /// An earlier step's output as this step's input.
+  Builder &use(int buffer) {
+    step->add_inputs(buffer);
+    return *this;
+  }
+  /// An output only later steps read (a temporary), remembered as `last`.
+  Builder &temp(plan::DType t, Shape shape) {
+    last = add(t, shape, plan::TEMP);
+    step->add_outputs(last);
+    return *this;
+  }
+  int last = -1;
   Builder &out(plan::DType t, Shape shape) {
     step->add_outputs(add(t, shape, plan::OUTPUT));
     variant.add_outputs(step->outputs(step->outputs_size() - 1));
@@ -221,6 +240,14 @@ void buildCases() {
           .in(F32, {}, "step").out(F32, {77}).out(F32, {77}).s("optimizer", "sgd").f("momentum", 0.9)
           .i("nesterov", 1).ints("operandSegmentSizes", {1, 1, 1, 1, 1, 0, 0}),
       kF32);
+  // A backward GEMM's TN operand: transpose, amax, quantize, which the CUDA backend runs as one pass.
+  {
+    Builder b("transpose");
+    b.in(F32, {200, 96}, "wide").temp(F32, {96, 200}).ints("perm", {1, 0});
+    int t = b.last;
+    b.then("amax").use(t).out(F32, {}).then("quantize").use(t).in(F32, {}, "scale").out(F8E5M2, {96, 200});
+    add("transpose_amax_quantize", std::move(b), kExact);
+  }
   // FP8 GEMMs: both sides multiply the same FP8 values; the GPU accumulates in another order.
   add("fp8_gemm_forward", Builder("fp8_gemm").in(F8E4M3FN, {64, 128}, "fp8").in(F8E4M3FN, {96, 128}, "fp8")
                               .in(F32, {}, "positive").in(F32, {}, "positive").in(F32, {96}).out(F32, {64, 96})

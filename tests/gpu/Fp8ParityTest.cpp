@@ -97,4 +97,41 @@ TEST(DelayedScalingParity, MatchesTheCpu) {
   }
 }
 
+TEST(QuantizeTransposedParity, EqualsTransposeThenQuantizeWithCounts) {
+  if (!haveDevice())
+    GTEST_SKIP() << "no CUDA device";
+  // Sizes off the 32x32 tiles on purpose; a few values saturate and a few flush.
+  const int64_t rows = 333, cols = 70;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 50.0f);
+  std::vector<float> x(rows * cols), xt(rows * cols);
+  for (auto &v : x)
+    v = normal(rng);
+  x[5] = 1e6f;
+  x[17] = 1e-12f;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      xt[c * rows + r] = x[r * cols + c];
+  const float scale = 2.0f;
+  std::vector<uint8_t> cpuQ(x.size());
+  int64_t saturated = 0, flushed = 0;
+  cpu::quantizeCounting(xt.data(), scale, cpuQ.data(), xt.size(), Fp8Format::E5M2, saturated, flushed);
+  float *dx = toDevice(x), *dScale = toDevice(std::vector<float>{scale}), *dAmax = toDevice(std::vector<float>{0.0f});
+  unsigned long long *dCounts = nullptr;
+  cudaMalloc(&dCounts, 2 * sizeof(unsigned long long));
+  cudaMemset(dCounts, 0, 2 * sizeof(unsigned long long));
+  uint8_t *dq = nullptr;
+  cudaMalloc(&dq, x.size());
+  cuda::quantizeTransposedWithAmax(dx, rows, cols, dScale, dq, dAmax, Fp8Format::E5M2, nullptr, dCounts);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(toHost(dq, x.size()), cpuQ);
+  EXPECT_EQ(toHost(dAmax, 1)[0], cpu::amax(x.data(), x.size()));
+  auto counts = toHost(dCounts, 2);
+  EXPECT_EQ(static_cast<int64_t>(counts[0]), saturated);
+  EXPECT_EQ(static_cast<int64_t>(counts[1]), flushed);
+  for (void *p : {static_cast<void *>(dx), static_cast<void *>(dScale), static_cast<void *>(dAmax),
+                  static_cast<void *>(dCounts), static_cast<void *>(dq)})
+    cudaFree(p);
+}
+
 } // namespace

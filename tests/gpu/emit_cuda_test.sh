@@ -6,7 +6,7 @@ tec=$1 nvcc=$2 src=$3 kernels=$4 models=$5 work=$6
 rm -rf "$work" && mkdir -p "$work"
 for model in mlp gpt_block; do
   "$tec" "$models/$model.onnx" --target all -o "$work/$model.tecplan" --emit=cuda > "$work/$model.log"
-  grep -q "wrote $work/$model.cu: variant sm_90" "$work/$model.log"
+  grep -q "wrote $work/$model.cu: variant sm_90 as" "$work/$model.log"
   # The sequence is the backend's: cuBLASLt GEMMs, FP8 quantize with fused amax (the MLP runs FP8 on
   # sm_90), softmax and layer norm (the GPT block, BF16 at this small size).
   grep -q "runGemm(\*gemms\[" "$work/$model.cu"
@@ -17,3 +17,12 @@ for model in mlp gpt_block; do
   "$nvcc" -std=c++17 -I"$src" "$work/$model.cu" "$kernels" -lcublasLt -o "$work/$model"
   echo "$model: emitted and compiled"
 done
+# The FP8 training step: the backward GEMMs' TN operands quantized straight from their transposes, and
+# every param's optimizer update in one launch.
+"$tec" "$models/mlp.onnx" --target sm_90 --train --loss mse --optimizer adamw -o "$work/train.tecplan" \
+  --emit=cuda > "$work/train.log"
+grep -q "wrote $work/train.train.cu: variant sm_90 train step" "$work/train.log"
+grep -q "kc::quantizeTransposedWithAmax" "$work/train.train.cu"
+test "$(grep -c "kc::optimizerUpdate" "$work/train.train.cu")" -eq 1
+"$nvcc" -std=c++17 -I"$src" "$work/train.train.cu" "$kernels" -lcublasLt -o "$work/train"
+echo "train step: emitted and compiled"

@@ -363,29 +363,35 @@ int reportCompileError(llvm::Error err) {
   return code;
 }
 
-/// --emit=cuda: the plan's first GPU inference variant (else its first one) as PLAN.cu.
+/// --emit=cuda: for the inference step and (with --train) the training step, the plan's first GPU
+/// variant (else its first one) as PLAN.cu and PLAN.train.cu.
 int writeCudaProgram(const tec::plan::Plan &plan, const std::string &planPath) {
-  int chosen = -1;
-  for (int i = 0; i < plan.variants_size() && chosen < 0; ++i)
-    if (plan.variants(i).kind().empty() && llvm::StringRef(plan.variants(i).target()).starts_with("sm_"))
-      chosen = i;
-  if (chosen < 0)
-    chosen = 0;
-  llvm::SmallString<256> cuPath(planPath);
-  llvm::sys::path::replace_extension(cuPath, "cu");
-  auto source = tec::cudaProgramSource(plan.variants(chosen), llvm::sys::path::filename(planPath).str());
-  if (!source.ok()) {
-    llvm::errs() << "error: --emit=cuda: " << source.error().message() << "\n";
-    return kExitBadInput;
+  for (const std::string kind : {"", "train"}) {
+    int chosen = -1;
+    for (int i = 0; i < plan.variants_size(); ++i)
+      if (plan.variants(i).kind() == kind &&
+          (chosen < 0 || (!llvm::StringRef(plan.variants(chosen).target()).starts_with("sm_") &&
+                          llvm::StringRef(plan.variants(i).target()).starts_with("sm_"))))
+        chosen = i;
+    if (chosen < 0)
+      continue;
+    llvm::SmallString<256> cuPath(planPath);
+    llvm::sys::path::replace_extension(cuPath, kind.empty() ? "cu" : "train.cu");
+    auto source = tec::cudaProgramSource(plan.variants(chosen), llvm::sys::path::filename(planPath).str());
+    if (!source.ok()) {
+      llvm::errs() << "error: --emit=cuda: " << source.error().message() << "\n";
+      return kExitBadInput;
+    }
+    std::error_code ec;
+    llvm::raw_fd_ostream out(cuPath, ec);
+    if (ec) {
+      llvm::errs() << "error: " << cuPath << ": " << ec.message() << "\n";
+      return kExitBadInput;
+    }
+    out << *source;
+    llvm::outs() << "wrote " << cuPath << ": variant " << plan.variants(chosen).target()
+                 << (kind.empty() ? "" : " train step") << " as a CUDA host program\n";
   }
-  std::error_code ec;
-  llvm::raw_fd_ostream out(cuPath, ec);
-  if (ec) {
-    llvm::errs() << "error: " << cuPath << ": " << ec.message() << "\n";
-    return kExitBadInput;
-  }
-  out << *source;
-  llvm::outs() << "wrote " << cuPath << ": variant " << plan.variants(chosen).target() << " as a CUDA host program\n";
   return 0;
 }
 
