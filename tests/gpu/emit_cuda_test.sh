@@ -26,3 +26,10 @@ grep -q "kc::quantizeTransposedWithAmax" "$work/train.train.cu"
 test "$(grep -c "kc::optimizerUpdate" "$work/train.train.cu")" -eq 1
 "$nvcc" -std=c++17 -I"$src" "$work/train.train.cu" "$kernels" -lcublasLt -o "$work/train"
 echo "train step: emitted and compiled"
+# Every kernel of the GPT block's FP8 and BF16 training steps goes through the CUDA backend's compilers.
+for target in sm_90 sm_80; do
+  "$tec" "$models/gpt_block_decomposed.onnx" --target $target --train --loss mse --fp8=all \
+    -o "$work/gpt_$target.tecplan" --emit=cuda > "$work/gpt_$target.log"
+  "$nvcc" -std=c++17 -I"$src" "$work/gpt_$target.train.cu" "$kernels" -lcublasLt -o "$work/gpt_$target"
+  echo "gpt_block_decomposed $target train step: emitted and compiled"
+done
