@@ -886,11 +886,20 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
   wide.n = spec.n;
   wide.k = spec.k;
   wide.transposeB = transB;
-  wide.a = wide.b = ElementType::F32;
-  wide.d = spec.d;
-  if (wide.d != ElementType::F32)
-    return unsupported(s, "the FP8 emulation writes f32 only");
-  return emitLinear(s, wide, xf, wf, bias, b, slot(y), epilogue(s));
+  wide.a = wide.b = wide.d = ElementType::F32;
+  // An f16/bf16 output is computed in f32 scratch and narrowed after.
+  const Slot yWide = spec.d == ElementType::F32 ? slot(y) : scratch(count(y) * 4);
+  if (Status st = emitLinear(s, wide, xf, wf, bias, b, yWide, epilogue(s)); !st.ok())
+    return st;
+  if (spec.d != ElementType::F32) {
+    const int64_t n = count(y);
+    const auto to = spec.d;
+    emit([=](const Context &c) {
+      c.k->cast(c.at(yWide), ElementType::F32, c.at(slot(y)), to, n);
+      return Status::success();
+    });
+  }
+  return Status::success();
 }
 
 Status CudaBackend::delayedScaling(const plan::Step &s) {

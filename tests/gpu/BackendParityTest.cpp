@@ -253,6 +253,11 @@ void buildCases() {
                               .in(F32, {}, "positive").in(F32, {}, "positive").in(F32, {96}).out(F32, {64, 96})
                               .i("transpose_b", 1).s("epilogue", "gelu_tanh"),
       1e-6);
+  // Not multiples of 16: no FP8 tensor-core GEMM; widened exactly, FP32 GEMM, narrowed to bf16.
+  add("fp8_gemm_odd_shape_bf16", Builder("fp8_gemm").in(F8E4M3FN, {10, 24}, "fp8").in(F8E4M3FN, {7, 24}, "fp8")
+                                     .in(F32, {}, "positive").in(F32, {}, "positive").in(BF16, {7}).out(BF16, {10, 7})
+                                     .i("transpose_b", 1).s("epilogue", "relu"),
+      1e-4);
   add("fp8_gemm_dgrad_kn", Builder("fp8_gemm").in(F8E5M2, {64, 96}, "fp8").in(F8E4M3FN, {96, 128}, "fp8")
                                .in(F32, {}, "positive").in(F32, {}, "positive").out(F32, {64, 128})
                                .s("tec.gemm_role", "dgrad"),
