@@ -798,7 +798,8 @@ Status CudaBackend::quantize(const plan::Step &s) {
     stats.push_back({name, n, 0, 0});
   }
   if (auto fold = transposedQuantize.find(currentStep); fold != transposedQuantize.end()) {
-    const auto [source, rows, cols] = fold->second;
+    const int source = std::get<0>(fold->second);
+    const int64_t rows = std::get<1>(fold->second), cols = std::get<2>(fold->second);
     emit([=](const Context &c) {
       if (!amaxOut.null())
         c.k->memset(c.at(amaxOut), 0, sizeof(float));
