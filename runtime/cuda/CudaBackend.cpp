@@ -40,6 +40,13 @@ struct Slot {
   bool null() const { return offset < 0; }
 };
 
+/// A tanh-GELU gradient applied to a GEMM's result right after it (the dgrad of a Linear+GELU):
+/// cuBLASLt's DGELU epilogue does it in the GEMM. `dx` is where it goes, `aux` the GELU's input.
+struct GeluGradFusion {
+  int step = -1;
+  Slot aux, dx;
+};
+
 class CudaBackend final : public Backend {
 public:
   explicit CudaBackend(const CudaBackendOptions &options) : options(options) {}
@@ -111,8 +118,73 @@ private:
     return static_cast<int>(gemms.size() - 1);
   }
   /// Emits one GEMM y = epilogue(x · w + bias) with the epilogue fused when cuBLASLt can, else in a kernel.
+  /// The fusion for a GEMM writing `d` in the current step, where a later step is a tanh gelu_grad of d
+  /// (f32 throughout) that alone reads d, and the gradient's storage is free from here to there (the
+  /// GEMM writes it that much earlier).
+  GeluGradFusion geluGradAfter(int d) const {
+    if (readers(d) != 1 || dtype(d) != plan::F32)
+      return {};
+    for (int j = currentStep + 1; j < variant->steps_size(); ++j) {
+      const auto &g = variant->steps(j);
+      if (std::find(g.inputs().begin(), g.inputs().end(), d) == g.inputs().end())
+        continue;
+      if (g.kernel() != "gelu_grad" || attrS(g, "approximate", "none") != "tanh" || g.inputs_size() != 2 ||
+          g.inputs(0) != d || g.inputs(1) == d || dtype(g.inputs(1)) != plan::F32 ||
+          dtype(g.outputs(0)) != plan::F32 || !storageFreeBetween(g.outputs(0), currentStep, j) ||
+          writtenBetween(g.inputs(1), currentStep, j) || rootOf(g.outputs(0)) == rootOf(g.inputs(1)))
+        return {};
+      // The gradient's own storage (it may be an in-place view) untouched from this step to that one.
+      const int dxRoot = rootOf(g.outputs(0));
+      for (int i = currentStep; i < j; ++i)
+        for (int b : variant->steps(i).inputs())
+          if (rootOf(b) == dxRoot)
+            return {};
+      if (writtenBetween(g.outputs(0), currentStep, j))
+        return {};
+      return {j, slot(g.inputs(1)), slot(g.outputs(0))};
+    }
+    return {};
+  }
+  int rootOf(int b) const { return variant->buffers(b).alias_of() >= 0 ? variant->buffers(b).alias_of() : b; }
+  /// Whether a step in (from, to) writes `buffer`'s storage.
+  bool writtenBetween(int buffer, int from, int to) const {
+    for (int i = from + 1; i < to; ++i)
+      for (int out : variant->steps(i).outputs())
+        if (rootOf(out) == rootOf(buffer))
+          return true;
+    return false;
+  }
+  /// Whether no other arena buffer that overlaps `buffer`'s bytes is live anywhere in steps [from, to].
+  bool storageFreeBetween(int buffer, int from, int to) const {
+    const auto &b = variant->buffers(rootOf(buffer));
+    if (b.role() != plan::TEMP)
+      return false;
+    for (int r = 0; r < variant->buffers_size(); ++r) {
+      const auto &o = variant->buffers(r);
+      if (r == rootOf(buffer) || o.alias_of() >= 0 || o.role() == plan::PARAM || o.role() == plan::CONSTANT ||
+          o.offset() >= b.offset() + b.bytes() || b.offset() >= o.offset() + o.bytes())
+        continue;
+      // Live from its first write (inputs and state: from the start) to its last read (outputs: the end).
+      int first = o.role() == plan::TEMP ? variant->steps_size() : -1, last = -1;
+      for (int i = 0; i < variant->steps_size(); ++i) {
+        for (int out : variant->steps(i).outputs())
+          if (rootOf(out) == r)
+            first = std::min(first, i);
+        for (int in : variant->steps(i).inputs())
+          if (rootOf(in) == r)
+            last = i;
+      }
+      if (o.role() != plan::TEMP)
+        last = variant->steps_size();
+      if (first <= to && from <= last)
+        return false;
+    }
+    return true;
+  }
+  std::vector<bool> foldedGeluGrad;
   Status emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, Slot w, Slot bias, int biasBuffer, Slot y,
-                    kernels::Epilogue epilogue, Slot xScaleInv = {}, Slot wScaleInv = {});
+                    kernels::Epilogue epilogue, Slot xScaleInv = {}, Slot wScaleInv = {},
+                    GeluGradFusion dgelu = {});
 
   /// One strided copy from x to y over `iteration` (transpose, expand, slice, concat, split).
   Status emitCopy(const plan::Step &s, int x, kc::Strided src, int y, kc::Strided dst, const kc::Shape &iteration);
@@ -279,6 +351,8 @@ Status CudaBackend::unary(const plan::Step &s) {
 Status CudaBackend::activationGrad(const plan::Step &s) {
   if (Status st = expectArity(s, 2, 2, 1); !st.ok())
     return st;
+  if (static_cast<size_t>(currentStep) < foldedGeluGrad.size() && foldedGeluGrad[currentStep])
+    return Status::success(); // in the GEMM before it (DGELU)
   auto kind = activationGradKind(s);
   int dy = s.inputs(0), x = s.inputs(1), dx = s.outputs(0);
   int64_t n = count(dx);
@@ -469,7 +543,8 @@ kc::GemmEpilogue fusedEpilogue(kernels::Epilogue e, bool bias) {
 }
 
 Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, Slot w, Slot bias, int biasBuffer,
-                               Slot y, kernels::Epilogue epilogue, Slot xScaleInv, Slot wScaleInv) {
+                               Slot y, kernels::Epilogue epilogue, Slot xScaleInv, Slot wScaleInv,
+                               GeluGradFusion dgelu) {
   const bool hasBias = !bias.null();
   if (hasBias)
     spec.bias = type(biasBuffer);
@@ -482,7 +557,14 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
   if (plain < 0)
     return unsupported(s, why);
   int fused = -1;
-  if ((hasBias || epilogue != kernels::Epilogue::None) && epilogue != kernels::Epilogue::Gelu) {
+  const bool withGeluGrad = dgelu.step >= 0 && !hasBias && epilogue == kernels::Epilogue::None;
+  if (withGeluGrad) {
+    kc::GemmSpec withEpilogue = spec;
+    withEpilogue.epilogue = kc::GemmEpilogue::DGelu;
+    fused = makeGemm(withEpilogue, why);
+    foldedGeluGrad.resize(variant->steps_size(), false);
+    foldedGeluGrad[dgelu.step] = true;
+  } else if ((hasBias || epilogue != kernels::Epilogue::None) && epilogue != kernels::Epilogue::Gelu) {
     kc::GemmSpec withEpilogue = spec;
     withEpilogue.epilogue = fusedEpilogue(epilogue, hasBias);
     fused = makeGemm(withEpilogue, why);
@@ -490,6 +572,29 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
   const bool needsKernel = hasBias || epilogue != kernels::Epilogue::None;
   const auto yType = spec.d, biasType = hasBias ? type(biasBuffer) : ElementType::F32;
   const int64_t rows = spec.m * spec.batch, cols = spec.n;
+  if (withGeluGrad) {
+    emit([=](const Context &c) {
+      kc::GemmOperands o;
+      o.a = c.at(x);
+      o.b = c.at(w);
+      o.d = c.at(dgelu.dx);
+      o.aux = c.at(dgelu.aux);
+      o.aScaleInv = c.at<float>(xScaleInv);
+      o.bScaleInv = c.at<float>(wScaleInv);
+      std::string error;
+      if (fused >= 0 && c.k->gemm(fused, o, error))
+        return Status::success();
+      // Unfused: the GEMM's result, then the gradient kernel over it.
+      o.d = c.at(y);
+      o.aux = nullptr;
+      if (!c.k->gemm(plain, o, error))
+        return unsupported(s, error);
+      c.k->activationGrad(kernels::ActivationGradKind::GeluTanh, {c.at(y), ElementType::F32},
+                          {c.at(dgelu.aux), ElementType::F32}, {c.at(dgelu.dx), ElementType::F32}, rows * cols);
+      return Status::success();
+    });
+    return Status::success();
+  }
   emit([=](const Context &c) {
     kc::GemmOperands o;
     o.a = c.at(x);
@@ -523,7 +628,8 @@ Status CudaBackend::linear(const plan::Step &s) {
   spec.k = spec.transposeB ? ws[1] : ws[0];
   spec.m = spec.n ? count(y) / spec.n : 0;
   spec.a = spec.b = spec.d = type(y);
-  return emitLinear(s, spec, slot(x), slot(w), b >= 0 ? slot(b) : Slot{}, b, slot(y), epilogue(s));
+  return emitLinear(s, spec, slot(x), slot(w), b >= 0 ? slot(b) : Slot{}, b, slot(y), epilogue(s), {}, {},
+                    geluGradAfter(y));
 }
 
 Status CudaBackend::gemm(const plan::Step &s) {
@@ -870,7 +976,8 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
     spec.b = type(wq);
     // Transformer Engine: fast accumulation for forward GEMMs, full-precision accumulation for gradients.
     spec.fastAccumulation = attrS(s, "tec.gemm_role").empty();
-    if (emitLinear(s, spec, slot(xq), weight, bias, b, slot(y), epilogue(s), slot(xsi), slot(wsi)).ok())
+    if (emitLinear(s, spec, slot(xq), weight, bias, b, slot(y), epilogue(s), slot(xsi), slot(wsi), geluGradAfter(y))
+            .ok())
       return Status::success();
   }
   // No FP8 GEMMs here (before sm_89, or cuBLASLt refused): widen both operands exactly, then an f32 GEMM.
@@ -890,7 +997,9 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
   wide.a = wide.b = wide.d = ElementType::F32;
   // An f16/bf16 output is computed in f32 scratch and narrowed after.
   const Slot yWide = spec.d == ElementType::F32 ? slot(y) : scratch(count(y) * 4);
-  if (Status st = emitLinear(s, wide, xf, wf, bias, b, yWide, epilogue(s)); !st.ok())
+  if (Status st = emitLinear(s, wide, xf, wf, bias, b, yWide, epilogue(s), {}, {},
+                             spec.d == ElementType::F32 ? geluGradAfter(y) : GeluGradFusion{});
+      !st.ok())
     return st;
   if (spec.d != ElementType::F32) {
     const int64_t n = count(y);

@@ -240,6 +240,23 @@ void buildCases() {
           .in(F32, {}, "step").out(F32, {77}).out(F32, {77}).s("optimizer", "sgd").f("momentum", 0.9)
           .i("nesterov", 1).ints("operandSegmentSizes", {1, 1, 1, 1, 1, 0, 0}),
       kF32);
+  // The dgrad of a Linear + tanh GELU: the GEMM and the GELU gradient as one cuBLASLt DGELU GEMM.
+  {
+    Builder b("linear");
+    b.in(F32, {64, 96}).in(F32, {128, 96}).temp(F32, {64, 128}).i("transpose_b", 1);
+    int d = b.last;
+    b.then("gelu_grad").use(d).in(F32, {64, 128}).out(F32, {64, 128}).s("approximate", "tanh");
+    add("linear_dgelu", std::move(b), 1e-7); // cuBLASLt computes the tanh GELU derivative its own way
+  }
+  {
+    // The same with another step in between (as wgrad GEMMs sit between a dgrad and its GELU gradient).
+    Builder b("linear");
+    b.in(F32, {32, 64}).in(F32, {48, 64}).temp(F32, {32, 48}).i("transpose_b", 1);
+    int d = b.last;
+    b.then("relu").in(F32, {500}).out(F32, {500});
+    b.then("gelu_grad").use(d).in(F32, {32, 48}).out(F32, {32, 48}).s("approximate", "tanh");
+    add("linear_dgelu_later", std::move(b), 1e-7);
+  }
   // A backward GEMM's TN operand: transpose, amax, quantize, which the CUDA backend runs as one pass.
   {
     Builder b("transpose");
