@@ -24,6 +24,7 @@ cublasLtEpilogue_t epilogueOf(GemmEpilogue e) {
   case GemmEpilogue::ReluBias: return CUBLASLT_EPILOGUE_RELU_BIAS;
   case GemmEpilogue::Gelu: return CUBLASLT_EPILOGUE_GELU;
   case GemmEpilogue::GeluBias: return CUBLASLT_EPILOGUE_GELU_BIAS;
+  case GemmEpilogue::GeluAux: return CUBLASLT_EPILOGUE_GELU_AUX;
   case GemmEpilogue::GeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   case GemmEpilogue::DGelu: return CUBLASLT_EPILOGUE_DGELU;
   case GemmEpilogue::BGradB: return CUBLASLT_EPILOGUE_BGRADB;
@@ -35,6 +36,10 @@ cublasLtEpilogue_t epilogueOf(GemmEpilogue e) {
 bool usesBias(GemmEpilogue e) {
   return e == GemmEpilogue::Bias || e == GemmEpilogue::ReluBias || e == GemmEpilogue::GeluBias ||
          e == GemmEpilogue::GeluAuxBias;
+}
+
+bool usesAux(GemmEpilogue e) {
+  return e == GemmEpilogue::GeluAux || e == GemmEpilogue::GeluAuxBias || e == GemmEpilogue::DGelu;
 }
 
 bool isFp8(ElementType t) { return t == ElementType::F8E4M3 || t == ElementType::F8E5M2; }
@@ -99,7 +104,7 @@ std::unique_ptr<Gemm> Gemm::create(void *ltHandle, const GemmSpec &spec, size_t 
       return fail("BIAS_DATA_TYPE", s);
   if (fp8)
     setDesc(g.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<int8_t>(spec.fastAccumulation ? 1 : 0));
-  if (spec.epilogue == GemmEpilogue::GeluAuxBias || spec.epilogue == GemmEpilogue::DGelu)
+  if (usesAux(spec.epilogue))
     setDesc(g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, static_cast<int64_t>(spec.n));
   // Placeholders for the pointer attributes, so that the heuristics see the real configuration.
   if (fp8) {
@@ -160,7 +165,7 @@ bool Gemm::run(const GemmOperands &o, void *workspace, void *stream, std::string
     setDesc(g.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, o.bias);
   if (spec_.epilogue == GemmEpilogue::BGradB)
     setDesc(g.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void *>(o.biasGrad));
-  if (spec_.epilogue == GemmEpilogue::GeluAuxBias || spec_.epilogue == GemmEpilogue::DGelu)
+  if (usesAux(spec_.epilogue))
     setDesc(g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void *>(o.aux));
   if (spec_.amaxD)
     setDesc(g.desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, static_cast<void *>(o.amaxD));

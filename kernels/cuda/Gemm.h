@@ -15,7 +15,7 @@
 namespace tec::kernels::cuda {
 
 /// cuBLASLt's epilogues (by their names), the ones tec's plans use.
-enum class GemmEpilogue { Default, Bias, Relu, ReluBias, Gelu, GeluBias, GeluAuxBias, DGelu, BGradB };
+enum class GemmEpilogue { Default, Bias, Relu, ReluBias, Gelu, GeluBias, GeluAux, GeluAuxBias, DGelu, BGradB };
 
 struct GemmSpec {
   int64_t m = 0, n = 0, k = 0;
@@ -40,7 +40,7 @@ struct GemmOperands {
   const void *bias = nullptr;   // [N]
   const float *aScaleInv = nullptr, *bScaleInv = nullptr; // FP8 operands
   float *amaxD = nullptr;
-  void *aux = nullptr;          // GELU_AUX / DGELU: the pre-activation, [M,N] like D
+  void *aux = nullptr;          // GELU_AUX(_BIAS) / DGELU: the pre-activation, [M,N] like D
   void *biasGrad = nullptr;     // BGRADB: [N]
 };
 

@@ -40,11 +40,14 @@ struct Slot {
   bool null() const { return offset < 0; }
 };
 
-/// A tanh-GELU gradient applied to a GEMM's result right after it (the dgrad of a Linear+GELU):
-/// cuBLASLt's DGELU epilogue does it in the GEMM. `dx` is where it goes, `aux` the GELU's input.
-struct GeluGradFusion {
-  int step = -1;
-  Slot aux, dx;
+/// A tanh GELU (forward) or its gradient (backward) applied to a GEMM's result by a later step, done in
+/// the GEMM's cuBLASLt epilogue instead: forward GELU_AUX(_BIAS) writes the GELU's output to `out` and
+/// keeps the GEMM's result (the pre-activation the backward pass needs) as the aux matrix; backward
+/// DGELU reads the pre-activation `aux` and writes the gradient to `out`.
+struct GeluFusion {
+  bool forward = false;
+  int step = -1; // the GELU or GELU-gradient step, folded into the GEMM
+  Slot aux, out;
 };
 
 class CudaBackend final : public Backend {
@@ -117,31 +120,38 @@ private:
     gemmSpecs.push_back(spec);
     return static_cast<int>(gemms.size() - 1);
   }
-  /// Emits one GEMM y = epilogue(x · w + bias) with the epilogue fused when cuBLASLt can, else in a kernel.
-  /// The fusion for a GEMM writing `d` in the current step, where a later step is a tanh gelu_grad of d
-  /// (f32 throughout) that alone reads d, and the gradient's storage is free from here to there (the
-  /// GEMM writes it that much earlier).
-  GeluGradFusion geluGradAfter(int d) const {
-    if (readers(d) != 1 || dtype(d) != plan::F32)
-      return {};
+  /// The GELU fusion for a GEMM writing `y` in the current step: the first later step reading y is a
+  /// tanh `gelu` of it (forward), or the only one is a tanh `gelu_grad` of it (backward, f32); and the
+  /// fused step's output is free from here to there (the GEMM writes it that much earlier).
+  GeluFusion geluAfter(int y) const {
     for (int j = currentStep + 1; j < variant->steps_size(); ++j) {
       const auto &g = variant->steps(j);
-      if (std::find(g.inputs().begin(), g.inputs().end(), d) == g.inputs().end())
+      if (std::find(g.inputs().begin(), g.inputs().end(), y) == g.inputs().end())
         continue;
-      if (g.kernel() != "gelu_grad" || attrS(g, "approximate", "none") != "tanh" || g.inputs_size() != 2 ||
-          g.inputs(0) != d || g.inputs(1) == d || dtype(g.inputs(1)) != plan::F32 ||
-          dtype(g.outputs(0)) != plan::F32 || !storageFreeBetween(g.outputs(0), currentStep, j) ||
-          writtenBetween(g.inputs(1), currentStep, j) || rootOf(g.outputs(0)) == rootOf(g.inputs(1)))
+      if (attrS(g, "approximate", "none") != "tanh" || g.inputs(0) != y || g.outputs_size() != 1)
         return {};
-      // The gradient's own storage (it may be an in-place view) untouched from this step to that one.
-      const int dxRoot = rootOf(g.outputs(0));
+      GeluFusion f;
+      f.step = j;
+      f.out = slot(g.outputs(0));
+      if (g.kernel() == "gelu" && dtype(g.outputs(0)) == dtype(y) && isFloat(dtype(y))) {
+        f.forward = true;
+      } else if (g.kernel() == "gelu_grad" && g.inputs_size() == 2 && g.inputs(1) != y && readers(y) == 1 &&
+                 dtype(y) == plan::F32 && dtype(g.inputs(1)) == plan::F32 && dtype(g.outputs(0)) == plan::F32 &&
+                 !writtenBetween(g.inputs(1), currentStep, j) && rootOf(g.outputs(0)) != rootOf(g.inputs(1))) {
+        f.aux = slot(g.inputs(1));
+      } else {
+        return {};
+      }
+      // The output's storage (it may be an in-place view of something) untouched from here to there.
+      const int outRoot = rootOf(g.outputs(0));
+      if (outRoot == rootOf(y) || !storageFreeBetween(g.outputs(0), currentStep, j) ||
+          writtenBetween(g.outputs(0), currentStep, j))
+        return {};
       for (int i = currentStep; i < j; ++i)
         for (int b : variant->steps(i).inputs())
-          if (rootOf(b) == dxRoot)
+          if (rootOf(b) == outRoot)
             return {};
-      if (writtenBetween(g.outputs(0), currentStep, j))
-        return {};
-      return {j, slot(g.inputs(1)), slot(g.outputs(0))};
+      return f;
     }
     return {};
   }
@@ -157,7 +167,7 @@ private:
   /// Whether no other arena buffer that overlaps `buffer`'s bytes is live anywhere in steps [from, to].
   bool storageFreeBetween(int buffer, int from, int to) const {
     const auto &b = variant->buffers(rootOf(buffer));
-    if (b.role() != plan::TEMP)
+    if (b.role() != plan::TEMP && b.role() != plan::OUTPUT)
       return false;
     for (int r = 0; r < variant->buffers_size(); ++r) {
       const auto &o = variant->buffers(r);
@@ -181,10 +191,11 @@ private:
     }
     return true;
   }
-  std::vector<bool> foldedGeluGrad;
+  std::vector<bool> foldedGelu;
+  /// Emits one GEMM y = epilogue(x · w + bias) with the epilogue fused when cuBLASLt can, else in a kernel.
   Status emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, Slot w, Slot bias, int biasBuffer, Slot y,
                     kernels::Epilogue epilogue, Slot xScaleInv = {}, Slot wScaleInv = {},
-                    GeluGradFusion dgelu = {});
+                    GeluFusion gelu = {});
 
   /// One strided copy from x to y over `iteration` (transpose, expand, slice, concat, split).
   Status emitCopy(const plan::Step &s, int x, kc::Strided src, int y, kc::Strided dst, const kc::Shape &iteration);
@@ -338,6 +349,8 @@ Status CudaBackend::binary(const plan::Step &s) {
 Status CudaBackend::unary(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, 1); !st.ok())
     return st;
+  if (static_cast<size_t>(currentStep) < foldedGelu.size() && foldedGelu[currentStep])
+    return Status::success(); // in the GEMM before it (GELU_AUX)
   auto kind = unaryKind(s);
   int x = s.inputs(0), y = s.outputs(0);
   int64_t n = count(y);
@@ -351,7 +364,7 @@ Status CudaBackend::unary(const plan::Step &s) {
 Status CudaBackend::activationGrad(const plan::Step &s) {
   if (Status st = expectArity(s, 2, 2, 1); !st.ok())
     return st;
-  if (static_cast<size_t>(currentStep) < foldedGeluGrad.size() && foldedGeluGrad[currentStep])
+  if (static_cast<size_t>(currentStep) < foldedGelu.size() && foldedGelu[currentStep])
     return Status::success(); // in the GEMM before it (DGELU)
   auto kind = activationGradKind(s);
   int dy = s.inputs(0), x = s.inputs(1), dx = s.outputs(0);
@@ -544,7 +557,7 @@ kc::GemmEpilogue fusedEpilogue(kernels::Epilogue e, bool bias) {
 
 Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, Slot w, Slot bias, int biasBuffer,
                                Slot y, kernels::Epilogue epilogue, Slot xScaleInv, Slot wScaleInv,
-                               GeluGradFusion dgelu) {
+                               GeluFusion gelu) {
   const bool hasBias = !bias.null();
   if (hasBias)
     spec.bias = type(biasBuffer);
@@ -557,13 +570,15 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
   if (plain < 0)
     return unsupported(s, why);
   int fused = -1;
-  const bool withGeluGrad = dgelu.step >= 0 && !hasBias && epilogue == kernels::Epilogue::None;
-  if (withGeluGrad) {
+  const bool withGelu = gelu.step >= 0 && epilogue == kernels::Epilogue::None && (gelu.forward || !hasBias);
+  if (withGelu) {
     kc::GemmSpec withEpilogue = spec;
-    withEpilogue.epilogue = kc::GemmEpilogue::DGelu;
+    withEpilogue.epilogue = !gelu.forward ? kc::GemmEpilogue::DGelu
+                            : hasBias     ? kc::GemmEpilogue::GeluAuxBias
+                                          : kc::GemmEpilogue::GeluAux;
     fused = makeGemm(withEpilogue, why);
-    foldedGeluGrad.resize(variant->steps_size(), false);
-    foldedGeluGrad[dgelu.step] = true;
+    foldedGelu.resize(variant->steps_size(), false);
+    foldedGelu[gelu.step] = true;
   } else if ((hasBias || epilogue != kernels::Epilogue::None) && epilogue != kernels::Epilogue::Gelu) {
     kc::GemmSpec withEpilogue = spec;
     withEpilogue.epilogue = fusedEpilogue(epilogue, hasBias);
@@ -572,25 +587,33 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
   const bool needsKernel = hasBias || epilogue != kernels::Epilogue::None;
   const auto yType = spec.d, biasType = hasBias ? type(biasBuffer) : ElementType::F32;
   const int64_t rows = spec.m * spec.batch, cols = spec.n;
-  if (withGeluGrad) {
+  if (withGelu) {
     emit([=](const Context &c) {
       kc::GemmOperands o;
       o.a = c.at(x);
       o.b = c.at(w);
-      o.d = c.at(dgelu.dx);
-      o.aux = c.at(dgelu.aux);
+      o.bias = c.at(bias);
       o.aScaleInv = c.at<float>(xScaleInv);
       o.bScaleInv = c.at<float>(wScaleInv);
+      // Forward: D is the GELU's output, the aux matrix the GEMM's result; backward: D is the gradient.
+      o.d = c.at(gelu.out);
+      o.aux = gelu.forward ? c.at(y) : c.at(gelu.aux);
       std::string error;
       if (fused >= 0 && c.k->gemm(fused, o, error))
         return Status::success();
-      // Unfused: the GEMM's result, then the gradient kernel over it.
+      // Unfused: the GEMM's result, then the bias and the GELU (or its gradient) as kernels.
       o.d = c.at(y);
       o.aux = nullptr;
+      o.bias = nullptr;
       if (!c.k->gemm(plain, o, error))
         return unsupported(s, error);
-      c.k->activationGrad(kernels::ActivationGradKind::GeluTanh, {c.at(y), ElementType::F32},
-                          {c.at(dgelu.aux), ElementType::F32}, {c.at(dgelu.dx), ElementType::F32}, rows * cols);
+      if (hasBias)
+        c.k->biasActivation({c.at(y), yType}, {c.at(bias), biasType}, rows, cols, kernels::Epilogue::None);
+      if (gelu.forward)
+        c.k->unary(kernels::UnaryKind::GeluTanh, {c.at(y), yType}, {c.at(gelu.out), yType}, rows * cols);
+      else
+        c.k->activationGrad(kernels::ActivationGradKind::GeluTanh, {c.at(y), ElementType::F32},
+                            {c.at(gelu.aux), ElementType::F32}, {c.at(gelu.out), ElementType::F32}, rows * cols);
       return Status::success();
     });
     return Status::success();
@@ -629,7 +652,7 @@ Status CudaBackend::linear(const plan::Step &s) {
   spec.m = spec.n ? count(y) / spec.n : 0;
   spec.a = spec.b = spec.d = type(y);
   return emitLinear(s, spec, slot(x), slot(w), b >= 0 ? slot(b) : Slot{}, b, slot(y), epilogue(s), {}, {},
-                    geluGradAfter(y));
+                    geluAfter(y));
 }
 
 Status CudaBackend::gemm(const plan::Step &s) {
@@ -976,7 +999,7 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
     spec.b = type(wq);
     // Transformer Engine: fast accumulation for forward GEMMs, full-precision accumulation for gradients.
     spec.fastAccumulation = attrS(s, "tec.gemm_role").empty();
-    if (emitLinear(s, spec, slot(xq), weight, bias, b, slot(y), epilogue(s), slot(xsi), slot(wsi), geluGradAfter(y))
+    if (emitLinear(s, spec, slot(xq), weight, bias, b, slot(y), epilogue(s), slot(xsi), slot(wsi), geluAfter(y))
             .ok())
       return Status::success();
   }
@@ -998,7 +1021,7 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
   // An f16/bf16 output is computed in f32 scratch and narrowed after.
   const Slot yWide = spec.d == ElementType::F32 ? slot(y) : scratch(count(y) * 4);
   if (Status st = emitLinear(s, wide, xf, wf, bias, b, yWide, epilogue(s), {}, {},
-                             spec.d == ElementType::F32 ? geluGradAfter(y) : GeluGradFusion{});
+                             spec.d == ElementType::F32 ? geluAfter(y) : GeluFusion{});
       !st.ok())
     return st;
   if (spec.d != ElementType::F32) {

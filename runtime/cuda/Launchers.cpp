@@ -289,8 +289,8 @@ std::unique_ptr<Launcher> sourceWriter(const char *base, std::vector<std::string
 }
 
 std::string gemmSpecSource(const kc::GemmSpec &s) {
-  static const char *epilogues[] = {"Default", "Bias", "Relu", "ReluBias", "Gelu", "GeluBias", "GeluAuxBias", "DGelu",
-                                    "BGradB"};
+  static const char *epilogues[] = {"Default", "Bias",        "Relu",  "ReluBias", "Gelu",
+                                    "GeluBias", "GeluAux", "GeluAuxBias", "DGelu", "BGradB"};
   std::ostringstream out;
   out << "gemmSpec(" << s.m << ", " << s.n << ", " << s.k << ", " << (s.transposeA ? "true" : "false") << ", "
       << (s.transposeB ? "true" : "false") << ", ElementType::" << name(s.a) << ", ElementType::" << name(s.b)

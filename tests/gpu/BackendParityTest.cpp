@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <functional>
 #include <random>
 
@@ -257,6 +258,15 @@ void buildCases() {
     b.then("gelu_grad").use(d).in(F32, {32, 48}).out(F32, {32, 48}).s("approximate", "tanh");
     add("linear_dgelu_later", std::move(b), 1e-7);
   }
+  // The forward Linear + tanh GELU of a training step, the pre-activation kept for the backward pass:
+  // one GELU_AUX_BIAS GEMM writing both.
+  {
+    Builder b("linear");
+    b.in(F32, {64, 96}).in(F32, {128, 96}).in(F32, {128}).out(F32, {64, 128}).i("transpose_b", 1);
+    int h = b.variant.outputs(0);
+    b.then("gelu").use(h).out(F32, {64, 128}).s("approximate", "tanh");
+    add("linear_gelu_aux_bias", std::move(b), 1e-7);
+  }
   // A backward GEMM's TN operand: transpose, amax, quantize, which the CUDA backend runs as one pass.
   {
     Builder b("transpose");
@@ -405,6 +415,34 @@ TEST_P(BackendParity, TheReferenceRunsIt) {
     fill(c.fills[i], c.variant.buffers(c.variant.inputs(i)), cpu->hostData(c.variant.inputs(i)), rng);
   Status ran = cpu->run();
   EXPECT_TRUE(ran.ok()) << ran.message();
+}
+
+// The CUDA backend's fusion decisions, read from its own launch sequence (--emit=cuda's source, made
+// without a GPU): each multi-step case must become the fused launch it exists to test.
+TEST(CudaFusions, EachFusedCaseBecomesOneFusedLaunch) {
+  buildCases();
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"linear_dgelu", "kc::GemmEpilogue::DGelu"},
+      {"linear_dgelu_later", "kc::GemmEpilogue::DGelu"},
+      {"linear_gelu_aux_bias", "kc::GemmEpilogue::GeluAuxBias"},
+      {"transpose_amax_quantize", "kc::quantizeTransposedWithAmax"},
+      {"linear_gelu_tanh", "kc::GemmEpilogue::GeluBias"},
+      {"linear_relu", "kc::GemmEpilogue::ReluBias"},
+      {"fp8_gemm_forward", "ElementType::F8E4M3, ElementType::F8E4M3, ElementType::F32, ElementType::F32, "
+                           "kc::GemmEpilogue::GeluBias, true"}, // TN FP8, fused epilogue, fast accumulation
+      {"fp8_gemm_dgrad_kn", "ElementType::F8E5M2, ElementType::F8E4M3, ElementType::F32, ElementType::F32, "
+                            "kc::GemmEpilogue::Default, false"}, // no fast accumulation for gradients
+  };
+  for (const auto &[name, text] : expected) {
+    auto it = std::find_if(cases().begin(), cases().end(), [&](const Case &c) { return c.name == name; });
+    ASSERT_NE(it, cases().end()) << name;
+    plan::Variant v = it->variant;
+    v.set_target("sm_90");
+    auto source = cudaProgramSource(v, name);
+    if (!source.ok())
+      GTEST_SKIP() << "no CUDA plugin here: " << source.error().message();
+    EXPECT_NE(source->find(text), std::string::npos) << name << ": expected " << text << " in\n" << *source;
+  }
 }
 
 std::vector<size_t> caseIndices() {
