@@ -50,6 +50,15 @@ struct GeluFusion {
   Slot aux, out;
 };
 
+/// A bias gradient (a reduce_sum of dY over its rows) taken by the wgrad GEMM that multiplies dYᵀ:
+/// cuBLASLt's BGRADB epilogue. `out` is the bias gradient, `source` dY [rows, cols].
+struct BiasGradFusion {
+  int step = -1; // the reduce_sum step, folded into the GEMM
+  Slot out;
+  int source = -1;
+  int64_t rows = 0, cols = 0;
+};
+
 class CudaBackend final : public Backend {
 public:
   explicit CudaBackend(const CudaBackendOptions &options) : options(options) {}
@@ -192,6 +201,9 @@ private:
     return true;
   }
   std::vector<bool> foldedGelu;
+  BiasGradFusion biasGradAlongside(int a) const;
+  Status emitWeightGradWithBiasGrad(const plan::Step &s, kc::GemmSpec spec, int x, int w, int y, BiasGradFusion grad);
+  std::vector<bool> foldedReduce;
   /// Emits one GEMM y = epilogue(x · w + bias) with the epilogue fused when cuBLASLt can, else in a kernel.
   Status emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, Slot w, Slot bias, int biasBuffer, Slot y,
                     kernels::Epilogue epilogue, Slot xScaleInv = {}, Slot wScaleInv = {},
@@ -518,6 +530,8 @@ Status CudaBackend::layerNorm(const plan::Step &s) {
 Status CudaBackend::reduce(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, 1); !st.ok())
     return st;
+  if (static_cast<size_t>(currentStep) < foldedReduce.size() && foldedReduce[currentStep])
+    return Status::success(); // in the wgrad GEMM before it (BGRADB)
   auto kind = s.kernel() == "reduce_mean" ? kernels::ReduceKind::Mean : kernels::ReduceKind::Sum;
   auto in = shape(s.inputs(0));
   auto axes = attrInts(s, "axes");
@@ -651,8 +665,89 @@ Status CudaBackend::linear(const plan::Step &s) {
   spec.k = spec.transposeB ? ws[1] : ws[0];
   spec.m = spec.n ? count(y) / spec.n : 0;
   spec.a = spec.b = spec.d = type(y);
+  if (b < 0 && epilogue(s) == kernels::Epilogue::None)
+    if (auto grad = biasGradAlongside(x); grad.step >= 0)
+      return emitWeightGradWithBiasGrad(s, spec, x, w, y, grad);
   return emitLinear(s, spec, slot(x), slot(w), b >= 0 ? slot(b) : Slot{}, b, slot(y), epilogue(s), {}, {},
                     geluAfter(y));
+}
+
+/// A wgrad GEMM dW = dYᵀ·X whose dYᵀ operand is a transpose (maybe then a cast) of a dY that a later
+/// reduce_sum over its rows turns into the bias gradient: cuBLASLt's BGRADB epilogue sums the same
+/// operand while it multiplies, writing the bias gradient early where its storage is free until then.
+BiasGradFusion CudaBackend::biasGradAlongside(int a) const {
+  int producer = -1;
+  auto producerOf = [&](int buffer) {
+    for (int i = currentStep - 1; i >= 0; --i)
+      for (int out : variant->steps(i).outputs())
+        if (out == buffer)
+          return i;
+    return -1;
+  };
+  producer = producerOf(a);
+  if (producer >= 0 && variant->steps(producer).kernel() == "cast")
+    producer = producerOf(variant->steps(producer).inputs(0));
+  if (producer < 0 || variant->steps(producer).kernel() != "transpose" ||
+      attrInts(variant->steps(producer), "perm") != std::vector<int64_t>{1, 0})
+    return {};
+  const int dy = variant->steps(producer).inputs(0);
+  if (shape(dy).size() != 2 || dtype(dy) != plan::F32)
+    return {};
+  for (int j = currentStep + 1; j < variant->steps_size(); ++j) {
+    const auto &r = variant->steps(j);
+    if (r.kernel() != "reduce_sum" || r.inputs(0) != dy || attrInts(r, "axes") != std::vector<int64_t>{0} ||
+        count(r.outputs(0)) != shape(dy)[1] || dtype(r.outputs(0)) != plan::F32)
+      continue;
+    const int out = r.outputs(0), outRoot = rootOf(out);
+    if (writtenBetween(dy, currentStep, j) || writtenBetween(out, currentStep, j) ||
+        !storageFreeBetween(out, currentStep, j))
+      return {};
+    for (int i = currentStep; i < j; ++i)
+      for (int in : variant->steps(i).inputs())
+        if (rootOf(in) == outRoot)
+          return {};
+    return {j, slot(out), dy, shape(dy)[0], shape(dy)[1]};
+  }
+  return {};
+}
+
+Status CudaBackend::emitWeightGradWithBiasGrad(const plan::Step &s, kc::GemmSpec spec, int x, int w, int y,
+                                               BiasGradFusion grad) {
+  spec.allowTf32 = options.allowTf32;
+  std::string why;
+  const int plain = makeGemm(spec, why);
+  if (plain < 0)
+    return unsupported(s, why);
+  kc::GemmSpec withGrad = spec;
+  withGrad.epilogue = kc::GemmEpilogue::BGradB;
+  withGrad.bias = ElementType::F32;
+  const int fused = makeGemm(withGrad, why);
+  foldedReduce.resize(variant->steps_size(), false);
+  foldedReduce[grad.step] = true;
+  // The unfused bias gradient: dY [rows, cols] summed over its rows.
+  kc::Extent kept, reduced;
+  kc::makeExtent({grad.cols}, kept);
+  kc::makeExtent({grad.rows}, reduced);
+  kc::Strided keptStrides, reducedStrides;
+  keptStrides.strides[0] = 1;
+  reducedStrides.strides[0] = grad.cols;
+  emit([=](const Context &c) {
+    kc::GemmOperands o;
+    o.a = c.at(slot(x));
+    o.b = c.at(slot(w));
+    o.d = c.at(slot(y));
+    o.biasGrad = c.at(grad.out);
+    std::string error;
+    if (fused >= 0 && c.k->gemm(fused, o, error))
+      return Status::success();
+    o.biasGrad = nullptr;
+    if (!c.k->gemm(plain, o, error))
+      return unsupported(s, error);
+    c.k->reduce(kernels::ReduceKind::Sum, c.at(slot(grad.source)), kept, keptStrides, reduced, reducedStrides,
+                c.at(grad.out), ElementType::F32);
+    return Status::success();
+  });
+  return Status::success();
 }
 
 Status CudaBackend::gemm(const plan::Step &s) {

@@ -237,7 +237,7 @@ public:
   bool gemm(int gemm, const kc::GemmOperands &o, std::string &) override {
     lines.push_back("  runGemm(*gemms[" + std::to_string(gemm) + "], {" + ptr(o.a) + ", " + ptr(o.b) + ", " + ptr(o.d) +
                     ", " + ptr(o.bias) + ", " + f32(o.aScaleInv) + ", " + f32(o.bScaleInv) + ", " + f32(o.amaxD) +
-                    ", " + ptr(o.aux) + "});");
+                    ", " + ptr(o.aux) + ", " + ptr(o.biasGrad) + "});");
     return true;
   }
 

@@ -267,6 +267,15 @@ void buildCases() {
     b.then("gelu").use(h).out(F32, {64, 128}).s("approximate", "tanh");
     add("linear_gelu_aux_bias", std::move(b), 1e-7);
   }
+  // A wgrad GEMM dW = dYᵀ·X and the bias gradient, the sum of dY's rows: one BGRADB GEMM.
+  {
+    Builder b("transpose");
+    b.in(F32, {64, 48}).temp(F32, {48, 64}).ints("perm", {1, 0});
+    int dy = b.variant.inputs(0), dyT = b.last;
+    b.then("linear").use(dyT).in(F32, {64, 32}).out(F32, {48, 32});
+    b.then("reduce_sum").use(dy).out(F32, {48}).ints("axes", {0});
+    add("wgrad_bgradb", std::move(b), kGemm);
+  }
   // A backward GEMM's TN operand: transpose, amax, quantize, which the CUDA backend runs as one pass.
   {
     Builder b("transpose");
@@ -425,6 +434,7 @@ TEST(CudaFusions, EachFusedCaseBecomesOneFusedLaunch) {
       {"linear_dgelu", "kc::GemmEpilogue::DGelu"},
       {"linear_dgelu_later", "kc::GemmEpilogue::DGelu"},
       {"linear_gelu_aux_bias", "kc::GemmEpilogue::GeluAuxBias"},
+      {"wgrad_bgradb", "kc::GemmEpilogue::BGradB"},
       {"transpose_amax_quantize", "kc::quantizeTransposedWithAmax"},
       {"linear_gelu_tanh", "kc::GemmEpilogue::GeluBias"},
       {"linear_relu", "kc::GemmEpilogue::ReluBias"},
