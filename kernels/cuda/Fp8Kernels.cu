@@ -17,6 +17,39 @@ __device__ void atomicMaxAbs(float *target, float value) {
   atomicMax(reinterpret_cast<unsigned int *>(target), __float_as_uint(fabsf(value)));
 }
 
+/// max |v| so far, NaN winning (as on the CPU).
+__device__ float maxAbs(float local, float v) {
+  return (isnan(v) || isnan(local)) ? __int_as_float(0x7fffffff) : fmaxf(local, fabsf(v));
+}
+
+/// One value's FP8 health: saturated (finite but beyond the format's range) or flushed (nonzero to 0).
+__device__ void countHealth(float scaled, uint8_t q, Fp8Format format, unsigned long long &saturated,
+                            unsigned long long &flushed) {
+  saturated += fabsf(scaled) > fp8Max(format) && isfinite(scaled);
+  flushed += scaled != 0.0f && (q & 0x7F) == 0;
+}
+
+/// The end of a quantize block: its health counts and its threads' max |x| into the global ones. `t` is
+/// the thread's index in the block, `shared` holds one float per thread; every thread must call this.
+__device__ void finishQuantizeBlock(float local, unsigned long long saturated, unsigned long long flushed, float *amax,
+                                    unsigned long long *counts, float *shared, int t, int threads) {
+  if (counts && (saturated || flushed)) {
+    atomicAdd(&counts[0], saturated);
+    atomicAdd(&counts[1], flushed);
+  }
+  if (!amax)
+    return;
+  shared[t] = local;
+  __syncthreads();
+  for (int stride = threads / 2; stride > 0; stride /= 2) {
+    if (t < stride)
+      shared[t] = maxAbs(shared[t], shared[t + stride]);
+    __syncthreads();
+  }
+  if (t == 0)
+    atomicMaxAbs(amax, shared[0]);
+}
+
 __global__ void quantizeAmaxKernel(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n,
                                    Fp8Format format, unsigned long long *counts) {
   __shared__ float blockMax[kThreads];
@@ -24,33 +57,14 @@ __global__ void quantizeAmaxKernel(const float *x, const float *scale, uint8_t *
   const float s = *scale;
   unsigned long long saturated = 0, flushed = 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float v = x[i];
-    const uint8_t q = floatToFp8(v * s, format);
+    const float v = x[i], scaled = v * s;
+    const uint8_t q = floatToFp8(scaled, format);
     y[i] = q;
-    local = (isnan(v) || isnan(local)) ? __int_as_float(0x7fffffff) : fmaxf(local, fabsf(v));
-    if (counts) {
-      const float scaled = v * s;
-      saturated += fabsf(scaled) > fp8Max(format) && isfinite(scaled);
-      flushed += scaled != 0.0f && (q & 0x7F) == 0;
-    }
+    local = maxAbs(local, v);
+    if (counts)
+      countHealth(scaled, q, format, saturated, flushed);
   }
-  if (counts && (saturated || flushed)) {
-    atomicAdd(&counts[0], saturated);
-    atomicAdd(&counts[1], flushed);
-  }
-  if (!amax)
-    return;
-  blockMax[threadIdx.x] = local;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) {
-      float a = blockMax[threadIdx.x], b = blockMax[threadIdx.x + stride];
-      blockMax[threadIdx.x] = (isnan(a) || isnan(b)) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0)
-    atomicMaxAbs(amax, blockMax[0]);
+  finishQuantizeBlock(local, saturated, flushed, amax, counts, blockMax, threadIdx.x, blockDim.x);
 }
 
 constexpr int kTile = 32, kTileRows = 8;
@@ -67,7 +81,7 @@ __global__ void quantizeTransposedKernel(const float *x, int64_t rows, int64_t c
     float v = 0.0f;
     if (r < rows && c < cols) {
       v = x[r * cols + c];
-      local = (isnan(v) || isnan(local)) ? __int_as_float(0x7fffffff) : fmaxf(local, fabsf(v));
+      local = maxAbs(local, v);
     }
     tile[i][threadIdx.x] = v;
   }
@@ -80,28 +94,12 @@ __global__ void quantizeTransposedKernel(const float *x, int64_t rows, int64_t c
       const float scaled = tile[threadIdx.x][i] * s;
       const uint8_t q = floatToFp8(scaled, format);
       y[c * rows + r] = q;
-      saturated += fabsf(scaled) > fp8Max(format) && isfinite(scaled);
-      flushed += scaled != 0.0f && (q & 0x7F) == 0;
+      if (counts)
+        countHealth(scaled, q, format, saturated, flushed);
     }
   }
-  if (counts && (saturated || flushed)) {
-    atomicAdd(&counts[0], saturated);
-    atomicAdd(&counts[1], flushed);
-  }
-  if (!amax)
-    return;
-  const int t = threadIdx.y * kTile + threadIdx.x;
-  blockMax[t] = local;
-  __syncthreads();
-  for (int stride = kTile * kTileRows / 2; stride > 0; stride /= 2) {
-    if (t < stride) {
-      const float a = blockMax[t], b = blockMax[t + stride];
-      blockMax[t] = (isnan(a) || isnan(b)) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
-    }
-    __syncthreads();
-  }
-  if (t == 0)
-    atomicMaxAbs(amax, blockMax[0]);
+  finishQuantizeBlock(local, saturated, flushed, amax, counts, blockMax, threadIdx.y * kTile + threadIdx.x,
+                      kTile * kTileRows);
 }
 
 __global__ void dequantizeKernel(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) {
