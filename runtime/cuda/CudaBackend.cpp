@@ -183,22 +183,33 @@ private:
       if (r == rootOf(buffer) || o.alias_of() >= 0 || o.role() == plan::PARAM || o.role() == plan::CONSTANT ||
           o.offset() >= b.offset() + b.bytes() || b.offset() >= o.offset() + o.bytes())
         continue;
-      // Live from its first write (inputs and state: from the start) to its last read (outputs: the end).
-      int first = o.role() == plan::TEMP ? variant->steps_size() : -1, last = -1;
-      for (int i = 0; i < variant->steps_size(); ++i) {
-        for (int out : variant->steps(i).outputs())
-          if (rootOf(out) == r)
-            first = std::min(first, i);
-        for (int in : variant->steps(i).inputs())
-          if (rootOf(in) == r)
-            last = i;
-      }
-      if (o.role() != plan::TEMP)
-        last = variant->steps_size();
-      if (first <= to && from <= last)
+      if (live[r].first <= to && from <= live[r].second)
         return false;
     }
     return true;
+  }
+  /// Per root buffer, the steps it is live over: from its first write (inputs and state: from the
+  /// start) to its last read (outputs and state: the end); and how many reads it has (a variant output
+  /// counts as one). Made once per plan, before the steps are compiled.
+  std::vector<std::pair<int, int>> live;
+  std::vector<int> readCount;
+  void noteLiveness() {
+    const int steps = variant->steps_size();
+    live.assign(variant->buffers_size(), {steps, -1});
+    readCount.assign(variant->buffers_size(), 0);
+    for (int i = 0; i < steps; ++i) {
+      for (int out : variant->steps(i).outputs())
+        live[rootOf(out)].first = std::min(live[rootOf(out)].first, i);
+      for (int in : variant->steps(i).inputs()) {
+        live[rootOf(in)].second = i;
+        ++readCount[rootOf(in)];
+      }
+    }
+    for (int out : variant->outputs())
+      ++readCount[rootOf(out)];
+    for (int r = 0; r < variant->buffers_size(); ++r)
+      if (variant->buffers(r).role() != plan::TEMP)
+        live[r] = {-1, steps};
   }
   std::vector<bool> foldedGelu;
   BiasGradFusion biasGradAlongside(int a) const;
@@ -276,17 +287,7 @@ private:
   /// quantize steps that read a transpose's source instead of the transpose: step -> (source, rows, cols).
   std::map<int, std::tuple<int, int64_t, int64_t>> transposedQuantize;
   /// How many steps read `buffer` (or a view of its storage); a variant output counts as a reader.
-  int readers(int buffer) const {
-    auto rootOf = [&](int b) { return variant->buffers(b).alias_of() >= 0 ? variant->buffers(b).alias_of() : b; };
-    const int root = rootOf(buffer);
-    int n = 0;
-    for (const auto &step : variant->steps())
-      for (int in : step.inputs())
-        n += rootOf(in) == root;
-    for (int out : variant->outputs())
-      n += rootOf(out) == root;
-    return n;
-  }
+  int readers(int buffer) const { return readCount[rootOf(buffer)]; }
   /// optimizer_update steps run by an earlier step's fused launch.
   std::vector<bool> foldedOptimizerSteps;
 
@@ -1197,6 +1198,7 @@ Status CudaBackend::compile(const plan::Variant &v) {
       dataEnd = std::max(dataEnd, b.offset() + b.bytes());
   dataBase = arenaBytes;
   arenaBytes += align(dataEnd, 256);
+  noteLiveness();
   slots.assign(v.buffers_size(), Slot{});
   for (int i = 0; i < v.buffers_size(); ++i) {
     const auto &root = v.buffers(i).alias_of() >= 0 ? v.buffers(v.buffers(i).alias_of()) : v.buffers(i);
