@@ -151,15 +151,8 @@ private:
       } else {
         return {};
       }
-      // The output's storage (it may be an in-place view of something) untouched from here to there.
-      const int outRoot = rootOf(g.outputs(0));
-      if (outRoot == rootOf(y) || !storageFreeBetween(g.outputs(0), currentStep, j) ||
-          writtenBetween(g.outputs(0), currentStep, j))
+      if (rootOf(g.outputs(0)) == rootOf(y) || !writableEarly(g.outputs(0), currentStep, j))
         return {};
-      for (int i = currentStep; i < j; ++i)
-        for (int b : variant->steps(i).inputs())
-          if (rootOf(b) == outRoot)
-            return {};
       return f;
     }
     return {};
@@ -172,6 +165,17 @@ private:
         if (rootOf(out) == rootOf(buffer))
           return true;
     return false;
+  }
+  /// Whether step `from` may write `buffer`, which step `to` writes in the plan: its storage (it may be
+  /// an in-place view of something) is neither read nor written in between, nor shared with a live buffer.
+  bool writableEarly(int buffer, int from, int to) const {
+    if (!storageFreeBetween(buffer, from, to) || writtenBetween(buffer, from, to))
+      return false;
+    for (int i = from; i < to; ++i)
+      for (int in : variant->steps(i).inputs())
+        if (rootOf(in) == rootOf(buffer))
+          return false;
+    return true;
   }
   /// Whether no other arena buffer that overlaps `buffer`'s bytes is live anywhere in steps [from, to].
   bool storageFreeBetween(int buffer, int from, int to) const {
@@ -699,14 +703,9 @@ BiasGradFusion CudaBackend::biasGradAlongside(int a) const {
     if (r.kernel() != "reduce_sum" || r.inputs(0) != dy || attrInts(r, "axes") != std::vector<int64_t>{0} ||
         count(r.outputs(0)) != shape(dy)[1] || dtype(r.outputs(0)) != plan::F32)
       continue;
-    const int out = r.outputs(0), outRoot = rootOf(out);
-    if (writtenBetween(dy, currentStep, j) || writtenBetween(out, currentStep, j) ||
-        !storageFreeBetween(out, currentStep, j))
+    const int out = r.outputs(0);
+    if (writtenBetween(dy, currentStep, j) || !writableEarly(out, currentStep, j))
       return {};
-    for (int i = currentStep; i < j; ++i)
-      for (int in : variant->steps(i).inputs())
-        if (rootOf(in) == outRoot)
-          return {};
     return {j, slot(out), dy, shape(dy)[0], shape(dy)[1]};
   }
   return {};
