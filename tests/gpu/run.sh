@@ -1,49 +1,109 @@
 #!/usr/bin/env bash
-# The GPU check, for a machine with an NVIDIA GPU: the CPU-vs-CUDA parity tests, the demo's plans trained
-# on the GPU, and bench/gpu (tec vs PyTorch), with logs and JSON written to OUTDIR. Within 5 minutes on
-# one H200. Uses gpu-bundle.tar.xz (tests/gpu/bundle.sh) where tec cannot be built there, else builds.
+# The GPU check, for a machine with an NVIDIA GPU, in order of value: what the machine and tec see
+# (nvidia-smi, the plugin's ldd, tec-bench --doctor), the CPU-vs-CUDA parity tests, tec's FP8 and BF16
+# training steps against PyTorch (bench/gpu), the demo's plans trained on the GPU, the GEMM throughput.
+# One budget for everything (TEC_GPU_BUDGET seconds, default 300, to fit a 420 s device call with the
+# unpacking and a margin): each stage runs under its own cap cut to what is left, and writes its results
+# to OUTDIR as it ends, so a run that is cut short leaves what it had. Where nvidia-smi sees a GPU, a GPU
+# test that reports SKIPPED is a failure: the check did not run.
+# Uses gpu-bundle.tar.xz (tests/gpu/bundle.sh) when present, TEC_GPU_ROOT (an unpacked bundle: bin/, lib/,
+# plans/) when set, else builds. tec's libraries go on LD_LIBRARY_PATH for tec's commands only, never for
+# python3, whose PyTorch brings CUDA libraries of its own.
 # Usage: tests/gpu/run.sh OUTDIR
 set -uo pipefail
 out=${1:?usage: tests/gpu/run.sh OUTDIR}
 cd "$(dirname "$0")/../.."
 mkdir -p "$out"
-log() { echo "== $*" | tee -a "$out/summary.txt"; }
-
-if [ -f gpu-bundle.tar.xz ]; then
-  root=$(mktemp -d)
-  xz -dc gpu-bundle.tar.xz | tar -C "$root" -xf -
-  export LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-  bin=$root/bin tests=$root/bin plans=$root/plans
-  export TEC_TEST_PLANS=$plans
-else
-  ./dev build > "$out/build.log" 2>&1 || { log "build failed (see build.log)"; exit 1; }
-  bin=build/release/bin tests=build/release/tests/gpu plans=$(mktemp -d)
-fi
-log "$(date -u +%FT%TZ) on $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1)"
-nvidia-smi > "$out/nvidia-smi.txt" 2>&1
-
+budget=${TEC_GPU_BUDGET:-300}
+started=$SECONDS
 status=0
+log() { echo "== $*" | tee -a "$out/summary.txt"; }
+fail() { status=1; log "FAIL: $*"; }
+left() { echo $((budget - (SECONDS - started))); }
+
+root=${TEC_GPU_ROOT:-}
+if [ -z "$root" ] && [ -f gpu-bundle.tar.xz ]; then
+  root=$(mktemp -d)
+  xz -T0 -dc gpu-bundle.tar.xz | tar -C "$root" -xf - || { fail "cannot unpack gpu-bundle.tar.xz"; exit 1; }
+fi
+if [ -n "$root" ]; then
+  bin=$root/bin tests=$root/bin plans=$root/plans plugin=$root/lib/libtec_cuda.so
+  tec_libs="$root/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export TEC_TEST_PLANS=$plans TEC_CUDA_PLUGIN=$plugin
+else
+  ./dev build > "$out/build.log" 2>&1 || { fail "build failed (see build.log)"; exit 1; }
+  bin=build/release/bin tests=build/release/tests/gpu plans=$(mktemp -d) plugin=build/release/lib/libtec_cuda.so
+  tec_libs=${LD_LIBRARY_PATH:-}
+fi
+# tec's own commands run under "${tec_env[@]}": with tec's libraries, the rest of the script without them.
+tec_env=(env "LD_LIBRARY_PATH=$tec_libs")
+
+# stage NAME CAP COMMAND...: runs COMMAND for at most CAP seconds and never past the budget; the
+# command's output goes to OUTDIR/NAME.log. Returns the command's status, 124 when it was cut.
+stage() {
+  local name=$1 cap=$2 limit
+  shift 2
+  limit=$(left)
+  [ "$cap" -lt "$limit" ] && limit=$cap
+  if [ "$limit" -lt 5 ]; then
+    log "$name: not run, the ${budget} s budget is spent"
+    return 124
+  fi
+  timeout --kill-after=5 "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && log "$name: cut after ${limit} s (partial results in $name.log)"
+  return $rc
+}
+
+# 1. The machine, as nvidia-smi, the dynamic loader and tec see it.
+gpu_seen=0
+if nvidia-smi -L > "$out/nvidia-smi-L.txt" 2>&1 && grep -q '^GPU ' "$out/nvidia-smi-L.txt"; then
+  gpu_seen=1
+  log "$(date -u +%FT%TZ) on $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+else
+  log "$(date -u +%FT%TZ): nvidia-smi sees no GPU ($(head -1 "$out/nvidia-smi-L.txt"))"
+fi
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+"${tec_env[@]}" ldd "$plugin" > "$out/ldd-plugin.txt" 2>&1
+grep -q 'not found' "$out/ldd-plugin.txt" && log "plugin libraries not found: $(grep 'not found' "$out/ldd-plugin.txt" | tr -s ' \t' ' ')"
+stage doctor 30 "${tec_env[@]}" "$bin/tec-bench" --doctor
+sed 's/^/   /' "$out/doctor.log" | tee -a "$out/summary.txt"
+
+# 2. Parity: every kernel and the test models, CPU vs CUDA.
 for t in tec-cuda-parity-tests tec-backend-parity-tests; do
-  timeout 120 "$tests/$t" --gtest_output="json:$out/$t.json" > "$out/$t.log" 2>&1 || status=1
+  stage "$t" 120 "${tec_env[@]}" "$tests/$t" --gtest_output="json:$out/$t.json" || status=1
   log "$t: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?[,.]' "$out/$t.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$out/$t.log" | head -20 | tee -a "$out/summary.txt"
+  skipped=$(grep -E '^\[  SKIPPED \] [A-Za-z]' "$out/$t.log" | sort -u | wc -l)
+  if [ "$gpu_seen" = 1 ] && [ "$skipped" -gt 0 ]; then
+    fail "$t: $skipped GPU tests SKIPPED on a machine where nvidia-smi sees a GPU: the check did not run"
+    grep -m3 -E 'Skipped|no CUDA' "$out/$t.log" | tee -a "$out/summary.txt"
+  fi
 done
+[ "$gpu_seen" = 1 ] || fail "no GPU visible: nothing was checked on a GPU"
 
-# The demo's student plans (examples/teacher_student), 200 training steps on the GPU and on the CPU.
+# 3. The FP8 and BF16 training steps against PyTorch, each case written to bench.json as it ends.
+hidden=$(ls "$plans" 2>/dev/null | sed -n 's/^fp8_h\([0-9]*\)\.tecplan$/\1/p' | sort -n | tr '\n' ' ')
+bench() {
+  stage "$1" "$2" env TEC_LD_LIBRARY_PATH="$tec_libs" python3 bench/gpu/bench.py --tec-bench "$bin/tec-bench" \
+    --gemm-bench "$bin/tec-gemm-bench" --plans "$plans" --hidden $hidden --out "$out" --cases "$1" ||
+    fail "bench $1 (see $1.log)"
+  tee -a "$out/summary.txt" < "$out/$1.log"
+}
+[ -n "$hidden" ] && bench train 120
+
+# 4. The demo's student plans (examples/teacher_student): 200 training steps on the GPU, 20 on the CPU.
 for p in student_fp32 student_fp8; do
   [ -f "$plans/$p.tecplan" ] || continue
   for device in cuda cpu; do
-    timeout 60 "$bin/tec-bench" "$plans/$p.tecplan" --kind train --device $device --warmup 0 --iterations 200 \
-      > "$out/demo_${p}_$device.json" 2> "$out/demo_${p}_$device.err" || status=1
-    log "demo $p on $device: $(cat "$out/demo_${p}_$device.json" "$out/demo_${p}_$device.err")"
+    iterations=$([ $device = cuda ] && echo 200 || echo 20)
+    stage "demo_${p}_$device" 30 "${tec_env[@]}" "$bin/tec-bench" "$plans/$p.tecplan" --kind train --device $device \
+      --warmup 1 --iterations $iterations || status=1
+    log "demo $p on $device: $(cat "$out/demo_${p}_$device.log")"
   done
 done
 
-hidden=$(ls "$plans" | sed -n 's/^fp8_h\([0-9]*\)\.tecplan$/\1/p' | sort -n | tr '\n' ' ')
-if [ -n "$hidden" ]; then
-  timeout 200 python3 bench/gpu/bench.py --tec-bench "$bin/tec-bench" --gemm-bench "$bin/tec-gemm-bench" \
-    --plans "$plans" --hidden $hidden --out "$out" > "$out/bench.log" 2>&1 || status=1
-  tee -a "$out/summary.txt" < "$out/bench.log"
-fi
-log "done, status $status"
+# 5. Raw GEMM throughput against torch._scaled_mm and torch.matmul.
+[ -n "$hidden" ] && bench gemm 60
+log "done in $((SECONDS - started)) s of ${budget}, status $status"
 exit $status

@@ -1,5 +1,6 @@
 // tec-bench: times a compiled plan (inference or training steps) and prints one JSON object. Links the
 // runtime only, no LLVM or MLIR, so that it runs where the compiler cannot be installed (bench/gpu).
+#include "runtime/Doctor.h"
 #include "runtime/Session.h"
 
 #include <algorithm>
@@ -12,7 +13,8 @@ namespace {
 
 int usage() {
   std::fprintf(stderr, "usage: tec-bench PLAN [--kind inference|train] [--variant TARGET] [--device auto|cpu|cuda]\n"
-                       "                      [--warmup N] [--iterations N]\n");
+                       "                      [--warmup N] [--iterations N]\n"
+                       "       tec-bench --doctor [PLAN]   (tec doctor's report, without the compiler)\n");
   return 2;
 }
 
@@ -28,6 +30,15 @@ std::string escaped(const std::string &text) {
 int main(int argc, char **argv) {
   if (argc < 2)
     return usage();
+  if (std::strcmp(argv[1], "--doctor") == 0) {
+    auto report = tec::doctorReport(argc > 2 ? argv[2] : "");
+    if (!report.ok()) {
+      std::fprintf(stderr, "error: %s\n", report.error().message().c_str());
+      return 2;
+    }
+    std::fputs(report->c_str(), stdout);
+    return 0;
+  }
   std::string path = argv[1];
   tec::SessionOptions options;
   int warmup = 3, iterations = 20;

@@ -4,6 +4,7 @@
 #include "TensorFiles.h"
 
 #include "kernels/cpu/Blas.h"
+#include "runtime/Doctor.h"
 #include "runtime/Session.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -196,13 +197,7 @@ cl::SubCommand inspectCommand("inspect", "print a plan's variants, steps, buffer
 cl::opt<std::string> inspectPlan(cl::Positional, cl::desc("<model.tecplan>"), cl::Required, cl::sub(inspectCommand), cl::cat(category));
 cl::opt<bool> inspectJson("json", cl::desc("the plan's metadata as JSON"), cl::sub(inspectCommand), cl::cat(category));
 
-std::string bytesString(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 3)
-    bytes /= 1024, ++u;
-  return llvm::formatv("{0:f1} {1}", bytes, units[u]).str();
-}
+std::string bytesString(double bytes) { return tec::formatBytes(bytes); }
 
 std::string shapeString(llvm::ArrayRef<int64_t> dims) {
   std::string s;
@@ -1035,40 +1030,12 @@ int trainLoop() {
 //===----------------------------------------------------------------------===//
 
 int doctor() {
-  auto &os = llvm::outs();
-  tec::CudaProbe cuda = tec::probeCuda();
-  auto libraries = tec::probeCudaLibraries();
-  os << "tec doctor\n";
-  if (cuda.usable) {
-    os << llvm::formatv("  GPU          {0} ({1}), {2} device(s)\n", cuda.name, tec::smName(cuda.major, cuda.minor),
-                        cuda.deviceCount);
-    os << "  GPU memory   " << bytesString(cuda.memoryBytes) << "\n";
-    os << llvm::formatv("  CUDA driver  {0}.{1}\n", cuda.driverVersion / 1000, cuda.driverVersion % 1000 / 10);
-  } else {
-    os << "  GPU          none usable: " << cuda.reason << "\n";
+  auto report = tec::doctorReport(doctorPlan);
+  if (!report.ok()) {
+    llvm::errs() << "error: " << report.error().message() << "\n";
+    return kExitBadInput;
   }
-  for (const auto &l : libraries)
-    os << llvm::formatv("  {0,-12} {1}{2}\n", l.name, l.version, l.file.empty() ? "" : " (" + l.file + ")");
-  os << "  FP8          " << tec::fp8Availability(cuda, libraries) << "\n";
-  const auto &plugin = tec::loadCudaPlugin();
-  os << "  CUDA backend " << (plugin.loaded ? "loaded (" + plugin.path + ")" : plugin.reason) << "\n";
-  if (tec::kernels::cpu::blas().loaded)
-    os << "  CPU BLAS     " << tec::kernels::cpu::blas().config << "\n";
-  else
-    os << "  CPU BLAS     " << tec::kernels::cpu::blas().library << "\n";
-  if (!doctorPlan.empty()) {
-    auto file = tec::PlanFile::open(doctorPlan);
-    if (!file.ok()) {
-      llvm::errs() << "error: " << file.error().message() << "\n";
-      return kExitBadInput;
-    }
-    auto choice = tec::chooseVariant((*file)->plan(), tec::probeGpuOffer(), {});
-    if (!choice.ok()) {
-      llvm::errs() << "error: " << doctorPlan << ": " << choice.error().message() << "\n";
-      return kExitBadInput;
-    }
-    os << "  plan         " << doctorPlan << ": " << choice->reason << "\n";
-  }
+  llvm::outs() << *report;
   return 0;
 }
 

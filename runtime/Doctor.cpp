@@ -1,0 +1,59 @@
+#include "runtime/Doctor.h"
+
+#include "kernels/cpu/Blas.h"
+#include "runtime/CudaPlugin.h"
+#include "runtime/Device.h"
+#include "runtime/Session.h"
+
+#include <cstdio>
+
+namespace tec {
+
+std::string formatBytes(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 3)
+    bytes /= 1024, ++u;
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.1f %s", bytes, units[u]);
+  return text;
+}
+
+Result<std::string> doctorReport(const std::string &planPath) {
+  const CudaProbe cuda = probeCuda();
+  const auto libraries = probeCudaLibraries();
+  auto line = [](const std::string &key, const std::string &value) {
+    std::string padded = key;
+    padded.resize(std::max<size_t>(padded.size() + 1, 13), ' ');
+    return "  " + padded + value + "\n";
+  };
+  std::string report = "tec doctor\n";
+  if (cuda.usable) {
+    report += line("GPU", cuda.name + " (" + smName(cuda.major, cuda.minor) + "), " +
+                              std::to_string(cuda.deviceCount) + " device(s)");
+    report += line("GPU memory", formatBytes(static_cast<double>(cuda.memoryBytes)));
+    report += line("CUDA driver", std::to_string(cuda.driverVersion / 1000) + "." +
+                                      std::to_string(cuda.driverVersion % 1000 / 10));
+  } else {
+    report += line("GPU", "none usable: " + cuda.reason);
+  }
+  for (const auto &l : libraries)
+    report += line(l.name, l.version + (l.file.empty() ? "" : " (" + l.file + ")"));
+  report += line("FP8", fp8Availability(cuda, libraries));
+  const auto &plugin = loadCudaPlugin();
+  report += line("CUDA backend", plugin.loaded ? "loaded (" + plugin.path + ")" : plugin.reason);
+  const auto &blas = kernels::cpu::blas();
+  report += line("CPU BLAS", blas.loaded ? blas.config : blas.library);
+  if (!planPath.empty()) {
+    auto file = PlanFile::open(planPath);
+    if (!file.ok())
+      return file.error();
+    auto choice = chooseVariant((*file)->plan(), probeGpuOffer(), {});
+    if (!choice.ok())
+      return Status::error(planPath + ": " + choice.error().message());
+    report += line("plan", planPath + ": " + choice->reason);
+  }
+  return report;
+}
+
+} // namespace tec
