@@ -25,7 +25,9 @@ public:
   /// mapped data section) and prepares each step, so that run() allocates and decides nothing.
   virtual Status prepare(const plan::Variant &variant, const char *data) = 0;
   /// Host-visible storage of an input (filled before run) or an output (read after run). A GPU
-  /// backend stages these in pinned host memory and moves them as part of run().
+  /// backend stages these in pinned host memory and moves them as part of run(): an input only when its
+  /// storage was asked for since its last upload, so a caller changes an input by asking again (inputs
+  /// that stay the same stay on the device).
   virtual void *hostData(int buffer) = 0;
   /// Copies any buffer (state: checkpoints, calibration, FP8 health) to or from host memory, outside run().
   virtual Status readBuffer(int buffer, void *destination) = 0;
@@ -34,6 +36,9 @@ public:
   virtual Status run(std::vector<double> *stepMillis = nullptr) = 0;
   /// With statistics asked for at creation: one entry per quantize step, updated by every run.
   virtual const std::vector<QuantizeStats> &quantizeStats() const = 0;
+  /// What ran instead of a faster path, and why, one line each (a fused epilogue cuBLASLt lacks, a CUDA
+  /// graph that could not be captured): for the user to see, and for the GPU check to flag.
+  virtual std::vector<std::string> notes() const { return {}; }
 };
 
 /// `threads` = 0 keeps OpenMP's and BLAS's defaults.

@@ -71,10 +71,13 @@ public:
   const std::vector<TensorInfo> &outputs() const { return outputInfo; }
   /// Copies `bytes` (which must equal the input's size) into input `index`.
   Status setInput(size_t index, const void *data, int64_t bytes);
-  /// Where input `index` lives, to fill in place.
+  /// Where input `index` lives, to fill in place before the next run (ask again to change it later: a
+  /// GPU backend uploads the inputs asked for since the last run).
   void *inputData(size_t index) { return backend->hostData(inputInfo[index].buffer); }
   Status run(std::vector<double> *stepMillis = nullptr) { return backend->run(stepMillis); }
   const std::vector<QuantizeStats> &quantizeStats() const { return backend->quantizeStats(); }
+  /// What the backend ran instead of a faster path, and why (Backend::notes).
+  std::vector<std::string> notes() const { return backend->notes(); }
   const void *outputData(size_t index) { return backend->hostData(outputInfo[index].buffer); }
   /// Copies buffer `index` of the running variant out or in (state: to save it, or to restore it).
   Status readBuffer(int index, void *destination) { return backend->readBuffer(index, destination); }

@@ -84,6 +84,25 @@ TEC_HOST_DEVICE float fp8ToFloat(uint8_t v, Fp8Format format) {
   return bitsToFloat(sign | ((exponent - bias + 127) << 23) | (mantissa << (23 - mantissaBits)));
 }
 
+/// The one NaN that amax and delayed scaling produce on the CPU and the GPU alike (positive, quiet), so
+/// that their states compare bit for bit.
+TEC_HOST_DEVICE float canonicalNan() { return bitsToFloat(0x7FC00000u); }
+
+/// max(a, |v|) for a running amax (a >= 0 or NaN): a NaN on either side wins, as the canonical NaN.
+TEC_HOST_DEVICE float maxAbsNanWins(float a, float v) {
+  const float m = v < 0 ? -v : v;
+  return (a != a || v != v) ? canonicalNan() : (m > a ? m : a);
+}
+
+/// Transformer Engine's scale from a reduced amax: (fp8Max / amax) / 2^margin, the previous scale where
+/// the amax is 0, inf or NaN, and FLT_MAX where the quotient overflows (a tiny amax).
+TEC_HOST_DEVICE float delayedScale(float amax, float previous, float fp8Max, int margin) {
+  if (!(amax > 0.0f) || amax - amax != 0.0f) // 0, NaN or inf
+    return previous;
+  const float s = (fp8Max / amax) / bitsToFloat(static_cast<uint32_t>(127 + margin) << 23);
+  return s - s != 0.0f ? 3.40282347e+38f : s;
+}
+
 TEC_HOST_DEVICE float fp8Max(Fp8Format format) { return format == Fp8Format::E4M3 ? kE4M3Max : kE5M2Max; }
 
 } // namespace tec::kernels

@@ -643,30 +643,30 @@ float amax(const float *x, int64_t n) {
     nan = nan || std::isnan(x[i]);
     result = std::max(result, std::fabs(x[i]));
   }
-  return nan ? std::numeric_limits<float>::quiet_NaN() : result;
+  return nan ? canonicalNan() : result;
 }
 
 void delayedScaling(const float *history, int64_t length, float scale, float amaxValue, float fp8Max, int64_t margin,
                     bool mostRecent, float *newHistory, float *newScale, float *newScaleInv) {
-  std::vector<float> staged(history, history + length);
-  staged[0] = amaxValue;
-  float a = staged[0];
-  if (!mostRecent)
-    for (float v : staged)
-      a = (std::isnan(v) || std::isnan(a)) ? std::numeric_limits<float>::quiet_NaN() : std::max(a, v);
-  float s = scale;
-  if (a > 0.0f && std::isfinite(a)) {
-    s = (fp8Max / a) / std::ldexp(1.0f, static_cast<int>(margin));
-    if (std::isinf(s))
-      s = FLT_MAX;
+  // A step whose amax is 0 (the tensor saw nothing) leaves the history and the scale as they are, as
+  // Transformer Engine's bulk update does.
+  const bool roll = amaxValue != 0.0f;
+  float a = amaxValue;
+  if (!mostRecent && roll)
+    for (int64_t i = 1; i < length; ++i)
+      a = maxAbsNanWins(a, history[i]);
+  *newScale = delayedScale(a, scale, fp8Max, static_cast<int>(margin));
+  *newScaleInv = 1.0f / *newScale;
+  if (!roll) {
+    std::memmove(newHistory, history, length * sizeof(float));
+    return;
   }
-  *newScale = s;
-  *newScaleInv = 1.0f / s;
   // torch.roll(history, -1) then history[0] = 0, as Transformer Engine does: this step's amax moves to the
   // last slot and slot 0, which held the oldest amax, is cleared to stage the next step's.
+  std::vector<float> rolled(length);
   for (int64_t i = 0; i < length; ++i)
-    newHistory[i] = staged[(i + 1) % length];
-  newHistory[0] = 0.0f;
+    rolled[i] = i == 0 ? 0.0f : (i + 1) % length == 0 ? amaxValue : history[i + 1];
+  std::copy(rolled.begin(), rolled.end(), newHistory);
 }
 
 } // namespace tec::kernels::cpu

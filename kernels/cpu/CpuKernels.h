@@ -92,10 +92,11 @@ void quantize(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format form
 void quantizeCounting(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format, int64_t &saturated,
                       int64_t &flushed);
 void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format format);
-/// max |x|; NaN if any element is NaN.
+/// max |x|; the canonical NaN (kernels/common/Fp8.h) if any element is NaN.
 float amax(const float *x, int64_t n);
-/// Transformer Engine's delayed scaling: stage `amax` in history[0], reduce the history (max or most
-/// recent), compute the new scale (keeping `scale` when the amax is 0/inf/NaN), then roll one slot.
+/// Transformer Engine's delayed scaling: reduce the history with this step's `amax` (max or most
+/// recent), compute the new scale (keeping `scale` when the amax is 0/inf/NaN), then roll one slot; a
+/// step whose amax is 0 leaves the history unrolled (TE's bulk update).
 void delayedScaling(const float *history, int64_t length, float scale, float amax, float fp8Max, int64_t margin,
                     bool mostRecent, float *newHistory, float *newScale, float *newScaleInv);
 

@@ -1,4 +1,5 @@
 #include "kernels/cuda/Fp8Kernels.h"
+#include "kernels/cuda/LaunchShapes.h"
 
 #include <cfloat>
 #include <cuda_runtime.h>
@@ -11,15 +12,10 @@ constexpr int kThreads = 256;
 
 int blocksFor(int64_t n) { return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
 
-/// Non-negative floats order like their bits, so a max over |x| is an integer atomicMax; NaN (whose bits
-/// are above +inf) wins, as on the CPU.
+/// Non-negative floats order like their bits, so a max over |x| is an integer atomicMax; the canonical
+/// NaN (whose bits are above +inf) wins, as on the CPU.
 __device__ void atomicMaxAbs(float *target, float value) {
   atomicMax(reinterpret_cast<unsigned int *>(target), __float_as_uint(fabsf(value)));
-}
-
-/// max |v| so far, NaN winning (as on the CPU).
-__device__ float maxAbs(float local, float v) {
-  return (isnan(v) || isnan(local)) ? __int_as_float(0x7fffffff) : fmaxf(local, fabsf(v));
 }
 
 /// One value's FP8 health: saturated (finite but beyond the format's range) or flushed (nonzero to 0).
@@ -43,7 +39,7 @@ __device__ void finishQuantizeBlock(float local, unsigned long long saturated, u
   __syncthreads();
   for (int stride = threads / 2; stride > 0; stride /= 2) {
     if (t < stride)
-      shared[t] = maxAbs(shared[t], shared[t + stride]);
+      shared[t] = maxAbsNanWins(shared[t], shared[t + stride]);
     __syncthreads();
   }
   if (t == 0)
@@ -60,43 +56,47 @@ __global__ void quantizeAmaxKernel(const float *x, const float *scale, uint8_t *
     const float v = x[i], scaled = v * s;
     const uint8_t q = floatToFp8(scaled, format);
     y[i] = q;
-    local = maxAbs(local, v);
+    local = maxAbsNanWins(local, v);
     if (counts)
       countHealth(scaled, q, format, saturated, flushed);
   }
   finishQuantizeBlock(local, saturated, flushed, amax, counts, blockMax, threadIdx.x, blockDim.x);
 }
 
-constexpr int kTile = 32, kTileRows = 8;
+constexpr int kTileRows = 8;
 
-/// A 32x32 tile per block: read along x's rows, write along y's rows (both coalesced).
+/// 32x32 tiles: read along x's rows, write along y's rows (both coalesced). Row tiles on blockIdx.x (the
+/// long dimension: tokens), column tiles from blockIdx.y by a grid-stride loop (transposeGrid).
 __global__ void quantizeTransposedKernel(const float *x, int64_t rows, int64_t cols, const float *scale, uint8_t *y,
                                          float *amax, Fp8Format format, unsigned long long *counts) {
   __shared__ float tile[kTile][kTile + 1];
   __shared__ float blockMax[kTile * kTileRows];
-  const int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
-  float local = 0.0f;
-  for (int i = threadIdx.y; i < kTile; i += kTileRows) {
-    const int64_t r = r0 + i, c = c0 + threadIdx.x;
-    float v = 0.0f;
-    if (r < rows && c < cols) {
-      v = x[r * cols + c];
-      local = maxAbs(local, v);
-    }
-    tile[i][threadIdx.x] = v;
-  }
-  __syncthreads();
+  const int64_t r0 = int64_t(blockIdx.x) * kTile;
   const float s = *scale;
+  float local = 0.0f;
   unsigned long long saturated = 0, flushed = 0;
-  for (int i = threadIdx.y; i < kTile; i += kTileRows) {
-    const int64_t c = c0 + i, r = r0 + threadIdx.x; // y[c, r]
-    if (c < cols && r < rows) {
-      const float scaled = tile[threadIdx.x][i] * s;
-      const uint8_t q = floatToFp8(scaled, format);
-      y[c * rows + r] = q;
-      if (counts)
-        countHealth(scaled, q, format, saturated, flushed);
+  for (int64_t c0 = int64_t(blockIdx.y) * kTile; c0 < cols; c0 += int64_t(gridDim.y) * kTile) {
+    for (int i = threadIdx.y; i < kTile; i += kTileRows) {
+      const int64_t r = r0 + i, c = c0 + threadIdx.x;
+      float v = 0.0f;
+      if (r < rows && c < cols) {
+        v = x[r * cols + c];
+        local = maxAbsNanWins(local, v);
+      }
+      tile[i][threadIdx.x] = v;
     }
+    __syncthreads();
+    for (int i = threadIdx.y; i < kTile; i += kTileRows) {
+      const int64_t c = c0 + i, r = r0 + threadIdx.x; // y[c, r]
+      if (c < cols && r < rows) {
+        const float scaled = tile[threadIdx.x][i] * s;
+        const uint8_t q = floatToFp8(scaled, format);
+        y[c * rows + r] = q;
+        if (counts)
+          countHealth(scaled, q, format, saturated, flushed);
+      }
+    }
+    __syncthreads();
   }
   finishQuantizeBlock(local, saturated, flushed, amax, counts, blockMax, threadIdx.y * kTile + threadIdx.x,
                       kTile * kTileRows);
@@ -108,16 +108,20 @@ __global__ void dequantizeKernel(const uint8_t *x, const float *scaleInv, float 
     y[i] = fp8ToFloat(x[i], format) * s;
 }
 
-/// One block: stage the amax, reduce the history, compute the scale, roll (torch.roll(-1), slot 0 = 0).
+/// One block: reduce the history with this step's amax (max or most recent), compute the scale, roll
+/// (torch.roll(-1), slot 0 = 0). As Transformer Engine's bulk update: a step whose amax is 0 (the tensor
+/// saw nothing) leaves the history as it is and keeps the scale.
 __global__ void delayedScalingKernel(const float *history, int64_t length, const float *scale, const float *amax,
                                      float fp8Max, int64_t margin, bool mostRecent, float *newHistory, float *newScale,
                                      float *newScaleInv) {
   __shared__ float reduced;
+  const float current = *amax;
+  const bool roll = current != 0.0f;
   if (threadIdx.x == 0) {
-    float a = *amax;
-    if (!mostRecent)
+    float a = current;
+    if (!mostRecent && roll)
       for (int64_t i = 1; i < length; ++i)
-        a = (isnan(a) || isnan(history[i])) ? __int_as_float(0x7fffffff) : fmaxf(a, history[i]);
+        a = maxAbsNanWins(a, history[i]);
     reduced = a;
   }
   __syncthreads();
@@ -125,19 +129,13 @@ __global__ void delayedScalingKernel(const float *history, int64_t length, const
   float staged[4];
   int count = 0;
   for (int64_t i = threadIdx.x; i < length && count < 4; i += blockDim.x, ++count)
-    staged[count] = (i + 1) % length == 0 ? *amax : history[(i + 1) % length];
+    staged[count] = !roll ? history[i] : i == 0 ? 0.0f : (i + 1) % length == 0 ? current : history[i + 1];
   __syncthreads();
   count = 0;
   for (int64_t i = threadIdx.x; i < length && count < 4; i += blockDim.x, ++count)
-    newHistory[i] = i == 0 ? 0.0f : staged[count];
+    newHistory[i] = staged[count];
   if (threadIdx.x == 0) {
-    const float a = reduced;
-    float s = *scale;
-    if (a > 0.0f && isfinite(a)) {
-      s = (fp8Max / a) / ldexpf(1.0f, static_cast<int>(margin));
-      if (isinf(s))
-        s = FLT_MAX;
-    }
+    const float s = delayedScale(reduced, *scale, fp8Max, static_cast<int>(margin));
     *newScale = s;
     *newScaleInv = 1.0f / s;
   }
@@ -156,8 +154,8 @@ void quantizeTransposedWithAmax(const float *x, int64_t rows, int64_t cols, cons
                                 float *amax, Fp8Format format, void *stream, unsigned long long *counts) {
   if (rows == 0 || cols == 0)
     return;
-  const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
-  quantizeTransposedKernel<<<grid, dim3(kTile, kTileRows), 0, static_cast<cudaStream_t>(stream)>>>(
+  const TileGrid grid = transposeGrid(rows, cols);
+  quantizeTransposedKernel<<<dim3(grid.x, grid.y), dim3(kTile, kTileRows), 0, static_cast<cudaStream_t>(stream)>>>(
       x, rows, cols, scale, y, amax, format, counts);
 }
 

@@ -140,6 +140,12 @@ std::unique_ptr<Gemm> Gemm::create(void *ltHandle, const GemmSpec &spec, size_t 
   const uint64_t workspace = workspaceBytes;
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                        sizeof(workspace));
+  // The pointers' real alignment (cuBLASLt's A is our B; C is D), so that no algorithm needs more.
+  const uint32_t alignA = spec.alignB, alignB = spec.alignA, alignD = spec.alignD;
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof(alignA));
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof(alignB));
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignD, sizeof(alignD));
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD, sizeof(alignD));
   g.algorithms.resize(8);
   int found = 0;
   cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(g.handle, g.desc, g.a, g.b, g.d, g.d, preference,

@@ -32,7 +32,23 @@ struct GemmSpec {
   bool amaxD = false;              // AMAX_D_POINTER: max |D| written by the GEMM
   /// Strided batches (0 stride: the operand is shared by every batch), in elements.
   int64_t batch = 1, batchStrideA = 0, batchStrideB = 0, batchStrideD = 0;
+  /// The alignment (bytes, a power of two up to 256) every pointer to A, B and D will have: the
+  /// heuristics assume 256 unless told, and an algorithm that needs more than the pointers have fails.
+  int alignA = 256, alignB = 256, alignD = 256;
 };
+
+/// Whether cuBLASLt has `spec`'s epilogue for its types (its documented rules), and if not, why. FP8
+/// inputs: an output of FP32, BF16 or FP16; a bias (and a GELU aux) of BF16 with an FP32 or BF16 output,
+/// FP16 with FP16; no bias-gradient epilogue. Other types: a bias or bias gradient of the output's type.
+/// Plain C++, so that fusion decisions are tested without a GPU; on a GPU, a fused GEMM these rules
+/// accept and cuBLASLt refuses is reported (the rules are then wrong).
+bool epilogueSupported(const GemmSpec &spec, std::string &why);
+/// cuBLASLt's name of an epilogue, without the CUBLASLT_EPILOGUE_ prefix ("GELU_AUX_BIAS").
+const char *epilogueName(GemmEpilogue e);
+/// The bias type cuBLASLt takes with FP8 inputs and output type `d`.
+ElementType fp8BiasType(ElementType d);
+/// The largest power of two, at most 256, that divides `byteOffset` (from a 256-byte-aligned base).
+int alignmentOf(int64_t byteOffset);
 
 struct GemmOperands {
   const void *a = nullptr, *b = nullptr;

@@ -1,12 +1,14 @@
 #include "kernels/cuda/Kernels.h"
 
 #include "kernels/common/Cast.h"
+#include "kernels/common/Fp8.h"
 #include "kernels/common/Half.h"
 
 #include <cuda_runtime.h>
 
 #include <cfloat>
 #include <cstring>
+#include <type_traits>
 
 namespace tec::kernels::cuda {
 
@@ -50,25 +52,24 @@ __device__ int64_t offsetOf(const Extent &extent, const Strided &s, int64_t i) {
   return offset;
 }
 
-__host__ __device__ int64_t count(const Extent &e) {
-  int64_t n = 1;
-  for (int d = 0; d < e.rank; ++d)
-    n *= e.dims[d];
-  return n;
+/// Element offset of linear index `i`: without div/mod where the launch found the operand contiguous.
+template <bool Contiguous> __device__ int64_t at(const Extent &extent, const Strided &s, int64_t i) {
+  return Contiguous ? s.base + i : offsetOf(extent, s, i);
 }
 
+template <bool Contiguous>
 __global__ void binaryFloat(BinaryKind kind, ConstRef a, Strided as, ConstRef b, Strided bs, Ref out, Extent extent,
                             int64_t n) {
   TEC_GRID_LOOP(i, n) {
-    store(out, i, applyBinary(kind, load(a, offsetOf(extent, as, i)), load(b, offsetOf(extent, bs, i))));
+    store(out, i, applyBinary(kind, load(a, at<Contiguous>(extent, as, i)), load(b, at<Contiguous>(extent, bs, i))));
   }
 }
 
-template <typename T>
+template <bool Contiguous, typename T>
 __global__ void binaryInt(BinaryKind kind, const T *a, Strided as, const T *b, Strided bs, T *out, Extent extent,
                           int64_t n) {
   TEC_GRID_LOOP(i, n) {
-    const T x = a[offsetOf(extent, as, i)], y = b[offsetOf(extent, bs, i)];
+    const T x = a[at<Contiguous>(extent, as, i)], y = b[at<Contiguous>(extent, bs, i)];
     T r = 0;
     switch (kind) {
     case BinaryKind::Add: r = x + y; break;
@@ -89,11 +90,11 @@ __global__ void activationGradKernel(ActivationGradKind kind, ConstRef dy, Const
   TEC_GRID_LOOP(i, n) { store(dx, i, applyActivationGrad(kind, load(dy, i), load(x, i))); }
 }
 
-template <typename T>
+template <bool Contiguous, typename T>
 __global__ void whereKernel(const bool *cond, Strided cs, const T *x, Strided xs, const T *y, Strided ys, T *out,
                             Extent extent, int64_t n) {
   TEC_GRID_LOOP(i, n) {
-    out[i] = cond[offsetOf(extent, cs, i)] ? x[offsetOf(extent, xs, i)] : y[offsetOf(extent, ys, i)];
+    out[i] = cond[at<Contiguous>(extent, cs, i)] ? x[at<Contiguous>(extent, xs, i)] : y[at<Contiguous>(extent, ys, i)];
   }
 }
 
@@ -104,6 +105,22 @@ __global__ void castKernel(const void *x, ElementType from, void *y, ElementType
 template <typename T>
 __global__ void stridedCopyKernel(const T *src, Strided s, T *dst, Strided d, Extent extent, int64_t n) {
   TEC_GRID_LOOP(i, n) { dst[offsetOf(extent, d, i)] = src[offsetOf(extent, s, i)]; }
+}
+
+/// y[c, r] = x[r, c] through 32x32 shared-memory tiles, reads and writes coalesced; row tiles on x.
+template <typename T> __global__ void transposeKernel(const T *x, int64_t rows, int64_t cols, T *y) {
+  __shared__ T tile[kTile][kTile + 1];
+  const int64_t r0 = int64_t(blockIdx.x) * kTile;
+  for (int64_t c0 = int64_t(blockIdx.y) * kTile; c0 < cols; c0 += int64_t(gridDim.y) * kTile) {
+    for (int i = threadIdx.y; i < kTile; i += blockDim.y)
+      if (r0 + i < rows && c0 + threadIdx.x < cols)
+        tile[i][threadIdx.x] = x[(r0 + i) * cols + c0 + threadIdx.x];
+    __syncthreads();
+    for (int i = threadIdx.y; i < kTile; i += blockDim.y)
+      if (c0 + i < cols && r0 + threadIdx.x < rows)
+        y[(c0 + i) * rows + r0 + threadIdx.x] = tile[threadIdx.x][i];
+    __syncthreads();
+  }
 }
 
 template <typename T, typename Index>
@@ -208,36 +225,94 @@ __global__ void layerNormKernel(ConstRef x, ConstRef scale, ConstRef bias, Ref y
   }
 }
 
-/// One block per kept index, its threads striding over the reduced ones.
-template <typename T, typename Acc>
-__global__ void reduceKernel(ReduceKind kind, const T *x, Extent kept, Strided keptStrides, Extent reduced,
-                             Strided reducedStrides, int64_t reducedCount, T *y) {
-  __shared__ Acc shared[kThreads];
-  for (int64_t o = blockIdx.x; o < count(kept); o += gridDim.x) {
+/// Reads element i as the accumulator type: double for float data (any of f32/f16/bf16), int64 for ints.
+struct FloatRead {
+  ConstRef x;
+  __device__ double operator()(int64_t i) const { return load(x, i); }
+};
+template <typename T> struct IntRead {
+  const T *x;
+  __device__ int64_t operator()(int64_t i) const { return x[i]; }
+};
+struct FloatWrite {
+  Ref y;
+  __device__ void operator()(int64_t o, double v) const { store(y, o, static_cast<float>(v)); }
+};
+template <typename T> struct IntWrite {
+  T *y;
+  __device__ void operator()(int64_t o, int64_t v) const { y[o] = static_cast<T>(v); }
+};
+
+template <typename Acc> __device__ Acc finishReduction(ReduceKind kind, Acc sum, int64_t count) {
+  return kind == ReduceKind::Mean ? (count ? sum / static_cast<Acc>(count) : Acc(0)) : sum;
+}
+
+/// Rows and General plans: block (o, s) sums part s of output o's reduced range, its threads striding.
+template <typename Acc, typename Read, typename Write>
+__global__ void reduceBlocksKernel(ReductionPlan p, ReduceKind kind, Read x, Extent kept, Strided keptStrides,
+                                   Extent reduced, Strided reducedStrides, Write y, Acc *partials) {
+  __shared__ Acc shared[kReduceThreads];
+  const int64_t chunk = (p.reducedCount + p.splits - 1) / p.splits, begin = int64_t(blockIdx.y) * chunk;
+  const int64_t end = min(begin + chunk, p.reducedCount);
+  const bool rows = p.kind == ReductionPlan::Kind::Rows;
+  for (int64_t o = blockIdx.x; o < p.outputs; o += gridDim.x) {
     const int64_t base = offsetOf(kept, keptStrides, o);
     Acc sum = 0;
-    for (int64_t r = threadIdx.x; r < reducedCount; r += blockDim.x)
-      sum += static_cast<Acc>(x[base + offsetOf(reduced, reducedStrides, r)]);
+    for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x)
+      sum += x(base + (rows ? reducedStrides.base + r : offsetOf(reduced, reducedStrides, r)));
     sum = blockSum(sum, shared);
-    if (threadIdx.x == 0)
-      y[o] = kind == ReduceKind::Mean ? static_cast<T>(reducedCount ? sum / static_cast<Acc>(reducedCount) : 0)
-                                      : static_cast<T>(sum);
+    if (threadIdx.x == 0) {
+      if (p.splits > 1)
+        partials[o * p.splits + blockIdx.y] = sum;
+      else
+        y(o, finishReduction(kind, sum, p.reducedCount));
+    }
   }
 }
 
-/// The same for f16/bf16 data, accumulated in double.
-__global__ void reduceHalfKernel(ReduceKind kind, ConstRef x, Extent kept, Strided keptStrides, Extent reduced,
-                                 Strided reducedStrides, int64_t reducedCount, Ref y) {
-  __shared__ double shared[kThreads];
-  for (int64_t o = blockIdx.x; o < count(kept); o += gridDim.x) {
-    const int64_t base = offsetOf(kept, keptStrides, o);
-    double sum = 0;
-    for (int64_t r = threadIdx.x; r < reducedCount; r += blockDim.x)
-      sum += load(x, base + offsetOf(reduced, reducedStrides, r));
-    sum = blockSum(sum, shared);
-    if (threadIdx.x == 0)
-      store(y, o, static_cast<float>(kind == ReduceKind::Mean ? (reducedCount ? sum / reducedCount : 0) : sum));
+/// Columns plans: a thread per output, coalesced along the outputs; blocks along y take parts of the rows.
+template <typename Acc, typename Read, typename Write>
+__global__ void reduceColumnsKernel(ReductionPlan p, ReduceKind kind, Read x, int64_t base, Write y, Acc *partials) {
+  const int64_t chunk = (p.reducedCount + p.splits - 1) / p.splits, begin = int64_t(blockIdx.y) * chunk;
+  const int64_t end = min(begin + chunk, p.reducedCount);
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < p.outputs; o += int64_t(gridDim.x) * blockDim.x) {
+    Acc sum = 0;
+    for (int64_t r = begin; r < end; ++r)
+      sum += x(base + o + r * p.columnStride);
+    if (p.splits > 1)
+      partials[o * p.splits + blockIdx.y] = sum;
+    else
+      y(o, finishReduction(kind, sum, p.reducedCount));
   }
+}
+
+/// The second stage: each output's partial sums, added in split order (deterministic).
+template <typename Acc, typename Write>
+__global__ void reduceFinishKernel(const Acc *partials, int64_t outputs, int64_t splits, int64_t count, ReduceKind kind,
+                                   Write y) {
+  TEC_GRID_LOOP(o, outputs) {
+    Acc sum = 0;
+    for (int64_t s = 0; s < splits; ++s)
+      sum += partials[o * splits + s];
+    y(o, finishReduction(kind, sum, count));
+  }
+}
+
+template <typename Acc, typename Read, typename Write>
+void launchReduction(const ReductionPlan &p, ReduceKind kind, Read x, const Extent &kept, const Strided &keptStrides,
+                     const Extent &reduced, const Strided &reducedStrides, Write y, void *partials,
+                     cudaStream_t stream) {
+  Acc *sums = static_cast<Acc *>(partials);
+  const dim3 grid(p.gridX, p.gridY);
+  if (p.kind == ReductionPlan::Kind::Columns)
+    reduceColumnsKernel<Acc><<<grid, kReduceThreads, 0, stream>>>(p, kind, x, keptStrides.base + reducedStrides.base,
+                                                                  y, sums);
+  else
+    reduceBlocksKernel<Acc><<<grid, kReduceThreads, 0, stream>>>(p, kind, x, kept, keptStrides, reduced,
+                                                                 reducedStrides, y, sums);
+  if (p.splits > 1)
+    reduceFinishKernel<Acc><<<blocksFor(p.outputs), kThreads, 0, stream>>>(sums, p.outputs, p.splits, p.reducedCount,
+                                                                           kind, y);
 }
 
 __global__ void biasActivationKernel(Ref y, ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue) {
@@ -252,14 +327,14 @@ __global__ void amaxKernel(ConstRef x, int64_t n, float *out) {
   float local = 0.0f;
   TEC_GRID_LOOP(i, n) {
     const float v = load(x, i);
-    local = (isnan(v) || isnan(local)) ? __int_as_float(0x7fffffff) : fmaxf(local, fabsf(v));
+    local = maxAbsNanWins(local, v);
   }
   shared[threadIdx.x] = local;
   __syncthreads();
   for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
     if (threadIdx.x < stride) {
       const float a = shared[threadIdx.x], b = shared[threadIdx.x + stride];
-      shared[threadIdx.x] = (isnan(a) || isnan(b)) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
+      shared[threadIdx.x] = maxAbsNanWins(a, b);
     }
     __syncthreads();
   }
@@ -318,45 +393,32 @@ __global__ void optimizerKernel(OptimizerParams params, const float *lr, const f
 
 } // namespace
 
-bool makeExtent(const Shape &shape, Extent &extent) {
-  if (shape.size() > static_cast<size_t>(kMaxRank))
-    return false;
-  extent.rank = static_cast<int>(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d)
-    extent.dims[d] = shape[d];
-  return true;
-}
-
-Strided broadcastOperand(const Shape &shape, const Shape &out) {
-  Strided s;
-  int64_t stride = 1;
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 1, o = static_cast<int64_t>(out.size()) - 1; i >= 0 && o >= 0;
-       --i, --o) {
-    if (o < kMaxRank)
-      s.strides[o] = shape[i] == 1 ? 0 : stride;
-    stride *= shape[i];
-  }
-  return s;
-}
-
-Strided contiguous(const Shape &shape) { return broadcastOperand(shape, shape); }
-
 void binary(BinaryKind kind, const void *a, Strided as, const void *b, Strided bs, void *out, const Extent &extent,
             ElementType type, void *stream) {
   const int64_t n = count(extent);
   if (n == 0)
     return;
-  if (type == ElementType::I32)
-    binaryInt<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, static_cast<const int32_t *>(a), as,
-                                                               static_cast<const int32_t *>(b), bs,
-                                                               static_cast<int32_t *>(out), extent, n);
-  else if (type == ElementType::I64)
-    binaryInt<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, static_cast<const int64_t *>(a), as,
-                                                               static_cast<const int64_t *>(b), bs,
-                                                               static_cast<int64_t *>(out), extent, n);
+  Extent e = extent;
+  coalesce(e, {&as, &bs});
+  const bool contiguous = isContiguous(e, as) && isContiguous(e, bs);
+  auto launch = [&](auto flat) {
+    constexpr bool kFlat = decltype(flat)::value;
+    if (type == ElementType::I32)
+      binaryInt<kFlat><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, static_cast<const int32_t *>(a), as,
+                                                                        static_cast<const int32_t *>(b), bs,
+                                                                        static_cast<int32_t *>(out), e, n);
+    else if (type == ElementType::I64)
+      binaryInt<kFlat><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, static_cast<const int64_t *>(a), as,
+                                                                        static_cast<const int64_t *>(b), bs,
+                                                                        static_cast<int64_t *>(out), e, n);
+    else
+      binaryFloat<kFlat><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, ConstRef{a, type}, as,
+                                                                          ConstRef{b, type}, bs, Ref{out, type}, e, n);
+  };
+  if (contiguous)
+    launch(std::true_type{});
   else
-    binaryFloat<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, ConstRef{a, type}, as, ConstRef{b, type}, bs,
-                                                                 Ref{out, type}, extent, n);
+    launch(std::false_type{});
 }
 
 void unary(UnaryKind kind, ConstRef x, Ref y, int64_t n, void *stream) {
@@ -374,11 +436,17 @@ void where(const bool *cond, Strided cs, const void *x, Strided xs, const void *
   const int64_t n = count(extent);
   if (n == 0)
     return;
+  Extent e = extent;
+  coalesce(e, {&cs, &xs, &ys});
+  const bool contiguous = isContiguous(e, cs) && isContiguous(e, xs) && isContiguous(e, ys);
   auto launch = [&](auto *typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
-    whereKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(cond, cs, static_cast<const T *>(x), xs,
-                                                                 static_cast<const T *>(y), ys, static_cast<T *>(out),
-                                                                 extent, n);
+    if (contiguous)
+      whereKernel<true><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+          cond, cs, static_cast<const T *>(x), xs, static_cast<const T *>(y), ys, static_cast<T *>(out), e, n);
+    else
+      whereKernel<false><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+          cond, cs, static_cast<const T *>(x), xs, static_cast<const T *>(y), ys, static_cast<T *>(out), e, n);
   };
   switch (bytes) {
   case 1: return launch(static_cast<uint8_t *>(nullptr));
@@ -401,10 +469,26 @@ void stridedCopy(const void *src, Strided s, void *dst, Strided d, const Extent 
   const int64_t n = count(extent);
   if (n == 0)
     return;
+  Extent e = extent;
+  coalesce(e, {&s, &d});
+  const char *from = static_cast<const char *>(src);
+  char *to = static_cast<char *>(dst);
+  if (isContiguous(e, s) && isContiguous(e, d)) { // a plain copy (a contiguous slice, concat piece or split)
+    cudaMemcpyAsync(to + d.base * bytes, from + s.base * bytes, n * bytes, cudaMemcpyDeviceToDevice, asStream(stream));
+    return;
+  }
+  // A 2-D transpose (dst row-major [D0, D1], src the row-major [D1, D0]): tiled, coalesced both ways.
+  const bool transpose = e.rank == 2 && isContiguous(e, d) && s.strides[0] == 1 && s.strides[1] == e.dims[0];
   auto launch = [&](auto *typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
+    if (transpose) {
+      const TileGrid g = transposeGrid(e.dims[1], e.dims[0]);
+      transposeKernel<<<dim3(g.x, g.y), dim3(kTile, 8), 0, asStream(stream)>>>(
+          reinterpret_cast<const T *>(from) + s.base, e.dims[1], e.dims[0], reinterpret_cast<T *>(to) + d.base);
+      return;
+    }
     stridedCopyKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(static_cast<const T *>(src), s,
-                                                                       static_cast<T *>(dst), d, extent, n);
+                                                                       static_cast<T *>(dst), d, e, n);
   };
   switch (bytes) {
   case 1: return launch(static_cast<uint8_t *>(nullptr));
@@ -465,27 +549,21 @@ void layerNorm(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref r
                                                                                   epsilon);
 }
 
-void reduce(ReduceKind kind, const void *x, const Extent &kept, Strided keptStrides, const Extent &reduced,
-            Strided reducedStrides, void *y, ElementType type, void *stream) {
-  const int64_t outputs = count(kept), reducedCount = count(reduced);
-  if (outputs == 0)
+void reduce(ReduceKind kind, const void *x, Extent kept, Strided keptStrides, Extent reduced, Strided reducedStrides,
+            void *y, ElementType type, void *partials, int multiprocessors, void *stream) {
+  const ReductionPlan p = planReduction(kept, keptStrides, reduced, reducedStrides, multiprocessors);
+  if (p.outputs == 0)
     return;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(outputs, 65535 * 16));
+  auto s = asStream(stream);
   if (type == ElementType::I32)
-    reduceKernel<int32_t, int64_t><<<blocks, kThreads, 0, asStream(stream)>>>(
-        kind, static_cast<const int32_t *>(x), kept, keptStrides, reduced, reducedStrides, reducedCount,
-        static_cast<int32_t *>(y));
+    launchReduction<int64_t>(p, kind, IntRead<int32_t>{static_cast<const int32_t *>(x)}, kept, keptStrides, reduced,
+                             reducedStrides, IntWrite<int32_t>{static_cast<int32_t *>(y)}, partials, s);
   else if (type == ElementType::I64)
-    reduceKernel<int64_t, int64_t><<<blocks, kThreads, 0, asStream(stream)>>>(
-        kind, static_cast<const int64_t *>(x), kept, keptStrides, reduced, reducedStrides, reducedCount,
-        static_cast<int64_t *>(y));
-  else if (type == ElementType::F32)
-    reduceKernel<float, double><<<blocks, kThreads, 0, asStream(stream)>>>(
-        kind, static_cast<const float *>(x), kept, keptStrides, reduced, reducedStrides, reducedCount,
-        static_cast<float *>(y));
+    launchReduction<int64_t>(p, kind, IntRead<int64_t>{static_cast<const int64_t *>(x)}, kept, keptStrides, reduced,
+                             reducedStrides, IntWrite<int64_t>{static_cast<int64_t *>(y)}, partials, s);
   else
-    reduceHalfKernel<<<blocks, kThreads, 0, asStream(stream)>>>(kind, ConstRef{x, type}, kept, keptStrides, reduced,
-                                                                reducedStrides, reducedCount, Ref{y, type});
+    launchReduction<double>(p, kind, FloatRead{ConstRef{x, type}}, kept, keptStrides, reduced, reducedStrides,
+                            FloatWrite{Ref{y, type}}, partials, s);
 }
 
 void biasActivation(Ref y, ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue, void *stream) {

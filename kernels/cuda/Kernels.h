@@ -8,27 +8,12 @@
 
 #include "kernels/common/Activations.h"
 #include "kernels/common/Ops.h"
+#include "kernels/cuda/LaunchShapes.h"
 
 #include <cstdint>
 #include <vector>
 
 namespace tec::kernels::cuda {
-
-using Shape = std::vector<int64_t>;
-
-inline constexpr int kMaxRank = 8;
-
-/// An iteration space of up to kMaxRank dims.
-struct Extent {
-  int rank = 0;
-  int64_t dims[kMaxRank] = {};
-};
-
-/// How one operand is addressed over an Extent: element offset = base + sum(index[d] * strides[d]).
-struct Strided {
-  int64_t base = 0;
-  int64_t strides[kMaxRank] = {};
-};
 
 /// A float-typed operand (f32, f16 or bf16; kernels compute in f32).
 struct Ref {
@@ -42,13 +27,6 @@ struct ConstRef {
   TEC_HOST_DEVICE ConstRef(const void *data, ElementType type) : data(data), type(type) {}
   TEC_HOST_DEVICE ConstRef(Ref r) : data(r.data), type(r.type) {}
 };
-
-/// False when the rank is beyond kMaxRank.
-bool makeExtent(const Shape &shape, Extent &extent);
-/// Row-major strides of `shape` broadcast (numpy rules, right-aligned) to `out`: 0 along broadcast dims.
-Strided broadcastOperand(const Shape &shape, const Shape &out);
-/// Row-major strides of `shape`.
-Strided contiguous(const Shape &shape);
 
 /// out = a (op) b over `extent`. Float types compute in f32; I32/I64 in their own type.
 void binary(BinaryKind kind, const void *a, Strided as, const void *b, Strided bs, void *out, const Extent &extent,
@@ -71,8 +49,10 @@ void softmax(ConstRef x, Ref y, int64_t outer, int64_t axis, int64_t inner, bool
 void layerNorm(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref rstd, int64_t rows, int64_t cols,
                float epsilon, void *stream);
 /// Sums (or averages) x over `reduced` for each index of `kept`; `type` is x's and y's (float or I32/I64).
-void reduce(ReduceKind kind, const void *x, const Extent &kept, Strided keptStrides, const Extent &reduced,
-            Strided reducedStrides, void *y, ElementType type, void *stream);
+/// Launched as planReduction(..., multiprocessors) says; `partials` holds its plan's partial sums (8 bytes
+/// each; may be null when the plan has none).
+void reduce(ReduceKind kind, const void *x, Extent kept, Strided keptStrides, Extent reduced, Strided reducedStrides,
+            void *y, ElementType type, void *partials, int multiprocessors, void *stream);
 /// y[r, c] = epilogue(y[r, c] + bias[c]): the bias and activation where a GEMM could not fuse them.
 void biasActivation(Ref y, ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue, void *stream);
 /// max |x| into *out (NaN wins), for an x that is not quantized in the same pass.

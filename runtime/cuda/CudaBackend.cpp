@@ -1,9 +1,12 @@
 // The CUDA backend (built as the plugin libtec_cuda.so). prepare() lays out one device arena (the plan's
-// buffers, the params and constants, and scratch: the cuBLASLt workspace, FP8 transposes, error flags,
-// FP8 counters), creates every GEMM's descriptors and queries its algorithms, and turns each step into
-// a launch closure. The first run() captures the whole step (input uploads, launches, output downloads)
-// as a CUDA Graph; later runs replay it. Closures address memory by arena offset, so nothing is
-// allocated or decided after prepare().
+// buffers, the params and constants, and scratch: the cuBLASLt workspace, error flags, FP8 counters, and
+// one region that every step reuses for its temporaries: widened operands, FP8 transposes, reduction
+// partials), creates every GEMM's descriptors and queries its algorithms, uploads params and state on
+// the work stream, and turns each step into a launch closure. The first run() launches eagerly (lazy
+// module loading and cuBLASLt's first-use setup happen outside any capture); the second captures the
+// step (launches and output downloads) as a CUDA Graph, which later runs replay. Inputs are uploaded
+// before the step only when the caller asked for their host storage since the last upload. Closures
+// address memory by arena offset, so nothing is allocated or decided after prepare().
 #include "runtime/CudaPlugin.h"
 #include "runtime/Steps.h"
 
@@ -20,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <set>
 
 namespace tec {
 
@@ -34,9 +38,11 @@ size_t bytesOf(plan::DType t) { return kernels::elementBytes(elementType(t)); }
 
 int64_t align(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
-/// Where a closure's operand lives: an arena offset, turned into a pointer when the closure runs.
+/// Where a closure's operand lives: an arena offset (or one in the step scratch region, which every step
+/// reuses), turned into a pointer when the closure runs.
 struct Slot {
   int64_t offset = -1;
+  bool inStepScratch = false;
   bool null() const { return offset < 0; }
 };
 
@@ -74,13 +80,15 @@ public:
   Status writeBuffer(int buffer, const void *source) override;
   Status run(std::vector<double> *stepMillis) override;
   const std::vector<QuantizeStats> &quantizeStats() const override { return stats; }
+  std::vector<std::string> notes() const override { return notes_; }
 
 private:
   struct Context {
     char *base;
     Launcher *k;
+    int64_t stepScratchBase;
     template <typename T = void> T *at(Slot s) const {
-      return s.null() ? nullptr : reinterpret_cast<T *>(base + s.offset);
+      return s.null() ? nullptr : reinterpret_cast<T *>(base + s.offset + (s.inStepScratch ? stepScratchBase : 0));
     }
   };
   using Launch = std::function<Status(const Context &)>;
@@ -95,11 +103,29 @@ private:
   plan::DType dtype(int i) const { return buf(i).dtype(); }
   ElementType type(int i) const { return elementType(dtype(i)); }
   Slot slot(int i) const { return slots[i]; }
-  /// Scratch in the arena, 256-byte aligned (cuBLASLt's and vector loads' preference).
+  /// Scratch in the arena for the whole run, 256-byte aligned (cuBLASLt's and vector loads' preference).
   Slot scratch(int64_t bytes) {
     Slot s{align(arenaBytes, 256)};
     arenaBytes = s.offset + std::max<int64_t>(bytes, 1);
     return s;
+  }
+  /// Scratch for the current step only: every step reuses the same region, as large as the most any
+  /// step takes.
+  Slot stepScratch(int64_t bytes) {
+    Slot s{align(stepScratchUsed, 256), true};
+    stepScratchUsed = s.offset + std::max<int64_t>(bytes, 1);
+    stepScratchBytes = std::max(stepScratchBytes, stepScratchUsed);
+    return s;
+  }
+  /// The alignment a slot's pointers will have (the arena is 256-byte aligned, and so is the scratch region).
+  static int alignmentOfSlot(Slot s) { return kc::alignmentOf(s.offset); }
+  /// Says once, for the user, what ran instead of the faster path and why.
+  void note(const std::string &line) {
+    if (std::find(notes_.begin(), notes_.end(), line) == notes_.end())
+      notes_.push_back(line);
+  }
+  std::string stepName(const plan::Step &s) const {
+    return "step " + std::to_string(currentStep) + " " + s.kernel() + " (from " + s.source() + ")";
   }
   /// A device int set by a kernel when its step's input is invalid; `message` is reported after the run.
   int errorFlag(std::string message) {
@@ -120,14 +146,28 @@ private:
     return kc::makeExtent(shape, e) ? Status::success() : unsupported(s, "rank above " + std::to_string(kc::kMaxRank));
   }
   /// A GEMM for `spec` in the GEMM table, its descriptors and algorithms made now; -1 with `why` when
-  /// cuBLASLt has none. (Recording for --emit=cuda, every GEMM is taken to exist.)
+  /// cuBLASLt's type rules (kc::epilogueSupported) or cuBLASLt itself have none. (Recording for
+  /// --emit=cuda, every GEMM the rules accept is taken to exist.)
   int makeGemm(const kc::GemmSpec &spec, std::string &why) {
-    std::shared_ptr<kc::Gemm> g;
-    if (!recording && !(g = kc::Gemm::create(lt, spec, workspaceBytes, why)))
+    if (!kc::epilogueSupported(spec, why))
       return -1;
+    std::shared_ptr<kc::Gemm> g;
+    if (!recording && !(g = kc::Gemm::create(lt, spec, workspaceBytes, why))) {
+      why = "cuBLASLt refused a GEMM its rules allow: " + why;
+      return -1;
+    }
     gemms.push_back(std::move(g));
     gemmSpecs.push_back(spec);
     return static_cast<int>(gemms.size() - 1);
+  }
+  /// The fused twin of a GEMM, or -1 with a note saying why there is none (the GEMM and a kernel run).
+  int makeFusedGemm(const plan::Step &s, const kc::GemmSpec &spec) {
+    std::string why;
+    const int g = makeGemm(spec, why);
+    if (g < 0)
+      note(stepName(s) + ": no fused " + kc::epilogueName(spec.epilogue) + " epilogue (" + why +
+           "); the GEMM and a kernel run");
+    return g;
   }
   /// The GELU fusion for a GEMM writing `y` in the current step: the first later step reading y is a
   /// tanh `gelu` of it (forward), or the only one is a tanh `gelu_grad` of it (backward, f32); and the
@@ -216,7 +256,32 @@ private:
         live[r] = {-1, steps};
   }
   std::vector<bool> foldedGelu;
-  BiasGradFusion biasGradAlongside(int a) const;
+  BiasGradFusion biasGradAlongside() const;
+  /// Linear steps whose A operand is a folded 2-D transpose: step -> (the transpose's source, the buffer
+  /// the GEMM reads through transposeA: the source, or a cast of it); and cast steps that cast that
+  /// source instead of the transpose: step -> source.
+  std::map<int, std::pair<int, int>> transposedOperand;
+  std::map<int, int> castOfSource;
+  bool foldTransposeIntoGemm(int source, int transposed);
+  /// Whether two buffers' storage overlaps (the arena and the data section are apart).
+  bool overlaps(int a, int b) const {
+    const auto &x = buf(rootOf(a)), &y = buf(rootOf(b));
+    auto inData = [](const plan::Buffer &r) { return r.role() == plan::PARAM || r.role() == plan::CONSTANT; };
+    return inData(x) == inData(y) && x.offset() < y.offset() + y.bytes() && y.offset() < x.offset() + x.bytes();
+  }
+  /// Whether no step in (from, to) writes any storage of `buffer`.
+  bool unchangedBetween(int buffer, int from, int to) const {
+    for (int i = from + 1; i < to; ++i)
+      for (int out : variant->steps(i).outputs())
+        if (overlaps(out, buffer))
+          return false;
+    return true;
+  }
+  /// Step scratch for a reduction's partial sums, as its launch plan needs.
+  Slot reductionPartials(kc::Extent kept, kc::Strided keptStrides, kc::Extent reduced, kc::Strided reducedStrides) {
+    const auto p = kc::planReduction(kept, keptStrides, reduced, reducedStrides, multiprocessors);
+    return p.partials ? stepScratch(p.partials * 8) : Slot{};
+  }
   Status emitWeightGradWithBiasGrad(const plan::Step &s, kc::GemmSpec spec, int x, int w, int y, BiasGradFusion grad);
   std::vector<bool> foldedReduce;
   /// Emits one GEMM y = epilogue(x · w + bias) with the epilogue fused when cuBLASLt can, else in a kernel.
@@ -300,6 +365,12 @@ private:
   int currentStep = 0;
   cudaGraphExec_t graph = nullptr;
   bool graphFailed = false;
+  int64_t runs = 0;
+  std::set<int> staleInputs; // input roots to upload before the next run
+  int64_t stepScratchUsed = 0, stepScratchBytes = 0;
+  Slot stepScratchSlot;
+  int multiprocessors = 132; // the GPU's; an H100/H200's when compiling for --emit=cuda
+  std::vector<std::string> notes_;
 };
 
 CudaBackend::~CudaBackend() {
@@ -331,6 +402,7 @@ Status CudaBackend::init() {
     return Status::error("cannot use CUDA device " + std::to_string(options.device) + ": " + cudaText(e));
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, options.device);
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, options.device);
+  cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, options.device);
   // FP8 tensor cores from sm_89; on Ada cuBLASLt runs FP8 GEMMs from 12.1.3 on.
   const bool ada = major == 8 && minor == 9;
   fp8Gemms = (major > 8 || ada) && (!ada || kc::cublasLtVersion() >= 120103);
@@ -414,6 +486,8 @@ Status CudaBackend::cast(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, 1); !st.ok())
     return st;
   int x = s.inputs(0), o = s.outputs(0);
+  if (auto folded = castOfSource.find(currentStep); folded != castOfSource.end())
+    x = folded->second; // a folded transpose's source, cast in its own layout
   auto from = type(x), to = type(o);
   int64_t n = count(o);
   emit([=](const Context &c) {
@@ -556,8 +630,10 @@ Status CudaBackend::reduce(const plan::Step &s) {
   kc::makeExtent(reducedDims, reducedExtent);
   int x = s.inputs(0), o = s.outputs(0);
   auto t = type(x);
+  const Slot partials = reductionPartials(keptExtent, kept, reducedExtent, reduced);
+  const int sms = multiprocessors;
   emit([=](const Context &c) {
-    c.k->reduce(kind, c.at(slot(x)), keptExtent, kept, reducedExtent, reduced, c.at(slot(o)), t);
+    c.k->reduce(kind, c.at(slot(x)), keptExtent, kept, reducedExtent, reduced, c.at(slot(o)), t, c.at(partials), sms);
     return Status::success();
   });
   return Status::success();
@@ -565,53 +641,72 @@ Status CudaBackend::reduce(const plan::Step &s) {
 
 // ---- GEMMs ----------------------------------------------------------------------------------------------
 
-/// cuBLASLt's GELU epilogue is the tanh form: only GeluTanh fuses; the erf GELU runs as a kernel after.
+/// The epilogue a Linear's bias and activation fuse into, Default where they stay in a kernel:
+/// cuBLASLt's GELU is the tanh form, so the erf GELU runs as a kernel after; and its RELU is reported to
+/// turn NaN into 0 where ONNX's Relu (and tec's kernels) keep NaN, which would hide an overflow from loss
+/// scaling's all_finite and make the GPU disagree with the CPU, so a ReLU runs in tec's bias-activation
+/// kernel (bias and ReLU in one pass after the plain GEMM).
 kc::GemmEpilogue fusedEpilogue(kernels::Epilogue e, bool bias) {
   switch (e) {
-  case kernels::Epilogue::Relu: return bias ? kc::GemmEpilogue::ReluBias : kc::GemmEpilogue::Relu;
   case kernels::Epilogue::GeluTanh: return bias ? kc::GemmEpilogue::GeluBias : kc::GemmEpilogue::Gelu;
-  default: return bias ? kc::GemmEpilogue::Bias : kc::GemmEpilogue::Default;
+  case kernels::Epilogue::None: return bias ? kc::GemmEpilogue::Bias : kc::GemmEpilogue::Default;
+  default: return kc::GemmEpilogue::Default;
   }
 }
+
+bool isFp8Type(ElementType t) { return t == ElementType::F8E4M3 || t == ElementType::F8E5M2; }
 
 Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, Slot w, Slot bias, int biasBuffer,
                                Slot y, kernels::Epilogue epilogue, Slot xScaleInv, Slot wScaleInv,
                                GeluFusion gelu) {
   const bool hasBias = !bias.null();
-  if (hasBias)
-    spec.bias = type(biasBuffer);
+  const auto biasType = hasBias ? type(biasBuffer) : ElementType::F32;
   spec.allowTf32 = options.allowTf32;
+  spec.alignA = alignmentOfSlot(x);
+  spec.alignB = alignmentOfSlot(w);
+  spec.alignD = std::min(alignmentOfSlot(y), gelu.step >= 0 ? alignmentOfSlot(gelu.out) : 256);
   // The plain GEMM, with bias and activation in a kernel after it, always exists; the fused one is
-  // preferred and kept only where cuBLASLt has it (not every type combination has every epilogue, e.g.
-  // FP8 with an f32 bias). The erf GELU never fuses: cuBLASLt's GELU is the tanh form.
+  // preferred and kept only where cuBLASLt has it.
   std::string why;
   const int plain = makeGemm(spec, why);
   if (plain < 0)
     return unsupported(s, why);
+  // With FP8 inputs cuBLASLt takes a BF16 bias for an f32 or bf16 output (F16 for f16), as Transformer
+  // Engine keeps its bias: an f32 bias is rounded into step scratch first (N values) for the fused GEMM.
+  Slot fusedBias = bias;
+  kc::GemmSpec withEpilogue = spec;
+  withEpilogue.bias = biasType;
+  if (hasBias && isFp8Type(spec.a) && biasType != kc::fp8BiasType(spec.d)) {
+    withEpilogue.bias = kc::fp8BiasType(spec.d);
+    fusedBias = stepScratch(spec.n * 2);
+  }
+  const bool castBias = fusedBias.offset != bias.offset || fusedBias.inStepScratch != bias.inStepScratch;
   int fused = -1;
   const bool withGelu = gelu.step >= 0 && epilogue == kernels::Epilogue::None && (gelu.forward || !hasBias);
   if (withGelu) {
-    kc::GemmSpec withEpilogue = spec;
     withEpilogue.epilogue = !gelu.forward ? kc::GemmEpilogue::DGelu
                             : hasBias     ? kc::GemmEpilogue::GeluAuxBias
                                           : kc::GemmEpilogue::GeluAux;
-    fused = makeGemm(withEpilogue, why);
+    fused = makeFusedGemm(s, withEpilogue);
     foldedGelu.resize(variant->steps_size(), false);
     foldedGelu[gelu.step] = true;
-  } else if ((hasBias || epilogue != kernels::Epilogue::None) && epilogue != kernels::Epilogue::Gelu) {
-    kc::GemmSpec withEpilogue = spec;
-    withEpilogue.epilogue = fusedEpilogue(epilogue, hasBias);
-    fused = makeGemm(withEpilogue, why);
+  } else if ((withEpilogue.epilogue = fusedEpilogue(epilogue, hasBias)) != kc::GemmEpilogue::Default) {
+    fused = makeFusedGemm(s, withEpilogue);
   }
   const bool needsKernel = hasBias || epilogue != kernels::Epilogue::None;
-  const auto yType = spec.d, biasType = hasBias ? type(biasBuffer) : ElementType::F32;
+  const auto yType = spec.d, fusedBiasType = withEpilogue.bias;
   const int64_t rows = spec.m * spec.batch, cols = spec.n;
+  auto prepareBias = [=](const Context &c) {
+    if (fused >= 0 && castBias)
+      c.k->cast(c.at(bias), biasType, c.at(fusedBias), fusedBiasType, cols);
+  };
   if (withGelu) {
     emit([=](const Context &c) {
+      prepareBias(c);
       kc::GemmOperands o;
       o.a = c.at(x);
       o.b = c.at(w);
-      o.bias = c.at(bias);
+      o.bias = c.at(fusedBias);
       o.aScaleInv = c.at<float>(xScaleInv);
       o.bScaleInv = c.at<float>(wScaleInv);
       // Forward: D is the GELU's output, the aux matrix the GEMM's result; backward: D is the gradient.
@@ -638,11 +733,12 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
     return Status::success();
   }
   emit([=](const Context &c) {
+    prepareBias(c);
     kc::GemmOperands o;
     o.a = c.at(x);
     o.b = c.at(w);
     o.d = c.at(y);
-    o.bias = c.at(bias);
+    o.bias = c.at(fusedBias);
     o.aScaleInv = c.at<float>(xScaleInv);
     o.bScaleInv = c.at<float>(wScaleInv);
     std::string error;
@@ -670,32 +766,26 @@ Status CudaBackend::linear(const plan::Step &s) {
   spec.k = spec.transposeB ? ws[1] : ws[0];
   spec.m = spec.n ? count(y) / spec.n : 0;
   spec.a = spec.b = spec.d = type(y);
+  // x is a transpose the GEMM reads untransposed, from storage in the source's layout ([K, M]).
+  if (auto folded = transposedOperand.find(currentStep); folded != transposedOperand.end()) {
+    spec.transposeA = true;
+    x = folded->second.second;
+  }
   if (b < 0 && epilogue(s) == kernels::Epilogue::None)
-    if (auto grad = biasGradAlongside(x); grad.step >= 0)
+    if (auto grad = biasGradAlongside(); grad.step >= 0)
       return emitWeightGradWithBiasGrad(s, spec, x, w, y, grad);
   return emitLinear(s, spec, slot(x), slot(w), b >= 0 ? slot(b) : Slot{}, b, slot(y), epilogue(s), {}, {},
                     geluAfter(y));
 }
 
-/// A wgrad GEMM dW = dYᵀ·X whose dYᵀ operand is a transpose (maybe then a cast) of a dY that a later
-/// reduce_sum over its rows turns into the bias gradient: cuBLASLt's BGRADB epilogue sums the same
-/// operand while it multiplies, writing the bias gradient early where its storage is free until then.
-BiasGradFusion CudaBackend::biasGradAlongside(int a) const {
-  int producer = -1;
-  auto producerOf = [&](int buffer) {
-    for (int i = currentStep - 1; i >= 0; --i)
-      for (int out : variant->steps(i).outputs())
-        if (out == buffer)
-          return i;
-    return -1;
-  };
-  producer = producerOf(a);
-  if (producer >= 0 && variant->steps(producer).kernel() == "cast")
-    producer = producerOf(variant->steps(producer).inputs(0));
-  if (producer < 0 || variant->steps(producer).kernel() != "transpose" ||
-      attrInts(variant->steps(producer), "perm") != std::vector<int64_t>{1, 0})
+/// A wgrad GEMM dW = dYᵀ·X that reads dY through transposeA (a folded transpose) where a later
+/// reduce_sum over dY's rows is the bias gradient: cuBLASLt's BGRADB epilogue sums the same operand while
+/// it multiplies, writing the bias gradient early where its storage is free until then.
+BiasGradFusion CudaBackend::biasGradAlongside() const {
+  const auto folded = transposedOperand.find(currentStep);
+  if (folded == transposedOperand.end())
     return {};
-  const int dy = variant->steps(producer).inputs(0);
+  const int dy = folded->second.first;
   if (shape(dy).size() != 2 || dtype(dy) != plan::F32)
     return {};
   for (int j = currentStep + 1; j < variant->steps_size(); ++j) {
@@ -714,14 +804,21 @@ BiasGradFusion CudaBackend::biasGradAlongside(int a) const {
 Status CudaBackend::emitWeightGradWithBiasGrad(const plan::Step &s, kc::GemmSpec spec, int x, int w, int y,
                                                BiasGradFusion grad) {
   spec.allowTf32 = options.allowTf32;
+  spec.alignA = alignmentOfSlot(slot(x));
+  spec.alignB = alignmentOfSlot(slot(w));
+  spec.alignD = alignmentOfSlot(slot(y));
   std::string why;
   const int plain = makeGemm(spec, why);
   if (plain < 0)
     return unsupported(s, why);
+  // cuBLASLt's bias gradient has the GEMM's output type: a bf16 one goes through step scratch to the f32
+  // gradient (Transformer Engine's bias gradients are bf16 too).
   kc::GemmSpec withGrad = spec;
   withGrad.epilogue = kc::GemmEpilogue::BGradB;
-  withGrad.bias = ElementType::F32;
-  const int fused = makeGemm(withGrad, why);
+  withGrad.bias = spec.d;
+  const int fused = makeFusedGemm(s, withGrad);
+  const Slot gradOut = spec.d == ElementType::F32 ? grad.out : stepScratch(grad.cols * 4);
+  const auto gradType = spec.d;
   foldedReduce.resize(variant->steps_size(), false);
   foldedReduce[grad.step] = true;
   // The unfused bias gradient: dY [rows, cols] summed over its rows.
@@ -731,20 +828,25 @@ Status CudaBackend::emitWeightGradWithBiasGrad(const plan::Step &s, kc::GemmSpec
   kc::Strided keptStrides, reducedStrides;
   keptStrides.strides[0] = 1;
   reducedStrides.strides[0] = grad.cols;
+  const Slot partials = reductionPartials(kept, keptStrides, reduced, reducedStrides);
+  const int sms = multiprocessors;
   emit([=](const Context &c) {
     kc::GemmOperands o;
     o.a = c.at(slot(x));
     o.b = c.at(slot(w));
     o.d = c.at(slot(y));
-    o.biasGrad = c.at(grad.out);
+    o.biasGrad = c.at(gradOut);
     std::string error;
-    if (fused >= 0 && c.k->gemm(fused, o, error))
+    if (fused >= 0 && c.k->gemm(fused, o, error)) {
+      if (gradType != ElementType::F32)
+        c.k->cast(c.at(gradOut), gradType, c.at(grad.out), ElementType::F32, grad.cols);
       return Status::success();
+    }
     o.biasGrad = nullptr;
     if (!c.k->gemm(plain, o, error))
       return unsupported(s, error);
     c.k->reduce(kernels::ReduceKind::Sum, c.at(slot(grad.source)), kept, keptStrides, reduced, reducedStrides,
-                c.at(grad.out), ElementType::F32);
+                c.at(grad.out), ElementType::F32, c.at(partials), sms);
     return Status::success();
   });
   return Status::success();
@@ -873,11 +975,49 @@ Status CudaBackend::transpose(const plan::Step &s) {
     transposedQuantize[quantizeStep] = {x, in[0], in[1]};
     return Status::success();
   }
+  if (perm == std::vector<int64_t>{1, 0} && foldTransposeIntoGemm(x, t))
+    return Status::success();
   auto inStrides = kc::contiguous(in);
   kc::Strided src;
   for (size_t d = 0; d < perm.size(); ++d)
     src.strides[d] = inStrides.strides[perm[d]];
   return emitCopy(s, x, src, t, kc::contiguous(out), out);
+}
+
+/// A 2-D transpose whose one reader is a Linear's input, maybe through a cast whose one reader that is
+/// (the wgrad dW = dYᵀ·X of every backward pass): not materialized. The GEMM reads the source with
+/// transposeA (cuBLASLt's transb), and the cast, if any, casts the source instead, in the source's layout.
+/// The source must stay unchanged until it is read; its storage is then kept live that long.
+bool CudaBackend::foldTransposeIntoGemm(int source, int transposed) {
+  auto onlyReader = [&](int buffer) {
+    if (readers(buffer) != 1)
+      return -1;
+    for (int j = currentStep + 1; j < variant->steps_size(); ++j)
+      for (int in : variant->steps(j).inputs())
+        if (rootOf(in) == rootOf(buffer))
+          return j;
+    return -1;
+  };
+  int gemm = onlyReader(transposed), cast = -1;
+  if (gemm < 0)
+    return false;
+  if (variant->steps(gemm).kernel() == "cast" && variant->steps(gemm).outputs_size() == 1) {
+    cast = gemm;
+    gemm = onlyReader(variant->steps(cast).outputs(0));
+    if (gemm < 0)
+      return false;
+  }
+  const auto &g = variant->steps(gemm);
+  const int operand = cast >= 0 ? variant->steps(cast).outputs(0) : transposed;
+  if (g.kernel() != "linear" || g.inputs_size() < 2 || g.inputs(0) != operand || g.inputs(1) == operand ||
+      shape(operand).size() != 2 || !unchangedBetween(source, currentStep, cast >= 0 ? cast : gemm))
+    return false;
+  transposedOperand[gemm] = {source, cast >= 0 ? operand : source};
+  if (cast >= 0)
+    castOfSource[cast] = source;
+  auto &span = live[rootOf(source)];
+  span.second = std::max(span.second, cast >= 0 ? cast : gemm);
+  return true;
 }
 
 Status CudaBackend::expand(const plan::Step &s) {
@@ -1208,6 +1348,7 @@ Status CudaBackend::compile(const plan::Variant &v) {
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
     firstLaunchOfStep.push_back(static_cast<int>(program.size()));
+    stepScratchUsed = 0;
     auto it = stepCompilers<CudaBackend>().find(step.kernel());
     if (it == stepCompilers<CudaBackend>().end())
       return Status::error("the cuda backend has no kernel '" + step.kernel() + "' (step from " + step.source() + ")");
@@ -1216,6 +1357,7 @@ Status CudaBackend::compile(const plan::Variant &v) {
   }
   errorsSlot = scratch(sizeof(int) * std::max<size_t>(1, errorMessages.size()));
   countsSlot = scratch(2 * sizeof(unsigned long long) * std::max<size_t>(1, stats.size()));
+  stepScratchSlot = scratch(stepScratchBytes);
   return Status::success();
 }
 
@@ -1225,15 +1367,19 @@ Status CudaBackend::prepare(const plan::Variant &v, const char *data) {
 
   if (cudaError_t e = cudaMalloc(&arena, arenaBytes); e != cudaSuccess)
     return Status::error("cannot allocate the " + std::to_string(arenaBytes) + "-byte device arena: " + cudaText(e));
-  if (cudaError_t e = cudaMemcpy(arena + dataBase, data, dataEnd, cudaMemcpyHostToDevice); e != cudaSuccess)
+  // Uploads go on the work stream, which is not ordered after the legacy stream, and complete before
+  // prepare returns (the plan's data is pageable and mapped).
+  if (cudaError_t e = cudaMemcpyAsync(arena + dataBase, data, dataEnd, cudaMemcpyHostToDevice, stream); e != cudaSuccess)
     return Status::error("cannot upload the params: " + cudaText(e));
   // State starts from its initial value in the plan and then carries over from run to run.
   for (int i = 0; i < v.buffers_size(); ++i)
     if (v.buffers(i).role() == plan::STATE && v.buffers(i).alias_of() < 0)
-      if (cudaError_t e = cudaMemcpy(arena + slots[i].offset, data + v.buffers(i).init_offset(), v.buffers(i).bytes(),
-                                     cudaMemcpyHostToDevice);
+      if (cudaError_t e = cudaMemcpyAsync(arena + slots[i].offset, data + v.buffers(i).init_offset(),
+                                          v.buffers(i).bytes(), cudaMemcpyHostToDevice, stream);
           e != cudaSuccess)
         return Status::error("cannot upload the state: " + cudaText(e));
+  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
+    return Status::error("cannot upload the params and state: " + cudaText(e));
   auto rootOf = [&](int b) { return v.buffers(b).alias_of() >= 0 ? v.buffers(b).alias_of() : b; };
   for (int i : v.inputs())
     inputRoots.push_back(rootOf(i));
@@ -1248,41 +1394,46 @@ Status CudaBackend::prepare(const plan::Variant &v, const char *data) {
   if (cudaMallocHost(&hostErrors, sizeof(int) * std::max<size_t>(1, errorMessages.size())) != cudaSuccess ||
       cudaMallocHost(&hostCounts, 2 * sizeof(unsigned long long) * std::max<size_t>(1, stats.size())) != cudaSuccess)
     return Status::error("cannot allocate pinned memory");
+  staleInputs = std::set<int>(inputRoots.begin(), inputRoots.end());
   return Status::success();
 }
 
 void *CudaBackend::hostData(int buffer) {
   int root = variant->buffers(buffer).alias_of() >= 0 ? variant->buffers(buffer).alias_of() : buffer;
   auto it = staging.find(root);
-  return it == staging.end() ? nullptr : it->second;
+  if (it == staging.end())
+    return nullptr;
+  // The caller may write an input through this pointer: it goes up before the next run.
+  if (std::find(inputRoots.begin(), inputRoots.end(), root) != inputRoots.end())
+    staleInputs.insert(root);
+  return it->second;
 }
 
 Status CudaBackend::readBuffer(int buffer, void *destination) {
-  cudaStreamSynchronize(stream);
-  if (cudaError_t e = cudaMemcpy(destination, arena + slots[buffer].offset, variant->buffers(buffer).bytes(),
-                                 cudaMemcpyDeviceToHost);
-      e != cudaSuccess)
+  cudaError_t e = cudaMemcpyAsync(destination, arena + slots[buffer].offset, variant->buffers(buffer).bytes(),
+                                  cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess)
+    e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess)
     return Status::error("cannot read '" + variant->buffers(buffer).name() + "' from the GPU: " + cudaText(e));
   return Status::success();
 }
 
 Status CudaBackend::writeBuffer(int buffer, const void *source) {
-  cudaStreamSynchronize(stream);
-  if (cudaError_t e = cudaMemcpy(arena + slots[buffer].offset, source, variant->buffers(buffer).bytes(),
-                                 cudaMemcpyHostToDevice);
-      e != cudaSuccess)
+  cudaError_t e = cudaMemcpyAsync(arena + slots[buffer].offset, source, variant->buffers(buffer).bytes(),
+                                  cudaMemcpyHostToDevice, stream);
+  if (e == cudaSuccess)
+    e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess)
     return Status::error("cannot write '" + variant->buffers(buffer).name() + "' to the GPU: " + cudaText(e));
   return Status::success();
 }
 
-/// One whole step on `stream`: uploads, every launch (timed per plan step when asked), downloads.
+/// One whole step on `stream`: every launch (timed per plan step when asked), then the downloads.
 Status CudaBackend::enqueueStep(const Context &c, std::vector<double> *stepMillis) {
   c.k->memset(c.at(errorsSlot), 0, sizeof(int) * std::max<size_t>(1, errorMessages.size()));
   if (!stats.empty())
     c.k->memset(c.at(countsSlot), 0, 2 * sizeof(unsigned long long) * stats.size());
-  for (int root : inputRoots)
-    cudaMemcpyAsync(c.base + slots[root].offset, staging[root], variant->buffers(root).bytes(), cudaMemcpyHostToDevice,
-                    stream);
   std::vector<cudaEvent_t> events;
   if (stepMillis) {
     events.resize(program.size() + 1);
@@ -1330,9 +1481,19 @@ Status CudaBackend::checkErrors() {
 
 Status CudaBackend::run(std::vector<double> *stepMillis) {
   auto launcher = deviceLauncher(stream, gemms, arena + workspace.offset);
-  Context c{arena, launcher.get()};
-  // Profiling and graph-less runs launch step by step; otherwise the step is captured once and replayed.
-  if (stepMillis || !options.useGraphs || graphFailed) {
+  Context c{arena, launcher.get(), stepScratchSlot.offset};
+  // Inputs the caller may have changed since they last went up; unchanged ones stay on the device.
+  for (int root : staleInputs)
+    if (cudaError_t e = cudaMemcpyAsync(arena + slots[root].offset, staging[root], variant->buffers(root).bytes(),
+                                        cudaMemcpyHostToDevice, stream);
+        e != cudaSuccess)
+      return Status::error("cannot upload '" + variant->buffers(root).name() + "': " + cudaText(e));
+  staleInputs.clear();
+  // The first run launches step by step (lazy module loading and cuBLASLt's first-use setup happen
+  // there, not inside a capture); the second captures the step as a CUDA Graph, later runs replay it.
+  // Profiling, graph-less runs and a failed capture launch step by step.
+  ++runs;
+  if (stepMillis || !options.useGraphs || graphFailed || runs == 1) {
     if (Status s = enqueueStep(c, stepMillis); !s.ok())
       return s;
   } else {
@@ -1344,10 +1505,13 @@ Status CudaBackend::run(std::vector<double> *stepMillis) {
       cudaError_t e = cudaStreamEndCapture(stream, &captured);
       if (!s.ok())
         return s;
-      if (e != cudaSuccess || cudaGraphInstantiate(&graph, captured, 0) != cudaSuccess) {
-        // Launch step by step from now on rather than fail the run.
+      if (e == cudaSuccess)
+        e = cudaGraphInstantiate(&graph, captured, 0);
+      if (e != cudaSuccess) {
+        // Launch step by step from now on rather than fail the run, and say so.
         graphFailed = true;
         graph = nullptr;
+        note("the step could not be captured as a CUDA graph (" + cudaText(e) + "); it launches step by step");
         cudaGetLastError();
       }
       if (captured)
@@ -1380,7 +1544,7 @@ Result<std::string> CudaBackend::programSource(const plan::Variant &v, const std
   char *fakeBase = reinterpret_cast<char *>(uintptr_t(1) << 40);
   std::vector<std::string> launches;
   auto writer = sourceWriter(fakeBase, launches);
-  Context c{fakeBase, writer.get()};
+  Context c{fakeBase, writer.get(), b.stepScratchSlot.offset};
   std::vector<std::string> body;
   for (size_t i = 0, step = 0; i < b.program.size(); ++i) {
     for (; step < b.firstLaunchOfStep.size() && b.firstLaunchOfStep[step] <= static_cast<int>(i); ++step) {
@@ -1406,7 +1570,7 @@ Result<std::string> CudaBackend::programSource(const plan::Variant &v, const std
     << "), " << v.steps_size() << " steps as " << b.program.size() << " launch groups.\n"
     << "// The launch sequence of tec's CUDA backend for this plan, as a standalone host program over tec's\n"
     << "// kernels library. Build (from tec's source root):\n"
-    << "//   nvcc -std=c++17 -I. prog.cu -Lbuild/release/kernels -lTecKernelsCuda -lcublasLt -o prog\n"
+    << "//   nvcc -std=c++17 -I. prog.cu -Lbuild/release/kernels -lTecKernelsCuda -lTecLaunchShapes -lcublasLt -o prog\n"
     << "// Run: ./prog " << planName << " [input files, raw bytes, in input order; zeros otherwise]\n"
     << "#include \"kernels/cuda/Fp8Kernels.h\"\n#include \"kernels/cuda/Gemm.h\"\n#include \"kernels/cuda/Kernels.h\"\n\n"
     << "#include <cublasLt.h>\n#include <cuda_runtime.h>\n\n"
@@ -1430,10 +1594,12 @@ Result<std::string> CudaBackend::programSource(const plan::Variant &v, const std
     << "  s.base = base;\n  int i = 0;\n  for (int64_t v : strides)\n    s.strides[i++] = v;\n  return s;\n}\n\n"
     << "static kc::GemmSpec gemmSpec(int64_t m, int64_t n, int64_t k, bool ta, bool tb, ElementType a, ElementType b,\n"
     << "                             ElementType d, ElementType bias, kc::GemmEpilogue epilogue, bool fast, float alpha,\n"
-    << "                             float beta, int64_t batch, int64_t sa, int64_t sb, int64_t sd) {\n"
+    << "                             float beta, int64_t batch, int64_t sa, int64_t sb, int64_t sd, int alignA,\n"
+    << "                             int alignB, int alignD) {\n"
     << "  kc::GemmSpec s;\n  s.m = m, s.n = n, s.k = k, s.transposeA = ta, s.transposeB = tb, s.a = a, s.b = b, s.d = d;\n"
     << "  s.bias = bias, s.epilogue = epilogue, s.fastAccumulation = fast, s.alpha = alpha, s.beta = beta;\n"
-    << "  s.batch = batch, s.batchStrideA = sa, s.batchStrideB = sb, s.batchStrideD = sd;\n  return s;\n}\n\n"
+    << "  s.batch = batch, s.batchStrideA = sa, s.batchStrideB = sb, s.batchStrideD = sd;\n"
+    << "  s.alignA = alignA, s.alignB = alignB, s.alignD = alignD;\n  return s;\n}\n\n"
     << "static void runGemm(kc::Gemm &g, kc::GemmOperands o) {\n  std::string error;\n"
     << "  if (!g.run(o, workspace, stream, error)) {\n    std::fprintf(stderr, \"GEMM failed: %s\\n\", error.c_str());\n"
     << "    std::exit(1);\n  }\n}\n\n"

@@ -42,7 +42,8 @@ public:
   virtual void layerNorm(kc::ConstRef x, kc::ConstRef scale, kc::ConstRef bias, kc::Ref y, kc::Ref mean, kc::Ref rstd,
                          int64_t rows, int64_t cols, float epsilon) = 0;
   virtual void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
-                      const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type) = 0;
+                      const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type,
+                      void *partials, int multiprocessors) = 0;
   virtual void biasActivation(kc::Ref y, kc::ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue) = 0;
   virtual void amax(kc::ConstRef x, int64_t n, float *out) = 0;
   virtual void setFlag(uint8_t *flag) = 0;

@@ -48,8 +48,9 @@ public:
     kc::layerNorm(x, scale, bias, y, mean, rstd, rows, cols, epsilon, stream);
   }
   void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
-              const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type) override {
-    kc::reduce(kind, x, kept, keptStrides, reduced, reducedStrides, y, type, stream);
+              const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type, void *partials,
+              int multiprocessors) override {
+    kc::reduce(kind, x, kept, keptStrides, reduced, reducedStrides, y, type, partials, multiprocessors, stream);
   }
   void biasActivation(kc::Ref y, kc::ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue) override {
     kc::biasActivation(y, bias, rows, cols, epilogue, stream);
@@ -170,10 +171,12 @@ public:
                            floatLiteral(epsilon)});
   }
   void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
-              const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type) override {
+              const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type, void *partials,
+              int multiprocessors) override {
     static const char *kinds[] = {"Sum", "Mean"};
     call("kc::reduce", {enumValue("ReduceKind", kinds, kind), ptr(x), extentText(kept), strided(keptStrides, kept),
-                        extentText(reduced), strided(reducedStrides, reduced), ptr(y), elementType(type)});
+                        extentText(reduced), strided(reducedStrides, reduced), ptr(y), elementType(type),
+                        ptr(partials), num(multiprocessors)});
   }
   void biasActivation(kc::Ref y, kc::ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue) override {
     static const char *kinds[] = {"None", "Relu", "Gelu", "GeluTanh"};
@@ -290,14 +293,15 @@ std::unique_ptr<Launcher> sourceWriter(const char *base, std::vector<std::string
 
 std::string gemmSpecSource(const kc::GemmSpec &s) {
   static const char *epilogues[] = {"Default", "Bias",        "Relu",  "ReluBias", "Gelu",
-                                    "GeluBias", "GeluAux", "GeluAuxBias", "DGelu", "BGradB"};
+                                    "GeluBias", "GeluAux", "GeluAuxBias", "DGelu", "BGradB"}; // enumerator names
   std::ostringstream out;
   out << "gemmSpec(" << s.m << ", " << s.n << ", " << s.k << ", " << (s.transposeA ? "true" : "false") << ", "
       << (s.transposeB ? "true" : "false") << ", ElementType::" << name(s.a) << ", ElementType::" << name(s.b)
       << ", ElementType::" << name(s.d) << ", ElementType::" << name(s.bias)
       << ", kc::GemmEpilogue::" << epilogues[static_cast<int>(s.epilogue)] << ", "
       << (s.fastAccumulation ? "true" : "false") << ", " << floatLiteral(s.alpha) << ", " << floatLiteral(s.beta)
-      << ", " << s.batch << ", " << s.batchStrideA << ", " << s.batchStrideB << ", " << s.batchStrideD << ")";
+      << ", " << s.batch << ", " << s.batchStrideA << ", " << s.batchStrideB << ", " << s.batchStrideD << ", "
+      << s.alignA << ", " << s.alignB << ", " << s.alignD << ")";
   return out.str();
 }
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `tec --emit=cuda` writes a host program that nvcc compiles against tec's kernels library.
-# Usage: emit_cuda_test.sh TEC NVCC SOURCE_DIR KERNELS_LIB MODELS_DIR WORK_DIR [HOST_LINK_FLAGS]
+# Usage: emit_cuda_test.sh TEC NVCC SOURCE_DIR KERNELS_LIBS MODELS_DIR WORK_DIR [HOST_LINK_FLAGS]
+# (KERNELS_LIBS: the kernels libraries, colon-separated)
 set -euo pipefail
-tec=$1 nvcc=$2 src=$3 kernels=$4 models=$5 work=$6
+tec=$1 nvcc=$2 src=$3 models=$5 work=$6
+IFS=: read -ra kernels <<< "$4"
 link=()
 # Sanitized kernels (the asan preset) need the sanitizer runtimes at link time.
 case "${7:-}" in *address*) link+=(-lasan) ;; esac
@@ -18,7 +20,7 @@ for model in mlp gpt_block; do
     mlp) grep -q "kc::quantizeWithAmax" "$work/$model.cu" ;;
     gpt_block) grep -q "kc::softmax" "$work/$model.cu" && grep -q "kc::layerNorm" "$work/$model.cu" ;;
   esac
-  "$nvcc" -std=c++17 -I"$src" "$work/$model.cu" "$kernels" -lcublasLt "${link[@]}" -o "$work/$model"
+  "$nvcc" -std=c++17 -I"$src" "$work/$model.cu" "${kernels[@]}" -lcublasLt "${link[@]}" -o "$work/$model"
   echo "$model: emitted and compiled"
 done
 # The FP8 training step: the backward GEMMs' TN operands quantized straight from their transposes, and
@@ -28,12 +30,12 @@ done
 grep -q "wrote $work/train.train.cu: variant sm_90 train step" "$work/train.log"
 grep -q "kc::quantizeTransposedWithAmax" "$work/train.train.cu"
 test "$(grep -c "kc::optimizerUpdate" "$work/train.train.cu")" -eq 1
-"$nvcc" -std=c++17 -I"$src" "$work/train.train.cu" "$kernels" -lcublasLt "${link[@]}" -o "$work/train"
+"$nvcc" -std=c++17 -I"$src" "$work/train.train.cu" "${kernels[@]}" -lcublasLt "${link[@]}" -o "$work/train"
 echo "train step: emitted and compiled"
 # Every kernel of the GPT block's FP8 and BF16 training steps goes through the CUDA backend's compilers.
 for target in sm_90 sm_80; do
   "$tec" "$models/gpt_block_decomposed.onnx" --target $target --train --loss mse --fp8=all \
     -o "$work/gpt_$target.tecplan" --emit=cuda > "$work/gpt_$target.log"
-  "$nvcc" -std=c++17 -I"$src" "$work/gpt_$target.train.cu" "$kernels" -lcublasLt "${link[@]}" -o "$work/gpt_$target"
+  "$nvcc" -std=c++17 -I"$src" "$work/gpt_$target.train.cu" "${kernels[@]}" -lcublasLt "${link[@]}" -o "$work/gpt_$target"
   echo "gpt_block_decomposed $target train step: emitted and compiled"
 done

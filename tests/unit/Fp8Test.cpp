@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <limits>
 
 #if __has_include(<cuda_fp8.h>)
 #include <cuda_bf16.h>
@@ -143,8 +144,9 @@ TEST(Fp8Kernels, AmaxIsTheLargestMagnitudeAndPropagatesNan) {
   std::vector<float> x(100000, 0.25f);
   x[77777] = -9.5f;
   EXPECT_EQ(cpu::amax(x.data(), x.size()), 9.5f);
-  x[5] = NAN;
-  EXPECT_TRUE(std::isnan(cpu::amax(x.data(), x.size())));
+  x[5] = -std::numeric_limits<float>::signaling_NaN();
+  // Any NaN becomes the one canonical NaN, the bits the GPU's amax writes too.
+  EXPECT_EQ(floatBits(cpu::amax(x.data(), x.size())), 0x7FC00000u);
 }
 
 // Transformer Engine's DelayedScaling, step by step: amax_history[0] = amax; a = max(history) or
@@ -170,4 +172,23 @@ TEST(Fp8Kernels, DelayedScalingFollowsTransformerEngine) {
   std::vector<float> tiny = {0.0f};
   cpu::delayedScaling(tiny.data(), 1, 1.0f, 1e-45f, kE4M3Max, 0, false, next.data(), &scale, &scaleInv);
   EXPECT_EQ(scale, FLT_MAX) << "an overflowing scale is clamped";
+}
+
+// Transformer Engine's bulk update (amax_and_scale_update_after_reduction): a step whose amax is 0 (the
+// tensor took no part) neither rolls the history nor moves the scale, so an idle step does not push the
+// history's real amaxes out early.
+TEST(Fp8Kernels, DelayedScalingLeavesTheHistoryAloneWhenTheAmaxIsZero) {
+  std::vector<float> history = {0.0f, 3.0f, 10.0f, 1.0f}, next(4);
+  float scale, scaleInv;
+  cpu::delayedScaling(history.data(), 4, 7.0f, 0.0f, kE4M3Max, 0, /*mostRecent=*/false, next.data(), &scale, &scaleInv);
+  EXPECT_EQ(next, history);
+  EXPECT_EQ(scale, 7.0f);
+  EXPECT_EQ(scaleInv, 1.0f / 7.0f);
+  // In place too (the plan writes the next history over the history).
+  cpu::delayedScaling(history.data(), 4, 7.0f, 0.0f, kE4M3Max, 0, false, history.data(), &scale, &scaleInv);
+  EXPECT_EQ(history, (std::vector<float>{0.0f, 3.0f, 10.0f, 1.0f}));
+  // A NaN amax rolls in as the canonical NaN and wins the max.
+  cpu::delayedScaling(history.data(), 4, 7.0f, NAN, kE4M3Max, 0, false, next.data(), &scale, &scaleInv);
+  EXPECT_EQ(floatBits(next[3]), floatBits(NAN));
+  EXPECT_EQ(scale, 7.0f);
 }

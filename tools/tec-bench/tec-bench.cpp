@@ -83,11 +83,15 @@ int main(int argc, char **argv) {
   double first = 0;
   if (!s.outputs().empty() && s.outputs()[0].dtype == tec::plan::F32)
     first = *static_cast<const float *>(s.outputData(0));
+  // What ran instead of a faster path (a fused epilogue cuBLASLt lacks, a graph that could not be captured).
+  std::string notes;
+  for (const std::string &line : s.notes())
+    notes += (notes.empty() ? "\"" : ", \"") + escaped(line) + "\"";
   std::printf("{\"plan\": \"%s\", \"kind\": \"%s\", \"variant\": \"%s\", \"precision\": \"%s\", \"backend\": \"%s\", "
               "\"reason\": \"%s\", \"iterations\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
-              "\"first_output\": %.6g}\n",
+              "\"first_output\": %.6g, \"notes\": [%s]}\n",
               escaped(path).c_str(), options.kind.c_str(), s.variant().target().c_str(), s.variant().precision().c_str(),
               s.backendName().c_str(), escaped(s.selectionReason()).c_str(), iterations, millis[millis.size() / 2],
-              millis.front(), millis.back(), first);
+              millis.front(), millis.back(), first, notes.c_str());
   return 0;
 }

@@ -543,6 +543,13 @@ int bindInputs(tec::Session &s, const std::vector<std::string> &specs, uint64_t 
   return 0;
 }
 
+/// What the backend ran instead of a faster path, and why (a fused epilogue cuBLASLt lacks, a CUDA graph
+/// that could not be captured).
+void printNotes(const tec::Session &s) {
+  for (const std::string &line : s.notes())
+    llvm::outs() << "  note: " << line << "\n";
+}
+
 int run() {
   tec::SessionOptions options;
   options.device = device;
@@ -589,6 +596,7 @@ int run() {
       "Latency: min = {0:f4} ms, max = {1:f4} ms, mean = {2:f4} ms, median = {3:f4} ms, percentile(90%) = {4:f4} ms, "
       "percentile(99%) = {5:f4} ms\n",
       sorted.front(), sorted.back(), mean, median, p90, p99);
+  printNotes(s);
   if (profile) {
     double sum = 0;
     for (double v : stepMillis)
@@ -1020,6 +1028,7 @@ int trainLoop() {
     }
     json << "]}\n";
   }
+  printNotes(s);
   if (!teacherDir.empty())
     llvm::sys::fs::remove_directories(teacherDir);
   return 0;

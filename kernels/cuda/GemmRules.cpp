@@ -1,0 +1,66 @@
+// cuBLASLt's type rules for epilogues and tec's alignment bookkeeping: plain C++ (no CUDA), so that the
+// CUDA backend's fusion decisions are unit-tested on machines without a GPU (tests/unit/LaunchShapesTest).
+#include "kernels/cuda/Gemm.h"
+
+namespace tec::kernels::cuda {
+
+namespace {
+
+bool isFp8(ElementType t) { return t == ElementType::F8E4M3 || t == ElementType::F8E5M2; }
+
+const char *typeName(ElementType t) {
+  static const char *names[] = {"f32", "f16", "bf16", "i32", "i64", "bool", "e4m3", "e5m2"};
+  return names[static_cast<int>(t)];
+}
+
+bool takesBias(GemmEpilogue e) {
+  return e == GemmEpilogue::Bias || e == GemmEpilogue::ReluBias || e == GemmEpilogue::GeluBias ||
+         e == GemmEpilogue::GeluAuxBias;
+}
+
+} // namespace
+
+const char *epilogueName(GemmEpilogue e) {
+  static const char *names[] = {"DEFAULT", "BIAS",          "RELU",  "RELU_BIAS", "GELU",
+                                "GELU_BIAS", "GELU_AUX", "GELU_AUX_BIAS", "DGELU", "BGRADB"};
+  return names[static_cast<int>(e)];
+}
+
+ElementType fp8BiasType(ElementType d) { return d == ElementType::F16 ? ElementType::F16 : ElementType::BF16; }
+
+bool epilogueSupported(const GemmSpec &spec, std::string &why) {
+  const bool fp8 = isFp8(spec.a) || isFp8(spec.b);
+  const std::string types = std::string(typeName(spec.a)) + " x " + typeName(spec.b) + " -> " + typeName(spec.d);
+  if (fp8 && spec.d != ElementType::F32 && spec.d != ElementType::BF16 && spec.d != ElementType::F16) {
+    why = "an FP8 GEMM writes f32, bf16 or f16, not " + std::string(typeName(spec.d));
+    return false;
+  }
+  if (takesBias(spec.epilogue)) {
+    const ElementType wanted = fp8 ? fp8BiasType(spec.d) : spec.d;
+    if (spec.bias != wanted) {
+      why = "cuBLASLt takes a " + std::string(typeName(wanted)) + " bias for " + types + ", not " + typeName(spec.bias);
+      return false;
+    }
+  }
+  if (spec.epilogue == GemmEpilogue::BGradB) {
+    if (fp8) {
+      why = "cuBLASLt has no bias-gradient epilogue for FP8 inputs";
+      return false;
+    }
+    if (spec.bias != spec.d) {
+      why = "cuBLASLt's bias gradient has the output's type (" + std::string(typeName(spec.d)) + "), not " +
+            typeName(spec.bias);
+      return false;
+    }
+  }
+  return true;
+}
+
+int alignmentOf(int64_t byteOffset) {
+  int alignment = 256;
+  while (alignment > 1 && byteOffset % alignment != 0)
+    alignment /= 2;
+  return alignment;
+}
+
+} // namespace tec::kernels::cuda

@@ -1,0 +1,78 @@
+// How the CUDA kernels address memory and how they are launched, decided on the host in plain C++ (no
+// CUDA needed), so that every launch shape is unit-tested on machines without a GPU: iteration spaces
+// and operand strides, dimension coalescing (the contiguous fast paths), the two-stage reductions'
+// grids and the transposes' tile grids.
+#ifndef TEC_KERNELS_CUDA_LAUNCHSHAPES_H
+#define TEC_KERNELS_CUDA_LAUNCHSHAPES_H
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+namespace tec::kernels::cuda {
+
+using Shape = std::vector<int64_t>;
+
+inline constexpr int kMaxRank = 8;
+
+/// An iteration space of up to kMaxRank dims.
+struct Extent {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+};
+
+/// How one operand is addressed over an Extent: element offset = base + sum(index[d] * strides[d]).
+struct Strided {
+  int64_t base = 0;
+  int64_t strides[kMaxRank] = {};
+};
+
+/// False when the rank is beyond kMaxRank.
+bool makeExtent(const Shape &shape, Extent &extent);
+/// Row-major strides of `shape` broadcast (numpy rules, right-aligned) to `out`: 0 along broadcast dims.
+Strided broadcastOperand(const Shape &shape, const Shape &out);
+/// Row-major strides of `shape`.
+Strided contiguous(const Shape &shape);
+int64_t count(const Extent &extent);
+
+/// Drops unit dims and merges neighbouring dims that every operand walks as one (stride[d] ==
+/// stride[d+1] * dims[d+1]), so that kernels pay div/mod for as few dims as the layout needs; the
+/// addresses of every index stay the same.
+void coalesce(Extent &extent, std::initializer_list<Strided *> operands);
+/// Whether `s` addresses the extent's linear index i at s.base + i (no div/mod needed).
+bool isContiguous(const Extent &extent, const Strided &s);
+
+/// A reduction's launch. Rows: each output sums a contiguous run (x[base(o) + r]). Columns: outputs are
+/// contiguous and the reduced dim strides over them (a bias gradient, the sum of a matrix's rows):
+/// threads walk the outputs, coalesced. General: any strides. `splits` > 1 cuts each output's reduced
+/// range over that many blocks (a full reduction fills the GPU, not one SM) whose partial sums
+/// (`partials` of them, 8 bytes each: double or int64) a second kernel adds in a fixed order, so the
+/// result does not depend on timing.
+struct ReductionPlan {
+  enum class Kind { Rows, Columns, General } kind = Kind::General;
+  int64_t outputs = 0, reducedCount = 0;
+  int64_t splits = 1;
+  int64_t columnStride = 0; // Columns: the reduced dim's stride
+  unsigned gridX = 1, gridY = 1;
+  int64_t partials = 0;
+};
+inline constexpr int kReduceThreads = 256;
+/// At most this many blocks per SM are worth launching for a reduction; each block takes at least
+/// kMinPerBlock elements of one output.
+inline constexpr int64_t kReduceBlocksPerSm = 4, kMinPerBlock = 4096;
+/// `kept`/`reduced` and their strides after coalescing (done here); `multiprocessors` of the GPU.
+ReductionPlan planReduction(Extent &kept, Strided &keptStrides, Extent &reduced, Strided &reducedStrides,
+                            int multiprocessors);
+
+/// The tile grid of a 2-D transpose of x[rows, cols] in 32x32 tiles: the long dimension (rows, which
+/// can be millions of tokens) on x, whose limit is 2^31-1; column tiles on y, capped at 65,535 and
+/// walked by a grid-stride loop beyond that.
+struct TileGrid {
+  unsigned x = 1, y = 1;
+};
+inline constexpr int kTile = 32;
+TileGrid transposeGrid(int64_t rows, int64_t cols);
+
+} // namespace tec::kernels::cuda
+
+#endif

@@ -1,0 +1,174 @@
+// The CUDA kernels' launch shapes, decided on the host (kernels/cuda/LaunchShapes.h): checked here without
+// a GPU. The oracle for coalescing is brute force: every index's address before and after.
+#include "kernels/cuda/Gemm.h"
+#include "kernels/cuda/LaunchShapes.h"
+
+#include <gtest/gtest.h>
+
+using namespace tec::kernels::cuda;
+
+namespace {
+
+int64_t offsetOf(const Extent &e, const Strided &s, int64_t i) {
+  int64_t offset = s.base;
+  for (int d = e.rank - 1; d >= 0; --d) {
+    offset += (i % e.dims[d]) * s.strides[d];
+    i /= e.dims[d];
+  }
+  return offset;
+}
+
+Extent extentOf(const Shape &shape) {
+  Extent e;
+  EXPECT_TRUE(makeExtent(shape, e));
+  return e;
+}
+
+constexpr int kH200Sms = 132;
+
+} // namespace
+
+TEST(LaunchShapes, CoalescingKeepsEveryAddressAndDropsDims) {
+  struct Case {
+    Shape out, a, b;
+    int rank;       // after coalescing
+    bool contiguous; // both operands, no div/mod
+  };
+  for (const Case &c : {Case{{4, 5, 33}, {4, 5, 33}, {4, 5, 33}, 1, true},   // same shapes: one flat dim
+                        Case{{64, 32}, {64, 32}, {32}, 2, false},          // a bias row
+                        Case{{2, 3, 4, 5}, {2, 3, 4, 5}, {1, 1, 4, 5}, 2, false},
+                        Case{{1, 7, 1, 9}, {1, 7, 1, 9}, {7, 1, 9}, 1, true}}) {
+    Extent e = extentOf(c.out);
+    Strided a = broadcastOperand(c.a, c.out), b = broadcastOperand(c.b, c.out);
+    const Extent before = e;
+    const Strided a0 = a, b0 = b;
+    coalesce(e, {&a, &b});
+    EXPECT_EQ(e.rank, c.rank);
+    EXPECT_EQ(count(e), count(before));
+    EXPECT_EQ(isContiguous(e, a) && isContiguous(e, b), c.contiguous);
+    for (int64_t i = 0; i < count(before); ++i) {
+      ASSERT_EQ(offsetOf(e, a, i), offsetOf(before, a0, i)) << i;
+      ASSERT_EQ(offsetOf(e, b, i), offsetOf(before, b0, i)) << i;
+    }
+  }
+}
+
+TEST(LaunchShapes, ATransposeStaysTwoDimensional) {
+  // y[6, 4] = x[4, 6]ᵀ: src strides {1, 6}, which no merge may flatten.
+  Extent e = extentOf({6, 4});
+  Strided src, dst = contiguous({6, 4});
+  src.strides[0] = 1;
+  src.strides[1] = 6;
+  coalesce(e, {&src, &dst});
+  EXPECT_EQ(e.rank, 2);
+  EXPECT_FALSE(isContiguous(e, src));
+}
+
+// The MSE loss's reduce_mean over a [8192, 8192] activation (every dim reduced): not one block on one
+// SM but a grid that fills the GPU, contiguous (no div/mod), with a second stage over the partials.
+TEST(LaunchShapes, AFullReductionFillsTheGpu) {
+  Extent kept = extentOf({}), reduced = extentOf({8192, 8192});
+  Strided keptStrides, reducedStrides = contiguous({8192, 8192});
+  ReductionPlan p = planReduction(kept, keptStrides, reduced, reducedStrides, kH200Sms);
+  EXPECT_EQ(p.kind, ReductionPlan::Kind::Rows);
+  EXPECT_EQ(p.outputs, 1);
+  EXPECT_EQ(p.reducedCount, int64_t(8192) * 8192);
+  EXPECT_GE(int64_t(p.gridX) * p.gridY, 2 * kH200Sms);
+  EXPECT_EQ(p.partials, p.splits);
+  // The global norm of gradient clipping: a few small tensors stay one block each, no partials.
+  Extent k2 = extentOf({}), r2 = extentOf({300});
+  Strided ks2, rs2 = contiguous({300});
+  ReductionPlan small = planReduction(k2, ks2, r2, rs2, kH200Sms);
+  EXPECT_EQ(small.splits, 1);
+  EXPECT_EQ(small.partials, 0);
+}
+
+// A bias gradient, the sum of dY [8192, 4096] over its rows: threads along the 4096 outputs (coalesced),
+// the rows split over blocks along y.
+TEST(LaunchShapes, AColumnSumWalksTheOutputsCoalesced) {
+  Extent kept = extentOf({4096}), reduced = extentOf({8192});
+  Strided keptStrides, reducedStrides;
+  keptStrides.strides[0] = 1;
+  reducedStrides.strides[0] = 4096;
+  ReductionPlan p = planReduction(kept, keptStrides, reduced, reducedStrides, kH200Sms);
+  EXPECT_EQ(p.kind, ReductionPlan::Kind::Columns);
+  EXPECT_EQ(p.columnStride, 4096);
+  EXPECT_EQ(p.gridX, 4096u / kReduceThreads);
+  EXPECT_GT(p.gridY, 1u);
+  EXPECT_GE(int64_t(p.gridX) * p.gridY, 2 * kH200Sms);
+  EXPECT_EQ(p.partials, 4096 * p.splits);
+}
+
+TEST(LaunchShapes, ManyOutputsTakeOneBlockEach) {
+  Extent kept = extentOf({8192}), reduced = extentOf({1000});
+  Strided keptStrides = contiguous({8192}), reducedStrides;
+  keptStrides.strides[0] = 1000;
+  reducedStrides.strides[0] = 1;
+  ReductionPlan p = planReduction(kept, keptStrides, reduced, reducedStrides, kH200Sms);
+  EXPECT_EQ(p.kind, ReductionPlan::Kind::Rows);
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(p.gridX, 8192u);
+  EXPECT_EQ(p.partials, 0);
+}
+
+// 3 million tokens: the row tiles go on x (limit 2^31-1), not y (limit 65,535).
+TEST(LaunchShapes, TransposeTilesPutTheLongDimensionOnX) {
+  TileGrid g = transposeGrid(3'000'000, 64);
+  EXPECT_EQ(g.x, (3'000'000u + kTile - 1) / kTile);
+  EXPECT_EQ(g.y, 2u);
+  TileGrid wide = transposeGrid(64, 4'000'000);
+  EXPECT_EQ(wide.y, 65535u); // the rest by the kernel's grid-stride loop
+}
+
+// cuBLASLt's epilogue type rules, as the CUDA backend's fusion decisions use them.
+TEST(GemmRules, Fp8BiasEpiloguesTakeABf16Bias) {
+  using tec::kernels::ElementType;
+  GemmSpec spec;
+  spec.a = spec.b = ElementType::F8E4M3;
+  spec.d = ElementType::F32;
+  spec.bias = ElementType::F32;
+  std::string why;
+  for (auto e : {GemmEpilogue::Bias, GemmEpilogue::GeluBias, GemmEpilogue::GeluAuxBias}) {
+    spec.epilogue = e;
+    spec.bias = ElementType::F32;
+    EXPECT_FALSE(epilogueSupported(spec, why)) << epilogueName(e);
+    EXPECT_NE(why.find("bf16 bias"), std::string::npos) << why;
+    spec.bias = fp8BiasType(spec.d);
+    EXPECT_TRUE(epilogueSupported(spec, why)) << epilogueName(e) << ": " << why;
+  }
+  spec.d = ElementType::F16;
+  spec.bias = ElementType::F16;
+  EXPECT_EQ(fp8BiasType(ElementType::F16), ElementType::F16);
+  EXPECT_TRUE(epilogueSupported(spec, why)) << why;
+  // No bias gradient with FP8 inputs; DGELU and GELU_AUX without a bias need no bias type.
+  spec.epilogue = GemmEpilogue::BGradB;
+  EXPECT_FALSE(epilogueSupported(spec, why));
+  spec.epilogue = GemmEpilogue::DGelu;
+  EXPECT_TRUE(epilogueSupported(spec, why)) << why;
+}
+
+TEST(GemmRules, OtherGemmsTakeBiasAndBiasGradientOfTheOutputType) {
+  using tec::kernels::ElementType;
+  GemmSpec spec;
+  spec.a = spec.b = spec.d = ElementType::BF16;
+  spec.epilogue = GemmEpilogue::BGradB;
+  spec.bias = ElementType::F32;
+  std::string why;
+  EXPECT_FALSE(epilogueSupported(spec, why)); // what the BGRADB fusion asked for before: it never fused
+  EXPECT_NE(why.find("output's type (bf16)"), std::string::npos) << why;
+  spec.bias = ElementType::BF16;
+  EXPECT_TRUE(epilogueSupported(spec, why)) << why;
+  spec.epilogue = GemmEpilogue::GeluAuxBias;
+  EXPECT_TRUE(epilogueSupported(spec, why)) << why;
+  spec.a = spec.b = spec.d = spec.bias = ElementType::F32;
+  spec.epilogue = GemmEpilogue::BGradB;
+  EXPECT_TRUE(epilogueSupported(spec, why)) << why;
+}
+
+TEST(GemmRules, AlignmentIsTheLargestPowerOfTwoUpTo256) {
+  EXPECT_EQ(alignmentOf(0), 256);
+  EXPECT_EQ(alignmentOf(512), 256);
+  EXPECT_EQ(alignmentOf(140), 4);
+  EXPECT_EQ(alignmentOf(168), 8);
+  EXPECT_EQ(alignmentOf(3), 1);
+}
