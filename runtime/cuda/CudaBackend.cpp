@@ -1144,7 +1144,7 @@ Status CudaBackend::quantize(const plan::Step &s) {
   auto format = fp8Format(dtype(y));
   Slot input = slot(x);
   if (dtype(x) != plan::F32) { // widen first; the FP8 kernels read f32
-    input = scratch(n * 4);
+    input = stepScratch(n * 4);
     auto from = type(x);
     emit([=](const Context &c) {
       c.k->cast(c.at(slot(x)), from, c.at(input), ElementType::F32, n);
@@ -1190,7 +1190,7 @@ Status CudaBackend::dequantize(const plan::Step &s) {
   int x = s.inputs(0), scaleInv = s.inputs(1), y = s.outputs(0);
   int64_t n = count(y);
   auto format = fp8Format(dtype(x));
-  Slot out = dtype(y) == plan::F32 ? slot(y) : scratch(n * 4);
+  Slot out = dtype(y) == plan::F32 ? slot(y) : stepScratch(n * 4);
   auto to = type(y);
   emit([=](const Context &c) {
     c.k->dequantize(c.at<uint8_t>(slot(x)), c.at<float>(slot(scaleInv)), c.at<float>(out), n, format);
@@ -1218,7 +1218,7 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
     // FP8 tensor cores take only TN: a weight stored [K,N] is transposed (as bytes) into scratch first.
     Slot weight = slot(wq);
     if (!transB) {
-      weight = scratch(spec.k * spec.n);
+      weight = stepScratch(spec.k * spec.n);
       kc::Extent extent;
       kc::makeExtent({spec.n, spec.k}, extent);
       kc::Strided src, dst = kc::contiguous({spec.n, spec.k});
@@ -1239,7 +1239,7 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
       return Status::success();
   }
   // No FP8 GEMMs here (before sm_89, or cuBLASLt refused): widen both operands exactly, then an f32 GEMM.
-  Slot xf = scratch(count(xq) * 4), wf = scratch(count(wq) * 4);
+  Slot xf = stepScratch(count(xq) * 4), wf = stepScratch(count(wq) * 4);
   auto xFormat = fp8Format(dtype(xq)), wFormat = fp8Format(dtype(wq));
   int64_t xn = count(xq), wn = count(wq);
   emit([=](const Context &c) {
@@ -1254,7 +1254,7 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
   wide.transposeB = transB;
   wide.a = wide.b = wide.d = ElementType::F32;
   // An f16/bf16 output is computed in f32 scratch and narrowed after.
-  const Slot yWide = spec.d == ElementType::F32 ? slot(y) : scratch(count(y) * 4);
+  const Slot yWide = spec.d == ElementType::F32 ? slot(y) : stepScratch(count(y) * 4);
   if (Status st = emitLinear(s, wide, xf, wf, bias, b, yWide, epilogue(s), {}, {},
                              spec.d == ElementType::F32 ? geluAfter(y) : GeluFusion{});
       !st.ok())
