@@ -37,12 +37,13 @@ struct GemmSpec {
   int alignA = 256, alignB = 256, alignD = 256;
 };
 
-/// Whether cuBLASLt has `spec`'s epilogue for its types (its documented rules), and if not, why. FP8
-/// inputs: an output of FP32, BF16 or FP16; a bias (and a GELU aux) of BF16 with an FP32 or BF16 output,
-/// FP16 with FP16; no bias-gradient epilogue. Other types: a bias or bias gradient of the output's type.
+/// Whether cuBLASLt runs `spec` with its epilogue (its documented rules), and if not, why. FP8 inputs:
+/// the TN layout with m, n and k multiples of 16; an output of FP32, BF16 or FP16; a bias of BF16 with
+/// an FP32 or BF16 output, FP16 with FP16; no bias-gradient epilogue. Other types: a bias or bias
+/// gradient of the output's type.
 /// Plain C++, so that fusion decisions are tested without a GPU; on a GPU, a fused GEMM these rules
 /// accept and cuBLASLt refuses is reported (the rules are then wrong).
-bool epilogueSupported(const GemmSpec &spec, std::string &why);
+bool cublasLtSupports(const GemmSpec &spec, std::string &why);
 /// cuBLASLt's name of an epilogue, without the CUBLASLT_EPILOGUE_ prefix ("GELU_AUX_BIAS").
 const char *epilogueName(GemmEpilogue e);
 /// The bias type cuBLASLt takes with FP8 inputs and output type `d`.

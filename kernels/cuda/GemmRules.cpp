@@ -2,6 +2,8 @@
 // CUDA backend's fusion decisions are unit-tested on machines without a GPU (tests/unit/LaunchShapesTest).
 #include "kernels/cuda/Gemm.h"
 
+#include <string>
+
 namespace tec::kernels::cuda {
 
 namespace {
@@ -28,9 +30,18 @@ const char *epilogueName(GemmEpilogue e) {
 
 ElementType fp8BiasType(ElementType d) { return d == ElementType::F16 ? ElementType::F16 : ElementType::BF16; }
 
-bool epilogueSupported(const GemmSpec &spec, std::string &why) {
+bool cublasLtSupports(const GemmSpec &spec, std::string &why) {
   const bool fp8 = isFp8(spec.a) || isFp8(spec.b);
   const std::string types = std::string(typeName(spec.a)) + " x " + typeName(spec.b) + " -> " + typeName(spec.d);
+  if (fp8 && (spec.transposeA || !spec.transposeB)) {
+    why = "FP8 tensor cores take only the TN layout";
+    return false;
+  }
+  if (fp8 && (spec.m % 16 || spec.n % 16 || spec.k % 16)) {
+    why = "FP8 tensor cores need m, n and k multiples of 16, not " + std::to_string(spec.m) + "x" +
+          std::to_string(spec.n) + "x" + std::to_string(spec.k);
+    return false;
+  }
   if (fp8 && spec.d != ElementType::F32 && spec.d != ElementType::BF16 && spec.d != ElementType::F16) {
     why = "an FP8 GEMM writes f32, bf16 or f16, not " + std::string(typeName(spec.d));
     return false;

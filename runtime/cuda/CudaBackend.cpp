@@ -146,10 +146,10 @@ private:
     return kc::makeExtent(shape, e) ? Status::success() : unsupported(s, "rank above " + std::to_string(kc::kMaxRank));
   }
   /// A GEMM for `spec` in the GEMM table, its descriptors and algorithms made now; -1 with `why` when
-  /// cuBLASLt's type rules (kc::epilogueSupported) or cuBLASLt itself have none. (Recording for
+  /// cuBLASLt's type rules (kc::cublasLtSupports) or cuBLASLt itself have none. (Recording for
   /// --emit=cuda, every GEMM the rules accept is taken to exist.)
   int makeGemm(const kc::GemmSpec &spec, std::string &why) {
-    if (!kc::epilogueSupported(spec, why))
+    if (!kc::cublasLtSupports(spec, why))
       return -1;
     std::shared_ptr<kc::Gemm> g;
     if (!recording && !(g = kc::Gemm::create(lt, spec, workspaceBytes, why))) {
@@ -1215,6 +1215,7 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
   spec.d = type(y);
   Slot bias = b >= 0 ? slot(b) : Slot{};
   if (fp8Gemms) {
+    const size_t launchesBefore = program.size();
     // FP8 tensor cores take only TN: a weight stored [K,N] is transposed (as bytes) into scratch first.
     Slot weight = slot(wq);
     if (!transB) {
@@ -1234,9 +1235,13 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
     spec.b = type(wq);
     // Transformer Engine: fast accumulation for forward GEMMs, full-precision accumulation for gradients.
     spec.fastAccumulation = attrS(s, "tec.gemm_role").empty();
-    if (emitLinear(s, spec, slot(xq), weight, bias, b, slot(y), epilogue(s), slot(xsi), slot(wsi), geluAfter(y))
-            .ok())
+    Status fp8 = emitLinear(s, spec, slot(xq), weight, bias, b, slot(y), epilogue(s), slot(xsi), slot(wsi),
+                            geluAfter(y));
+    if (fp8.ok())
       return Status::success();
+    program.resize(launchesBefore); // not the weight's transpose either
+    programStep.resize(launchesBefore);
+    note(stepName(s) + ": no FP8 GEMM (" + fp8.message() + "); the operands are widened and an FP32 GEMM runs");
   }
   // No FP8 GEMMs here (before sm_89, or cuBLASLt refused): widen both operands exactly, then an f32 GEMM.
   Slot xf = stepScratch(count(xq) * 4), wf = stepScratch(count(wq) * 4);

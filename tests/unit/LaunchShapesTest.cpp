@@ -121,30 +121,40 @@ TEST(LaunchShapes, TransposeTilesPutTheLongDimensionOnX) {
 }
 
 // cuBLASLt's epilogue type rules, as the CUDA backend's fusion decisions use them.
-TEST(GemmRules, Fp8BiasEpiloguesTakeABf16Bias) {
+TEST(GemmRules, Fp8GemmsAreTnMultiplesOf16WithABf16Bias) {
   using tec::kernels::ElementType;
   GemmSpec spec;
+  spec.m = 64, spec.n = 96, spec.k = 128;
+  spec.transposeB = true;
   spec.a = spec.b = ElementType::F8E4M3;
   spec.d = ElementType::F32;
+  std::string shapeWhy;
+  spec.n = 7;
+  EXPECT_FALSE(cublasLtSupports(spec, shapeWhy));
+  EXPECT_NE(shapeWhy.find("multiples of 16"), std::string::npos) << shapeWhy;
+  spec.n = 96;
+  spec.transposeB = false;
+  EXPECT_FALSE(cublasLtSupports(spec, shapeWhy)) << "FP8 is TN only";
+  spec.transposeB = true;
   spec.bias = ElementType::F32;
   std::string why;
   for (auto e : {GemmEpilogue::Bias, GemmEpilogue::GeluBias, GemmEpilogue::GeluAuxBias}) {
     spec.epilogue = e;
     spec.bias = ElementType::F32;
-    EXPECT_FALSE(epilogueSupported(spec, why)) << epilogueName(e);
+    EXPECT_FALSE(cublasLtSupports(spec, why)) << epilogueName(e);
     EXPECT_NE(why.find("bf16 bias"), std::string::npos) << why;
     spec.bias = fp8BiasType(spec.d);
-    EXPECT_TRUE(epilogueSupported(spec, why)) << epilogueName(e) << ": " << why;
+    EXPECT_TRUE(cublasLtSupports(spec, why)) << epilogueName(e) << ": " << why;
   }
   spec.d = ElementType::F16;
   spec.bias = ElementType::F16;
   EXPECT_EQ(fp8BiasType(ElementType::F16), ElementType::F16);
-  EXPECT_TRUE(epilogueSupported(spec, why)) << why;
+  EXPECT_TRUE(cublasLtSupports(spec, why)) << why;
   // No bias gradient with FP8 inputs; DGELU and GELU_AUX without a bias need no bias type.
   spec.epilogue = GemmEpilogue::BGradB;
-  EXPECT_FALSE(epilogueSupported(spec, why));
+  EXPECT_FALSE(cublasLtSupports(spec, why));
   spec.epilogue = GemmEpilogue::DGelu;
-  EXPECT_TRUE(epilogueSupported(spec, why)) << why;
+  EXPECT_TRUE(cublasLtSupports(spec, why)) << why;
 }
 
 TEST(GemmRules, OtherGemmsTakeBiasAndBiasGradientOfTheOutputType) {
@@ -154,15 +164,15 @@ TEST(GemmRules, OtherGemmsTakeBiasAndBiasGradientOfTheOutputType) {
   spec.epilogue = GemmEpilogue::BGradB;
   spec.bias = ElementType::F32;
   std::string why;
-  EXPECT_FALSE(epilogueSupported(spec, why)); // what the BGRADB fusion asked for before: it never fused
+  EXPECT_FALSE(cublasLtSupports(spec, why)); // what the BGRADB fusion asked for before: it never fused
   EXPECT_NE(why.find("output's type (bf16)"), std::string::npos) << why;
   spec.bias = ElementType::BF16;
-  EXPECT_TRUE(epilogueSupported(spec, why)) << why;
+  EXPECT_TRUE(cublasLtSupports(spec, why)) << why;
   spec.epilogue = GemmEpilogue::GeluAuxBias;
-  EXPECT_TRUE(epilogueSupported(spec, why)) << why;
+  EXPECT_TRUE(cublasLtSupports(spec, why)) << why;
   spec.a = spec.b = spec.d = spec.bias = ElementType::F32;
   spec.epilogue = GemmEpilogue::BGradB;
-  EXPECT_TRUE(epilogueSupported(spec, why)) << why;
+  EXPECT_TRUE(cublasLtSupports(spec, why)) << why;
 }
 
 TEST(GemmRules, AlignmentIsTheLargestPowerOfTwoUpTo256) {
