@@ -14,6 +14,7 @@
 #include "llvm/Support/Path.h"
 
 #include <onnx/onnx_pb.h>
+#include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <deque>
@@ -128,6 +129,10 @@ private:
   Error freezeInput(llvm::StringRef name, const std::string &serialized);
   Error runOnnxShapeInference();
   Error importNode(const onnx::NodeProto &node);
+  /// The node against its operator's ONNX schema: input and output counts, attribute types, unknown,
+  /// duplicate and missing required attributes (ONNX's own Verify up to opset 17; after it, what a
+  /// newer opset keeps of the last schema ONNX 1.12 knows).
+  Error checkNodeSchema(const onnx::NodeProto &node);
   Error crossCheck(const onnx::NodeProto &node, unsigned i, RankedTensorType type);
 
   // Values.
@@ -547,6 +552,8 @@ Expected<Value> GraphImporter::value(const onnx::NodeProto &node, int i) {
 }
 
 Expected<std::vector<int64_t>> GraphImporter::constInts(const onnx::NodeProto &node, int i) {
+  if (!hasInput(node, i))
+    return nodeInvalid(node, "missing required input #" + llvm::Twine(i));
   const std::string &name = node.input(i);
   const onnx::TensorProto *t = nullptr;
   if (auto it = constants.find(name); it != constants.end())
@@ -1150,6 +1157,40 @@ const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
   return table;
 }
 
+/// ONNX 1.12's schemas know opsets up to 17.
+constexpr int64_t kLastSchemaOpset = 17;
+
+Error GraphImporter::checkNodeSchema(const onnx::NodeProto &node) {
+  llvm::StringSet<> seen;
+  for (const auto &a : node.attribute())
+    if (!seen.insert(a.name()).second)
+      return nodeInvalid(node, "attribute '" + a.name() + "' appears more than once");
+  const auto *schema = onnx::OpSchemaRegistry::Schema(node.op_type(), std::min(opset, kLastSchemaOpset), "");
+  if (!schema)
+    return Error::success(); // newer than ONNX 1.12 (Gelu): the operator's importer checks what it reads
+  if (opset <= kLastSchemaOpset) {
+    try {
+      schema->Verify(node);
+    } catch (const std::exception &e) {
+      std::string what = e.what();
+      return nodeInvalid(node, what.substr(0, what.find('\n')));
+    }
+    return Error::success();
+  }
+  // A newer opset may add inputs and attributes, never change the type of an attribute it keeps.
+  if (node.input_size() < schema->min_input())
+    return nodeInvalid(node, "expected at least " + llvm::Twine(schema->min_input()) + " inputs, got " +
+                                 llvm::Twine(node.input_size()));
+  for (const auto &a : node.attribute()) {
+    auto known = schema->attributes().find(a.name());
+    if (known != schema->attributes().end() && a.type() != known->second.type)
+      return nodeInvalid(node, "attribute '" + a.name() + "' must be " +
+                                   onnx::AttributeProto::AttributeType_Name(known->second.type) + ", got " +
+                                   onnx::AttributeProto::AttributeType_Name(a.type()));
+  }
+  return Error::success();
+}
+
 Error GraphImporter::importNode(const onnx::NodeProto &node) {
   for (const auto &a : node.attribute())
     if (a.has_g() || a.graphs_size())
@@ -1190,6 +1231,9 @@ Error GraphImporter::run() {
   for (int i : order)
     sorted.push_back(nodes->Mutable(i));
   std::copy(sorted.begin(), sorted.end(), nodes->pointer_begin());
+  for (const auto &node : graph.node())
+    if (auto err = checkNodeSchema(node))
+      return err;
   if (auto err = runOnnxShapeInference())
     return err;
 

@@ -4,10 +4,11 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cctype>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <regex>
-#include <sstream>
+#include <limits>
 
 namespace tec {
 
@@ -41,62 +42,190 @@ Result<plan::DType> dtypeFromNpy(const std::string &descr, const std::string &pa
   return Status::error(path + ": numpy dtype '" + descr + "' is not supported (float32, float16, int32, int64, bool)");
 }
 
-Result<HostTensor> readNpy(const std::string &path) {
+/// The whole of a regular file (a directory, a FIFO or a device is refused before it is opened, so
+/// nothing blocks or throws on it).
+Result<std::string> readRegularFile(const std::string &path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status))
+    return Status::error(path + ": cannot open (no such file)");
+  if (!std::filesystem::is_regular_file(status))
+    return Status::error(path + ": not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Status::error(path + ": cannot open");
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad())
+    return Status::error(path + ": cannot read");
+  return all;
+}
+
+/// numpy's header: a Python dict literal with exactly 'descr' (a string), 'fortran_order' (True or
+/// False) and 'shape' (a tuple of non-negative integers), parsed strictly: anything else is an error.
+struct NpyHeader {
+  std::string descr;
+  bool fortranOrder = false;
+  std::vector<int64_t> shape;
+};
+
+class NpyHeaderParser {
+public:
+  explicit NpyHeaderParser(const std::string &text) : text(text) {}
+  /// Empty on success, else what is wrong.
+  std::string parse(NpyHeader &h) {
+    bool descr = false, order = false, shape = false;
+    if (!take('{'))
+      return "expected '{'";
+    while (!take('}')) {
+      std::string key;
+      if (!string(key) || !take(':'))
+        return "expected 'key': value";
+      bool &seen = key == "descr" ? descr : key == "fortran_order" ? order : key == "shape" ? shape : unknown;
+      if (&seen == &unknown)
+        return "unknown key '" + key + "'";
+      if (seen)
+        return "key '" + key + "' appears twice";
+      seen = true;
+      if (key == "descr" && !string(h.descr))
+        return "'descr' is not a string";
+      if (key == "fortran_order" && !boolean(h.fortranOrder))
+        return "'fortran_order' is neither True nor False";
+      if (key == "shape") {
+        if (std::string why = tuple(h.shape); !why.empty())
+          return "'shape' " + why;
+      }
+      if (!take(',') && !peek('}'))
+        return "expected ',' or '}'";
+    }
+    skipSpace();
+    if (pos != text.size())
+      return "text after the dict";
+    if (!descr || !order || !shape)
+      return "missing 'descr', 'fortran_order' or 'shape'";
+    return "";
+  }
+
+private:
+  void skipSpace() {
+    while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\n' || text[pos] == '\t'))
+      ++pos;
+  }
+  bool peek(char c) {
+    skipSpace();
+    return pos < text.size() && text[pos] == c;
+  }
+  bool take(char c) {
+    if (!peek(c))
+      return false;
+    ++pos;
+    return true;
+  }
+  bool string(std::string &out) {
+    skipSpace();
+    if (pos >= text.size() || (text[pos] != '\'' && text[pos] != '"'))
+      return false;
+    const char quote = text[pos++];
+    const size_t end = text.find(quote, pos);
+    if (end == std::string::npos)
+      return false;
+    out = text.substr(pos, end - pos);
+    pos = end + 1;
+    return true;
+  }
+  bool word(const char *w) {
+    skipSpace();
+    if (text.compare(pos, std::strlen(w), w) != 0)
+      return false;
+    pos += std::strlen(w);
+    return true;
+  }
+  bool boolean(bool &out) {
+    if (word("True"))
+      return out = true, true;
+    if (word("False"))
+      return out = false, true;
+    return false;
+  }
+  std::string tuple(std::vector<int64_t> &dims) {
+    if (!take('('))
+      return "is not a tuple";
+    while (!take(')')) {
+      skipSpace();
+      const size_t begin = pos;
+      while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])))
+        ++pos;
+      if (pos == begin)
+        return "holds something other than non-negative integers";
+      if (pos - begin > 18)
+        return "holds a dim too large for int64";
+      dims.push_back(std::stoll(text.substr(begin, pos - begin)));
+      if (!take(',') && !peek(')'))
+        return "holds something other than non-negative integers";
+    }
+    return "";
+  }
+  const std::string &text;
+  size_t pos = 0;
+  bool unknown = false;
+};
+
+/// count x width bytes of `dims`, or an error naming `path` when that is negative or overflows.
+Result<int64_t> byteCount(const std::vector<int64_t> &dims, int64_t width, const std::string &path) {
+  int64_t count = 1;
+  for (int64_t d : dims)
+    if (d < 0 || (d && count > std::numeric_limits<int64_t>::max() / d))
+      return Status::error(path + ": dims whose element count is negative or overflows int64");
+    else
+      count *= d;
+  if (count > std::numeric_limits<int64_t>::max() / width)
+    return Status::error(path + ": dims whose byte size overflows int64");
+  return count * width;
+}
+
+Result<HostTensor> readNpy(const std::string &path) {
+  auto file = readRegularFile(path);
+  if (!file.ok())
+    return file.error();
+  const std::string &all = *file;
   if (all.size() < 10 || all.compare(0, 6, "\x93NUMPY") != 0)
     return Status::error(path + ": not a .npy file");
-  size_t headerLen, start;
-  if (all[6] == 1) {
-    headerLen = static_cast<unsigned char>(all[8]) | static_cast<unsigned char>(all[9]) << 8;
-    start = 10;
-  } else {
-    if (all.size() < 12)
-      return Status::error(path + ": truncated .npy header");
-    headerLen = 0;
-    for (int i = 0; i < 4; ++i)
-      headerLen |= static_cast<size_t>(static_cast<unsigned char>(all[8 + i])) << (8 * i);
-    start = 12;
-  }
-  if (start + headerLen > all.size())
+  const int major = static_cast<unsigned char>(all[6]);
+  if (major < 1 || major > 3)
+    return Status::error(path + ": .npy format version " + std::to_string(major) + " is not supported (1, 2 or 3)");
+  size_t headerLen = 0, start = major == 1 ? 10 : 12;
+  if (all.size() < start)
     return Status::error(path + ": truncated .npy header");
-  std::string header = all.substr(start, headerLen);
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'descr':\\s*'([^']+)'")))
-    return Status::error(path + ": .npy header has no descr");
-  auto dtype = dtypeFromNpy(m[1], path);
+  for (size_t i = 8; i < start; ++i)
+    headerLen |= static_cast<size_t>(static_cast<unsigned char>(all[i])) << (8 * (i - 8));
+  if (headerLen > all.size() - start)
+    return Status::error(path + ": truncated .npy header");
+  NpyHeader h;
+  if (std::string why = NpyHeaderParser(all.substr(start, headerLen)).parse(h); !why.empty())
+    return Status::error(path + ": malformed .npy header: " + why);
+  auto dtype = dtypeFromNpy(h.descr, path);
   if (!dtype.ok())
     return dtype.error();
-  if (std::regex_search(header, m, std::regex("'fortran_order':\\s*True")))
+  if (h.fortranOrder)
     return Status::error(path + ": Fortran-ordered arrays are not supported (use np.ascontiguousarray)");
-  if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
-    return Status::error(path + ": .npy header has no shape");
   HostTensor t;
   t.dtype = *dtype;
-  std::stringstream dims(m[1].str());
-  std::string item;
-  int64_t count = 1;
-  while (std::getline(dims, item, ',')) {
-    if (item.find_first_not_of(" ") == std::string::npos)
-      continue;
-    int64_t d = std::stoll(item);
-    t.shape.push_back(d);
-    count *= d;
-  }
-  size_t bytes = count * dtypeBytes(t.dtype);
-  if (all.size() - start - headerLen != bytes)
-    return Status::error(path + ": holds " + std::to_string(all.size() - start - headerLen) + " bytes of data, expected " +
-                         std::to_string(bytes));
+  t.shape = h.shape;
+  auto bytes = byteCount(t.shape, dtypeBytes(t.dtype), path);
+  if (!bytes.ok())
+    return bytes.error();
+  const size_t data = all.size() - start - headerLen;
+  if (data != static_cast<uint64_t>(*bytes))
+    return Status::error(path + ": holds " + std::to_string(data) + " bytes of data, expected " + std::to_string(*bytes));
   t.bytes.assign(all.begin() + start + headerLen, all.end());
   return t;
 }
 
 Result<HostTensor> readPb(const std::string &path) {
+  auto file = readRegularFile(path);
+  if (!file.ok())
+    return file.error();
   onnx::TensorProto proto;
-  std::ifstream in(path, std::ios::binary);
-  if (!in || !proto.ParseFromIstream(&in))
+  if (!proto.ParseFromString(*file))
     return Status::error(path + ": not an ONNX TensorProto");
   HostTensor t;
   switch (proto.data_type()) {
@@ -110,27 +239,37 @@ Result<HostTensor> readPb(const std::string &path) {
   case onnx::TensorProto::BOOL: t.dtype = plan::BOOL; break;
   default: return Status::error(path + ": tensor element type " + std::to_string(proto.data_type()) + " is not supported");
   }
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL)
+    return Status::error(path + ": a TensorProto with external data is not supported here");
   t.shape.assign(proto.dims().begin(), proto.dims().end());
-  int64_t count = 1;
-  for (int64_t d : t.shape)
-    count *= d;
-  const int64_t width = dtypeBytes(t.dtype), bytes = count * width;
-  t.bytes.resize(bytes);
+  const int64_t width = dtypeBytes(t.dtype);
+  auto bytes = byteCount(t.shape, width, path);
+  if (!bytes.ok())
+    return bytes.error();
+  const int64_t count = *bytes / width;
+  // The data must be there before anything is allocated for it.
+  const int typedFields = (proto.float_data_size() > 0) + (proto.int32_data_size() > 0) + (proto.int64_data_size() > 0);
+  if (typedFields + proto.has_raw_data() > 1)
+    return Status::error(path + ": the tensor holds its data in more than one field");
   if (proto.has_raw_data()) {
-    if (static_cast<int64_t>(proto.raw_data().size()) != bytes)
-      return Status::error(path + ": raw data has the wrong size");
-    std::memcpy(t.bytes.data(), proto.raw_data().data(), bytes);
+    if (static_cast<int64_t>(proto.raw_data().size()) != *bytes)
+      return Status::error(path + ": raw data holds " + std::to_string(proto.raw_data().size()) + " bytes, expected " +
+                           std::to_string(*bytes));
+    t.bytes.assign(proto.raw_data().begin(), proto.raw_data().end());
   } else if (t.dtype == plan::F32 && proto.float_data_size() == count) {
-    std::memcpy(t.bytes.data(), proto.float_data().data(), bytes);
+    t.bytes.resize(*bytes);
+    std::memcpy(t.bytes.data(), proto.float_data().data(), *bytes);
   } else if (t.dtype == plan::I64 && proto.int64_data_size() == count) {
-    std::memcpy(t.bytes.data(), proto.int64_data().data(), bytes);
-  } else if (proto.int32_data_size() == count) {
+    t.bytes.resize(*bytes);
+    std::memcpy(t.bytes.data(), proto.int64_data().data(), *bytes);
+  } else if (t.dtype != plan::F32 && t.dtype != plan::I64 && proto.int32_data_size() == count) {
+    t.bytes.resize(*bytes);
     for (int64_t i = 0; i < count; ++i) {
       uint32_t v = static_cast<uint32_t>(proto.int32_data(i));
       std::memcpy(t.bytes.data() + i * width, &v, width);
     }
   } else {
-    return Status::error(path + ": tensor data does not match its dims");
+    return Status::error(path + ": tensor data does not match its dims [" + std::to_string(count) + " values]");
   }
   return t;
 }
