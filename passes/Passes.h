@@ -9,6 +9,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 namespace tec {
 
@@ -29,9 +30,13 @@ struct TrainOptions {
   int64_t growthInterval = 2000;
 };
 
+/// The passes the pipelines run that `--disable-pass` may leave out.
+const std::vector<std::string> &pipelinePassNames();
+
 /// What the user chose on the command line that shapes the pipeline.
 struct PipelineOptions {
-  /// Pass arguments (e.g. "tec-simplify-shapes") to leave out, as `--disable-pass` asks.
+  /// Pass arguments (e.g. "tec-simplify-shapes") to leave out, as `--disable-pass` asks: any of
+  /// pipelinePassNames().
   std::set<std::string> disabledPasses;
   /// Let an erf GELU use cuBLASLt's tanh GELU epilogue (`--fast-gelu`).
   bool fastGelu = false;

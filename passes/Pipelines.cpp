@@ -8,6 +8,13 @@ using namespace mlir;
 
 namespace tec {
 
+const std::vector<std::string> &pipelinePassNames() {
+  static const std::vector<std::string> names = {"tec-simplify-shapes",  "canonicalize",   "cse",
+                                                 "tec-recognize-patterns", "tec-fuse-linear", "tec-insert-fp8",
+                                                 "tec-lower-for-target"};
+  return names;
+}
+
 void buildInferencePipeline(OpPassManager &pm, const PipelineOptions &options) {
   auto enabled = [&](StringRef arg) { return !options.disabledPasses.count(arg.str()); };
   if (enabled("tec-simplify-shapes"))

@@ -1173,10 +1173,17 @@ int calibrate() {
       continue;
     tec::SessionOptions options;
     options.variant = v.target();
+    options.kind = v.kind().empty() ? "inference" : v.kind(); // a train variant shares its target
     auto session = tec::Session::open(calibratePlan, options);
     if (!session.ok()) {
       llvm::errs() << "error: " << session.error().message() << "\n";
       return kExitBadInput;
+    }
+    // The state read back below is indexed by this variant's buffers: the session must run this one.
+    if ((*session)->variant().buffers_size() != v.buffers_size() || (*session)->variant().kind() != v.kind()) {
+      llvm::errs() << "error: " << calibratePlan << ": variant " << v.target() << " (" << options.kind
+                   << ") is not the one the session opened\n";
+      return kExitInternal;
     }
     for (int step = 0; step < std::max(1, calibrateSteps.getValue()); ++step) {
       if (int code = bindInputs(**session, calibrateInputs, calibrateSeed + step, /*quiet=*/true); code)
@@ -1298,9 +1305,65 @@ int inspect() {
 
 } // namespace
 
+/// Every option's range, checked before anything runs: a value outside it is a usage error naming the
+/// flag. Empty when all hold.
+std::string optionError() {
+  auto range = [](const char *flag, double v, double lo, double hi) -> std::string {
+    if (std::isfinite(v) && v >= lo && v <= hi)
+      return "";
+    auto num = [](double x) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.10g", x);
+      return std::string(text);
+    };
+    return "--" + std::string(flag) + " " + num(v) + ": expected a value in [" + num(lo) + ", " + num(hi) + "]";
+  };
+  auto oneOf = [](const char *flag, const std::string &v, std::initializer_list<const char *> allowed) -> std::string {
+    for (const char *a : allowed)
+      if (v == a)
+        return "";
+    std::string list;
+    for (const char *a : allowed)
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    return "--" + std::string(flag) + " " + v + ": expected one of " + list;
+  };
+  const double maxSteps = 2147483647.0;
+  for (const std::string &e :
+       {range("amax-history", amaxHistory, 1, 4096), range("fp8-margin", fp8Margin, -64, 64),
+        range("loss-scale", lossScaleInit, 0, 3.4e38), range("loss-scale-growth-interval", growthInterval, 1, maxSteps),
+        range("clip-norm", clipNorm, 0, 3.4e38), range("lr", lr, 0, 3.4e38), range("warmup-steps", warmupSteps, 0, maxSteps),
+        range("total-steps", totalSteps, 1, maxSteps), range("momentum", momentum, 0, 0.999999),
+        range("beta1", beta1, 0, 0.999999), range("beta2", beta2, 0, 0.999999), range("eps", adamEps, 1e-30, 1),
+        range("weight-decay", weightDecay, 0, 1e6), range("iterations", iterations, 1, 1e9),
+        range("warmup", warmup, 0, 1e9), range("threads", threads, 0, 4096), range("threads", trainThreads, 0, 4096),
+        range("steps", calibrateSteps, 1, 1e9), range("steps", trainSteps, 0, maxSteps), range("epochs", trainEpochs, 0, 1e6),
+        range("batch-size", batchSize, batchSize.getNumOccurrences() ? 1 : 0, maxSteps),
+        range("checkpoint-every", checkpointEvery, 0, maxSteps), oneOf("device", device, {"auto", "cpu", "cuda"}),
+        oneOf("fp8", fp8Policy, {"auto", "all", "none"}), oneOf("fp8-format", fp8Format, {"hybrid", "e4m3"}),
+        oneOf("amax-algo", amaxAlgo, {"max", "most_recent"}), oneOf("loss", lossName, {"mse", "l1", "cross-entropy"}),
+        oneOf("optimizer", optimizerName, {"sgd", "adamw"}),
+        oneOf("schedule", lrSchedule, {"constant", "warmup", "cosine"})})
+    if (!e.empty())
+      return e;
+  for (const std::string &pass : disabledPasses) {
+    const auto &known = tec::pipelinePassNames();
+    if (std::find(known.begin(), known.end(), pass) == known.end())
+      return "--disable-pass " + pass + ": no such pass in the pipeline (" + llvm::join(known, ", ") + ")";
+  }
+  return "";
+}
+
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(argc, argv, "tec: compile an ONNX model for fast low-precision training and inference\n");
+  // A usage error is bad input the user can fix: exit 2, as for a bad file.
+  if (!cl::ParseCommandLineOptions(argc, argv,
+                                   "tec: compile an ONNX model for fast low-precision training and inference\n",
+                                   &llvm::errs()))
+    return kExitBadInput;
+  if (std::string e = optionError(); !e.empty()) {
+    llvm::errs() << "error: " << e << "\n";
+    return kExitBadInput;
+  }
   if (runCommand)
     return run();
   if (inspectCommand)
