@@ -4,6 +4,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <filesystem>
@@ -275,6 +276,12 @@ Result<HostTensor> readPb(const std::string &path) {
 }
 
 } // namespace
+
+std::string fileNameFor(const std::string &name) {
+  std::string file = name;
+  std::replace_if(file.begin(), file.end(), [](char c) { return c == '/' || c == '\\' || c == ':'; }, '_');
+  return file;
+}
 
 Result<HostTensor> readTensorFile(const std::string &path) {
   auto endsWith = [&](const char *ext) {

@@ -16,6 +16,9 @@ struct HostTensor {
   std::vector<char> bytes;
 };
 
+/// A tensor name as a file name: path separators and colons become underscores.
+std::string fileNameFor(const std::string &name);
+
 /// Reads .npy or .pb (by extension).
 Result<HostTensor> readTensorFile(const std::string &path);
 Status writeNpy(const std::string &path, plan::DType dtype, const std::vector<int64_t> &shape, const void *data,

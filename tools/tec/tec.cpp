@@ -1,5 +1,6 @@
 // tec: compile an ONNX model into a plan (`tec model.onnx`), run a plan (`tec run`), look inside one
 // (`tec inspect`).
+#include "Checkpoint.h"
 #include "Driver.h"
 #include "TensorFiles.h"
 
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include <fcntl.h>
@@ -466,13 +468,6 @@ double percentile(std::vector<double> sorted, double p) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo);
 }
 
-/// A tensor name as a file name: path separators and colons become underscores.
-std::string fileNameFor(const std::string &name) {
-  std::string file = name;
-  std::replace_if(file.begin(), file.end(), [](char c) { return c == '/' || c == '\\' || c == ':'; }, '_');
-  return file;
-}
-
 /// Binds `--input name=file` inputs and fills the rest with seeded random data; 0 or an exit code.
 int bindInputs(tec::Session &s, const std::vector<std::string> &specs, uint64_t randomSeed, bool quiet = false) {
   std::vector<bool> given(s.inputs().size());
@@ -597,7 +592,7 @@ int run() {
     for (size_t i = 0; i < s.outputs().size(); ++i) {
       const auto &o = s.outputs()[i];
       llvm::SmallString<256> path(outputDir.getValue());
-      llvm::sys::path::append(path, fileNameFor(o.name) + ".npy");
+      llvm::sys::path::append(path, tec::fileNameFor(o.name) + ".npy");
       if (tec::Status st = tec::writeNpy(path.str().str(), o.dtype, o.shape, s.outputData(i), o.bytes); !st.ok()) {
         llvm::errs() << "error: " << st.message() << "\n";
         return kExitBadInput;
@@ -619,105 +614,6 @@ struct Samples {
   int64_t batchBytes, batches;
 };
 
-
-/// Writes every state buffer (params, optimizer state, step, FP8 state) as DIR/step-N/<name>.npy plus a
-/// manifest, atomically: into a temporary folder, each file fsynced, then renamed into place, then
-/// DIR/latest replaced by rename. A crash at any point leaves the previous checkpoint loadable.
-tec::Status writeCheckpoint(tec::Session &s, const std::string &dir, int64_t step) {
-  std::string name = "step-" + std::to_string(step);
-  std::string tmp = dir + "/." + name + ".tmp." + std::to_string(::getpid());
-  llvm::sys::fs::remove_directories(tmp);
-  if (auto ec = llvm::sys::fs::create_directories(tmp))
-    return tec::Status::error(tmp + ": " + ec.message());
-  std::string manifest = "{\"step\": " + std::to_string(step) + ", \"tensors\": [";
-  const auto &v = s.variant();
-  bool first = true;
-  // TEC_TEST_CRASH_IN_CHECKPOINT=N kills the process after N files, as a crash mid-write would (tests).
-  const char *crashAfter = std::getenv("TEC_TEST_CRASH_IN_CHECKPOINT");
-  int written = 0;
-  for (int b = 0; b < v.buffers_size(); ++b) {
-    const auto &buffer = v.buffers(b);
-    if (buffer.role() != tec::plan::STATE)
-      continue;
-    if (crashAfter && written++ == std::atoi(crashAfter))
-      ::_exit(86);
-    std::string file = tmp + "/" + fileNameFor(buffer.name()) + ".npy";
-    std::vector<char> bytes(buffer.bytes());
-    if (tec::Status st = s.readBuffer(b, bytes.data()); !st.ok())
-      return st;
-    if (tec::Status st = tec::writeNpy(file, buffer.dtype(), {buffer.shape().begin(), buffer.shape().end()},
-                                       bytes.data(), buffer.bytes());
-        !st.ok())
-      return st;
-    manifest += (first ? "\"" : ", \"") + buffer.name() + "\"";
-    first = false;
-  }
-  manifest += "]}\n";
-  auto syncWrite = [](const std::string &path, const std::string &text) -> tec::Status {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) || ::fsync(fd) != 0) {
-      if (fd >= 0)
-        ::close(fd);
-      return tec::Status::error(path + ": cannot write");
-    }
-    ::close(fd);
-    return tec::Status::success();
-  };
-  if (tec::Status st = syncWrite(tmp + "/manifest.json", manifest); !st.ok())
-    return st;
-  std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(tmp, ec), end; it != end && !ec; it.increment(ec)) {
-    int fd = ::open(it->path().c_str(), O_RDONLY);
-    if (fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
-  }
-  std::string final = dir + "/" + name;
-  llvm::sys::fs::remove_directories(final);
-  if (::rename(tmp.c_str(), final.c_str()) != 0)
-    return tec::Status::error(final + ": cannot rename the checkpoint into place");
-  if (tec::Status st = syncWrite(dir + "/latest.tmp", name + "\n"); !st.ok())
-    return st;
-  if (::rename((dir + "/latest.tmp").c_str(), (dir + "/latest").c_str()) != 0)
-    return tec::Status::error(dir + "/latest: cannot rename into place");
-  return tec::Status::success();
-}
-
-/// DIR's latest checkpoint, as named by DIR/latest: its folder name and step.
-tec::Result<std::pair<std::string, int64_t>> latestCheckpoint(const std::string &dir) {
-  auto latest = llvm::MemoryBuffer::getFile(dir + "/latest");
-  if (!latest)
-    return tec::Status::error(dir + ": no checkpoint (no 'latest' file)");
-  std::string name = llvm::StringRef((*latest)->getBuffer()).trim().str();
-  int64_t step = 0;
-  if (!llvm::StringRef(name).starts_with("step-") || llvm::StringRef(name).drop_front(5).getAsInteger(10, step))
-    return tec::Status::error(dir + "/latest: names no checkpoint ('" + name + "')");
-  return std::make_pair(name, step);
-}
-
-/// Restores every state buffer from DIR's latest checkpoint; returns its step.
-tec::Result<int64_t> readCheckpoint(tec::Session &s, const std::string &dir) {
-  auto latest = latestCheckpoint(dir);
-  if (!latest.ok())
-    return latest.error();
-  auto [name, step] = *latest;
-  const auto &v = s.variant();
-  for (int b = 0; b < v.buffers_size(); ++b) {
-    const auto &buffer = v.buffers(b);
-    if (buffer.role() != tec::plan::STATE)
-      continue;
-    std::string file = dir + "/" + name + "/" + fileNameFor(buffer.name()) + ".npy";
-    auto tensor = tec::readTensorFile(file);
-    if (!tensor.ok())
-      return tensor.error();
-    if (static_cast<int64_t>(tensor->bytes.size()) != buffer.bytes() || tensor->dtype != buffer.dtype())
-      return tec::Status::error(file + ": does not match the plan's '" + buffer.name() + "'");
-    if (tec::Status st = s.writeBuffer(b, tensor->bytes.data()); !st.ok())
-      return st;
-  }
-  return step;
-}
 
 int trainLoop() {
   tec::SessionOptions options;
@@ -833,7 +729,7 @@ int trainLoop() {
   int64_t steps = trainSteps > 0 ? trainSteps : batches * std::max(1, trainEpochs.getValue());
   int64_t start = 0;
   if (!resumeDir.empty()) {
-    auto resumed = readCheckpoint(s, resumeDir);
+    auto resumed = tec::restoreCheckpoint(s, resumeDir);
     if (!resumed.ok()) {
       llvm::errs() << "error: " << resumed.error().message() << "\n";
       return kExitBadInput;
@@ -910,7 +806,7 @@ int trainLoop() {
     bool checkpointNow = !checkpointDir.empty() &&
                          ((checkpointEvery > 0 && (step + 1) % checkpointEvery == 0) || step + 1 == steps);
     if (checkpointNow)
-      if (tec::Status st = writeCheckpoint(s, checkpointDir, step + 1); !st.ok()) {
+      if (tec::Status st = tec::writeCheckpoint(s, checkpointDir, step + 1); !st.ok()) {
         llvm::errs() << "error: checkpoint: " << st.message() << "\n";
         return kExitInternal;
       }
@@ -1032,14 +928,24 @@ int exportModel() {
     llvm::errs() << "error: " << exportPlan << ": the plan carries no ONNX model (compiled by an older tec?)\n";
     return kExitBadInput;
   }
-  std::string checkpoint;
+  // The checkpoint must fit one of the plan's train variants (verified like --resume).
+  std::optional<tec::Checkpoint> checkpoint;
   if (!exportCheckpoint.empty()) {
-    auto latest = latestCheckpoint(exportCheckpoint);
-    if (!latest.ok()) {
-      llvm::errs() << "error: " << latest.error().message() << "\n";
+    tec::Status why = tec::Status::error(exportPlan + ": has no train variant for a checkpoint to fit");
+    for (const auto &v : plan.variants()) {
+      if (v.kind() != "train")
+        continue;
+      auto loaded = tec::loadCheckpoint(exportCheckpoint, v);
+      if (loaded.ok()) {
+        checkpoint = loaded.take();
+        break;
+      }
+      why = loaded.error();
+    }
+    if (!checkpoint) {
+      llvm::errs() << "error: " << why.message() << "\n";
       return kExitBadInput;
     }
-    checkpoint = exportCheckpoint + "/" + latest->first;
   }
   // A param's data: the checkpoint's trained value if there is one, else the plan's own.
   std::map<std::string, const tec::plan::Buffer *> planParams;
@@ -1051,14 +957,13 @@ int exportModel() {
   for (auto &init : *model.mutable_graph()->mutable_initializer()) {
     if (init.has_raw_data() || init.float_data_size() || init.int64_data_size() || init.int32_data_size())
       continue; // kept in the plan's model: not a param
-    std::string path = checkpoint.empty() ? "" : checkpoint + "/" + fileNameFor(init.name()) + ".npy";
-    if (!path.empty() && llvm::sys::fs::exists(path)) {
-      auto tensor = tec::readTensorFile(path);
-      if (!tensor.ok()) {
-        llvm::errs() << "error: " << tensor.error().message() << "\n";
+    if (checkpoint && checkpoint->tensors.count(init.name())) {
+      const auto &tensor = checkpoint->tensors.at(init.name());
+      if (!std::equal(tensor.shape.begin(), tensor.shape.end(), init.dims().begin(), init.dims().end())) {
+        llvm::errs() << "error: " << checkpoint->folder << ": '" << init.name() << "' does not have the model's shape\n";
         return kExitBadInput;
       }
-      init.set_raw_data(tensor->bytes.data(), tensor->bytes.size());
+      init.set_raw_data(tensor.bytes.data(), tensor.bytes.size());
       ++trained;
       continue;
     }
@@ -1084,7 +989,7 @@ int exportModel() {
   }
   out << bytes;
   llvm::outs() << "wrote " << exportOutput << " (" << trained << " params from "
-               << (checkpoint.empty() ? "no checkpoint" : checkpoint) << ", the rest from the plan)\n";
+               << (checkpoint ? checkpoint->folder : std::string("no checkpoint")) << ", the rest from the plan)\n";
   return 0;
 }
 

@@ -1,0 +1,260 @@
+#include "Checkpoint.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cmath>
+#include <csignal>
+#include <cstring>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace tec {
+
+namespace {
+
+uint64_t fnv1a(const void *data, size_t bytes, uint64_t h = 1469598103934665603ull) {
+  const auto *p = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < bytes; ++i)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+std::string hex(uint64_t v) { return llvm::utohexstr(v, /*LowerCase=*/true, /*Width=*/16); }
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+Status syncWrite(const std::string &path, const std::string &text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) || ::fsync(fd) != 0) {
+    if (fd >= 0)
+      ::close(fd);
+    return Status::error(path + ": cannot write");
+  }
+  if (::close(fd) != 0)
+    return Status::error(path + ": cannot write");
+  return Status::success();
+}
+
+/// Temporary folders of checkpoints whose writer is gone (a crash mid-write) are removed.
+void removeAbandonedTemporaries(const std::string &dir) {
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    if (!name.starts_with(".step-") || !name.contains(".tmp."))
+      continue;
+    int pid = 0;
+    if (name.rsplit(".tmp.").second.getAsInteger(10, pid) || pid == ::getpid() || (pid > 0 && ::kill(pid, 0) == 0))
+      continue;
+    llvm::sys::fs::remove_directories(it->path());
+  }
+}
+
+/// The step a `latest` file names: "step-N", N a non-negative integer of at most 10 digits.
+Result<std::pair<std::string, int64_t>> latestOf(const std::string &dir) {
+  if (!llvm::sys::fs::is_directory(dir))
+    return Status::error(dir + ": no checkpoint folder");
+  auto latest = llvm::MemoryBuffer::getFile(dir + "/latest");
+  if (!latest)
+    return Status::error(dir + ": no checkpoint (no 'latest' file)");
+  std::string name = llvm::StringRef((*latest)->getBuffer()).trim().str();
+  llvm::StringRef number = llvm::StringRef(name).drop_front(name.rfind("step-", 0) == 0 ? 5 : 0);
+  int64_t step = 0;
+  if (name.rfind("step-", 0) != 0 || number.empty() || number.size() > 10 ||
+      !llvm::all_of(number, llvm::isDigit) || number.getAsInteger(10, step) || step > 2147483647)
+    return Status::error(dir + "/latest: names no checkpoint ('" + name + "'; expected step-N)");
+  return std::make_pair(name, step);
+}
+
+/// Values a trained state can hold: finite params, moments and step; Adam's second moments not negative.
+/// (FP8 amax histories may hold a NaN the training saw.)
+std::string valueProblem(const std::string &name, const HostTensor &t) {
+  if (t.dtype != plan::F32 || llvm::StringRef(name).ends_with("/amax_history"))
+    return "";
+  const size_t n = t.bytes.size() / 4;
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+    if (!std::isfinite(v))
+      return "holds a non-finite value at " + std::to_string(i) + " (the training had diverged, or the file is corrupt)";
+    if (v < 0 && llvm::StringRef(name).ends_with("/adam_v"))
+      return "holds a negative second moment at " + std::to_string(i);
+  }
+  return "";
+}
+
+} // namespace
+
+std::string stateFingerprint(const plan::Variant &variant) {
+  uint64_t h = fnv1a("tec-state", 9);
+  for (const auto &b : variant.buffers()) {
+    if (b.role() != plan::STATE)
+      continue;
+    h = fnv1a(b.name().data(), b.name().size() + 1, h);
+    const int32_t dtype = b.dtype();
+    h = fnv1a(&dtype, sizeof(dtype), h);
+    for (int64_t d : b.shape())
+      h = fnv1a(&d, sizeof(d), h);
+    h = fnv1a("|", 1, h);
+  }
+  return hex(h);
+}
+
+Status writeCheckpoint(Session &s, const std::string &dir, int64_t step) {
+  removeAbandonedTemporaries(dir);
+  std::string name = "step-" + std::to_string(step);
+  std::string tmp = dir + "/." + name + ".tmp." + std::to_string(::getpid());
+  llvm::sys::fs::remove_directories(tmp);
+  if (auto ec = llvm::sys::fs::create_directories(tmp))
+    return Status::error(tmp + ": " + ec.message());
+  const auto &v = s.variant();
+  llvm::json::Array tensors;
+  // TEC_TEST_CRASH_IN_CHECKPOINT=N kills the process after N files, as a crash mid-write would (tests).
+  const char *crashAfter = std::getenv("TEC_TEST_CRASH_IN_CHECKPOINT");
+  int written = 0;
+  for (int b = 0; b < v.buffers_size(); ++b) {
+    const auto &buffer = v.buffers(b);
+    if (buffer.role() != plan::STATE)
+      continue;
+    if (crashAfter && written++ == std::atoi(crashAfter))
+      ::_exit(86);
+    const std::string file = fileNameFor(buffer.name()) + ".npy";
+    std::vector<char> bytes(buffer.bytes());
+    if (Status st = s.readBuffer(b, bytes.data()); !st.ok())
+      return st;
+    std::vector<int64_t> shape(buffer.shape().begin(), buffer.shape().end());
+    if (Status st = writeNpy(tmp + "/" + file, buffer.dtype(), shape, bytes.data(), buffer.bytes()); !st.ok())
+      return st;
+    llvm::json::Array dims;
+    for (int64_t d : shape)
+      dims.push_back(d);
+    tensors.push_back(llvm::json::Object{{"name", buffer.name()},
+                                         {"file", file},
+                                         {"dtype", std::string(dtypeName(buffer.dtype()))},
+                                         {"shape", std::move(dims)},
+                                         {"fnv1a64", hex(fnv1a(bytes.data(), bytes.size()))}});
+  }
+  llvm::json::Object manifest{{"format", kCheckpointFormat},
+                              {"step", step},
+                              {"state", stateFingerprint(v)},
+                              {"tensors", std::move(tensors)}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(manifest)) << "\n";
+  os.flush();
+  if (Status st = syncWrite(tmp + "/manifest.json", text); !st.ok())
+    return st;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(tmp, ec), end; it != end && !ec; it.increment(ec)) {
+    int fd = ::open(it->path().c_str(), O_RDONLY);
+    if (fd >= 0) {
+      ::fsync(fd);
+      ::close(fd);
+    }
+  }
+  std::string final = dir + "/" + name;
+  llvm::sys::fs::remove_directories(final);
+  if (::rename(tmp.c_str(), final.c_str()) != 0)
+    return Status::error(final + ": cannot rename the checkpoint into place");
+  if (Status st = syncWrite(dir + "/latest.tmp", name + "\n"); !st.ok())
+    return st;
+  if (::rename((dir + "/latest.tmp").c_str(), (dir + "/latest").c_str()) != 0)
+    return Status::error(dir + "/latest: cannot rename into place");
+  return Status::success();
+}
+
+Result<Checkpoint> loadCheckpoint(const std::string &dir, const plan::Variant &variant) {
+  auto latest = latestOf(dir);
+  if (!latest.ok())
+    return latest.error();
+  Checkpoint c;
+  c.folder = dir + "/" + latest->first;
+  c.step = latest->second;
+  const std::string manifestPath = c.folder + "/manifest.json";
+  auto fail = [&](const std::string &why) { return Status::error(manifestPath + ": " + why); };
+  auto text = llvm::MemoryBuffer::getFile(manifestPath);
+  if (!text)
+    return Status::error(c.folder + ": no manifest.json (not a checkpoint, or one being written)");
+  auto parsed = llvm::json::parse((*text)->getBuffer());
+  if (!parsed) {
+    std::string why = llvm::toString(parsed.takeError());
+    return fail("not JSON (" + why + ")");
+  }
+  const auto *manifest = parsed->getAsObject();
+  if (!manifest)
+    return fail("not a JSON object");
+  if (manifest->getInteger("format") != kCheckpointFormat)
+    return fail("format " + (manifest->getInteger("format") ? std::to_string(*manifest->getInteger("format"))
+                                                            : std::string("1 (no checksums)")) +
+                ", expected " + std::to_string(kCheckpointFormat) + ": written by another version of tec");
+  if (manifest->getInteger("step") != c.step)
+    return fail("holds step " +
+                (manifest->getInteger("step") ? std::to_string(*manifest->getInteger("step")) : std::string("?")) +
+                ", but its folder says step " + std::to_string(c.step));
+  if (manifest->getString("state") != llvm::StringRef(stateFingerprint(variant)))
+    return fail("the checkpoint's state does not fit variant " + variant.target() +
+                " of this plan (another model, or another variant or training setup)");
+  const auto *list = manifest->getArray("tensors");
+  if (!list)
+    return fail("no tensor list");
+  std::map<std::string, const llvm::json::Object *> entries;
+  for (const auto &e : *list)
+    if (const auto *o = e.getAsObject(); o && o->getString("name"))
+      entries[o->getString("name")->str()] = o;
+  for (const auto &buffer : variant.buffers()) {
+    if (buffer.role() != plan::STATE)
+      continue;
+    auto entry = entries.find(buffer.name());
+    if (entry == entries.end())
+      return fail("has no tensor '" + buffer.name() + "'");
+    const auto *o = entry->second;
+    auto file = o->getString("file");
+    if (!file || *file != fileNameFor(buffer.name()) + ".npy")
+      return fail("tensor '" + buffer.name() + "' names no file of its own");
+    const std::string path = c.folder + "/" + file->str();
+    auto tensor = readTensorFile(path);
+    if (!tensor.ok())
+      return tensor.error();
+    const std::vector<int64_t> shape(buffer.shape().begin(), buffer.shape().end());
+    if (tensor->dtype != buffer.dtype() || tensor->shape != shape)
+      return Status::error(path + ": holds " + std::string(dtypeName(tensor->dtype)) + shapeText(tensor->shape) + ", expected '" +
+                           buffer.name() + "' as " + std::string(dtypeName(buffer.dtype())) + shapeText(shape));
+    if (o->getString("fnv1a64") != llvm::StringRef(hex(fnv1a(tensor->bytes.data(), tensor->bytes.size()))))
+      return Status::error(path + ": its checksum does not match the manifest's (the file changed after it was written)");
+    if (std::string why = valueProblem(buffer.name(), *tensor); !why.empty())
+      return Status::error(path + ": " + why);
+    c.tensors[buffer.name()] = std::move(*tensor);
+  }
+  // The step counter the checkpoint holds must be the step its folder names.
+  if (auto it = c.tensors.find("step"); it != c.tensors.end() && it->second.bytes.size() == 4) {
+    float stored;
+    std::memcpy(&stored, it->second.bytes.data(), 4);
+    if (stored != static_cast<float>(c.step))
+      return Status::error(c.folder + "/step.npy: holds step " + std::to_string(stored) + ", but the checkpoint is step " +
+                           std::to_string(c.step));
+  }
+  return c;
+}
+
+Result<int64_t> restoreCheckpoint(Session &s, const std::string &dir) {
+  const auto &v = s.variant();
+  auto checkpoint = loadCheckpoint(dir, v);
+  if (!checkpoint.ok())
+    return checkpoint.error();
+  for (int b = 0; b < v.buffers_size(); ++b)
+    if (v.buffers(b).role() == plan::STATE)
+      if (Status st = s.writeBuffer(b, checkpoint->tensors.at(v.buffers(b).name()).bytes.data()); !st.ok())
+        return st;
+  return checkpoint->step;
+}
+
+} // namespace tec

@@ -1,0 +1,39 @@
+// Training checkpoints: DIR/step-N/<tensor>.npy for every state buffer of a train variant, and a manifest
+// (format, step, the variant's state-layout fingerprint, each tensor's dtype, shape and checksum) that is
+// verified before anything is restored. Written atomically: a temporary folder, each file fsynced, a
+// rename into place, then DIR/latest replaced by rename; a crash leaves the previous checkpoint loadable.
+#ifndef TEC_TOOLS_TEC_CHECKPOINT_H
+#define TEC_TOOLS_TEC_CHECKPOINT_H
+
+#include "TensorFiles.h"
+
+#include "runtime/Session.h"
+
+#include <map>
+#include <string>
+
+namespace tec {
+
+/// The manifest's format; a checkpoint of another format is refused.
+inline constexpr int kCheckpointFormat = 2;
+
+/// What the state of `variant` looks like (every state buffer's name, dtype and shape): a checkpoint
+/// restores into a variant only with the same fingerprint.
+std::string stateFingerprint(const plan::Variant &variant);
+
+Status writeCheckpoint(Session &session, const std::string &dir, int64_t step);
+
+/// DIR's latest checkpoint, verified against `variant`: its step and every state tensor by name.
+struct Checkpoint {
+  std::string folder; // DIR/step-N
+  int64_t step = 0;
+  std::map<std::string, HostTensor> tensors;
+};
+Result<Checkpoint> loadCheckpoint(const std::string &dir, const plan::Variant &variant);
+
+/// Restores every state buffer of the session's variant from DIR's latest checkpoint; returns its step.
+Result<int64_t> restoreCheckpoint(Session &session, const std::string &dir);
+
+} // namespace tec
+
+#endif
