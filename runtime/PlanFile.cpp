@@ -1,5 +1,7 @@
 #include "runtime/PlanFile.h"
 
+#include "runtime/StepContracts.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -276,6 +278,9 @@ Status validatePlan(const plan::Plan &plan, int64_t dataBytes) {
       for (int idx : list)
         if (idx < 0 || idx >= n)
           return Status::error(where + ": an input/output refers to buffer " + std::to_string(idx));
+    for (const auto &s : v.steps())
+      if (Status st = checkStepContract(v, s); !st.ok())
+        return st;
     int inputNames = v.input_names_size() ? v.input_names_size() : plan.input_names_size();
     int outputNames = v.output_names_size() ? v.output_names_size() : plan.output_names_size();
     if (v.inputs_size() != inputNames || v.outputs_size() != outputNames)

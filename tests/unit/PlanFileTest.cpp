@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <fstream>
 #include <iterator>
 #include <stdlib.h>
@@ -168,7 +170,57 @@ TEST(PlanFile, InconsistentMetadataIsRefusedBeforeAnythingRuns) {
   SmallPlan unknown;
   unknown.plan.mutable_variants(0)->mutable_steps(1)->set_kernel("frobnicate");
   path = unknown.write(tempDir());
-  EXPECT_NE(openError(path).find("the cpu backend has no kernel 'frobnicate'"), std::string::npos);
+  EXPECT_NE(openError(path).find("step 'frobnicate' (from ): no such kernel"), std::string::npos);
+}
+
+// A plan whose checksum is valid can still describe steps that do not fit their kernels: each is
+// refused, with the step named, before a backend prepares anything (the run would read or write out of
+// bounds, or into the read-only mapping of the params).
+TEST(PlanFile, EveryStepIsCheckedAgainstItsKernelsContract) {
+  auto refused = [](const std::function<void(plan::Variant &)> &edit) {
+    SmallPlan p;
+    edit(*p.plan.mutable_variants(0));
+    return openError(p.write(tempDir()));
+  };
+  EXPECT_NE(refused([](plan::Variant &v) { v.mutable_steps(1)->set_outputs(0, 1); })
+                .find("step 'relu' (from ): writes 'bias', which is read-only"),
+            std::string::npos);
+  EXPECT_NE(refused([](plan::Variant &v) { v.mutable_steps(0)->add_inputs(2); })
+                .find("step 'add' (from ): expected 2 inputs and 1 outputs, got 3 and 1"),
+            std::string::npos);
+  EXPECT_NE(refused([](plan::Variant &v) { v.mutable_buffers(0)->set_shape(0, 3), v.mutable_buffers(0)->set_shape(1, 2); })
+                .find("operands [3x2] and [3] do not broadcast to [2x3]"),
+            std::string::npos);
+  // Attributes that do not fit the buffers: a split axis, reduce axes, a perm.
+  EXPECT_NE(refused([](plan::Variant &v) {
+              auto *s = v.mutable_steps(1);
+              s->set_kernel("split");
+              (*s->mutable_attrs())["axis"].set_i(5);
+            }).find("axis 5 is outside rank 2"),
+            std::string::npos);
+  EXPECT_NE(refused([](plan::Variant &v) {
+              auto *s = v.mutable_steps(1);
+              s->set_kernel("reduce_sum");
+              (*s->mutable_attrs())["axes"].mutable_ints()->add_values(-1);
+            }).find("axis -1 is outside rank 2"),
+            std::string::npos);
+  EXPECT_NE(refused([](plan::Variant &v) {
+              auto *s = v.mutable_steps(1);
+              s->set_kernel("transpose");
+              for (int64_t p : {0, 0})
+                (*s->mutable_attrs())["perm"].mutable_ints()->add_values(p);
+            }).find("perm is not a permutation"),
+            std::string::npos);
+  // A Linear whose transpose_b does not fit its weight, and one whose output has extra unit dims.
+  EXPECT_NE(refused([](plan::Variant &v) {
+              auto *s = v.mutable_steps(1);
+              s->set_kernel("linear");
+              s->clear_inputs();
+              s->add_inputs(2);
+              s->add_inputs(0);
+              (*s->mutable_attrs())["transpose_b"].set_i(1);
+            }).find("do not fit"),
+            std::string::npos);
 }
 
 TEST(PlanFile, WriteIntoAMissingFolderFailsWithoutLeavingAFile) {

@@ -1,0 +1,410 @@
+#include "runtime/StepContracts.h"
+
+#include "runtime/Steps.h"
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <unordered_map>
+
+namespace tec {
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+class Contract {
+public:
+  Contract(const plan::Variant &v, const plan::Step &s) : v(v), s(s) {}
+
+  Status check() {
+    static const std::unordered_map<std::string, std::function<std::string(Contract &)>> contracts = {
+        {"add", &Contract::binary}, {"sub", &Contract::binary}, {"mul", &Contract::binary},
+        {"div", &Contract::binary}, {"pow", &Contract::binary}, {"relu", &Contract::unary},
+        {"tanh", &Contract::unary}, {"sigmoid", &Contract::unary}, {"erf", &Contract::unary},
+        {"sqrt", &Contract::unary}, {"gelu", &Contract::unary}, {"exp", &Contract::unary},
+        {"abs", &Contract::unary}, {"sign", &Contract::unary}, {"where", &Contract::where},
+        {"relu_grad", &Contract::activationGrad}, {"gelu_grad", &Contract::activationGrad},
+        {"lr_schedule", &Contract::scalars<1, 1>}, {"clip_coefficient", &Contract::scalars<1, 1>},
+        {"loss_scale_update", &Contract::scalars<3, 2>}, {"one_hot", &Contract::oneHot},
+        {"all_finite", &Contract::allFinite}, {"cast", &Contract::cast}, {"softmax", &Contract::softmax},
+        {"log_softmax", &Contract::softmax}, {"layer_norm", &Contract::layerNorm},
+        {"reduce_mean", &Contract::reduce}, {"reduce_sum", &Contract::reduce}, {"matmul", &Contract::matmul},
+        {"gemm", &Contract::gemm}, {"linear", &Contract::linear}, {"transpose", &Contract::transpose},
+        {"expand", &Contract::expand}, {"concat", &Contract::concat}, {"split", &Contract::split},
+        {"slice", &Contract::slice}, {"gather", &Contract::gather}, {"copy", &Contract::copy},
+        {"quantize", &Contract::quantize}, {"dequantize", &Contract::dequantize}, {"amax", &Contract::amax},
+        {"fp8_gemm", &Contract::fp8Gemm}, {"delayed_scaling", &Contract::delayedScaling},
+        {"optimizer_update", &Contract::optimizerUpdate},
+    };
+    auto it = contracts.find(s.kernel());
+    std::string why = it == contracts.end() ? "no such kernel" : writableOutputs();
+    if (why.empty())
+      why = it->second(*this);
+    if (why.empty())
+      return Status::success();
+    return Status::error("variant '" + v.target() + "': step '" + s.kernel() + "' (from " + s.source() + "): " + why);
+  }
+
+private:
+  const plan::Buffer &buf(int i) const { return v.buffers(i); }
+  Shape shape(int i) const { return {buf(i).shape().begin(), buf(i).shape().end()}; }
+  int64_t count(int i) const {
+    return std::accumulate(buf(i).shape().begin(), buf(i).shape().end(), int64_t(1), std::multiplies<>());
+  }
+  plan::DType dtype(int i) const { return buf(i).dtype(); }
+  int rank(int i) const { return buf(i).shape_size(); }
+  int in(int k) const { return s.inputs(k); }
+  int out(int k) const { return s.outputs(k); }
+  static std::string text(const Shape &shape) {
+    std::string t = "[";
+    for (size_t i = 0; i < shape.size(); ++i)
+      t += (i ? "x" : "") + std::to_string(shape[i]);
+    return t + "]";
+  }
+  std::string arity(int minIn, int maxIn, int minOut, int maxOut) const {
+    if (s.inputs_size() < minIn || s.inputs_size() > maxIn || s.outputs_size() < minOut || s.outputs_size() > maxOut)
+      return "expected " + std::to_string(minIn) + (maxIn != minIn ? "+" : "") + " inputs and " +
+             std::to_string(minOut) + (maxOut != minOut ? "+" : "") + " outputs, got " +
+             std::to_string(s.inputs_size()) + " and " + std::to_string(s.outputs_size());
+    return "";
+  }
+  std::string writableOutputs() const {
+    for (int o : s.outputs()) {
+      const auto &root = buf(o).alias_of() >= 0 ? buf(buf(o).alias_of()) : buf(o);
+      if (root.role() == plan::PARAM || root.role() == plan::CONSTANT || root.role() == plan::INPUT)
+        return "writes '" + buf(o).name() + "', which is read-only (a param, constant or input)";
+    }
+    return "";
+  }
+  static bool broadcastsTo(const Shape &from, const Shape &to) {
+    if (from.size() > to.size())
+      return false;
+    for (size_t i = 0; i < from.size(); ++i) {
+      int64_t f = from[from.size() - 1 - i], t = to[to.size() - 1 - i];
+      if (f != t && f != 1)
+        return false;
+    }
+    return true;
+  }
+  std::string sameCount(int a, int b) const {
+    return count(a) == count(b) ? "" : "'" + buf(a).name() + "' and '" + buf(b).name() + "' differ in size";
+  }
+  std::string scalar(int b) const { return count(b) == 1 ? "" : "'" + buf(b).name() + "' must hold one value"; }
+  std::string first(std::initializer_list<std::string> problems) const {
+    for (const auto &p : problems)
+      if (!p.empty())
+        return p;
+    return "";
+  }
+  std::string axisIn(int64_t axis, int r) const {
+    return axis >= 0 && axis < r ? "" : "axis " + std::to_string(axis) + " is outside rank " + std::to_string(r);
+  }
+
+  std::string binary() {
+    if (auto e = arity(2, 2, 1, 1); !e.empty())
+      return e;
+    if (dtype(in(0)) != dtype(out(0)) || dtype(in(1)) != dtype(out(0)))
+      return "operands of different element types";
+    if (!broadcastsTo(shape(in(0)), shape(out(0))) || !broadcastsTo(shape(in(1)), shape(out(0))))
+      return "operands " + text(shape(in(0))) + " and " + text(shape(in(1))) + " do not broadcast to " +
+             text(shape(out(0)));
+    return "";
+  }
+  std::string unary() { return first({arity(1, 1, 1, 1), sameCount(in(0), out(0))}); }
+  std::string activationGrad() {
+    if (auto e = arity(2, 2, 1, 1); !e.empty())
+      return e;
+    return first({sameCount(in(0), out(0)), sameCount(in(1), out(0))});
+  }
+  std::string where() {
+    if (auto e = arity(3, 3, 1, 1); !e.empty())
+      return e;
+    if (dtype(in(0)) != plan::BOOL || dtype(in(1)) != dtype(out(0)) || dtype(in(2)) != dtype(out(0)))
+      return "expected a bool condition and values of the output's type";
+    for (int k = 0; k < 3; ++k)
+      if (!broadcastsTo(shape(in(k)), shape(out(0))))
+        return "'" + buf(in(k)).name() + "' does not broadcast to " + text(shape(out(0)));
+    return "";
+  }
+  template <int Ins, int Outs> std::string scalars() {
+    if (auto e = arity(Ins, Ins, Outs, Outs); !e.empty())
+      return e;
+    for (int i : s.inputs())
+      if (auto e = scalar(i); !e.empty())
+        return e;
+    for (int o : s.outputs())
+      if (auto e = scalar(o); !e.empty())
+        return e;
+    return "";
+  }
+  std::string oneHot() {
+    if (auto e = arity(1, 1, 1, 1); !e.empty())
+      return e;
+    if (dtype(in(0)) != plan::I32 && dtype(in(0)) != plan::I64)
+      return "labels must be integers";
+    Shape expected = shape(in(0));
+    if (rank(out(0)) == 0)
+      return "the output has no class dim";
+    expected.push_back(shape(out(0)).back());
+    return shape(out(0)) == expected && dtype(out(0)) == plan::F32 ? "" : "the output is not f32 labels x classes";
+  }
+  std::string allFinite() {
+    if (auto e = arity(1, 1 << 20, 1, 1); !e.empty())
+      return e;
+    return dtype(out(0)) == plan::BOOL ? scalar(out(0)) : "the output must be bool";
+  }
+  std::string cast() { return first({arity(1, 1, 1, 1), sameCount(in(0), out(0))}); }
+  std::string softmax() {
+    if (auto e = arity(1, 1, 1, 1); !e.empty())
+      return e;
+    return first({shape(in(0)) == shape(out(0)) ? "" : "input and output shapes differ",
+                  axisIn(steps::attrI(s, "axis"), rank(in(0)))});
+  }
+  std::string layerNorm() {
+    if (auto e = arity(2, 3, 3, 3); !e.empty())
+      return e;
+    const int64_t axis = steps::attrI(s, "axis");
+    if (auto e = axisIn(axis, rank(in(0))); !e.empty())
+      return e;
+    int64_t rows = 1, cols = 1;
+    for (int d = 0; d < rank(in(0)); ++d)
+      (d < axis ? rows : cols) *= shape(in(0))[d];
+    if (shape(out(0)) != shape(in(0)) || count(in(1)) != cols || (s.inputs_size() > 2 && count(in(2)) != cols) ||
+        count(out(1)) != rows || count(out(2)) != rows)
+      return "scale, bias, mean or rstd do not fit the normalized shape";
+    return "";
+  }
+  std::string reduce() {
+    if (auto e = arity(1, 1, 1, 1); !e.empty())
+      return e;
+    auto axes = steps::attrInts(s, "axes");
+    std::vector<bool> reduced(rank(in(0)), false);
+    int64_t kept = 1;
+    for (int64_t a : axes) {
+      if (auto e = axisIn(a, rank(in(0))); !e.empty())
+        return e;
+      if (reduced[a])
+        return "axis " + std::to_string(a) + " appears twice";
+      reduced[a] = true;
+    }
+    for (int d = 0; d < rank(in(0)); ++d)
+      if (!reduced[d])
+        kept *= shape(in(0))[d];
+    if (count(out(0)) != kept || dtype(out(0)) != dtype(in(0)))
+      return "the output does not hold the kept dims";
+    return "";
+  }
+  std::string matmul() {
+    if (auto e = arity(2, 2, 1, 1); !e.empty())
+      return e;
+    Shape a = shape(in(0)), b = shape(in(1));
+    if (a.empty() || b.empty())
+      return "matmul of a scalar";
+    const bool aVector = a.size() == 1, bVector = b.size() == 1;
+    if (aVector)
+      a.insert(a.begin(), 1);
+    if (bVector)
+      b.push_back(1);
+    if (a.back() != b[b.size() - 2])
+      return "inner dims " + text(shape(in(0))) + " x " + text(shape(in(1))) + " do not match";
+    Shape aBatch(a.begin(), a.end() - 2), bBatch(b.begin(), b.end() - 2), batch;
+    const size_t n = std::max(aBatch.size(), bBatch.size());
+    for (size_t i = 0; i < n; ++i) {
+      int64_t x = i < n - aBatch.size() ? 1 : aBatch[i - (n - aBatch.size())];
+      int64_t y = i < n - bBatch.size() ? 1 : bBatch[i - (n - bBatch.size())];
+      if (x != y && x != 1 && y != 1)
+        return "batch dims do not broadcast";
+      batch.push_back(std::max(x, y));
+    }
+    if (!aVector)
+      batch.push_back(a[a.size() - 2]);
+    if (!bVector)
+      batch.push_back(b.back());
+    return shape(out(0)) == batch ? "" : "the output is not " + text(batch);
+  }
+  std::string gemm() {
+    if (auto e = arity(2, 3, 1, 1); !e.empty())
+      return e;
+    if (rank(in(0)) != 2 || rank(in(1)) != 2)
+      return "A and B must be matrices";
+    const bool ta = steps::attrI(s, "trans_a"), tb = steps::attrI(s, "trans_b");
+    const Shape a = shape(in(0)), b = shape(in(1));
+    if (a[ta ? 0 : 1] != b[tb ? 1 : 0])
+      return "inner dims do not match";
+    const Shape y = {a[ta ? 1 : 0], b[tb ? 0 : 1]};
+    if (shape(out(0)) != y)
+      return "the output is not " + text(y);
+    if (s.inputs_size() > 2 && !broadcastsTo(shape(in(2)), y))
+      return "C does not broadcast to " + text(y);
+    return "";
+  }
+  /// y[..., N] = x[..., K] · W (W [N,K] with transpose_b, else [K,N]), bias [N].
+  std::string linearShapes(int x, int w, int bias, int y) {
+    if (rank(w) != 2 || rank(x) < 1 || rank(y) < 1)
+      return "the weight must be a matrix";
+    const bool tb = steps::attrI(s, "transpose_b");
+    const int64_t n = shape(y).back(), k = shape(w)[tb ? 1 : 0];
+    if (shape(w)[tb ? 0 : 1] != n || shape(x).back() != k)
+      return "x " + text(shape(x)) + ", weight " + text(shape(w)) + (tb ? " (transposed)" : "") + " and output " +
+             text(shape(y)) + " do not fit";
+    if (n && count(x) / k != count(y) / n)
+      return "x and the output have different rows";
+    if (bias >= 0 && count(bias) != n)
+      return "the bias does not have the output's last dim";
+    return "";
+  }
+  std::string linear() {
+    if (auto e = arity(2, 3, 1, 1); !e.empty())
+      return e;
+    return linearShapes(in(0), in(1), s.inputs_size() > 2 ? in(2) : -1, out(0));
+  }
+  std::string transpose() {
+    if (auto e = arity(1, 1, 1, 1); !e.empty())
+      return e;
+    auto perm = steps::attrInts(s, "perm");
+    Shape sorted(perm), expected;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size(); ++i)
+      if (sorted[i] != static_cast<int64_t>(i))
+        return "perm is not a permutation";
+    if (perm.size() != static_cast<size_t>(rank(in(0))))
+      return "perm does not match the rank";
+    for (int64_t p : perm)
+      expected.push_back(shape(in(0))[p]);
+    return shape(out(0)) == expected && dtype(out(0)) == dtype(in(0)) ? "" : "the output is not " + text(expected);
+  }
+  std::string expand() {
+    if (auto e = arity(1, 1, 1, 1); !e.empty())
+      return e;
+    return broadcastsTo(shape(in(0)), shape(out(0))) && dtype(out(0)) == dtype(in(0)) ? ""
+                                                                                       : "the input does not broadcast";
+  }
+  /// Concat and split: pieces equal to the whole but along `axis`, whose sizes add up.
+  std::string pieces(int whole, const google::protobuf::RepeatedField<int32_t> &parts) {
+    const int64_t axis = steps::attrI(s, "axis");
+    if (auto e = axisIn(axis, rank(whole)); !e.empty())
+      return e;
+    int64_t total = 0;
+    for (int p : parts) {
+      if (rank(p) != rank(whole) || dtype(p) != dtype(whole))
+        return "'" + buf(p).name() + "' does not fit " + text(shape(whole));
+      for (int d = 0; d < rank(whole); ++d)
+        if (d != axis && shape(p)[d] != shape(whole)[d])
+          return "'" + buf(p).name() + "' does not fit " + text(shape(whole));
+      total += shape(p)[axis];
+    }
+    return total == shape(whole)[axis] ? "" : "the pieces do not add up along axis " + std::to_string(axis);
+  }
+  std::string concat() {
+    if (auto e = arity(1, 1 << 20, 1, 1); !e.empty())
+      return e;
+    return pieces(out(0), s.inputs());
+  }
+  std::string split() {
+    if (auto e = arity(1, 1, 1, 1 << 20); !e.empty())
+      return e;
+    return pieces(in(0), s.outputs());
+  }
+  std::string slice() {
+    if (auto e = arity(1, 1, 1, 1); !e.empty())
+      return e;
+    auto starts = steps::attrInts(s, "starts"), stepsAttr = steps::attrInts(s, "steps");
+    const Shape x = shape(in(0)), y = shape(out(0));
+    if (starts.size() != x.size() || stepsAttr.size() != x.size() || y.size() != x.size())
+      return "starts, steps and the output do not match the rank";
+    for (size_t d = 0; d < x.size(); ++d) {
+      if (y[d] == 0)
+        continue;
+      const int64_t last = starts[d] + (y[d] - 1) * stepsAttr[d];
+      if (stepsAttr[d] == 0 || starts[d] < 0 || starts[d] >= x[d] || last < 0 || last >= x[d])
+        return "dim " + std::to_string(d) + " reads outside the input";
+    }
+    return dtype(out(0)) == dtype(in(0)) ? "" : "the output's type differs";
+  }
+  std::string gather() {
+    if (auto e = arity(2, 2, 1, 1); !e.empty())
+      return e;
+    const int64_t axis = steps::attrI(s, "axis");
+    if (auto e = axisIn(axis, rank(in(0))); !e.empty())
+      return e;
+    if (dtype(in(1)) != plan::I32 && dtype(in(1)) != plan::I64)
+      return "indices must be integers";
+    const Shape data = shape(in(0)), indices = shape(in(1));
+    Shape expected(data.begin(), data.begin() + axis);
+    expected.insert(expected.end(), indices.begin(), indices.end());
+    expected.insert(expected.end(), data.begin() + axis + 1, data.end());
+    return shape(out(0)) == expected && dtype(out(0)) == dtype(in(0)) ? "" : "the output is not " + text(expected);
+  }
+  std::string copy() {
+    if (auto e = arity(1, 1, 1, 1); !e.empty())
+      return e;
+    return buf(in(0)).bytes() == buf(out(0)).bytes() ? "" : "input and output differ in size";
+  }
+  static bool isFp8(plan::DType t) { return t == plan::F8E4M3FN || t == plan::F8E5M2; }
+  std::string quantize() {
+    if (auto e = arity(2, 2, 1, 1); !e.empty())
+      return e;
+    if (!steps::isFloat(dtype(in(0))) || !isFp8(dtype(out(0))) || dtype(in(1)) != plan::F32)
+      return "expected a float input, an f32 scale and an FP8 output";
+    return first({scalar(in(1)), sameCount(in(0), out(0))});
+  }
+  std::string dequantize() {
+    if (auto e = arity(2, 2, 1, 1); !e.empty())
+      return e;
+    if (!isFp8(dtype(in(0))) || !steps::isFloat(dtype(out(0))) || dtype(in(1)) != plan::F32)
+      return "expected an FP8 input, an f32 scale_inv and a float output";
+    return first({scalar(in(1)), sameCount(in(0), out(0))});
+  }
+  std::string amax() {
+    if (auto e = arity(1, 1, 1, 1); !e.empty())
+      return e;
+    return steps::isFloat(dtype(in(0))) && dtype(out(0)) == plan::F32 ? scalar(out(0)) : "expected float in, f32 out";
+  }
+  std::string fp8Gemm() {
+    if (auto e = arity(4, 5, 1, 1); !e.empty())
+      return e;
+    if (!isFp8(dtype(in(0))) || !isFp8(dtype(in(1))) || dtype(in(2)) != plan::F32 || dtype(in(3)) != plan::F32)
+      return "expected FP8 operands with f32 scale_invs";
+    return first({scalar(in(2)), scalar(in(3)), linearShapes(in(0), in(1), s.inputs_size() > 4 ? in(4) : -1, out(0))});
+  }
+  std::string delayedScaling() {
+    if (auto e = arity(3, 3, 3, 3); !e.empty())
+      return e;
+    for (int b : {in(0), in(1), in(2), out(0), out(1), out(2)})
+      if (dtype(b) != plan::F32)
+        return "expected f32 state";
+    if (count(in(0)) < 1 || count(in(0)) > 65536 || count(out(0)) != count(in(0)))
+      return "the amax history must hold 1 to 65536 values, the same before and after";
+    const int64_t margin = steps::attrI(s, "margin");
+    if (margin < -64 || margin > 64)
+      return "margin " + std::to_string(margin) + " is outside [-64, 64]";
+    return first({scalar(in(1)), scalar(in(2)), scalar(out(1)), scalar(out(2))});
+  }
+  std::string optimizerUpdate() {
+    auto o = steps::readOptimizerStep(s);
+    if (!o.ok())
+      return o.error().message();
+    for (int b : o->moments)
+      if (auto e = sameCount(b, o->param); !e.empty())
+        return e;
+    for (int b : o->newMoments)
+      if (auto e = sameCount(b, o->param); !e.empty())
+        return e;
+    for (int b : {o->param, o->grad, o->newParam})
+      if (dtype(b) != plan::F32)
+        return "params and gradients must be f32";
+    return first({sameCount(o->grad, o->param), sameCount(o->newParam, o->param), scalar(o->lr), scalar(o->step)});
+  }
+
+  const plan::Variant &v;
+  const plan::Step &s;
+};
+
+} // namespace
+
+Status checkStepContract(const plan::Variant &variant, const plan::Step &step) {
+  return Contract(variant, step).check();
+}
+
+} // namespace tec
