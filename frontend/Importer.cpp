@@ -1,6 +1,7 @@
 #include "frontend/Importer.h"
 
 #include "ir/TecOps.h"
+#include "runtime/Status.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -31,7 +32,7 @@ namespace tec {
 namespace {
 
 Error makeError(ImportErrorKind kind, const llvm::Twine &message) {
-  return llvm::make_error<ImportError>(kind, message.str());
+  return llvm::make_error<ImportError>(kind, escapeControl(message.str())); // names from the model
 }
 
 /// Everything the imported IR's params point into.

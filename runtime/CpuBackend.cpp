@@ -201,7 +201,7 @@ Status CpuBackend::oneHot(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, 1); !st.ok())
     return st;
   int64_t n = count(s.inputs(0)), depth = shape(s.outputs(0)).back();
-  auto error = [depth] { return Status::error("one_hot: a label is outside [0, " + std::to_string(depth) + ")"); };
+  auto error = [depth] { return Status::badData("one_hot: a label is outside [0, " + std::to_string(depth) + ")"); };
   if (dtype(s.inputs(0)) == plan::I32)
     emit([=, l = ptr<int32_t>(s.inputs(0)), y = ptr<float>(s.outputs(0))] {
       return k::oneHot(l, n, depth, y) ? Status::success() : error();
@@ -503,7 +503,7 @@ Status CpuBackend::gather(const plan::Step &s) {
   size_t bytes = dtypeBytes(dtype(s.inputs(0)));
   std::string where = s.source();
   auto error = [where, axis, dim = data[axis]] {
-    return Status::error("gather '" + where + "': an index is outside [-" + std::to_string(dim) + ", " +
+    return Status::badData("gather '" + where + "': an index is outside [-" + std::to_string(dim) + ", " +
                          std::to_string(dim) + ") along axis " + std::to_string(axis));
   };
   if (dtype(s.inputs(1)) == plan::I32)

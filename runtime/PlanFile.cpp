@@ -72,6 +72,9 @@ Status ioError(const std::string &what, const std::string &path) {
   return Status::error(path + ": " + what + ": " + std::strerror(errno));
 }
 
+
+} // namespace
+
 bool writeAll(int fd, const void *data, size_t bytes) {
   auto *p = static_cast<const char *>(data);
   while (bytes) {
@@ -85,8 +88,6 @@ bool writeAll(int fd, const void *data, size_t bytes) {
   }
   return true;
 }
-
-} // namespace
 
 int64_t PlanDataBuilder::add(const void *data, int64_t bytes) {
   int64_t offset = alignUp(end);
@@ -126,30 +127,38 @@ Status writePlanFile(const std::string &path, const plan::Plan &plan, const Plan
   }
   header.checksum = sum.finish();
 
+  return writeFileAtomically(path, [&](int fd) {
+    if (!writeAll(fd, &header, sizeof(header)) || !writeAll(fd, metadata.data(), metadata.size()) ||
+        !writeAll(fd, padding.data(), header.dataOffset - sizeof(Header) - metadata.size()))
+      return false;
+    int64_t at = 0;
+    for (const auto &c : data.chunks()) {
+      if (!writeAll(fd, padding.data(), c.offset - at) || !writeAll(fd, c.data, c.bytes))
+        return false;
+      at = c.offset + c.bytes;
+    }
+    return true;
+  });
+}
+
+Status writeFileAtomically(const std::string &path, const std::function<bool(int fd)> &write) {
   std::string temp = path + ".tmp.XXXXXX";
   int fd = mkstemp(temp.data());
   if (fd < 0)
     return ioError("cannot create a temporary file beside it", path);
   auto fail = [&](const std::string &what) {
-    Status s = ioError(what, temp);
+    Status s = ioError(what, path);
     ::close(fd);
     ::unlink(temp.c_str());
     return s;
   };
-  if (!writeAll(fd, &header, sizeof(header)) || !writeAll(fd, metadata.data(), metadata.size()) ||
-      !writeAll(fd, padding.data(), header.dataOffset - sizeof(Header) - metadata.size()))
+  if (!write(fd))
     return fail("write failed");
-  int64_t at = 0;
-  for (const auto &c : data.chunks()) {
-    if (!writeAll(fd, padding.data(), c.offset - at) || !writeAll(fd, c.data, c.bytes))
-      return fail("write failed");
-    at = c.offset + c.bytes;
-  }
   if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0)
     return fail("fsync failed");
   if (::close(fd) != 0) {
     ::unlink(temp.c_str());
-    return ioError("close failed", temp);
+    return ioError("close failed", path);
   }
   if (::rename(temp.c_str(), path.c_str()) != 0) {
     Status s = ioError("cannot rename the temporary file into place", path);
@@ -157,6 +166,10 @@ Status writePlanFile(const std::string &path, const plan::Plan &plan, const Plan
     return s;
   }
   return Status::success();
+}
+
+Status writeFileAtomically(const std::string &path, const std::string &bytes) {
+  return writeFileAtomically(path, [&](int fd) { return writeAll(fd, bytes.data(), bytes.size()); });
 }
 
 PlanFile::~PlanFile() {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,15 @@ private:
 
 /// Writes the plan atomically: a temporary file beside `path`, fsync, rename.
 Status writePlanFile(const std::string &path, const plan::Plan &plan, const PlanDataBuilder &data);
+
+/// How tec writes every file it produces: into a temporary file beside `path`, every write checked,
+/// synced, then renamed over `path`. On any failure (a full disk, a folder that is not writable) the
+/// temporary is removed, `path` is left as it was and the error names it. `write` gets the descriptor
+/// and returns false when a write failed.
+Status writeFileAtomically(const std::string &path, const std::function<bool(int fd)> &write);
+Status writeFileAtomically(const std::string &path, const std::string &bytes);
+/// Writes all of `bytes` to `fd`, retrying short writes; false on an error.
+bool writeAll(int fd, const void *bytes, size_t size);
 
 class PlanFile {
 public:

@@ -9,20 +9,41 @@
 
 namespace tec {
 
+/// A message safe for a terminal: control characters other than newline (from names in a model, a plan
+/// or a file, which may carry escape sequences) become \xNN.
+inline std::string escapeControl(const std::string &text) {
+  static const char *hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : text) {
+    if ((c < 0x20 && c != '\n') || c == 0x7f)
+      out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+    else
+      out += static_cast<char>(c);
+  }
+  return out;
+}
+
 class [[nodiscard]] Status {
 public:
   static Status success() { return Status(); }
   static Status error(std::string message) {
     Status s;
     s.failed = true;
-    s.text = std::move(message);
+    s.text = escapeControl(message);
+    return s;
+  }
+  /// A run that found its data invalid (an index or label out of range): the user's input, not a bug.
+  static Status badData(std::string message) {
+    Status s = error(std::move(message));
+    s.dataError = true;
     return s;
   }
   bool ok() const { return !failed; }
+  bool isBadData() const { return dataError; }
   const std::string &message() const { return text; }
 
 private:
-  bool failed = false;
+  bool failed = false, dataError = false;
   std::string text;
 };
 

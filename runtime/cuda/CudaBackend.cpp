@@ -1476,7 +1476,7 @@ Status CudaBackend::enqueueStep(const Context &c, std::vector<double> *stepMilli
 Status CudaBackend::checkErrors() {
   for (size_t i = 0; i < errorMessages.size(); ++i)
     if (hostErrors[i])
-      return Status::error(errorMessages[i]);
+      return Status::badData(errorMessages[i]);
   for (size_t i = 0; i < stats.size(); ++i) {
     stats[i].saturated = static_cast<int64_t>(hostCounts[2 * i]);
     stats[i].flushed = static_cast<int64_t>(hostCounts[2 * i + 1]);

@@ -74,13 +74,14 @@ public:
       return;
     llvm::SmallString<256> file(dir);
     llvm::sys::path::append(file, llvm::formatv("{0:02}-{1}{2}.mlir", index++, prefix, name).str());
-    std::error_code ec;
-    llvm::raw_fd_ostream os(file, ec);
-    if (ec) {
-      error = "cannot write " + file.str().str() + ": " + ec.message();
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module.print(os, irPrintingFlags());
+    os.flush();
+    if (Status s = writeFileAtomically(file.str().str(), text); !s.ok()) {
+      error = s.message();
       return;
     }
-    module.print(os, irPrintingFlags());
     out.dumpFiles.push_back(file.str().str());
   }
   void runAfterPass(Pass *pass, Operation *) override {

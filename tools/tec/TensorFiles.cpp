@@ -305,17 +305,11 @@ Status writeNpy(const std::string &path, plan::DType dtype, const std::vector<in
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  if (!out)
-    return Status::error(path + ": cannot write");
   char preamble[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0,
                        static_cast<char>(header.size() & 0xFF), static_cast<char>(header.size() >> 8)};
-  out.write(preamble, 10);
-  out.write(header.data(), header.size());
-  out.write(static_cast<const char *>(data), bytes);
-  if (!out)
-    return Status::error(path + ": write failed");
-  return Status::success();
+  return writeFileAtomically(path, [&](int fd) {
+    return writeAll(fd, preamble, 10) && writeAll(fd, header.data(), header.size()) && writeAll(fd, data, bytes);
+  });
 }
 
 } // namespace tec

@@ -37,6 +37,16 @@ namespace {
 /// Exit codes: bad input (model, plan, flags) is 2, a failure inside tec is 1.
 constexpr int kExitBadInput = 2, kExitInternal = 1;
 
+/// Refuses an output that is one of the command's inputs (by any path): writing it would destroy the
+/// user's file. 0 or the exit code.
+int refuseOverwrite(const std::string &flag, const std::string &output, const std::string &input) {
+  if (output.empty() || !llvm::sys::fs::equivalent(output, input))
+    return 0;
+  llvm::errs() << "error: " << flag << " " << output << " is the input " << input << "; write it elsewhere\n";
+  return kExitBadInput;
+}
+
+
 cl::OptionCategory category("tec options");
 
 // tec model.onnx
@@ -379,13 +389,10 @@ int writeCudaProgram(const tec::plan::Plan &plan, const std::string &planPath) {
       llvm::errs() << "error: --emit=cuda: " << source.error().message() << "\n";
       return kExitBadInput;
     }
-    std::error_code ec;
-    llvm::raw_fd_ostream out(cuPath, ec);
-    if (ec) {
-      llvm::errs() << "error: " << cuPath << ": " << ec.message() << "\n";
+    if (tec::Status st = tec::writeFileAtomically(cuPath.str().str(), *source); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
       return kExitBadInput;
     }
-    out << *source;
     llvm::outs() << "wrote " << cuPath << ": variant " << plan.variants(chosen).target()
                  << (kind.empty() ? "" : " train step") << " as a CUDA host program\n";
   }
@@ -432,12 +439,23 @@ int compile() {
     llvm::outs() << "\n";
     return 0;
   }
+  if (int code = refuseOverwrite("-o", outputPath, inputPath))
+    return code;
   auto compiled = tec::compileModel(context, inputPath, options);
   if (!compiled)
     return reportCompileError(compiled.takeError());
   if (emit == Emit::Tec) {
-    (*compiled)->model.module->print(llvm::outs(), tec::irPrintingFlags());
-    llvm::outs() << "\n";
+    std::string ir;
+    llvm::raw_string_ostream os(ir);
+    (*compiled)->model.module->print(os, tec::irPrintingFlags());
+    os << "\n";
+    os.flush();
+    llvm::outs() << ir;
+    if (!outputPath.empty())
+      if (tec::Status st = tec::writeFileAtomically(outputPath, ir); !st.ok()) {
+        llvm::errs() << "error: " << st.message() << "\n";
+        return kExitBadInput;
+      }
     return 0;
   }
   std::string planPath = outputPath;
@@ -525,24 +543,31 @@ int run() {
     return kExitBadInput;
   }
   auto &s = **session;
+  if (int code = refuseOverwrite("--json", jsonReport, runPlan))
+    return code;
   llvm::outs() << "tec run: " << s.selectionReason() << "\n";
   if (s.backendName() == "cpu" && tec::kernels::cpu::blas().loaded)
     llvm::outs() << "  blas: " << tec::kernels::cpu::blas().config << "\n";
   if (int code = bindInputs(s, runInputs, seed); code)
     return code;
+  // Bad data found by a run (an index out of range) is the inputs' fault: name them, exit 2.
+  auto runFailed = [&](const tec::Status &st) {
+    llvm::errs() << "error: " << st.message();
+    if (st.isBadData())
+      llvm::errs() << " (in the inputs: "
+                   << (runInputs.empty() ? "random, seed " + std::to_string(seed) : llvm::join(runInputs, ", ")) << ")";
+    llvm::errs() << "\n";
+    return st.isBadData() ? kExitBadInput : kExitInternal;
+  };
   for (int i = 0; i < warmup; ++i)
-    if (tec::Status st = s.run(); !st.ok()) {
-      llvm::errs() << "error: " << st.message() << "\n";
-      return kExitInternal;
-    }
+    if (tec::Status st = s.run(); !st.ok())
+      return runFailed(st);
   std::vector<double> ms, stepMillis(s.variant().steps_size());
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < std::max(1, iterations.getValue()); ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    if (tec::Status st = s.run(profile ? &stepMillis : nullptr); !st.ok()) {
-      llvm::errs() << "error: " << st.message() << "\n";
-      return kExitInternal;
-    }
+    if (tec::Status st = s.run(profile ? &stepMillis : nullptr); !st.ok())
+      return runFailed(st);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -572,17 +597,15 @@ int run() {
                                     s.variant().steps(i).source());
   }
   if (!jsonReport.empty()) {
-    std::error_code ec;
-    llvm::raw_fd_ostream json(jsonReport, ec);
-    if (ec) {
-      llvm::errs() << "error: cannot write " << jsonReport << ": " << ec.message() << "\n";
-      return kExitBadInput;
-    }
-    json << llvm::formatv("{{\"variant\": \"{0}\", \"backend\": \"{1}\", \"iterations\": {2}, \"threads\": {3}, "
+    const std::string json = llvm::formatv("{{\"variant\": \"{0}\", \"backend\": \"{1}\", \"iterations\": {2}, \"threads\": {3}, "
                           "\"throughput_qps\": {4}, \"latency_ms\": {{\"min\": {5}, \"max\": {6}, \"mean\": {7}, "
                           "\"median\": {8}, \"p90\": {9}, \"p99\": {10}}}\n",
                           s.variant().target(), s.backendName(), ms.size(), threads.getValue(), ms.size() / total,
-                          sorted.front(), sorted.back(), mean, median, p90, p99);
+                          sorted.front(), sorted.back(), mean, median, p90, p99).str();
+    if (tec::Status st = tec::writeFileAtomically(jsonReport, json); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
+      return kExitBadInput;
+    }
   }
   if (!outputDir.empty()) {
     if (auto ec = llvm::sys::fs::create_directories(outputDir)) {
@@ -612,6 +635,8 @@ struct Samples {
   size_t input;
   tec::HostTensor data;
   int64_t batchBytes, batches;
+  std::string file;
+  int64_t sampleBytes;
 };
 
 
@@ -623,6 +648,8 @@ int trainLoop() {
   options.threads = trainThreads;
   options.variant = trainVariant;
   options.fp8Stats = fp8Report || !trainReport.empty(); // the report carries FP8 health too
+  if (int code = refuseOverwrite("--report", trainReport, trainPlan))
+    return code;
   auto session = tec::Session::open(trainPlan, options);
   if (!session.ok()) {
     llvm::errs() << "error: " << session.error().message() << "\n";
@@ -663,7 +690,14 @@ int trainLoop() {
       return kExitBadInput;
     }
     int64_t batches = tensor->shape[0] / batchShape[0];
-    data.push_back({static_cast<size_t>(it - s.inputs().begin()), std::move(*tensor), it->bytes, batches});
+    // Every data set holds the same samples: a shorter one would silently shorten the others.
+    if (!data.empty() && data.front().data.shape[0] != tensor->shape[0]) {
+      llvm::errs() << "error: " << spec << ": holds " << tensor->shape[0] << " samples, but " << data.front().file
+                   << " holds " << data.front().data.shape[0] << "\n";
+      return kExitBadInput;
+    }
+    data.push_back({static_cast<size_t>(it - s.inputs().begin()), std::move(*tensor), it->bytes, batches, file.str(),
+                    it->bytes / batchShape[0]});
     return 0;
   };
   // Distillation: the teacher, compiled here for the CPU, turns seeded random inputs into targets.
@@ -789,8 +823,16 @@ int trainLoop() {
       }
     auto t0 = std::chrono::steady_clock::now();
     if (tec::Status st = s.run(); !st.ok()) {
-      llvm::errs() << "error: step " << step << ": " << st.message() << "\n";
-      return kExitInternal;
+      llvm::errs() << "error: step " << step + 1 << ": " << st.message();
+      if (st.isBadData()) { // name the samples the step read
+        for (const auto &d : data)
+          llvm::errs() << llvm::formatv("{0} samples {1}-{2} of {3}", &d == &data.front() ? " (in" : ",",
+                                        batch * d.batchBytes / std::max<int64_t>(1, d.sampleBytes),
+                                        (batch + 1) * d.batchBytes / std::max<int64_t>(1, d.sampleBytes) - 1, d.file);
+        llvm::errs() << (data.empty() ? "" : ")");
+      }
+      llvm::errs() << "\n";
+      return st.isBadData() ? kExitBadInput : kExitInternal;
     }
     stepMs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     losses.push_back(*static_cast<const float *>(s.outputData(0)));
@@ -808,7 +850,7 @@ int trainLoop() {
     if (checkpointNow)
       if (tec::Status st = tec::writeCheckpoint(s, checkpointDir, step + 1); !st.ok()) {
         llvm::errs() << "error: checkpoint: " << st.message() << "\n";
-        return kExitInternal;
+        return kExitBadInput;
       }
   }
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
@@ -865,12 +907,8 @@ int trainLoop() {
       llvm::outs() << "(the training step has no FP8 GEMMs: compile with --fp8=all --fp8-emulate, or for an FP8 GPU)\n";
   }
   if (!trainReport.empty()) {
-    std::error_code ec;
-    llvm::raw_fd_ostream json(trainReport, ec);
-    if (ec) {
-      llvm::errs() << "error: cannot write " << trainReport << ": " << ec.message() << "\n";
-      return kExitBadInput;
-    }
+    std::string report;
+    llvm::raw_string_ostream json(report);
     json << "{\"variant\": \"" << s.variant().target() << "\", \"first_step\": " << start << ", \"loss\": [";
     for (size_t i = 0; i < losses.size(); ++i)
       json << (i ? ", " : "") << llvm::formatv("{0:e9}", losses[i]);
@@ -891,6 +929,11 @@ int trainLoop() {
       json << "]}";
     }
     json << "]}\n";
+    json.flush();
+    if (tec::Status st = tec::writeFileAtomically(trainReport, report); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
+      return kExitBadInput;
+    }
   }
   printNotes(s);
   if (!teacherDir.empty())
@@ -917,6 +960,8 @@ int doctor() {
 //===----------------------------------------------------------------------===//
 
 int exportModel() {
+  if (int code = refuseOverwrite("-o", exportOutput, exportPlan))
+    return code;
   auto file = tec::PlanFile::open(exportPlan);
   if (!file.ok()) {
     llvm::errs() << "error: " << file.error().message() << "\n";
@@ -981,13 +1026,10 @@ int exportModel() {
     llvm::errs() << "error: " << exportOutput << ": the model is too large for one protobuf (over 2 GiB)\n";
     return kExitBadInput;
   }
-  std::error_code ec;
-  llvm::raw_fd_ostream out(exportOutput, ec);
-  if (ec) {
-    llvm::errs() << "error: cannot write " << exportOutput << ": " << ec.message() << "\n";
+  if (tec::Status st = tec::writeFileAtomically(exportOutput, bytes); !st.ok()) {
+    llvm::errs() << "error: " << st.message() << "\n";
     return kExitBadInput;
   }
-  out << bytes;
   llvm::outs() << "wrote " << exportOutput << " (" << trained << " params from "
                << (checkpoint ? checkpoint->folder : std::string("no checkpoint")) << ", the rest from the plan)\n";
   return 0;

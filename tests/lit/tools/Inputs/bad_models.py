@@ -32,6 +32,8 @@ def main():
         save(f"{out}/duplicate-attribute-o{opset}.onnx", [twice], opset)
     save(f"{out}/unknown-attribute-o17.onnx", [helper.make_node("Relu", ["x"], ["y"], name="relu", alpha=1.0)], 17)
     save(f"{out}/extra-output-o17.onnx", [helper.make_node("Relu", ["x"], ["y", "z"], name="relu2")], 17)
+    # A node name carrying a terminal escape sequence reaches no terminal raw.
+    save(f"{out}/escape-in-name-o17.onnx", [helper.make_node("Frobnicate", ["x"], ["y"], name="evil\x1b[31mred")], 17)
 
 
 if __name__ == "__main__":

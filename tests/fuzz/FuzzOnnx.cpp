@@ -1,0 +1,18 @@
+// ONNX bytes -> import -> verify -> compile for the cpu target (inference and a training step). Any
+// outcome but a clean error or a plan is a bug: a crash, a sanitizer report, a hang.
+#include "FuzzFiles.h"
+
+#include "Driver.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const std::string path = tec::fuzz::writeFile("model.onnx", data, size);
+  mlir::MLIRContext context;
+  tec::CompileOptions options;
+  options.train = size % 2 == 1; // both flows, decided by the input
+  auto compiled = tec::compileModel(context, path, options);
+  if (!compiled)
+    llvm::consumeError(compiled.takeError());
+  return 0;
+}

@@ -1,0 +1,12 @@
+// The tensor readers behind --input, train data and checkpoints: the same bytes as .npy and as .pb.
+#include "FuzzFiles.h"
+
+#include "TensorFiles.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  for (const char *name : {"tensor.npy", "tensor.pb"}) {
+    auto tensor = tec::readTensorFile(tec::fuzz::writeFile(name, data, size));
+    (void)tensor;
+  }
+  return 0;
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed corpora (tests/fuzz/corpus/<target>) and the regression inputs of the crash
+classes issue 11 describes (tests/fuzz/regressions/<target>): small valid inputs to start from, and each
+known-bad input that once crashed tec. Run from the source root with a built tec:
+
+    .venv/bin/python tests/fuzz/make_seeds.py --tec build/release/bin/tec
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    graph = helper.make_graph(nodes, "seed", inputs, outputs, list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+def vi(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def onnx_seeds():
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "w")
+    b = numpy_helper.from_array(np.zeros(8, np.float32), "b")
+    shape = numpy_helper.from_array(np.array([2, 16], np.int64), "shape")
+    seeds = {
+        "relu": model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2, 4])], [vi("y", [2, 4])]),
+        "gemm": model([helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], [vi("x", [4, 4])],
+                      [vi("y", [4, 8])], [w, b]),
+        "mlp": model([helper.make_node("Gemm", ["x", "w", "b"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["y"])],
+                     [vi("x", [4, 4])], [vi("y", [4, 8])], [w, b]),
+        "softmax": model([helper.make_node("Softmax", ["x"], ["y"], axis=1)], [vi("x", [2, 5])], [vi("y", [2, 5])]),
+        "reshape": model([helper.make_node("Reshape", ["x", "shape"], ["y"])], [vi("x", [4, 8])], [vi("y", [2, 16])],
+                         [shape]),
+        "layernorm": model([helper.make_node("LayerNormalization", ["x", "g"], ["y"], axis=-1)], [vi("x", [2, 8])],
+                           [vi("y", [2, 8])], [numpy_helper.from_array(np.ones(8, np.float32), "g")]),
+        "gelu-o20": model([helper.make_node("Gelu", ["x"], ["y"], approximate="tanh")], [vi("x", [3, 4])],
+                          [vi("y", [3, 4])], opset=20),
+    }
+    for name, data in seeds.items():
+        write(f"{HERE}/corpus/onnx/{name}.onnx", data)
+    return seeds
+
+
+def npy_bytes(header, data=b"", major=1):
+    h = header.encode()
+    h += b" " * ((64 - (10 + len(h) + 1) % 64) % 64) + b"\n"
+    size = struct.pack("<H", len(h)) if major == 1 else struct.pack("<I", len(h))
+    return b"\x93NUMPY" + bytes([major, 0]) + size + h + data
+
+
+def tensor_seeds():
+    good = "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }"
+    write(f"{HERE}/corpus/tensor-files/f32.npy", npy_bytes(good % "(2, 3)", b"\0" * 24))
+    write(f"{HERE}/corpus/tensor-files/i64.npy",
+          npy_bytes("{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", b"\1" + b"\0" * 23))
+    write(f"{HERE}/corpus/tensor-files/scalar.npy", npy_bytes(good % "()", b"\0" * 4, major=2))
+    write(f"{HERE}/corpus/tensor-files/f32.pb",
+          helper.make_tensor("t", TensorProto.FLOAT, [2, 2], [1.0, 2.0, 3.0, 4.0]).SerializeToString())
+    write(f"{HERE}/corpus/tensor-files/raw.pb",
+          helper.make_tensor("t", TensorProto.INT64, [2], b"\1" + b"\0" * 15, raw=True).SerializeToString())
+    # Crash classes: non-integer, overflowing and nested header dims; a fortran_order of 1; version 9;
+    # a .pb with a negative or huge dim.
+    reg = f"{HERE}/regressions/tensor-files"
+    write(f"{reg}/shape-not-integers.npy", npy_bytes(good % "('a', 256)"))
+    write(f"{reg}/shape-23-digits.npy", npy_bytes(good % "(12345678901234567890123, 256)"))
+    write(f"{reg}/shape-nested.npy", npy_bytes(good % "((64, 256))"))
+    write(f"{reg}/shape-float.npy", npy_bytes(good % "(64.5, 256)", b"\0" * 64))
+    write(f"{reg}/fortran-order-1.npy", npy_bytes("{'descr': '<f4', 'fortran_order': 1, 'shape': (4,), }", b"\0" * 16))
+    write(f"{reg}/version-9.npy", npy_bytes(good % "(4,)", b"\0" * 16, major=9))
+    write(f"{reg}/negative-dim.pb", TensorProto(data_type=TensorProto.FLOAT, dims=[-64, 256]).SerializeToString())
+    write(f"{reg}/huge-dims.pb", TensorProto(data_type=TensorProto.FLOAT, dims=[1 << 40, 1 << 30]).SerializeToString())
+
+
+def plan_seeds(tec, seeds):
+    os.makedirs(f"{HERE}/corpus/plan", exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("relu", "mlp", "softmax", "layernorm"):
+            src = os.path.join(tmp, name + ".onnx")
+            write(src, seeds[name])
+            for flags, suffix in (([], ""), (["--train", "--loss", "mse"], "-train")):
+                out = f"{HERE}/corpus/plan/{name}{suffix}.tecplan"
+                subprocess.run([tec, src, "--target", "cpu", "-o", out, *flags], check=True, stdout=subprocess.DEVNULL)
+
+
+def fnv1a(data, h=1469598103934665603):
+    for byte in data:
+        h = ((h ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def checkpoint_seeds():
+    # FuzzCheckpoint.cpp's variant: w [6], w/adam_v [6], step (scalar), all f32 (DType 0).
+    state = [("w", [6], np.arange(1, 7, dtype=np.float32)), ("w/adam_v", [6], np.array([0, 1] * 3, np.float32)),
+             ("step", [], np.array(1, np.float32))]
+    h = fnv1a(b"tec-state")
+    for name, shape, _ in state:
+        h = fnv1a(name.encode() + b"\0", h)
+        h = fnv1a(struct.pack("<i", 0), h)
+        for d in shape:
+            h = fnv1a(struct.pack("<q", d), h)
+        h = fnv1a(b"|", h)
+    tensors = [{"dtype": "f32", "file": name.replace("/", "_") + ".npy", "fnv1a64": f"{fnv1a(a.tobytes()):016x}",
+                "name": name, "shape": shape} for name, shape, a in state]
+    manifest = {"format": 2, "state": f"{h:016x}", "step": 1, "tensors": tensors}
+    write(f"{HERE}/corpus/checkpoint/good", b"step-1\n" + json.dumps(manifest).encode())
+    write(f"{HERE}/corpus/checkpoint/format-1", b"step-1\n" + json.dumps({"step": 1, "tensors": ["w"]}).encode())
+    reg = f"{HERE}/regressions/checkpoint"
+    write(f"{reg}/step-minus-1", b"step--1\n" + json.dumps(manifest).encode())
+    write(f"{reg}/step-int64-max", b"step-9223372036854775807\n" + json.dumps(manifest).encode())
+
+
+def regression_models():
+    reg = f"{HERE}/regressions/onnx"
+    for opset in (17, 19):
+        write(f"{reg}/reshape-one-input-o{opset}.onnx",
+              model([helper.make_node("Reshape", ["x"], ["y"])], [vi("x", [2, 3])], [vi("y", [6])], opset=opset))
+    softmax = helper.make_node("Softmax", ["x"], ["y"])
+    softmax.attribute.append(helper.make_attribute("axis", "last"))
+    write(f"{reg}/softmax-string-axis.onnx", model([softmax], [vi("x", [2, 3])], [vi("y", [2, 3])]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tec", required=True)
+    args = parser.parse_args()
+    seeds = onnx_seeds()
+    tensor_seeds()
+    plan_seeds(args.tec, seeds)
+    checkpoint_seeds()
+    regression_models()
+
+
+if __name__ == "__main__":
+    main()
