@@ -318,6 +318,10 @@ Expected<ArrayRef<char>> GraphImporter::tensorBytes(const onnx::TensorProto &t, 
     storage.mapped.push_back(std::move(*buffer));
     return ArrayRef<char>(storage.mapped.back()->getBufferStart(), length);
   }
+  const int typedFields = (t.float_data_size() > 0) + (t.int32_data_size() > 0) + (t.int64_data_size() > 0) +
+                          (t.double_data_size() > 0) + (t.uint64_data_size() > 0) + (t.string_data_size() > 0);
+  if (typedFields + t.has_raw_data() > 1)
+    return invalid(what + " holds its data in more than one field (raw_data and typed data)");
   if (t.has_raw_data()) {
     if (static_cast<int64_t>(t.raw_data().size()) != expected)
       return wrongSize(t.raw_data().size());
@@ -803,6 +807,8 @@ Error GraphImporter::reshapeTo(const onnx::NodeProto &n, Value input, ArrayRef<i
 Error GraphImporter::reshape(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
   TRY_ASSIGN(target, constInts(n, 1));
+  if (const auto *t = constants.lookup(n.input(1)); t && t->dims_size() != 1)
+    return nodeInvalid(n, "the shape input must be 1-D, got rank " + llvm::Twine(t->dims_size()));
   auto in = typeOf(x);
   bool allowZero = intAttr(n, "allowzero", 0);
   shape::Dims dims;
@@ -1013,6 +1019,15 @@ Error GraphImporter::gather(const onnx::NodeProto &n) {
   if (!idx.isInteger(32) && !idx.isInteger(64))
     return nodeInvalid(n, "indices must be INT32 or INT64");
   TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", 0), d.getRank()));
+  // Constant indices (a table lookup with fixed positions) are checked now, not when the plan runs.
+  if (const auto *t = constants.lookup(n.input(1))) {
+    TRY_ASSIGN(ids, constInts(n, 1));
+    const int64_t dim = d.getDimSize(axis);
+    for (int64_t id : ids)
+      if (id < -dim || id >= dim)
+        return nodeInvalid(n, "index " + llvm::Twine(id) + " in '" + t->name() + "' is outside [-" + llvm::Twine(dim) +
+                                  ", " + llvm::Twine(dim) + ") along axis " + llvm::Twine(axis));
+  }
   shape::Dims dims(d.getShape().take_front(axis));
   llvm::append_range(dims, typeOf(indices).getShape());
   llvm::append_range(dims, d.getShape().drop_front(axis + 1));
@@ -1166,6 +1181,9 @@ Error GraphImporter::checkNodeSchema(const onnx::NodeProto &node) {
   for (const auto &a : node.attribute())
     if (!seen.insert(a.name()).second)
       return nodeInvalid(node, "attribute '" + a.name() + "' appears more than once");
+  for (const char *flag : {"transA", "transB", "allowzero", "keepdims", "noop_with_empty_axes"})
+    if (const auto *a = findAttr(node, flag); a && a->type() == onnx::AttributeProto::INT && a->i() != 0 && a->i() != 1)
+      return nodeInvalid(node, "attribute '" + llvm::Twine(flag) + "' must be 0 or 1, got " + llvm::Twine(a->i()));
   const auto *schema = onnx::OpSchemaRegistry::Schema(node.op_type(), std::min(opset, kLastSchemaOpset), "");
   if (!schema)
     return Error::success(); // newer than ONNX 1.12 (Gelu): the operator's importer checks what it reads
@@ -1202,9 +1220,17 @@ Error GraphImporter::importNode(const onnx::NodeProto &node) {
 Error GraphImporter::run() {
   if (auto err = checkOpsetAndOps())
     return err;
+  if (graph.output_size() == 0)
+    return invalid("the graph has no outputs");
+  llvm::StringSet<> inputNames;
+  for (const auto &vi : graph.input())
+    if (!inputNames.insert(vi.name()).second)
+      return invalid("graph input '" + vi.name() + "' is listed twice");
   for (const auto &init : graph.initializer()) {
     if (init.name().empty())
       return invalid("an initializer has no name");
+    if (initializers.contains(init.name()))
+      return invalid("initializer '" + init.name() + "' is defined twice");
     if (auto err = checkTensorProto(init, "initializer '" + init.name() + "'"))
       return err;
     initializers[init.name()] = &init;

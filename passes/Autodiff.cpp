@@ -3,6 +3,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace tec {
 #define GEN_PASS_DEF_TECAUTODIFF
@@ -83,7 +84,13 @@ FailureOr<func::FuncOp> tec::buildVjp(func::FuncOp forward, StringRef wrt, Strin
         continue;
       auto differentiableOp = llvm::dyn_cast<Differentiable>(op);
       if (!differentiableOp) {
-        op->emitOpError("has no gradient (it does not implement the Differentiable interface)");
+        // In the user's terms: the ONNX node, not the internal op (the driver turns this into a bad-input error).
+        const auto nodes = sourceNodes(op->getLoc());
+        if (nodes.empty())
+          op->emitError() << "'" << op->getName() << "' has no gradient: tec cannot train through it";
+        else
+          op->emitError() << "node '" << llvm::join(nodes, "+") << "' (" << op->getName().stripDialect()
+                          << ") has no gradient: tec cannot train through it";
         vjp.erase();
         return failure();
       }

@@ -42,8 +42,10 @@ llvm::Expected<std::vector<std::string>> resolveTargets(llvm::StringRef spec) {
     return targets;
   }
   llvm::SmallVector<llvm::StringRef> parts;
-  spec.split(parts, ',', -1, /*KeepEmpty=*/false);
+  spec.split(parts, ',', -1, /*KeepEmpty=*/true);
   for (llvm::StringRef p : parts) {
+    if (p.trim().empty())
+      return llvm::createStringError("--target " + spec.str() + ": an empty target in the list");
     if (!lookupTarget(p)) {
       std::string known;
       for (const auto &t : allTargets())
@@ -194,8 +196,21 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
     auto trainRecorder = std::make_unique<PassRecorder>(options.dumpDir, *copy, *compiled, dumpIndex,
                                                         target + "-train-");
     trainPm.addInstrumentation(std::move(trainRecorder));
-    if (failed(trainPm.run(*copy)))
+    // A model with an operator tec cannot differentiate is the user's to change: an unsupported-model
+    // error (exit 2) naming the node, not an internal failure.
+    std::string noGradient;
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+      std::string text = d.str();
+      if (text.find("has no gradient") == std::string::npos)
+        return failure(); // the default handler prints it
+      noGradient = text;
+      return success();
+    });
+    if (failed(trainPm.run(*copy))) {
+      if (!noGradient.empty())
+        return llvm::make_error<ImportError>(ImportErrorKind::Unsupported, path + ": " + noGradient);
       return llvm::createStringError(path + ": the " + target + " training pipeline failed (see the diagnostics above)");
+    }
     auto step = copy->lookupSymbol<func::FuncOp>("train_step");
     CodegenInputs trainInputs = inputs;
     std::vector<std::string> trainInputNames = compiled->model.inputNames;

@@ -258,11 +258,11 @@ Result<HostTensor> readPb(const std::string &path) {
                            std::to_string(*bytes));
     t.bytes.assign(proto.raw_data().begin(), proto.raw_data().end());
   } else if (t.dtype == plan::F32 && proto.float_data_size() == count) {
-    t.bytes.resize(*bytes);
-    std::memcpy(t.bytes.data(), proto.float_data().data(), *bytes);
+    const auto *values = reinterpret_cast<const char *>(proto.float_data().data());
+    t.bytes.assign(values, values + *bytes); // (an empty tensor's field has no storage at all)
   } else if (t.dtype == plan::I64 && proto.int64_data_size() == count) {
-    t.bytes.resize(*bytes);
-    std::memcpy(t.bytes.data(), proto.int64_data().data(), *bytes);
+    const auto *values = reinterpret_cast<const char *>(proto.int64_data().data());
+    t.bytes.assign(values, values + *bytes);
   } else if (t.dtype != plan::F32 && t.dtype != plan::I64 && proto.int32_data_size() == count) {
     t.bytes.resize(*bytes);
     for (int64_t i = 0; i < count; ++i) {

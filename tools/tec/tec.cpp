@@ -508,6 +508,10 @@ int bindInputs(tec::Session &s, const std::vector<std::string> &specs, uint64_t 
       return kExitBadInput;
     }
     size_t index = it - s.inputs().begin();
+    if (given[index]) {
+      llvm::errs() << "error: --input " << spec << ": input '" << name << "' is given twice\n";
+      return kExitBadInput;
+    }
     if (tec::Status st = s.setInput(index, tensor->bytes.data(), tensor->bytes.size()); !st.ok()) {
       llvm::errs() << "error: " << st.message() << "\n";
       return kExitBadInput;
@@ -671,6 +675,11 @@ int trainLoop() {
     auto it = std::find_if(s.inputs().begin(), s.inputs().end(), [&](const auto &i) { return i.name == inputName; });
     if (it == s.inputs().end()) {
       llvm::errs() << "error: " << spec << ": the training step has no input '" << inputName << "'\n";
+      return kExitBadInput;
+    }
+    const size_t index = it - s.inputs().begin();
+    if (std::any_of(data.begin(), data.end(), [&](const Samples &d) { return d.input == index; })) {
+      llvm::errs() << "error: " << spec << ": '" << inputName << "' is given twice\n";
       return kExitBadInput;
     }
     auto tensor = tec::readTensorFile(file.str());
@@ -1109,6 +1118,18 @@ int calibrate() {
       }
     }
     llvm::outs() << "variant " << v.target() << ": " << calibrateSteps << " calibration runs\n";
+    // A tensor that never showed a finite, nonzero amax would freeze its initial scale without a word.
+    for (int b : states) {
+      llvm::StringRef name(v.buffers(b).name());
+      if (!name.ends_with("/amax_history"))
+        continue;
+      auto history = (*session)->bufferValues<float>(b);
+      if (std::none_of(history.begin(), history.end(), [](float a) { return std::isfinite(a) && a > 0; })) {
+        llvm::errs() << "error: " << calibratePlan << ": '" << name.drop_back(13) << "' saw no finite, nonzero value in "
+                     << calibrateSteps << " runs (are the samples all NaN, Inf or zero?); nothing was written\n";
+        return kExitBadInput;
+      }
+    }
     for (int b : states) {
       const auto &buffer = v.buffers(b);
       if (tec::Status st = (*session)->readBuffer(b, data.data() + buffer.init_offset()); !st.ok()) {

@@ -5,8 +5,9 @@ Usage: bad_models.py OUT_DIR   (each file's name says what is wrong with it; -oN
 import os
 import sys
 
+import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 
 def save(path, nodes, opset, inputs=(("x", [2, 3]),), outputs=(("y", None),), inits=()):
@@ -32,6 +33,24 @@ def main():
         save(f"{out}/duplicate-attribute-o{opset}.onnx", [twice], opset)
     save(f"{out}/unknown-attribute-o17.onnx", [helper.make_node("Relu", ["x"], ["y"], name="relu", alpha=1.0)], 17)
     save(f"{out}/extra-output-o17.onnx", [helper.make_node("Relu", ["x"], ["y", "z"], name="relu2")], 17)
+    save(f"{out}/gemm-transb-2-o17.onnx", [helper.make_node("Gemm", ["x", "x"], ["y"], name="g2", transB=2)], 17)
+    shape2d = numpy_helper.from_array(np.array([[3, 2]], np.int64), "shape")
+    save(f"{out}/reshape-2d-shape-o17.onnx", [helper.make_node("Reshape", ["x", "shape"], ["y"], name="r2")], 17,
+         inits=[shape2d])
+    table = numpy_helper.from_array(np.ones((4, 3), np.float32), "table")
+    ids = numpy_helper.from_array(np.array([0, 9], np.int64), "ids")
+    save(f"{out}/gather-constant-index-o17.onnx", [helper.make_node("Gather", ["table", "ids"], ["y"], name="lookup")],
+         17, inits=[table, ids])
+    w = numpy_helper.from_array(np.ones((3, 3), np.float32), "w")
+    save(f"{out}/duplicate-initializer-o17.onnx", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], 17,
+         inits=[w, w])
+    save(f"{out}/duplicate-input-o17.onnx", [helper.make_node("Relu", ["x"], ["y"], name="relu3")], 17,
+         inputs=(("x", [2, 3]), ("x", [2, 3])))
+    save(f"{out}/no-outputs-o17.onnx", [helper.make_node("Relu", ["x"], ["y"], name="relu4")], 17, outputs=())
+    both = helper.make_tensor("w", TensorProto.FLOAT, [3, 3], [1.0] * 9)
+    both.raw_data = b"\0" * 36
+    save(f"{out}/raw-and-float-data-o17.onnx", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm2")], 17,
+         inits=[both])
     # A node name carrying a terminal escape sequence reaches no terminal raw.
     save(f"{out}/escape-in-name-o17.onnx", [helper.make_node("Frobnicate", ["x"], ["y"], name="evil\x1b[31mred")], 17)
 
