@@ -298,8 +298,8 @@ Expected<ArrayRef<char>> GraphImporter::tensorBytes(const onnx::TensorProto &t, 
     if (!file)
       return file.takeError();
     uint64_t fileSize = 0;
-    if (llvm::sys::fs::file_size(*file, fileSize))
-      return invalid(what + ": cannot read external data file '" + *file + "'");
+    if (!llvm::sys::fs::is_regular_file(*file) || llvm::sys::fs::file_size(*file, fileSize))
+      return invalid(what + ": cannot read external data file '" + *file + "' (not a regular file)");
     if (offset < 0 || static_cast<uint64_t>(offset) > fileSize)
       return invalid(what + ": external data offset " + llvm::Twine(offset) + " is past the end of '" + *file + "'");
     int64_t available = static_cast<int64_t>(fileSize) - offset;
@@ -1339,6 +1339,10 @@ std::vector<std::string> supportedOnnxOps() {
 
 Expected<ImportedModel> importOnnxFile(MLIRContext &context, llvm::StringRef path, const ImportOptions &options) {
   context.loadDialect<TecDialect, func::FuncDialect>();
+  // Only a regular file: a FIFO or a device would block or never end.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) && !llvm::sys::fs::is_regular_file(status))
+    return makeError(ImportErrorKind::Invalid, path + ": not a regular file");
   auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
   if (!file)
     return makeError(ImportErrorKind::Invalid, path + ": cannot read: " + file.getError().message());

@@ -178,13 +178,18 @@ PlanFile::~PlanFile() {
 }
 
 Result<std::unique_ptr<PlanFile>> PlanFile::open(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: opening a FIFO for reading would otherwise wait for a writer forever.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return ioError("cannot open", path);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
     return ioError("cannot stat", path);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::error(path + ": not a regular file");
   }
   auto refuse = [&](const std::string &why) { return Status::error(path + ": not a usable tec plan: " + why); };
   if (static_cast<uint64_t>(st.st_size) < sizeof(Header)) {

@@ -63,6 +63,8 @@ void removeAbandonedTemporaries(const std::string &dir) {
 Result<std::pair<std::string, int64_t>> latestOf(const std::string &dir) {
   if (!llvm::sys::fs::is_directory(dir))
     return Status::error(dir + ": no checkpoint folder");
+  if (!llvm::sys::fs::is_regular_file(dir + "/latest"))
+    return Status::error(dir + ": no checkpoint (no regular 'latest' file)");
   auto latest = llvm::MemoryBuffer::getFile(dir + "/latest");
   if (!latest)
     return Status::error(dir + ": no checkpoint (no 'latest' file)");
@@ -181,7 +183,9 @@ Result<Checkpoint> loadCheckpoint(const std::string &dir, const plan::Variant &v
   c.step = latest->second;
   const std::string manifestPath = c.folder + "/manifest.json";
   auto fail = [&](const std::string &why) { return Status::error(manifestPath + ": " + why); };
-  auto text = llvm::MemoryBuffer::getFile(manifestPath);
+  auto text = llvm::sys::fs::is_regular_file(manifestPath)
+                  ? llvm::MemoryBuffer::getFile(manifestPath)
+                  : llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>>(std::make_error_code(std::errc::invalid_argument));
   if (!text)
     return Status::error(c.folder + ": no manifest.json (not a checkpoint, or one being written)");
   auto parsed = llvm::json::parse((*text)->getBuffer());
