@@ -572,14 +572,17 @@ Expected<std::vector<int64_t>> GraphImporter::constInts(const onnx::NodeProto &n
   auto bytes = tensorBytes(*t, "tensor '" + name + "'");
   if (!bytes)
     return bytes.takeError();
-  std::vector<int64_t> result;
-  if (t->data_type() == onnx::TensorProto::INT64) {
-    result.resize(bytes->size() / 8);
-    std::memcpy(result.data(), bytes->data(), bytes->size());
-  } else {
-    std::vector<int32_t> narrow(bytes->size() / 4);
-    std::memcpy(narrow.data(), bytes->data(), bytes->size());
-    result.assign(narrow.begin(), narrow.end());
+  // Element by element: an empty tensor has no storage to copy from.
+  const bool wide = t->data_type() == onnx::TensorProto::INT64;
+  std::vector<int64_t> result(bytes->size() / (wide ? 8 : 4));
+  for (size_t i = 0; i < result.size(); ++i) {
+    if (wide) {
+      std::memcpy(&result[i], bytes->data() + 8 * i, 8);
+    } else {
+      int32_t v;
+      std::memcpy(&v, bytes->data() + 4 * i, 4);
+      result[i] = v;
+    }
   }
   return result;
 }
@@ -1196,12 +1199,20 @@ Error GraphImporter::checkNodeSchema(const onnx::NodeProto &node) {
     }
     return Error::success();
   }
-  // A newer opset may add inputs and attributes, never change the type of an attribute it keeps.
+  // A newer opset may add inputs and attributes (those of opsets 18-21 for the operators tec imports are
+  // listed here), never change the type of an attribute it keeps.
+  static const llvm::StringSet<> addedAfter17 = {"num_outputs", "noop_with_empty_axes", "saturate", "antialias",
+                                                 "keep_aspect_ratio_policy", "reduction", "block_size"};
   if (node.input_size() < schema->min_input())
     return nodeInvalid(node, "expected at least " + llvm::Twine(schema->min_input()) + " inputs, got " +
                                  llvm::Twine(node.input_size()));
+  if (node.output_size() > schema->max_output())
+    return nodeInvalid(node, "expected at most " + llvm::Twine(schema->max_output()) + " outputs, got " +
+                                 llvm::Twine(node.output_size()));
   for (const auto &a : node.attribute()) {
     auto known = schema->attributes().find(a.name());
+    if (known == schema->attributes().end() && !addedAfter17.contains(a.name()))
+      return nodeInvalid(node, "unknown attribute '" + a.name() + "'");
     if (known != schema->attributes().end() && a.type() != known->second.type)
       return nodeInvalid(node, "attribute '" + a.name() + "' must be " +
                                    onnx::AttributeProto::AttributeType_Name(known->second.type) + ", got " +

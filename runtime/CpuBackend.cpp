@@ -34,11 +34,13 @@ public:
   Status prepare(const plan::Variant &variant, const char *data) override;
   void *hostData(int buffer) override { return pointers[buffer]; }
   Status readBuffer(int buffer, void *destination) override {
-    std::memcpy(destination, pointers[buffer], variant->buffers(buffer).bytes());
+    if (variant->buffers(buffer).bytes()) // an empty buffer may have no storage
+      std::memcpy(destination, pointers[buffer], variant->buffers(buffer).bytes());
     return Status::success();
   }
   Status writeBuffer(int buffer, const void *source) override {
-    std::memcpy(pointers[buffer], source, variant->buffers(buffer).bytes());
+    if (variant->buffers(buffer).bytes())
+      std::memcpy(pointers[buffer], source, variant->buffers(buffer).bytes());
     return Status::success();
   }
   Status run(std::vector<double> *stepMillis) override {
@@ -653,7 +655,7 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
   }
   // State starts from its initial value in the plan and then carries over from run to run.
   for (int i = 0; i < v.buffers_size(); ++i)
-    if (v.buffers(i).role() == plan::STATE && v.buffers(i).alias_of() < 0)
+    if (v.buffers(i).role() == plan::STATE && v.buffers(i).alias_of() < 0 && v.buffers(i).bytes())
       std::memcpy(pointers[i], data + v.buffers(i).init_offset(), v.buffers(i).bytes());
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);

@@ -163,7 +163,8 @@ Status Session::setInput(size_t index, const void *data, int64_t bytes) {
   if (bytes != info.bytes)
     return Status::error("input '" + info.name + "' takes " + std::to_string(info.bytes) + " bytes, got " +
                          std::to_string(bytes));
-  std::memcpy(inputData(index), data, bytes);
+  if (bytes) // an empty input may have no storage
+    std::memcpy(inputData(index), data, bytes);
   return Status::success();
 }
 

@@ -31,8 +31,10 @@ def main():
         twice = helper.make_node("Softmax", ["x"], ["y"], name="twice", axis=1)
         twice.attribute.append(helper.make_attribute("axis", 0))
         save(f"{out}/duplicate-attribute-o{opset}.onnx", [twice], opset)
-    save(f"{out}/unknown-attribute-o17.onnx", [helper.make_node("Relu", ["x"], ["y"], name="relu", alpha=1.0)], 17)
-    save(f"{out}/extra-output-o17.onnx", [helper.make_node("Relu", ["x"], ["y", "z"], name="relu2")], 17)
+    for opset in (17, 19):
+        save(f"{out}/unknown-attribute-o{opset}.onnx",
+             [helper.make_node("Relu", ["x"], ["y"], name="relu", alpha=1.0)], opset)
+        save(f"{out}/extra-output-o{opset}.onnx", [helper.make_node("Relu", ["x"], ["y", "z"], name="relu2")], opset)
     save(f"{out}/gemm-transb-2-o17.onnx", [helper.make_node("Gemm", ["x", "x"], ["y"], name="g2", transB=2)], 17)
     shape2d = numpy_helper.from_array(np.array([[3, 2]], np.int64), "shape")
     save(f"{out}/reshape-2d-shape-o17.onnx", [helper.make_node("Reshape", ["x", "shape"], ["y"], name="r2")], 17,
