@@ -178,6 +178,43 @@ LogicalResult ExpOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImp
   return success();
 }
 
+LogicalResult NegOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<NegOp>(getLoc(), getType(), dys[0]));
+  return success();
+}
+
+LogicalResult ReciprocalOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // -dy * y^2
+  Location loc = getLoc();
+  Value y2 = binary<MulOp>(b, loc, getResult(), getResult());
+  grads.push_back(b.create<NegOp>(loc, getType(), binary<MulOp>(b, loc, dys[0], y2)));
+  return success();
+}
+
+LogicalResult LogOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(binary<DivOp>(b, getLoc(), dys[0], getInput()));
+  return success();
+}
+
+LogicalResult SinOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(binary<MulOp>(b, getLoc(), dys[0], b.create<CosOp>(getLoc(), getType(), getInput())));
+  return success();
+}
+
+LogicalResult CosOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // -dy * sin(x)
+  Location loc = getLoc();
+  Value sine = b.create<SinOp>(loc, getType(), getInput());
+  grads.push_back(b.create<NegOp>(loc, getType(), binary<MulOp>(b, loc, dys[0], sine)));
+  return success();
+}
+
+LogicalResult SoftplusOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // dy * sigmoid(x)
+  grads.push_back(binary<MulOp>(b, getLoc(), dys[0], b.create<SigmoidOp>(getLoc(), getType(), getInput())));
+  return success();
+}
+
 LogicalResult WhereOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
   Location loc = getLoc();
   Value zeros = zerosLike(b, loc, getType());

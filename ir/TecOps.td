@@ -85,6 +85,12 @@ def Tec_ErfOp : Tec_UnaryOp<"erf", "Erf", "erf(x)">;
 def Tec_SqrtOp : Tec_UnaryOp<"sqrt", "Sqrt", "sqrt(x)">;
 def Tec_ExpOp : Tec_UnaryOp<"exp", "Exp", "e^x">;
 def Tec_AbsOp : Tec_UnaryOp<"abs", "Abs", "|x|">;
+def Tec_NegOp : Tec_UnaryOp<"neg", "Neg", "-x">;
+def Tec_ReciprocalOp : Tec_UnaryOp<"reciprocal", "Reciprocal", "1 / x">;
+def Tec_LogOp : Tec_UnaryOp<"log", "Log", "ln(x)">;
+def Tec_SinOp : Tec_UnaryOp<"sin", "Sin", "sin(x)">;
+def Tec_CosOp : Tec_UnaryOp<"cos", "Cos", "cos(x)">;
+def Tec_SoftplusOp : Tec_UnaryOp<"softplus", "Softplus", "ln(1 + e^x)">;
 
 def Tec_SignOp : Tec_Op<"sign", [Pure, SameOperandsAndResultType]> {
   let summary = "elementwise sign";

@@ -101,6 +101,18 @@ inline kernels::UnaryKind unaryKind(const plan::Step &s) {
     return kernels::UnaryKind::Abs;
   if (k == "sign")
     return kernels::UnaryKind::Sign;
+  if (k == "neg")
+    return kernels::UnaryKind::Neg;
+  if (k == "reciprocal")
+    return kernels::UnaryKind::Reciprocal;
+  if (k == "log")
+    return kernels::UnaryKind::Log;
+  if (k == "sin")
+    return kernels::UnaryKind::Sin;
+  if (k == "cos")
+    return kernels::UnaryKind::Cos;
+  if (k == "softplus")
+    return kernels::UnaryKind::Softplus;
   return attrS(s, "approximate", "none") == "tanh" ? kernels::UnaryKind::GeluTanh : kernels::UnaryKind::Gelu;
 }
 
@@ -122,6 +134,9 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"erf", &B::unary},          {"sqrt", &B::unary},
       {"gelu", &B::unary},         {"exp", &B::unary},
       {"abs", &B::unary},          {"sign", &B::unary},
+      {"neg", &B::unary},          {"reciprocal", &B::unary},
+      {"log", &B::unary},          {"sin", &B::unary},
+      {"cos", &B::unary},          {"softplus", &B::unary},
       {"where", &B::where},        {"relu_grad", &B::activationGrad},
       {"gelu_grad", &B::activationGrad}, {"lr_schedule", &B::lrSchedule},
       {"one_hot", &B::oneHot},     {"clip_coefficient", &B::clipCoefficient},

@@ -16,6 +16,9 @@ enum class Epilogue { None, Relu, Gelu, GeluTanh };
 /// NaN stays NaN (as numpy.maximum and cuBLASLt do); written so that compilers emit a vector max.
 TEC_HOST_DEVICE float relu(float x) { return x < 0.0f ? 0.0f : x; }
 
+/// ln(1 + e^x), without overflow for large x or cancellation for very negative x.
+TEC_HOST_DEVICE float softplus(float x) { return (x > 0.0f ? x : 0.0f) + log1pf(expf(x > 0.0f ? -x : x)); }
+
 /// e^x within 2 ulp, branch-free so that CPU loops vectorize: x = n ln2 + r (Cody-Waite), a degree-6
 /// polynomial for e^r on |r| <= ln2/2 (truncation error r^7/7! < 1.3e-7), times 2^n built in the
 /// exponent bits. Below -87.3 (where e^x leaves the normal floats) the result is 0; NaN stays NaN.

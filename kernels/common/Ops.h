@@ -28,7 +28,8 @@ TEC_HOST_DEVICE size_t elementBytes(ElementType type) {
 }
 
 enum class BinaryKind { Add, Sub, Mul, Div, Pow };
-enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Exp, Abs, Sign, Gelu, GeluTanh };
+enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Exp, Abs, Sign, Gelu, GeluTanh, Neg, Reciprocal, Log, Sin, Cos,
+                       Softplus };
 /// dx = dy * act'(x) for the activations with a backward kernel.
 enum class ActivationGradKind { Relu, Gelu, GeluTanh };
 enum class ReduceKind { Sum, Mean };
@@ -45,6 +46,12 @@ TEC_HOST_DEVICE float applyUnary(UnaryKind kind, float v) {
   case UnaryKind::Sign: return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v);
   case UnaryKind::Gelu: return gelu(v);
   case UnaryKind::GeluTanh: return geluTanh(v);
+  case UnaryKind::Neg: return -v;
+  case UnaryKind::Reciprocal: return 1.0f / v;
+  case UnaryKind::Log: return logf(v);
+  case UnaryKind::Sin: return sinf(v);
+  case UnaryKind::Cos: return cosf(v);
+  case UnaryKind::Softplus: return softplus(v);
   }
   return v;
 }

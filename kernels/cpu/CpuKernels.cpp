@@ -174,6 +174,12 @@ void unary(UnaryKind kind, const float *x, float *y, int64_t n) {
     return mapUnary(x, y, n, [](float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); });
   case UnaryKind::Gelu: return mapUnary(x, y, n, [](float v) { return gelu(v); });
   case UnaryKind::GeluTanh: return mapUnary(x, y, n, [](float v) { return geluTanh(v); });
+  case UnaryKind::Neg: return mapUnary(x, y, n, [](float v) { return -v; });
+  case UnaryKind::Reciprocal: return mapUnary(x, y, n, [](float v) { return 1.0f / v; });
+  case UnaryKind::Log: return mapUnary(x, y, n, [](float v) { return std::log(v); });
+  case UnaryKind::Sin: return mapUnary(x, y, n, [](float v) { return std::sin(v); });
+  case UnaryKind::Cos: return mapUnary(x, y, n, [](float v) { return std::cos(v); });
+  case UnaryKind::Softplus: return mapUnary(x, y, n, [](float v) { return softplus(v); });
   }
 }
 

@@ -22,7 +22,9 @@ using namespace tec;
 
 namespace {
 
-enum class Inputs { Normal, Positive, AwayFromZero };
+/// Where the inputs are drawn: AtLeastOne keeps 1/x and log(x) where central differences with h = 1e-2
+/// are accurate (their third derivatives grow as 1/x^4 and 1/x^3 toward zero).
+enum class Inputs { Normal, Positive, AwayFromZero, AtLeastOne };
 
 struct GradCase {
   const char *name;
@@ -93,6 +95,8 @@ TEST_P(Gradients, MatchCentralFiniteDifferences) {
     float v = normal(rng);
     if (kind == Inputs::Positive)
       return 0.5f + std::fabs(v);
+    if (kind == Inputs::AtLeastOne)
+      return 1.0f + std::fabs(v);
     if (kind == Inputs::AwayFromZero)
       return (v < 0 ? -0.2f : 0.2f) + v;
     return v;
@@ -210,6 +214,16 @@ const GradCase kCases[] = {
     {"sqrt", R"(func.func @forward(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
        %0 = tec.sqrt %a : tensor<4x4xf32>
        return %0 : tensor<4x4xf32> })", Inputs::Positive},
+    {"neg_sin_cos_softplus", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
+       %0 = tec.neg %a : tensor<4x4xf32>
+       %1 = tec.sin %a : tensor<4x4xf32>
+       %2 = tec.cos %a : tensor<4x4xf32>
+       %3 = tec.softplus %a : tensor<4x4xf32>
+       return %0, %1, %2, %3 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> })"},
+    {"log_reciprocal", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+       %0 = tec.log %a : tensor<4x4xf32>
+       %1 = tec.reciprocal %a : tensor<4x4xf32>
+       return %0, %1 : tensor<4x4xf32>, tensor<4x4xf32> })", Inputs::AtLeastOne},
     {"where", R"(func.func @forward(%c: tensor<3x4xi1>, %a: tensor<3x4xf32>, %b: tensor<4xf32>) -> tensor<3x4xf32> {
        %0 = tec.where %c, %a, %b : (tensor<3x4xi1>, tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
        return %0 : tensor<3x4xf32> })"},

@@ -49,6 +49,18 @@ func.func @elementwise(%a: tensor<4x8xf32>, %b: tensor<8xf32>, %c: tensor<4x1xi1
 func.func @training(%x: tensor<4x8xf32>, %labels: tensor<4xi64>, %step: tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x10xf32>, tensor<f32>, tensor<f32>) {
   // CHECK: tec.abs %{{.*}} : tensor<4x8xf32>
   %0 = tec.abs %x : tensor<4x8xf32>
+  // CHECK: tec.neg
+  // CHECK: tec.reciprocal
+  // CHECK: tec.log
+  // CHECK: tec.sin
+  // CHECK: tec.cos
+  // CHECK: tec.softplus
+  %n0 = tec.neg %x : tensor<4x8xf32>
+  %n1 = tec.reciprocal %n0 : tensor<4x8xf32>
+  %n2 = tec.log %n1 : tensor<4x8xf32>
+  %n3 = tec.sin %n2 : tensor<4x8xf32>
+  %n4 = tec.cos %n3 : tensor<4x8xf32>
+  %n5 = tec.softplus %n4 : tensor<4x8xf32>
   // CHECK: tec.sign %{{.*}} : tensor<4x8xf32>
   %1 = tec.sign %x : tensor<4x8xf32>
   // CHECK: tec.one_hot %{{.*}} : tensor<4xi64> -> tensor<4x10xf32>
