@@ -1155,6 +1155,8 @@ const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
       {"Sin", &G::unary<SinOp>},
       {"Cos", &G::unary<CosOp>},
       {"Softplus", &G::unary<SoftplusOp>},
+      {"Floor", &G::unary<FloorOp>},
+      {"Ceil", &G::unary<CeilOp>},
       {"Gelu", &G::gelu},
       {"Softmax", &G::softmaxLike<SoftmaxOp>},
       {"LogSoftmax", &G::softmaxLike<LogSoftmaxOp>},

@@ -215,6 +215,17 @@ LogicalResult SoftplusOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVect
   return success();
 }
 
+// Piecewise constant: zero wherever the derivative exists, which is what PyTorch propagates.
+LogicalResult FloorOp::buildGradients(OpBuilder &b, ValueRange, SmallVectorImpl<Value> &grads) {
+  grads.push_back(zerosLike(b, getLoc(), getType()));
+  return success();
+}
+
+LogicalResult CeilOp::buildGradients(OpBuilder &b, ValueRange, SmallVectorImpl<Value> &grads) {
+  grads.push_back(zerosLike(b, getLoc(), getType()));
+  return success();
+}
+
 LogicalResult WhereOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
   Location loc = getLoc();
   Value zeros = zerosLike(b, loc, getType());

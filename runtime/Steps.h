@@ -113,6 +113,10 @@ inline kernels::UnaryKind unaryKind(const plan::Step &s) {
     return kernels::UnaryKind::Cos;
   if (k == "softplus")
     return kernels::UnaryKind::Softplus;
+  if (k == "floor")
+    return kernels::UnaryKind::Floor;
+  if (k == "ceil")
+    return kernels::UnaryKind::Ceil;
   return attrS(s, "approximate", "none") == "tanh" ? kernels::UnaryKind::GeluTanh : kernels::UnaryKind::Gelu;
 }
 
@@ -137,6 +141,7 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"neg", &B::unary},          {"reciprocal", &B::unary},
       {"log", &B::unary},          {"sin", &B::unary},
       {"cos", &B::unary},          {"softplus", &B::unary},
+      {"floor", &B::unary},        {"ceil", &B::unary},
       {"where", &B::where},        {"relu_grad", &B::activationGrad},
       {"gelu_grad", &B::activationGrad}, {"lr_schedule", &B::lrSchedule},
       {"one_hot", &B::oneHot},     {"clip_coefficient", &B::clipCoefficient},

@@ -29,7 +29,7 @@ TEC_HOST_DEVICE size_t elementBytes(ElementType type) {
 
 enum class BinaryKind { Add, Sub, Mul, Div, Pow };
 enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Exp, Abs, Sign, Gelu, GeluTanh, Neg, Reciprocal, Log, Sin, Cos,
-                       Softplus };
+                       Softplus, Floor, Ceil };
 /// dx = dy * act'(x) for the activations with a backward kernel.
 enum class ActivationGradKind { Relu, Gelu, GeluTanh };
 enum class ReduceKind { Sum, Mean };
@@ -52,6 +52,8 @@ TEC_HOST_DEVICE float applyUnary(UnaryKind kind, float v) {
   case UnaryKind::Sin: return sinf(v);
   case UnaryKind::Cos: return cosf(v);
   case UnaryKind::Softplus: return softplus(v);
+  case UnaryKind::Floor: return floorf(v);
+  case UnaryKind::Ceil: return ceilf(v);
   }
   return v;
 }

@@ -157,7 +157,7 @@ void buildCases() {
   add("pow_square", Builder("pow").in(F32, {300}).in(F32, {1}, "two").out(F32, {300}), kF32);
   add("add_i32", Builder("add").in(I32, {7, 9}, "labels").in(I32, {9}, "labels").out(I32, {7, 9}), kExact);
   add("div_i64", Builder("div").in(I64, {50}, "labels").in(I64, {50}, "labels").out(I64, {50}), kExact);
-  for (const char *op : {"relu", "tanh", "sigmoid", "erf", "exp", "abs", "sign", "gelu", "neg", "sin", "cos", "softplus"})
+  for (const char *op : {"relu", "tanh", "sigmoid", "erf", "exp", "abs", "sign", "gelu", "neg", "sin", "cos", "softplus", "floor", "ceil"})
     add(op, Builder(op).in(F32, {1000}).out(F32, {1000}), kF32);
   for (const char *op : {"log", "reciprocal"})
     add(op, Builder(op).in(F32, {1000}, "positive").out(F32, {1000}), kF32);

@@ -24,7 +24,7 @@ namespace {
 
 /// Where the inputs are drawn: AtLeastOne keeps 1/x and log(x) where central differences with h = 1e-2
 /// are accurate (their third derivatives grow as 1/x^4 and 1/x^3 toward zero).
-enum class Inputs { Normal, Positive, AwayFromZero, AtLeastOne };
+enum class Inputs { Normal, Positive, AwayFromZero, AtLeastOne, HalfIntegers };
 
 struct GradCase {
   const char *name;
@@ -97,6 +97,8 @@ TEST_P(Gradients, MatchCentralFiniteDifferences) {
       return 0.5f + std::fabs(v);
     if (kind == Inputs::AtLeastOne)
       return 1.0f + std::fabs(v);
+    if (kind == Inputs::HalfIntegers) // n + 0.5: h = 1e-2 steps never cross an integer
+      return std::round(v * 3.0f) + 0.5f;
     if (kind == Inputs::AwayFromZero)
       return (v < 0 ? -0.2f : 0.2f) + v;
     return v;
@@ -224,6 +226,11 @@ const GradCase kCases[] = {
        %0 = tec.log %a : tensor<4x4xf32>
        %1 = tec.reciprocal %a : tensor<4x4xf32>
        return %0, %1 : tensor<4x4xf32>, tensor<4x4xf32> })", Inputs::AtLeastOne},
+    // Zero gradient; the inputs stay away from integers so that differences do not cross a step.
+    {"floor_ceil", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+       %0 = tec.floor %a : tensor<4x4xf32>
+       %1 = tec.ceil %a : tensor<4x4xf32>
+       return %0, %1 : tensor<4x4xf32>, tensor<4x4xf32> })", Inputs::HalfIntegers},
     {"where", R"(func.func @forward(%c: tensor<3x4xi1>, %a: tensor<3x4xf32>, %b: tensor<4xf32>) -> tensor<3x4xf32> {
        %0 = tec.where %c, %a, %b : (tensor<3x4xi1>, tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
        return %0 : tensor<3x4xf32> })"},

@@ -55,12 +55,16 @@ func.func @training(%x: tensor<4x8xf32>, %labels: tensor<4xi64>, %step: tensor<f
   // CHECK: tec.sin
   // CHECK: tec.cos
   // CHECK: tec.softplus
+  // CHECK: tec.floor
+  // CHECK: tec.ceil
   %n0 = tec.neg %x : tensor<4x8xf32>
   %n1 = tec.reciprocal %n0 : tensor<4x8xf32>
   %n2 = tec.log %n1 : tensor<4x8xf32>
   %n3 = tec.sin %n2 : tensor<4x8xf32>
   %n4 = tec.cos %n3 : tensor<4x8xf32>
   %n5 = tec.softplus %n4 : tensor<4x8xf32>
+  %n6 = tec.floor %n5 : tensor<4x8xf32>
+  %n7 = tec.ceil %n6 : tensor<4x8xf32>
   // CHECK: tec.sign %{{.*}} : tensor<4x8xf32>
   %1 = tec.sign %x : tensor<4x8xf32>
   // CHECK: tec.one_hot %{{.*}} : tensor<4xi64> -> tensor<4x10xf32>
