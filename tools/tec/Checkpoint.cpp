@@ -10,7 +10,6 @@
 #include <csignal>
 #include <cstring>
 
-#include <fcntl.h>
 #include <unistd.h>
 
 namespace tec {
@@ -31,18 +30,6 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   for (size_t i = 0; i < shape.size(); ++i)
     s += (i ? "x" : "") + std::to_string(shape[i]);
   return s + "]";
-}
-
-Status syncWrite(const std::string &path, const std::string &text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) || ::fsync(fd) != 0) {
-    if (fd >= 0)
-      ::close(fd);
-    return Status::error(path + ": cannot write");
-  }
-  if (::close(fd) != 0)
-    return Status::error(path + ": cannot write");
-  return Status::success();
 }
 
 /// Temporary folders of checkpoints whose writer is gone (a crash mid-write) are removed.
@@ -153,25 +140,14 @@ Status writeCheckpoint(Session &s, const std::string &dir, int64_t step) {
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(manifest)) << "\n";
   os.flush();
-  if (Status st = syncWrite(tmp + "/manifest.json", text); !st.ok())
+  // Every file (the tensors by writeNpy too) is written to a temporary, synced and renamed.
+  if (Status st = writeFileAtomically(tmp + "/manifest.json", text); !st.ok())
     return st;
-  std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(tmp, ec), end; it != end && !ec; it.increment(ec)) {
-    int fd = ::open(it->path().c_str(), O_RDONLY);
-    if (fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
-  }
   std::string final = dir + "/" + name;
   llvm::sys::fs::remove_directories(final);
   if (::rename(tmp.c_str(), final.c_str()) != 0)
     return Status::error(final + ": cannot rename the checkpoint into place");
-  if (Status st = syncWrite(dir + "/latest.tmp", name + "\n"); !st.ok())
-    return st;
-  if (::rename((dir + "/latest.tmp").c_str(), (dir + "/latest").c_str()) != 0)
-    return Status::error(dir + "/latest: cannot rename into place");
-  return Status::success();
+  return writeFileAtomically(dir + "/latest", name + "\n");
 }
 
 Result<Checkpoint> loadCheckpoint(const std::string &dir, const plan::Variant &variant) {

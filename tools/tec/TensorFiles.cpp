@@ -1,5 +1,6 @@
 #include "TensorFiles.h"
 
+#include "ir/TecOps.h"
 #include "runtime/PlanFile.h"
 
 #include <onnx/onnx_pb.h>
@@ -172,12 +173,10 @@ private:
 
 /// count x width bytes of `dims`, or an error naming `path` when that is negative or overflows.
 Result<int64_t> byteCount(const std::vector<int64_t> &dims, int64_t width, const std::string &path) {
-  int64_t count = 1;
-  for (int64_t d : dims)
-    if (d < 0 || (d && count > std::numeric_limits<int64_t>::max() / d))
-      return Status::error(path + ": dims whose element count is negative or overflows int64");
-    else
-      count *= d;
+  const auto elements = shape::elementCount(dims);
+  if (!elements)
+    return Status::error(path + ": dims whose element count is negative or overflows int64");
+  const int64_t count = *elements;
   if (count > std::numeric_limits<int64_t>::max() / width)
     return Status::error(path + ": dims whose byte size overflows int64");
   return count * width;
