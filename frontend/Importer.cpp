@@ -1,5 +1,6 @@
 #include "frontend/Importer.h"
 
+#include "ir/TecBuilders.h"
 #include "ir/TecOps.h"
 #include "runtime/Status.h"
 
@@ -156,6 +157,20 @@ private:
   Value create(const onnx::NodeProto &node, Type type, Args &&...args) {
     return builder.create<Op>(loc(node), type, std::forward<Args>(args)...).getResult();
   }
+  /// An elementwise op of `a` and `b` with their broadcast shape (checked by the caller).
+  template <typename Op> Value broadcast(const onnx::NodeProto &node, Value a, Value b) {
+    return broadcastBinary<Op>(builder, loc(node), a, b);
+  }
+  Value compareValues(const onnx::NodeProto &node, Value a, Value b, StringRef predicate) {
+    auto dims = *shape::broadcast(typeOf(a).getShape(), typeOf(b).getShape());
+    return create<CompareOp>(node, RankedTensorType::get(dims, builder.getI1Type()), a, b,
+                             builder.getStringAttr(predicate));
+  }
+  Value scalar(const onnx::NodeProto &node, Type element, double v) {
+    return scalarConstant(builder, loc(node), element, v);
+  }
+  /// Both operands numeric of one element type, with shapes that broadcast.
+  Error checkBinaryOperands(const onnx::NodeProto &n, Value a, Value b, bool allowBool = false);
 
   // Per-operator importers.
   template <typename Op> Error binary(const onnx::NodeProto &n);
@@ -163,12 +178,26 @@ private:
   template <typename Op> Error softmaxLike(const onnx::NodeProto &n);
   template <typename Op> Error reduction(const onnx::NodeProto &n);
   Error gelu(const onnx::NodeProto &n);
+  template <typename Op> Expected<Value> chain(const onnx::NodeProto &n);
+  template <typename Op> Error variadic(const onnx::NodeProto &n);
+  Error mean(const onnx::NodeProto &n);
+  Error mod(const onnx::NodeProto &n);
+  Error clip(const onnx::NodeProto &n);
+  Error compare(const onnx::NodeProto &n, StringRef predicate);
+  Error logicalNot(const onnx::NodeProto &n);
+  Error isNaN(const onnx::NodeProto &n);
+  Error isInf(const onnx::NodeProto &n);
+  Error leakyRelu(const onnx::NodeProto &n);
+  Error hardSigmoid(const onnx::NodeProto &n);
+  Error hardSwish(const onnx::NodeProto &n);
   Error layerNorm(const onnx::NodeProto &n);
   Error matmul(const onnx::NodeProto &n);
   Error gemm(const onnx::NodeProto &n);
   Error transpose(const onnx::NodeProto &n);
   Error reshape(const onnx::NodeProto &n);
   Error flatten(const onnx::NodeProto &n);
+  /// Squeeze's and Unsqueeze's axes: the second input from opset 13, an attribute before.
+  Expected<std::vector<int64_t>> axesInputOrAttr(const onnx::NodeProto &n);
   Error squeeze(const onnx::NodeProto &n);
   Error unsqueeze(const onnx::NodeProto &n);
   Error reshapeTo(const onnx::NodeProto &n, Value input, ArrayRef<int64_t> dims);
@@ -648,6 +677,158 @@ template <typename Op> Error GraphImporter::unary(const onnx::NodeProto &n) {
   return define(n, 0, create<Op>(n, x.getType(), x));
 }
 
+Error GraphImporter::checkBinaryOperands(const onnx::NodeProto &n, Value a, Value b, bool allowBool) {
+  Type elt = typeOf(a).getElementType();
+  if (elt != typeOf(b).getElementType())
+    return nodeUnsupported(n, "operands of different element types are not supported");
+  if (!isFloat(elt) && !elt.isInteger(32) && !elt.isInteger(64) && !(allowBool && elt.isInteger(1)))
+    return nodeUnsupported(n, "element type is not supported");
+  if (!shape::broadcast(typeOf(a).getShape(), typeOf(b).getShape()))
+    return nodeInvalid(n, "operand shapes " + shape::str(typeOf(a).getShape()) + " and " +
+                              shape::str(typeOf(b).getShape()) + " do not broadcast");
+  return Error::success();
+}
+
+/// Max, Min and Sum of any number of inputs: a chain of binary ops.
+template <typename Op> Expected<Value> GraphImporter::chain(const onnx::NodeProto &n) {
+  TRY_ASSIGN(result, value(n, 0));
+  for (int i = 1; i < n.input_size(); ++i) {
+    TRY_ASSIGN(next, value(n, i));
+    if (auto err = checkBinaryOperands(n, result, next))
+      return std::move(err);
+    result = broadcast<Op>(n, result, next);
+  }
+  return result;
+}
+
+template <typename Op> Error GraphImporter::variadic(const onnx::NodeProto &n) {
+  TRY_ASSIGN(result, chain<Op>(n));
+  return define(n, 0, result);
+}
+
+Error GraphImporter::mean(const onnx::NodeProto &n) {
+  TRY_ASSIGN(sum, chain<AddOp>(n));
+  if (!isFloat(typeOf(sum).getElementType()))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  return define(n, 0, broadcast<DivOp>(n, sum, scalar(n, typeOf(sum).getElementType(), n.input_size())));
+}
+
+Error GraphImporter::mod(const onnx::NodeProto &n) {
+  TRY_ASSIGN(a, value(n, 0));
+  TRY_ASSIGN(b, value(n, 1));
+  if (auto err = checkBinaryOperands(n, a, b))
+    return err;
+  bool fmod = intAttr(n, "fmod", 0) != 0;
+  if (!fmod && isFloat(typeOf(a).getElementType()))
+    return nodeInvalid(n, "a float Mod needs fmod = 1");
+  auto dims = *shape::broadcast(typeOf(a).getShape(), typeOf(b).getShape());
+  return define(n, 0, create<ModOp>(n, RankedTensorType::get(dims, typeOf(a).getElementType()), a, b, fmod));
+}
+
+Error GraphImporter::clip(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  Type elt = typeOf(x).getElementType();
+  // The bounds: inputs from opset 11 (each optional), attributes before.
+  auto bound = [&](int i, const char *attr) -> Expected<Value> {
+    if (opset < 11) {
+      const auto *a = findAttr(n, attr);
+      return a ? scalar(n, elt, a->f()) : Value();
+    }
+    if (!hasInput(n, i))
+      return Value();
+    TRY_ASSIGN(v, value(n, i));
+    if (typeOf(v).getRank() != 0 && typeOf(v).getNumElements() != 1)
+      return nodeInvalid(n, "'" + n.input(i) + "' must be a scalar");
+    if (auto err = checkBinaryOperands(n, x, v))
+      return std::move(err);
+    return v;
+  };
+  TRY_ASSIGN(low, bound(1, "min"));
+  TRY_ASSIGN(high, bound(2, "max"));
+  Value y = x;
+  if (low)
+    y = broadcast<MaxOp>(n, y, low);
+  if (high)
+    y = broadcast<MinOp>(n, y, high);
+  return define(n, 0, y);
+}
+
+Error GraphImporter::compare(const onnx::NodeProto &n, StringRef predicate) {
+  TRY_ASSIGN(a, value(n, 0));
+  TRY_ASSIGN(b, value(n, 1));
+  bool logical = predicate == "and" || predicate == "or" || predicate == "xor";
+  if (logical && !typeOf(a).getElementType().isInteger(1))
+    return nodeInvalid(n, "expected BOOL operands");
+  if (auto err = checkBinaryOperands(n, a, b, /*allowBool=*/logical || predicate == "eq"))
+    return err;
+  return define(n, 0, compareValues(n, a, b, predicate));
+}
+
+Error GraphImporter::logicalNot(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  if (!typeOf(x).getElementType().isInteger(1))
+    return nodeInvalid(n, "expected a BOOL operand");
+  auto falseType = RankedTensorType::get({}, builder.getI1Type());
+  Value no = create<ConstantOp>(n, falseType, DenseElementsAttr::get(falseType, false));
+  return define(n, 0, compareValues(n, x, no, "eq"));
+}
+
+Error GraphImporter::isNaN(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  if (!isFloat(typeOf(x).getElementType()))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  return define(n, 0, compareValues(n, x, x, "ne")); // only NaN differs from itself
+}
+
+Error GraphImporter::isInf(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  Type elt = typeOf(x).getElementType();
+  if (!isFloat(elt))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  Value positive = compareValues(n, x, scalar(n, elt, INFINITY), "eq");
+  Value negative = compareValues(n, x, scalar(n, elt, -INFINITY), "eq");
+  bool wantPositive = intAttr(n, "detect_positive", 1) != 0, wantNegative = intAttr(n, "detect_negative", 1) != 0;
+  if (wantPositive && wantNegative)
+    return define(n, 0, compareValues(n, positive, negative, "or"));
+  if (wantPositive || wantNegative)
+    return define(n, 0, wantPositive ? positive : negative);
+  auto type = RankedTensorType::get(typeOf(x).getShape(), builder.getI1Type());
+  return define(n, 0, create<ConstantOp>(n, type, DenseElementsAttr::get(type, false)));
+}
+
+Error GraphImporter::leakyRelu(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  Type elt = typeOf(x).getElementType();
+  if (!isFloat(elt))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  Value positive = compareValues(n, x, scalar(n, elt, 0.0), "ge");
+  Value scaled = broadcast<MulOp>(n, x, scalar(n, elt, floatAttr(n, "alpha", 0.01f)));
+  return define(n, 0, create<WhereOp>(n, x.getType(), positive, x, scaled));
+}
+
+/// max(0, min(1, alpha * x + beta)): HardSigmoid, and HardSwish's gate with alpha 1/6, beta 1/2.
+static Value hardSigmoidOf(OpBuilder &b, Location loc, Value x, float alpha, float beta) {
+  Type elt = llvm::cast<RankedTensorType>(x.getType()).getElementType();
+  Value affine = broadcastBinary<AddOp>(b, loc, broadcastBinary<MulOp>(b, loc, x, scalarConstant(b, loc, elt, alpha)),
+                                        scalarConstant(b, loc, elt, beta));
+  Value upper = broadcastBinary<MinOp>(b, loc, affine, scalarConstant(b, loc, elt, 1.0));
+  return broadcastBinary<MaxOp>(b, loc, upper, scalarConstant(b, loc, elt, 0.0));
+}
+
+Error GraphImporter::hardSigmoid(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  if (!isFloat(typeOf(x).getElementType()))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  return define(n, 0, hardSigmoidOf(builder, loc(n), x, floatAttr(n, "alpha", 0.2f), floatAttr(n, "beta", 0.5f)));
+}
+
+Error GraphImporter::hardSwish(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  if (!isFloat(typeOf(x).getElementType()))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  return define(n, 0, broadcast<MulOp>(n, x, hardSigmoidOf(builder, loc(n), x, 1.0f / 6, 0.5f)));
+}
+
 Error GraphImporter::gelu(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
   if (!isFloat(typeOf(x).getElementType()))
@@ -663,8 +844,19 @@ template <typename Op> Error GraphImporter::softmaxLike(const onnx::NodeProto &n
   TRY_ASSIGN(x, value(n, 0));
   if (!isFloat(typeOf(x).getElementType()))
     return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
-  TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", -1), typeOf(x).getRank()));
-  return define(n, 0, create<Op>(n, x.getType(), x, axis));
+  auto in = typeOf(x);
+  if (opset >= 13) {
+    TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", -1), in.getRank()));
+    return define(n, 0, create<Op>(n, x.getType(), x, axis));
+  }
+  // Before opset 13 the input is coerced to 2-D at `axis` (default 1) and normalized over the second dim.
+  TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", 1), std::max<int64_t>(in.getRank(), 1)));
+  int64_t rows = 1, cols = 1;
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    (d < axis ? rows : cols) *= in.getDimSize(d);
+  auto flat = create<ReshapeOp>(n, RankedTensorType::get({rows, cols}, in.getElementType()), x);
+  auto normalized = create<Op>(n, flat.getType(), flat, 1);
+  return define(n, 0, create<ReshapeOp>(n, in, normalized));
 }
 
 Error GraphImporter::layerNorm(const onnx::NodeProto &n) {
@@ -704,7 +896,7 @@ template <typename Op> Error GraphImporter::reduction(const onnx::NodeProto &n) 
   if (!isFloat(elt) && !elt.isInteger(32) && !elt.isInteger(64))
     return nodeUnsupported(n, "element type is not supported");
   // ReduceSum takes axes as an input from opset 13, ReduceMean from opset 18; before, an attribute.
-  bool axesIsInput = std::is_same_v<Op, ReduceSumOp> || opset >= 18;
+  bool axesIsInput = opset >= (std::is_same_v<Op, ReduceSumOp> ? 13 : 18);
   std::vector<int64_t> axes;
   if (axesIsInput && hasInput(n, 1)) {
     TRY_ASSIGN(a, constInts(n, 1));
@@ -856,14 +1048,17 @@ Error GraphImporter::flatten(const onnx::NodeProto &n) {
   return reshapeTo(n, x, {outer, outer ? in.getNumElements() / outer : 0});
 }
 
+Expected<std::vector<int64_t>> GraphImporter::axesInputOrAttr(const onnx::NodeProto &n) {
+  if (opset >= 13)
+    return hasInput(n, 1) ? constInts(n, 1) : std::vector<int64_t>{};
+  const auto *a = findAttr(n, "axes");
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
+}
+
 Error GraphImporter::squeeze(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
   auto in = typeOf(x);
-  std::vector<int64_t> axes;
-  if (hasInput(n, 1)) {
-    TRY_ASSIGN(a, constInts(n, 1));
-    axes = a;
-  }
+  TRY_ASSIGN(axes, axesInputOrAttr(n));
   for (auto &a : axes) {
     TRY_ASSIGN(norm, normalizeAxis(n, a, in.getRank()));
     a = norm;
@@ -881,7 +1076,7 @@ Error GraphImporter::squeeze(const onnx::NodeProto &n) {
 
 Error GraphImporter::unsqueeze(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
-  TRY_ASSIGN(axes, constInts(n, 1));
+  TRY_ASSIGN(axes, axesInputOrAttr(n));
   auto in = typeOf(x);
   int64_t rank = in.getRank() + axes.size();
   for (auto &a : axes) {
@@ -966,19 +1161,31 @@ Error GraphImporter::split(const onnx::NodeProto &n) {
 
 Error GraphImporter::slice(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
-  TRY_ASSIGN(starts, constInts(n, 1));
-  TRY_ASSIGN(ends, constInts(n, 2));
+  // Before opset 10, starts, ends and axes are attributes and there are no steps.
+  auto ints = [&](int i, const char *attr) -> Expected<std::vector<int64_t>> {
+    if (opset >= 10)
+      return constInts(n, i);
+    const auto *a = findAttr(n, attr);
+    if (!a)
+      return nodeInvalid(n, "missing required attribute '" + llvm::Twine(attr) + "'");
+    return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+  };
+  TRY_ASSIGN(starts, ints(1, "starts"));
+  TRY_ASSIGN(ends, ints(2, "ends"));
   auto in = typeOf(x);
   int64_t rank = in.getRank();
   std::vector<int64_t> axes, steps(starts.size(), 1);
-  if (hasInput(n, 3)) {
+  if (opset < 10 && findAttr(n, "axes")) {
+    TRY_ASSIGN(a, ints(3, "axes"));
+    axes = a;
+  } else if (opset >= 10 && hasInput(n, 3)) {
     TRY_ASSIGN(a, constInts(n, 3));
     axes = a;
   } else {
     for (size_t i = 0; i < starts.size(); ++i)
       axes.push_back(i);
   }
-  if (hasInput(n, 4)) {
+  if (opset >= 10 && hasInput(n, 4)) {
     TRY_ASSIGN(s, constInts(n, 4));
     steps = s;
   }
@@ -1144,6 +1351,29 @@ const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
       {"Mul", &G::binary<MulOp>},
       {"Div", &G::binary<DivOp>},
       {"Pow", &G::binary<PowOp>},
+      {"Max", &G::variadic<MaxOp>},
+      {"Min", &G::variadic<MinOp>},
+      {"Sum", &G::variadic<AddOp>},
+      {"Mean", &G::mean},
+      {"Mod", &G::mod},
+      {"Clip", &G::clip},
+      {"Equal", [](G &g, const onnx::NodeProto &n) { return g.compare(n, "eq"); }},
+      {"Less", [](G &g, const onnx::NodeProto &n) { return g.compare(n, "lt"); }},
+      {"LessOrEqual", [](G &g, const onnx::NodeProto &n) { return g.compare(n, "le"); }},
+      {"Greater", [](G &g, const onnx::NodeProto &n) { return g.compare(n, "gt"); }},
+      {"GreaterOrEqual", [](G &g, const onnx::NodeProto &n) { return g.compare(n, "ge"); }},
+      {"And", [](G &g, const onnx::NodeProto &n) { return g.compare(n, "and"); }},
+      {"Or", [](G &g, const onnx::NodeProto &n) { return g.compare(n, "or"); }},
+      {"Xor", [](G &g, const onnx::NodeProto &n) { return g.compare(n, "xor"); }},
+      {"Not", &G::logicalNot},
+      {"IsNaN", &G::isNaN},
+      {"IsInf", &G::isInf},
+      {"Exp", &G::unary<ExpOp>},
+      {"Abs", &G::unary<AbsOp>},
+      {"Sign", &G::unary<SignOp>},
+      {"LeakyRelu", &G::leakyRelu},
+      {"HardSigmoid", &G::hardSigmoid},
+      {"HardSwish", &G::hardSwish},
       {"Relu", &G::unary<ReluOp>},
       {"Tanh", &G::unary<TanhOp>},
       {"Sigmoid", &G::unary<SigmoidOp>},

@@ -66,11 +66,13 @@ struct ImportedModel {
 llvm::Expected<ImportedModel> importOnnxFile(mlir::MLIRContext &context, llvm::StringRef path,
                                              const ImportOptions &options = {});
 
-/// The ONNX operator types the importer accepts (default domain, opsets 13-21).
+/// The ONNX operator types the importer accepts (default domain, opsets 7-21).
 std::vector<std::string> supportedOnnxOps();
 
-/// Opsets of the default ONNX domain the importer accepts.
-inline constexpr int64_t kMinOpset = 13, kMaxOpset = 21;
+/// Opsets of the default ONNX domain the importer accepts: from 7, where elementwise ops took numpy
+/// broadcasting; the importers read each operator's older form (attributes that became inputs,
+/// Softmax's 2-D coercion before 13).
+inline constexpr int64_t kMinOpset = 7, kMaxOpset = 21;
 
 } // namespace tec
 

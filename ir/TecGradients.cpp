@@ -120,6 +120,28 @@ LogicalResult PowOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImp
   return success();
 }
 
+/// Max and Min route dy to the operand they chose; a tie goes to lhs, so Clip (Max then Min with the
+/// bounds on the right) passes dy at a bound as torch.clamp does.
+static void selectGradients(OpBuilder &b, Location loc, Value lhs, Value rhs, Value result, StringRef predicate,
+                            Value dy, SmallVectorImpl<Value> &grads) {
+  auto type = typeOf(result);
+  auto pickType = RankedTensorType::get(type.getShape(), b.getI1Type());
+  Value pickLhs = b.create<CompareOp>(loc, pickType, lhs, rhs, b.getStringAttr(predicate));
+  Value zeros = zerosLike(b, loc, type);
+  grads.push_back(unbroadcast(b, loc, b.create<WhereOp>(loc, type, pickLhs, dy, zeros), typeOf(lhs)));
+  grads.push_back(unbroadcast(b, loc, b.create<WhereOp>(loc, type, pickLhs, zeros, dy), typeOf(rhs)));
+}
+
+LogicalResult MaxOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  selectGradients(b, getLoc(), getLhs(), getRhs(), getResult(), "ge", dys[0], grads);
+  return success();
+}
+
+LogicalResult MinOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  selectGradients(b, getLoc(), getLhs(), getRhs(), getResult(), "le", dys[0], grads);
+  return success();
+}
+
 LogicalResult ReluOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
   grads.push_back(b.create<ReluGradOp>(getLoc(), getType(), dys[0], getInput()));
   return success();

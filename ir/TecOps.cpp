@@ -4,6 +4,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <limits>
@@ -280,6 +281,29 @@ LogicalResult GeluGradOp::verify() {
   if (getApproximate() != "none" && getApproximate() != "tanh")
     return emitOpError("expected approximate 'none' or 'tanh', got '") << getApproximate() << "'";
   return success();
+}
+
+LogicalResult ModOp::verify() {
+  if (failed(verifyElementwiseBinary(*this)))
+    return failure();
+  if (!getFmod() && !getType().getElementType().isInteger())
+    return emitOpError("expected fmod = true for a float remainder, got fmod = false on ") << getType().getElementType();
+  return success();
+}
+
+LogicalResult CompareOp::verify() {
+  static const llvm::StringSet<> numeric = {"eq", "ne", "lt", "le", "gt", "ge"}, logical = {"and", "or", "xor"};
+  StringRef p = getPredicate();
+  Type lhs = getLhs().getType().getElementType(), rhs = getRhs().getType().getElementType();
+  if (!numeric.contains(p) && !logical.contains(p))
+    return emitOpError("expected predicate eq, ne, lt, le, gt, ge, and, or or xor, got '") << p << "'";
+  if (lhs != rhs)
+    return emitOpError("expected operands of one element type, got ") << lhs << " and " << rhs;
+  if (logical.contains(p) && !lhs.isInteger(1))
+    return emitOpError("expected bool operands for '") << p << "', got " << lhs;
+  if (llvm::isa<Float8E4M3FNType, Float8E5M2Type>(lhs))
+    return emitOpError("expected f32, f16, bf16, i32, i64 or i1 operands, got ") << lhs;
+  return verifyBroadcastResult(*this, getOperands());
 }
 
 LogicalResult WhereOp::verify() {

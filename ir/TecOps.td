@@ -35,8 +35,9 @@ def Tec_EpilogueAttr : DefaultValuedAttr<StrAttr, "\"none\"">;
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-class Tec_BinaryOp<string mnemonic, string onnxName, Type operandType>
-    : Tec_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
+class Tec_BinaryOp<string mnemonic, string onnxName, Type operandType,
+                   list<Trait> traits = [DeclareOpInterfaceMethods<Tec_Differentiable>]>
+    : Tec_Op<mnemonic, !listconcat([Pure], traits)> {
   let summary = "elementwise " # onnxName # " with numpy broadcasting";
   let description = !strconcat([{
     ONNX `}], onnxName, [{` (opset 13+): both operands have the same element type and broadcast
@@ -61,6 +62,44 @@ def Tec_SubOp : Tec_BinaryOp<"sub", "Sub", Tec_NumericTensor>;
 def Tec_MulOp : Tec_BinaryOp<"mul", "Mul", Tec_NumericTensor>;
 def Tec_DivOp : Tec_BinaryOp<"div", "Div", Tec_NumericTensor>;
 def Tec_PowOp : Tec_BinaryOp<"pow", "Pow", Tec_FloatTensor>;
+def Tec_MaxOp : Tec_BinaryOp<"max", "Max", Tec_NumericTensor>; // NaN propagates; the gradient goes to lhs on ties
+def Tec_MinOp : Tec_BinaryOp<"min", "Min", Tec_NumericTensor>;
+
+def Tec_ModOp : Tec_Op<"mod", [Pure]> {
+  let summary = "elementwise remainder with numpy broadcasting";
+  let description = [{
+    ONNX `Mod`: with `fmod = false` the remainder takes the divisor's sign (Python's `%`, integers only in
+    ONNX), with `fmod = true` the dividend's (C's `fmod`). A remainder by 0 is 0 for integers (undefined
+    in ONNX; it never traps). Piecewise linear with jumps, so it has no gradient.
+
+    Example:
+    ```mlir
+    %0 = tec.mod %a, %b {fmod = true} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Tec_NumericTensor:$lhs, Tec_NumericTensor:$rhs, DefaultValuedAttr<BoolAttr, "false">:$fmod);
+  let results = (outs Tec_NumericTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_CompareOp : Tec_Op<"compare", [Pure]> {
+  let summary = "elementwise comparison or logical op with numpy broadcasting, producing bool";
+  let description = [{
+    ONNX `Equal`, `Less`, `LessOrEqual`, `Greater`, `GreaterOrEqual` (`predicate` eq, lt, le, gt, ge; and
+    `ne`, which `IsNaN` is built from) on two operands of one numeric type, and `And`, `Or`, `Xor`
+    (`and`, `or`, `xor`) on bools. f16/bf16 compare exactly in f32. NaN compares unequal to everything.
+
+    Example:
+    ```mlir
+    %0 = tec.compare %a, %b {predicate = "lt"} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xi1>
+    ```
+  }];
+  let arguments = (ins Tec_Tensor:$lhs, Tec_Tensor:$rhs, StrAttr:$predicate);
+  let results = (outs Tec_BoolTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
 
 class Tec_UnaryOp<string mnemonic, string onnxName, string formula>
     : Tec_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tec_Differentiable>]> {

@@ -92,6 +92,7 @@ private:
   Status binary(const plan::Step &s);
   Status unary(const plan::Step &s);
   Status where(const plan::Step &s);
+  Status compare(const plan::Step &s);
   Status activationGrad(const plan::Step &s);
   Status lrSchedule(const plan::Step &s);
   Status oneHot(const plan::Step &s);
@@ -162,7 +163,7 @@ float *CpuBackend::floatOut(int i) {
 Status CpuBackend::binary(const plan::Step &s) {
   if (Status st = expectArity(s, 2, 2, 1); !st.ok())
     return st;
-  auto kind = binaryKind(s.kernel());
+  auto kind = binaryKind(s);
   int a = s.inputs(0), b = s.inputs(1), o = s.outputs(0);
   auto as = shape(a), bs = shape(b), os = shape(o);
   if (dtype(o) == plan::I32 || dtype(o) == plan::I64) {
@@ -293,6 +294,27 @@ Status CpuBackend::where(const plan::Step &s) {
     return Status::success();
   });
   return Status::success();
+}
+
+Status CpuBackend::compare(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  auto kind = *compareKind(attrS(s, "predicate", "")); // the plan contracts checked it
+  int a = s.inputs(0), b = s.inputs(1), o = s.outputs(0);
+  auto as = shape(a), bs = shape(b), os = shape(o);
+  auto typed = [&](auto *pa, auto *pb) {
+    emit([=, po = ptr<bool>(o)] {
+      k::compare(kind, pa, as, pb, bs, po, os);
+      return Status::success();
+    });
+    return Status::success();
+  };
+  switch (dtype(a)) {
+  case plan::I32: return typed(ptr<int32_t>(a), ptr<int32_t>(b));
+  case plan::I64: return typed(ptr<int64_t>(a), ptr<int64_t>(b));
+  case plan::BOOL: return typed(ptr<bool>(a), ptr<bool>(b));
+  default: return typed(floatIn(a), floatIn(b)); // f16/bf16 widen exactly
+  }
 }
 
 Status CpuBackend::cast(const plan::Step &s) {

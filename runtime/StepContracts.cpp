@@ -20,7 +20,9 @@ public:
   Status check() {
     static const std::unordered_map<std::string, std::function<std::string(Contract &)>> contracts = {
         {"add", &Contract::binary}, {"sub", &Contract::binary}, {"mul", &Contract::binary},
-        {"div", &Contract::binary}, {"pow", &Contract::binary}, {"relu", &Contract::unary},
+        {"div", &Contract::binary}, {"pow", &Contract::binary}, {"max", &Contract::binary},
+        {"min", &Contract::binary}, {"mod", &Contract::binary}, {"compare", &Contract::compare},
+        {"relu", &Contract::unary},
         {"tanh", &Contract::unary}, {"sigmoid", &Contract::unary}, {"erf", &Contract::unary},
         {"sqrt", &Contract::unary}, {"gelu", &Contract::unary}, {"exp", &Contract::unary},
         {"abs", &Contract::unary}, {"sign", &Contract::unary}, {"neg", &Contract::unary},
@@ -109,6 +111,18 @@ private:
       return e;
     if (dtype(in(0)) != dtype(out(0)) || dtype(in(1)) != dtype(out(0)))
       return "operands of different element types";
+    if (!broadcastsTo(shape(in(0)), shape(out(0))) || !broadcastsTo(shape(in(1)), shape(out(0))))
+      return "operands " + text(shape(in(0))) + " and " + text(shape(in(1))) + " do not broadcast to " +
+             text(shape(out(0)));
+    return "";
+  }
+  std::string compare() {
+    if (auto e = arity(2, 2, 1, 1); !e.empty())
+      return e;
+    if (dtype(in(0)) != dtype(in(1)) || dtype(out(0)) != plan::BOOL)
+      return "expected operands of one element type and a bool result";
+    if (!steps::compareKind(steps::attrS(s, "predicate", "")))
+      return "unknown predicate '" + steps::attrS(s, "predicate", "") + "'";
     if (!broadcastsTo(shape(in(0)), shape(out(0))) || !broadcastsTo(shape(in(1)), shape(out(0))))
       return "operands " + text(shape(in(0))) + " and " + text(shape(in(1))) + " do not broadcast to " +
              text(shape(out(0)));

@@ -10,6 +10,7 @@
 #include "kernels/common/Ops.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -71,16 +72,35 @@ inline Status expectArity(const plan::Step &s, int minIn, int maxIn, int outs) {
   return Status::success();
 }
 
-inline kernels::BinaryKind binaryKind(const std::string &kernel) {
-  if (kernel == "sub")
+inline kernels::BinaryKind binaryKind(const plan::Step &s) {
+  const std::string &k = s.kernel();
+  if (k == "sub")
     return kernels::BinaryKind::Sub;
-  if (kernel == "mul")
+  if (k == "mul")
     return kernels::BinaryKind::Mul;
-  if (kernel == "div")
+  if (k == "div")
     return kernels::BinaryKind::Div;
-  if (kernel == "pow")
+  if (k == "pow")
     return kernels::BinaryKind::Pow;
+  if (k == "max")
+    return kernels::BinaryKind::Max;
+  if (k == "min")
+    return kernels::BinaryKind::Min;
+  if (k == "mod")
+    return attrI(s, "fmod", 0) ? kernels::BinaryKind::FMod : kernels::BinaryKind::Mod;
   return kernels::BinaryKind::Add;
+}
+
+/// tec.compare's predicate; nullopt for an unknown one (the plan contracts refuse it).
+inline std::optional<kernels::CompareKind> compareKind(const std::string &predicate) {
+  static const std::unordered_map<std::string, kernels::CompareKind> kinds = {
+      {"eq", kernels::CompareKind::Equal},   {"ne", kernels::CompareKind::NotEqual},
+      {"lt", kernels::CompareKind::Less},    {"le", kernels::CompareKind::LessEqual},
+      {"gt", kernels::CompareKind::Greater}, {"ge", kernels::CompareKind::GreaterEqual},
+      {"and", kernels::CompareKind::And},    {"or", kernels::CompareKind::Or},
+      {"xor", kernels::CompareKind::Xor}};
+  auto it = kinds.find(predicate);
+  return it == kinds.end() ? std::nullopt : std::optional(it->second);
 }
 
 inline kernels::UnaryKind unaryKind(const plan::Step &s) {
@@ -133,7 +153,9 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
   static const std::unordered_map<std::string, Status (B::*)(const plan::Step &)> table = {
       {"add", &B::binary},         {"sub", &B::binary},
       {"mul", &B::binary},         {"div", &B::binary},
-      {"pow", &B::binary},         {"relu", &B::unary},
+      {"pow", &B::binary},         {"max", &B::binary},
+      {"min", &B::binary},         {"mod", &B::binary},
+      {"compare", &B::compare},    {"relu", &B::unary},
       {"tanh", &B::unary},         {"sigmoid", &B::unary},
       {"erf", &B::unary},          {"sqrt", &B::unary},
       {"gelu", &B::unary},         {"exp", &B::unary},

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace tec::kernels {
 
@@ -27,7 +28,11 @@ TEC_HOST_DEVICE size_t elementBytes(ElementType type) {
   return 0;
 }
 
-enum class BinaryKind { Add, Sub, Mul, Div, Pow };
+/// Arithmetic binary ops. Mod is Python's (the result takes the divisor's sign), FMod C's fmod (the
+/// dividend's): ONNX Mod with fmod = 0 and 1.
+enum class BinaryKind { Add, Sub, Mul, Div, Pow, Max, Min, Mod, FMod };
+/// Binary ops with a bool result: comparisons of numbers, and the logical ops of bools.
+enum class CompareKind { Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual, And, Or, Xor };
 enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Exp, Abs, Sign, Gelu, GeluTanh, Neg, Reciprocal, Log, Sin, Cos,
                        Softplus, Floor, Ceil };
 /// dx = dy * act'(x) for the activations with a backward kernel.
@@ -67,7 +72,8 @@ TEC_HOST_DEVICE float applyActivationGrad(ActivationGradKind kind, float dy, flo
   return dy;
 }
 
-/// Float binary ops; x*x for a power of 2 because powf need not be correctly rounded there.
+/// Float binary ops; x*x for a power of 2 because powf need not be correctly rounded there. Max and Min
+/// propagate NaN, as numpy's maximum/minimum and ONNX's reference do.
 TEC_HOST_DEVICE float applyBinary(BinaryKind kind, float a, float b) {
   switch (kind) {
   case BinaryKind::Add: return a + b;
@@ -75,8 +81,53 @@ TEC_HOST_DEVICE float applyBinary(BinaryKind kind, float a, float b) {
   case BinaryKind::Mul: return a * b;
   case BinaryKind::Div: return a / b;
   case BinaryKind::Pow: return b == 2.0f ? a * a : powf(a, b);
+  case BinaryKind::Max: return (a > b || a != a) ? a : b;
+  case BinaryKind::Min: return (a < b || a != a) ? a : b;
+  case BinaryKind::FMod: return fmodf(a, b);
+  case BinaryKind::Mod: {
+    const float r = fmodf(a, b);
+    return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+  }
   }
   return a;
+}
+
+/// Integer binary ops. Division and remainder by 0 give 0 (undefined in ONNX: never trap), and so does
+/// the one quotient that overflows (the type's minimum over -1) without trapping: it wraps.
+template <typename T> TEC_HOST_DEVICE T applyIntBinary(BinaryKind kind, T x, T y) {
+  using U = typename std::make_unsigned<T>::type;
+  switch (kind) {
+  case BinaryKind::Add: return static_cast<T>(static_cast<U>(x) + static_cast<U>(y));
+  case BinaryKind::Sub: return static_cast<T>(static_cast<U>(x) - static_cast<U>(y));
+  case BinaryKind::Mul: return static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
+  case BinaryKind::Div: return y == 0 ? T(0) : y == -1 ? static_cast<T>(U(0) - static_cast<U>(x)) : T(x / y);
+  case BinaryKind::Pow: return static_cast<T>(pow(static_cast<double>(x), static_cast<double>(y)));
+  case BinaryKind::Max: return x > y ? x : y;
+  case BinaryKind::Min: return x < y ? x : y;
+  case BinaryKind::FMod: return (y == 0 || y == -1) ? T(0) : T(x % y);
+  case BinaryKind::Mod: {
+    if (y == 0 || y == -1)
+      return T(0);
+    const T r = x % y;
+    return (r != 0 && ((r < 0) != (y < 0))) ? T(r + y) : r;
+  }
+  }
+  return x;
+}
+
+template <typename T> TEC_HOST_DEVICE bool applyCompare(CompareKind kind, T a, T b) {
+  switch (kind) {
+  case CompareKind::Equal: return a == b;
+  case CompareKind::NotEqual: return !(a == b);
+  case CompareKind::Less: return a < b;
+  case CompareKind::LessEqual: return a <= b;
+  case CompareKind::Greater: return a > b;
+  case CompareKind::GreaterEqual: return a >= b;
+  case CompareKind::And: return a && b;
+  case CompareKind::Or: return a || b;
+  case CompareKind::Xor: return !a != !b;
+  }
+  return false;
 }
 
 /// The loss-scale update of mixed-precision training (tec.loss_scale_update): grow after `interval`

@@ -69,8 +69,8 @@ void forEachBroadcastRow(const Shape &out, const std::array<std::vector<int64_t>
 }
 
 /// One row of a broadcast binary op; a plain function so the loop vectorizes.
-template <typename T, typename Op>
-void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, T *out, int64_t n, Op op) {
+template <typename T, typename R, typename Op>
+void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, R *out, int64_t n, Op op) {
   if (sa == 1 && sb == 1) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
@@ -86,8 +86,8 @@ void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, T *out, int64_t n
   }
 }
 
-template <typename T, typename Op>
-void binaryLoop(const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out, const Shape &outShape, Op op) {
+template <typename T, typename R, typename Op>
+void binaryLoop(const T *a, const Shape &aShape, const T *b, const Shape &bShape, R *out, const Shape &outShape, Op op) {
   const int64_t n = numElements(outShape);
   if (aShape == outShape && (bShape == outShape || numElements(bShape) == 1)) {
     const int64_t sb = bShape == outShape ? 1 : 0;
@@ -112,29 +112,40 @@ void binaryLoop(const T *a, const Shape &aShape, const T *b, const Shape &bShape
 template <typename T>
 void binary(BinaryKind kind, const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
             const Shape &outShape) {
+  // One specialized loop per common kind (so it vectorizes); the rest through the shared math.
+  auto apply = [kind](T x, T y) {
+    if constexpr (std::is_integral_v<T>)
+      return applyIntBinary(kind, x, y);
+    else
+      return applyBinary(kind, x, y);
+  };
   switch (kind) {
   case BinaryKind::Add: return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return T(x + y); });
   case BinaryKind::Sub: return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return T(x - y); });
   case BinaryKind::Mul: return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return T(x * y); });
   case BinaryKind::Div:
-    return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) {
-      if constexpr (std::is_integral_v<T>)
-        return y == 0 ? T(0) : T(x / y); // integer division by zero is undefined in ONNX; never trap
-      else
-        return T(x / y);
-    });
-  case BinaryKind::Pow:
-    return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) {
-      if constexpr (std::is_same_v<T, float>) {
-        if (y == 2.0f) // x*x is exact where powf may not be correctly rounded
-          return x * x;
-        return std::pow(x, y);
-      } else {
-        return T(std::pow(static_cast<double>(x), static_cast<double>(y)));
-      }
-    });
+    if constexpr (std::is_integral_v<T>)
+      return binaryLoop(a, aShape, b, bShape, out, outShape, apply);
+    else
+      return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return T(x / y); });
+  default: return binaryLoop(a, aShape, b, bShape, out, outShape, apply);
   }
 }
+
+template <typename T>
+void compare(CompareKind kind, const T *a, const Shape &aShape, const T *b, const Shape &bShape, bool *out,
+             const Shape &outShape) {
+  binaryLoop(a, aShape, b, bShape, out, outShape, [kind](T x, T y) { return applyCompare(kind, x, y); });
+}
+
+template void compare<float>(CompareKind, const float *, const Shape &, const float *, const Shape &, bool *,
+                             const Shape &);
+template void compare<int32_t>(CompareKind, const int32_t *, const Shape &, const int32_t *, const Shape &, bool *,
+                               const Shape &);
+template void compare<int64_t>(CompareKind, const int64_t *, const Shape &, const int64_t *, const Shape &, bool *,
+                               const Shape &);
+template void compare<bool>(CompareKind, const bool *, const Shape &, const bool *, const Shape &, bool *,
+                            const Shape &);
 
 template void binary<float>(BinaryKind, const float *, const Shape &, const float *, const Shape &, float *, const Shape &);
 template void binary<int32_t>(BinaryKind, const int32_t *, const Shape &, const int32_t *, const Shape &, int32_t *,

@@ -20,6 +20,7 @@ int64_t numElements(const Shape &shape);
 
 using kernels::ActivationGradKind;
 using kernels::BinaryKind;
+using kernels::CompareKind;
 using kernels::ElementType;
 using kernels::OptimizerParams;
 using kernels::elementBytes;
@@ -33,6 +34,11 @@ void setThreads(int threads);
 template <typename T>
 void binary(BinaryKind kind, const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
             const Shape &outShape);
+
+/// A comparison or logical op with a bool result; T is float, int32_t, int64_t or bool.
+template <typename T>
+void compare(CompareKind kind, const T *a, const Shape &aShape, const T *b, const Shape &bShape, bool *out,
+             const Shape &outShape);
 
 void unary(UnaryKind kind, const float *x, float *y, int64_t n);
 

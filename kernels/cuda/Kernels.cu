@@ -68,17 +68,21 @@ __global__ void binaryFloat(BinaryKind kind, ConstRef a, Strided as, ConstRef b,
 template <bool Contiguous, typename T>
 __global__ void binaryInt(BinaryKind kind, const T *a, Strided as, const T *b, Strided bs, T *out, Extent extent,
                           int64_t n) {
+  TEC_GRID_LOOP(i, n) { out[i] = applyIntBinary(kind, a[at<Contiguous>(extent, as, i)], b[at<Contiguous>(extent, bs, i)]); }
+}
+
+template <bool Contiguous, typename T>
+__global__ void compareKernel(CompareKind kind, const T *a, Strided as, const T *b, Strided bs, bool *out,
+                              Extent extent, int64_t n) {
+  TEC_GRID_LOOP(i, n) { out[i] = applyCompare(kind, a[at<Contiguous>(extent, as, i)], b[at<Contiguous>(extent, bs, i)]); }
+}
+
+/// Comparisons of f16/bf16 widen to f32 (exact), so one float instance serves all float types.
+template <bool Contiguous>
+__global__ void compareFloat(CompareKind kind, ConstRef a, Strided as, ConstRef b, Strided bs, bool *out,
+                             Extent extent, int64_t n) {
   TEC_GRID_LOOP(i, n) {
-    const T x = a[at<Contiguous>(extent, as, i)], y = b[at<Contiguous>(extent, bs, i)];
-    T r = 0;
-    switch (kind) {
-    case BinaryKind::Add: r = x + y; break;
-    case BinaryKind::Sub: r = x - y; break;
-    case BinaryKind::Mul: r = x * y; break;
-    case BinaryKind::Div: r = y == 0 ? T(0) : T(x / y); break; // undefined in ONNX; never trap
-    case BinaryKind::Pow: r = static_cast<T>(pow(static_cast<double>(x), static_cast<double>(y))); break;
-    }
-    out[i] = r;
+    out[i] = applyCompare(kind, load(a, at<Contiguous>(extent, as, i)), load(b, at<Contiguous>(extent, bs, i)));
   }
 }
 
@@ -414,6 +418,37 @@ void binary(BinaryKind kind, const void *a, Strided as, const void *b, Strided b
     else
       binaryFloat<kFlat><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, ConstRef{a, type}, as,
                                                                           ConstRef{b, type}, bs, Ref{out, type}, e, n);
+  };
+  if (contiguous)
+    launch(std::true_type{});
+  else
+    launch(std::false_type{});
+}
+
+void compare(CompareKind kind, const void *a, Strided as, const void *b, Strided bs, bool *out,
+             const Extent &extent, ElementType type, void *stream) {
+  const int64_t n = count(extent);
+  if (n == 0)
+    return;
+  Extent e = extent;
+  coalesce(e, {&as, &bs});
+  const bool contiguous = isContiguous(e, as) && isContiguous(e, bs);
+  auto launch = [&](auto flat) {
+    constexpr bool kFlat = decltype(flat)::value;
+    auto typed = [&](auto *pa) {
+      using T = std::remove_const_t<std::remove_pointer_t<decltype(pa)>>;
+      compareKernel<kFlat><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+          kind, static_cast<const T *>(a), as, static_cast<const T *>(b), bs, out, e, n);
+    };
+    if (type == ElementType::I32)
+      typed(static_cast<const int32_t *>(nullptr));
+    else if (type == ElementType::I64)
+      typed(static_cast<const int64_t *>(nullptr));
+    else if (type == ElementType::Bool)
+      typed(static_cast<const bool *>(nullptr));
+    else
+      compareFloat<kFlat><<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, ConstRef{a, type}, as,
+                                                                           ConstRef{b, type}, bs, out, e, n);
   };
   if (contiguous)
     launch(std::true_type{});

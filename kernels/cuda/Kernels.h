@@ -31,6 +31,9 @@ struct ConstRef {
 /// out = a (op) b over `extent`. Float types compute in f32; I32/I64 in their own type.
 void binary(BinaryKind kind, const void *a, Strided as, const void *b, Strided bs, void *out, const Extent &extent,
             ElementType type, void *stream);
+/// out = a (op) b as bools over `extent`; `type` is the operands' (float types compare in f32).
+void compare(CompareKind kind, const void *a, Strided as, const void *b, Strided bs, bool *out, const Extent &extent,
+             ElementType type, void *stream);
 void unary(UnaryKind kind, ConstRef x, Ref y, int64_t n, void *stream);
 void activationGrad(ActivationGradKind kind, ConstRef dy, ConstRef x, Ref dx, int64_t n, void *stream);
 void where(const bool *cond, Strided cs, const void *x, Strided xs, const void *y, Strided ys, void *out,

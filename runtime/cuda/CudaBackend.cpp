@@ -295,6 +295,7 @@ private:
   Status binary(const plan::Step &s);
   Status unary(const plan::Step &s);
   Status where(const plan::Step &s);
+  Status compare(const plan::Step &s);
   Status activationGrad(const plan::Step &s);
   Status lrSchedule(const plan::Step &s);
   Status oneHot(const plan::Step &s);
@@ -426,10 +427,27 @@ Status CudaBackend::binary(const plan::Step &s) {
   if (Status st = extentOf(s, shape(o), extent); !st.ok())
     return st;
   auto as = kc::broadcastOperand(shape(a), shape(o)), bs = kc::broadcastOperand(shape(b), shape(o));
-  auto kind = binaryKind(s.kernel());
+  auto kind = binaryKind(s);
   auto t = type(o);
   emit([=](const Context &c) {
     c.k->binary(kind, c.at(slot(a)), as, c.at(slot(b)), bs, c.at(slot(o)), extent, t);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::compare(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  int a = s.inputs(0), b = s.inputs(1), o = s.outputs(0);
+  kc::Extent extent;
+  if (Status st = extentOf(s, shape(o), extent); !st.ok())
+    return st;
+  auto as = kc::broadcastOperand(shape(a), shape(o)), bs = kc::broadcastOperand(shape(b), shape(o));
+  auto kind = *compareKind(attrS(s, "predicate", "")); // the plan contracts checked it
+  auto t = type(a);
+  emit([=](const Context &c) {
+    c.k->compare(kind, c.at(slot(a)), as, c.at(slot(b)), bs, static_cast<bool *>(c.at(slot(o))), extent, t);
     return Status::success();
   });
   return Status::success();

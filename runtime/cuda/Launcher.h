@@ -17,6 +17,7 @@ namespace tec::cuda {
 namespace kc = kernels::cuda;
 using kernels::ActivationGradKind;
 using kernels::BinaryKind;
+using kernels::CompareKind;
 using kernels::ElementType;
 using kernels::Epilogue;
 using kernels::Fp8Format;
@@ -28,6 +29,8 @@ public:
   virtual ~Launcher() = default;
   virtual void binary(BinaryKind kind, const void *a, kc::Strided as, const void *b, kc::Strided bs, void *out,
                       const kc::Extent &extent, ElementType type) = 0;
+  virtual void compare(CompareKind kind, const void *a, kc::Strided as, const void *b, kc::Strided bs, bool *out,
+                       const kc::Extent &extent, ElementType type) = 0;
   virtual void unary(UnaryKind kind, kc::ConstRef x, kc::Ref y, int64_t n) = 0;
   virtual void activationGrad(ActivationGradKind kind, kc::ConstRef dy, kc::ConstRef x, kc::Ref dx, int64_t n) = 0;
   virtual void where(const bool *cond, kc::Strided cs, const void *x, kc::Strided xs, const void *y, kc::Strided ys,

@@ -18,6 +18,10 @@ public:
               const kc::Extent &extent, ElementType type) override {
     kc::binary(kind, a, as, b, bs, out, extent, type, stream);
   }
+  void compare(CompareKind kind, const void *a, kc::Strided as, const void *b, kc::Strided bs, bool *out,
+               const kc::Extent &extent, ElementType type) override {
+    kc::compare(kind, a, as, b, bs, out, extent, type, stream);
+  }
   void unary(UnaryKind kind, kc::ConstRef x, kc::Ref y, int64_t n) override { kc::unary(kind, x, y, n, stream); }
   void activationGrad(ActivationGradKind kind, kc::ConstRef dy, kc::ConstRef x, kc::Ref dx, int64_t n) override {
     kc::activationGrad(kind, dy, x, dx, n, stream);
@@ -130,9 +134,16 @@ public:
 
   void binary(BinaryKind kind, const void *a, kc::Strided as, const void *b, kc::Strided bs, void *out,
               const kc::Extent &extent, ElementType type) override {
-    static const char *kinds[] = {"Add", "Sub", "Mul", "Div", "Pow"};
+    static const char *kinds[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "FMod"};
     call("kc::binary", {enumValue("BinaryKind", kinds, kind), ptr(a), strided(as, extent), ptr(b), strided(bs, extent),
                         ptr(out), extentText(extent), elementType(type)});
+  }
+  void compare(CompareKind kind, const void *a, kc::Strided as, const void *b, kc::Strided bs, bool *out,
+               const kc::Extent &extent, ElementType type) override {
+    static const char *kinds[] = {"Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "And", "Or",
+                                  "Xor"};
+    call("kc::compare", {enumValue("CompareKind", kinds, kind), ptr(a), strided(as, extent), ptr(b),
+                         strided(bs, extent), "(bool *)" + ptr(out), extentText(extent), elementType(type)});
   }
   void unary(UnaryKind kind, kc::ConstRef x, kc::Ref y, int64_t n) override {
     static const char *kinds[] = {"Relu", "Tanh", "Sigmoid", "Erf", "Sqrt",       "Exp", "Abs", "Sign",

@@ -157,6 +157,23 @@ void buildCases() {
   add("pow_square", Builder("pow").in(F32, {300}).in(F32, {1}, "two").out(F32, {300}), kF32);
   add("add_i32", Builder("add").in(I32, {7, 9}, "labels").in(I32, {9}, "labels").out(I32, {7, 9}), kExact);
   add("div_i64", Builder("div").in(I64, {50}, "labels").in(I64, {50}, "labels").out(I64, {50}), kExact);
+  for (const char *op : {"max", "min"})
+    add(std::string(op) + "_broadcast", Builder(op).in(F32, {4, 1, 33}).in(F32, {5, 33}).out(F32, {4, 5, 33}), kF32);
+  add("max_i64", Builder("max").in(I64, {7, 9}, "labels").in(I64, {9}, "labels").out(I64, {7, 9}), kExact);
+  add("fmod", Builder("mod").in(F32, {300}, "wide").in(F32, {300}, "positive").out(F32, {300}).i("fmod", 1), kF32);
+  add("mod_i32", Builder("mod").in(I32, {50}, "signed").in(I32, {50}, "signed").out(I32, {50}), kExact);
+  for (const char *predicate : {"eq", "ne", "lt", "le", "gt", "ge"})
+    add(std::string("compare_") + predicate,
+        Builder("compare").in(F32, {6, 1, 33}, "integers").in(F32, {5, 33}, "integers").out(BOOL, {6, 5, 33})
+            .s("predicate", predicate),
+        kExact);
+  add("compare_i64", Builder("compare").in(I64, {40}, "labels").in(I64, {}, "labels").out(BOOL, {40})
+                         .s("predicate", "lt"), kExact);
+  add("compare_bf16", Builder("compare").in(BF16, {64}).in(BF16, {64}).out(BOOL, {64}).s("predicate", "gt"), kExact);
+  for (const char *predicate : {"and", "or", "xor"})
+    add(std::string("logical_") + predicate,
+        Builder("compare").in(BOOL, {8, 16}, "bool").in(BOOL, {16}, "bool").out(BOOL, {8, 16}).s("predicate", predicate),
+        kExact);
   for (const char *op : {"relu", "tanh", "sigmoid", "erf", "exp", "abs", "sign", "gelu", "neg", "sin", "cos", "softplus", "floor", "ceil"})
     add(op, Builder(op).in(F32, {1000}).out(F32, {1000}), kF32);
   for (const char *op : {"log", "reciprocal"})
@@ -401,15 +418,19 @@ void fill(const std::string &how, const plan::Buffer &b, void *data, std::mt1993
       return 1.0f;
     if (how == "nan")
       return i == n / 2 ? NAN : normal(rng);
+    if (how == "integers") // ties for comparisons
+      return static_cast<float>(label(rng) - 2);
     return normal(rng);
   };
+  // Integers are small positive labels, or "signed": -2..2 (remainders of both signs, and by zero).
+  auto integer = [&] { return how == "signed" ? label(rng) - 2 : label(rng) + 1; };
   for (int64_t i = 0; i < n; ++i) {
     switch (b.dtype()) {
     case plan::F32: static_cast<float *>(data)[i] = value(i); break;
     case plan::F16: static_cast<uint16_t *>(data)[i] = kernels::floatToF16(value(i)); break;
     case plan::BF16: static_cast<uint16_t *>(data)[i] = kernels::floatToBf16(value(i)); break;
-    case plan::I32: static_cast<int32_t *>(data)[i] = label(rng) + 1; break;
-    case plan::I64: static_cast<int64_t *>(data)[i] = label(rng) + 1; break;
+    case plan::I32: static_cast<int32_t *>(data)[i] = integer(); break;
+    case plan::I64: static_cast<int64_t *>(data)[i] = integer(); break;
     case plan::BOOL: static_cast<uint8_t *>(data)[i] = how == "true" ? 1 : byte(rng) & 1; break;
     default: {
       // FP8 operands: any byte but NaN codes; "fp8" keeps them moderate so products stay finite.

@@ -226,6 +226,11 @@ const GradCase kCases[] = {
        %0 = tec.log %a : tensor<4x4xf32>
        %1 = tec.reciprocal %a : tensor<4x4xf32>
        return %0, %1 : tensor<4x4xf32>, tensor<4x4xf32> })", Inputs::AtLeastOne},
+    // dy goes to the operand chosen (the clip bounds of Clip, and broadcast operands summed back).
+    {"max_min", R"(func.func @forward(%a: tensor<4x4xf32>, %b: tensor<4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+       %0 = tec.max %a, %b : (tensor<4x4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+       %1 = tec.min %a, %b : (tensor<4x4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+       return %0, %1 : tensor<4x4xf32>, tensor<4x4xf32> })"},
     // Zero gradient; the inputs stay away from integers so that differences do not cross a step.
     {"floor_ceil", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
        %0 = tec.floor %a : tensor<4x4xf32>

@@ -286,3 +286,35 @@ func.func @optimizer_update_shape(%p: tensor<4xf32>, %m: tensor<5xf32>, %lr: ten
   %0, %1 = tec.optimizer_update %p, %p : tensor<4xf32>, tensor<4xf32> moments(%m : tensor<5xf32>) lr(%lr : tensor<f32>) step(%lr : tensor<f32>) {optimizer = "sgd", momentum = 0.9 : f32} -> tensor<4xf32>, tensor<4xf32>
   return %0, %1 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+func.func @compare_unknown_predicate(%a: tensor<4xf32>) -> tensor<4xi1> {
+  // expected-error @+1 {{'tec.compare' op expected predicate eq, ne, lt, le, gt, ge, and, or or xor, got 'approx'}}
+  %0 = tec.compare %a, %a {predicate = "approx"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+func.func @compare_mixed_types(%a: tensor<4xf32>, %b: tensor<4xi64>) -> tensor<4xi1> {
+  // expected-error @+1 {{'tec.compare' op expected operands of one element type, got 'f32' and 'i64'}}
+  %0 = tec.compare %a, %b {predicate = "eq"} : (tensor<4xf32>, tensor<4xi64>) -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+func.func @logical_on_floats(%a: tensor<4xf32>) -> tensor<4xi1> {
+  // expected-error @+1 {{'tec.compare' op expected bool operands for 'and', got 'f32'}}
+  %0 = tec.compare %a, %a {predicate = "and"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+func.func @float_python_mod(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tec.mod' op expected fmod = true for a float remainder, got fmod = false on 'f32'}}
+  %0 = tec.mod %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

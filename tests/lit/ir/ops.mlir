@@ -169,3 +169,21 @@ func.func @optimizer_update(%p: tensor<4x8xf32>, %g: tensor<4x8xf32>, %m: tensor
   %p2 = tec.optimizer_update %p, %g : tensor<4x8xf32>, tensor<4x8xf32> lr(%lr : tensor<f32>) step(%t : tensor<f32>) {optimizer = "sgd"} -> tensor<4x8xf32>
   return %p1, %m1, %v1, %p2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// CHECK-LABEL: func @compare_and_select
+func.func @compare_and_select(%a: tensor<4x8xf32>, %b: tensor<8xf32>, %i: tensor<4xi64>, %j: tensor<4xi64>, %p: tensor<4x8xi1>)
+    -> (tensor<4x8xi1>, tensor<4x8xi1>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xi64>, tensor<4xi64>) {
+  // CHECK: tec.compare %{{.*}}, %{{.*}} {predicate = "lt"} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xi1>
+  %0 = tec.compare %a, %b {predicate = "lt"} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xi1>
+  // CHECK: tec.compare %{{.*}}, %{{.*}} {predicate = "xor"} : (tensor<4x8xi1>, tensor<4x8xi1>) -> tensor<4x8xi1>
+  %1 = tec.compare %0, %p {predicate = "xor"} : (tensor<4x8xi1>, tensor<4x8xi1>) -> tensor<4x8xi1>
+  // CHECK: tec.max %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %2 = tec.max %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // CHECK: tec.min
+  %3 = tec.min %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // CHECK: tec.mod %{{.*}}, %{{.*}} : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  %4 = tec.mod %i, %j : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  // CHECK: tec.mod %{{.*}}, %{{.*}} {fmod = true}
+  %5 = tec.mod %i, %j {fmod = true} : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  return %0, %1, %2, %3, %4, %5 : tensor<4x8xi1>, tensor<4x8xi1>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xi64>, tensor<4xi64>
+}
