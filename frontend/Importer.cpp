@@ -22,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <numeric>
 
 using namespace mlir;
 using llvm::Error;
@@ -154,12 +155,15 @@ private:
   Expected<int64_t> normalizeAxis(const onnx::NodeProto &n, int64_t axis, int64_t rank);
 
   template <typename Op, typename... Args>
+  /// Creates the op, or its value when its operands are constants (the ops' fold hooks): shape
+  /// arithmetic becomes constants that later shape-deciding inputs read.
   Value create(const onnx::NodeProto &node, Type type, Args &&...args) {
-    return builder.create<Op>(loc(node), type, std::forward<Args>(args)...).getResult();
+    return builder.createOrFold<Op>(loc(node), type, std::forward<Args>(args)...);
   }
   /// An elementwise op of `a` and `b` with their broadcast shape (checked by the caller).
   template <typename Op> Value broadcast(const onnx::NodeProto &node, Value a, Value b) {
-    return broadcastBinary<Op>(builder, loc(node), a, b);
+    auto dims = *shape::broadcast(typeOf(a).getShape(), typeOf(b).getShape());
+    return create<Op>(node, RankedTensorType::get(dims, typeOf(a).getElementType()), a, b);
   }
   Value compareValues(const onnx::NodeProto &node, Value a, Value b, StringRef predicate) {
     auto dims = *shape::broadcast(typeOf(a).getShape(), typeOf(b).getShape());
@@ -211,6 +215,18 @@ private:
   Error constant(const onnx::NodeProto &n);
   Error where(const onnx::NodeProto &n);
   Error expand(const onnx::NodeProto &n);
+  Error shapeOf(const onnx::NodeProto &n);
+  Error sizeOf(const onnx::NodeProto &n);
+  Error constantOfShape(const onnx::NodeProto &n);
+  Error range(const onnx::NodeProto &n);
+  Error castLike(const onnx::NodeProto &n);
+  Error trilu(const onnx::NodeProto &n);
+  /// A constant input's elements (an integer initializer, a Constant, or a value folded from them).
+  Expected<DenseElementsAttr> constElements(const onnx::NodeProto &n, int i);
+  Value int64Constant(const onnx::NodeProto &n, ArrayRef<int64_t> dims, ArrayRef<int64_t> values) {
+    auto type = RankedTensorType::get(dims, builder.getI64Type());
+    return create<ConstantOp>(n, type, DenseElementsAttr::get(type, values));
+  }
 
   MLIRContext &ctx;
   std::string path;
@@ -594,6 +610,16 @@ Expected<std::vector<int64_t>> GraphImporter::constInts(const onnx::NodeProto &n
     t = it->second;
   else if (auto it = initializers.find(name); it != initializers.end())
     t = it->second;
+  if (auto it = values.find(name); !t && it != values.end())
+    if (auto folded = it->second.getDefiningOp<ConstantOp>()) // computed from shapes and constants
+      if (auto ints = llvm::dyn_cast<DenseIntElementsAttr>(folded.getValue());
+          ints && (ints.getElementType().isInteger(64) || ints.getElementType().isInteger(32)))
+      {
+        std::vector<int64_t> result;
+        for (const APInt &v : ints.getValues<APInt>())
+          result.push_back(v.getSExtValue());
+        return result;
+      }
   if (!t)
     return nodeUnsupported(node, "input '" + name + "' must be a constant or an initializer (it decides a shape)");
   if (t->data_type() != onnx::TensorProto::INT64 && t->data_type() != onnx::TensorProto::INT32)
@@ -1343,6 +1369,121 @@ Error GraphImporter::expand(const onnx::NodeProto &n) {
   return define(n, 0, create<ExpandOp>(n, type, x));
 }
 
+// Shapes are static after import, so the shape operators are constants.
+Error GraphImporter::shapeOf(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  auto dims = typeOf(x).getShape();
+  const int64_t rank = dims.size();
+  // Opset 15's start and end: negative counts from the back, then clamped to [0, rank].
+  auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
+  int64_t start = clamp(intAttr(n, "start", 0)), end = clamp(intAttr(n, "end", rank));
+  auto kept = dims.slice(start, std::max<int64_t>(end - start, 0));
+  return define(n, 0, int64Constant(n, {static_cast<int64_t>(kept.size())}, kept));
+}
+
+Error GraphImporter::sizeOf(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  return define(n, 0, int64Constant(n, {}, {typeOf(x).getNumElements()}));
+}
+
+Expected<DenseElementsAttr> GraphImporter::constElements(const onnx::NodeProto &n, int i) {
+  TRY_ASSIGN(v, value(n, i));
+  if (auto constant = v.getDefiningOp<ConstantOp>())
+    if (auto dense = llvm::dyn_cast<DenseElementsAttr>(constant.getValue()))
+      return dense;
+  return nodeUnsupported(n, "input '" + n.input(i) + "' must be a constant (it decides a shape)");
+}
+
+Error GraphImporter::constantOfShape(const onnx::NodeProto &n) {
+  TRY_ASSIGN(dims, constInts(n, 0));
+  Type elt = builder.getF32Type();
+  Attribute element = builder.getF32FloatAttr(0.0f);
+  if (const auto *a = findAttr(n, "value")) {
+    if (auto err = checkTensorProto(a->t(), label(n) + " value"))
+      return err;
+    TRY_ASSIGN(valueType, tensorType(a->t(), label(n) + " value"));
+    if (valueType.getNumElements() != 1)
+      return nodeInvalid(n, "value must hold one element, got " + llvm::Twine(valueType.getNumElements()));
+    TRY_ASSIGN(bytes, tensorBytes(a->t(), label(n) + " value"));
+    elt = valueType.getElementType();
+    auto one = elt.isInteger(1) ? DenseElementsAttr::get(RankedTensorType::get({1}, elt), bytes[0] != 0)
+                                : DenseElementsAttr::getFromRawBuffer(RankedTensorType::get({1}, elt), bytes);
+    element = *one.value_begin<Attribute>();
+  }
+  TRY_ASSIGN(type, checkedType(n, dims, elt));
+  if (llvm::any_of(dims, [](int64_t d) { return d < 0; }))
+    return nodeInvalid(n, "dims [" + shape::str(dims) + "] must not be negative");
+  return define(n, 0, create<ConstantOp>(n, type, DenseElementsAttr::get(type, element)));
+}
+
+Error GraphImporter::range(const onnx::NodeProto &n) {
+  TRY_ASSIGN(start, constElements(n, 0));
+  TRY_ASSIGN(limit, constElements(n, 1));
+  TRY_ASSIGN(delta, constElements(n, 2));
+  Type elt = start.getElementType();
+  for (auto a : {start, limit, delta})
+    if (a.getNumElements() != 1 || a.getElementType() != elt)
+      return nodeInvalid(n, "start, limit and delta must be scalars of one element type");
+  auto scalarOf = [](DenseElementsAttr a) {
+    Attribute v = *a.value_begin<Attribute>();
+    if (auto f = llvm::dyn_cast<FloatAttr>(v))
+      return f.getValueAsDouble();
+    return static_cast<double>(llvm::cast<IntegerAttr>(v).getInt());
+  };
+  const double s = scalarOf(start), l = scalarOf(limit), d = scalarOf(delta);
+  if (d == 0)
+    return nodeInvalid(n, "delta is 0");
+  const double count = std::max(std::ceil((l - s) / d), 0.0);
+  if (!(count < (1 << 30)))
+    return nodeInvalid(n, "range of " + llvm::Twine(std::to_string(count)) + " elements is too large");
+  auto type = RankedTensorType::get({static_cast<int64_t>(count)}, elt);
+  llvm::SmallVector<Attribute> elements;
+  for (int64_t i = 0; i < type.getNumElements(); ++i) {
+    if (isFloat(elt))
+      elements.push_back(builder.getFloatAttr(elt, s + i * d));
+    else if (elt.isInteger(32) || elt.isInteger(64))
+      elements.push_back(builder.getIntegerAttr(elt, static_cast<int64_t>(s) + i * static_cast<int64_t>(d)));
+    else
+      return nodeUnsupported(n, "element type is not supported");
+  }
+  return define(n, 0, create<ConstantOp>(n, type, DenseElementsAttr::get(type, elements)));
+}
+
+Error GraphImporter::castLike(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  TRY_ASSIGN(like, value(n, 1));
+  return define(n, 0, create<CastOp>(n, RankedTensorType::get(typeOf(x).getShape(), typeOf(like).getElementType()), x));
+}
+
+/// Trilu keeps x where (column - row) is >= k (upper) or <= k (lower): a Where over a mask compared from
+/// two index vectors, which broadcasts over the batch and folds to a constant only when small.
+Error GraphImporter::trilu(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  auto type = typeOf(x);
+  if (type.getRank() < 2)
+    return nodeInvalid(n, "input must have at least 2 dims, got " + llvm::Twine(type.getRank()));
+  int64_t k = 0;
+  if (hasInput(n, 1)) {
+    TRY_ASSIGN(ks, constInts(n, 1));
+    if (ks.size() != 1)
+      return nodeInvalid(n, "k must be a scalar");
+    k = ks[0];
+  }
+  const int64_t rows = type.getDimSize(type.getRank() - 2), cols = type.getDimSize(type.getRank() - 1);
+  auto iota = [&](int64_t count) {
+    llvm::SmallVector<int64_t> v(count);
+    std::iota(v.begin(), v.end(), 0);
+    return v;
+  };
+  Value rowIndex = int64Constant(n, {rows, 1}, iota(rows)), colIndex = int64Constant(n, {1, cols}, iota(cols));
+  Value offset = broadcast<SubOp>(n, colIndex, rowIndex);
+  bool upper = intAttr(n, "upper", 1) != 0;
+  Value keep = compareValues(n, offset, int64Constant(n, {}, {k}), upper ? "ge" : "le");
+  auto zeroType = RankedTensorType::get({}, type.getElementType());
+  Value zero = create<ConstantOp>(n, zeroType, DenseElementsAttr::get(zeroType, builder.getZeroAttr(type.getElementType())));
+  return define(n, 0, create<WhereOp>(n, type, keep, x, zero));
+}
+
 const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
   using G = GraphImporter;
   static const llvm::StringMap<ImportFn> table = {
@@ -1410,6 +1551,12 @@ const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
       {"Constant", &G::constant},
       {"Where", &G::where},
       {"Expand", &G::expand},
+      {"Shape", &G::shapeOf},
+      {"Size", &G::sizeOf},
+      {"ConstantOfShape", &G::constantOfShape},
+      {"Range", &G::range},
+      {"CastLike", &G::castLike},
+      {"Trilu", &G::trilu},
   };
   return table;
 }

@@ -1,4 +1,5 @@
 #include "ir/TecOps.h"
+#include "ir/TecFolding.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -315,10 +316,6 @@ LogicalResult WhereOp::verify() {
   return verifyBroadcastResult(*this, getOperands());
 }
 
-OpFoldResult CastOp::fold(FoldAdaptor) {
-  return getInput().getType() == getType() ? getInput() : nullptr;
-}
-
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 LogicalResult LayerNormOp::verify() {
@@ -412,13 +409,6 @@ LogicalResult TransposeOp::verify() {
   return success();
 }
 
-OpFoldResult TransposeOp::fold(FoldAdaptor) {
-  for (auto [i, p] : llvm::enumerate(getPerm()))
-    if (static_cast<int64_t>(i) != p)
-      return nullptr;
-  return getInput();
-}
-
 LogicalResult ReshapeOp::verify() {
   if (failed(verifySameElementType(*this, getInput(), "input")))
     return failure();
@@ -426,10 +416,6 @@ LogicalResult ReshapeOp::verify() {
   if (in != out)
     return emitOpError("expected result with ") << in << " elements, got " << out;
   return success();
-}
-
-OpFoldResult ReshapeOp::fold(FoldAdaptor) {
-  return getInput().getType() == getType() ? getInput() : nullptr;
 }
 
 LogicalResult ExpandOp::verify() {
@@ -440,10 +426,6 @@ LogicalResult ExpandOp::verify() {
   if (!b || ArrayRef<int64_t>(*b) != out)
     return emitOpError("expected input ") << shape::str(in) << " to broadcast to " << shape::str(out);
   return success();
-}
-
-OpFoldResult ExpandOp::fold(FoldAdaptor) {
-  return getInput().getType() == getType() ? getInput() : nullptr;
 }
 
 LogicalResult ConcatOp::verify() {

@@ -52,8 +52,12 @@ class Tec_BinaryOp<string mnemonic, string onnxName, Type operandType,
   let results = (outs operandType:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
   let extraClassDefinition = [{
     ::llvm::LogicalResult $cppClass::verify() { return verifyElementwiseBinary(*this); }
+    ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor adaptor) {
+      return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs());
+    }
   }];
 }
 
@@ -81,6 +85,12 @@ def Tec_ModOp : Tec_Op<"mod", [Pure]> {
   let results = (outs Tec_NumericTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor adaptor) {
+      return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs());
+    }
+  }];
 }
 
 def Tec_CompareOp : Tec_Op<"compare", [Pure]> {
@@ -99,6 +109,7 @@ def Tec_CompareOp : Tec_Op<"compare", [Pure]> {
   let results = (outs Tec_BoolTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 class Tec_UnaryOp<string mnemonic, string onnxName, string formula>
@@ -115,6 +126,10 @@ class Tec_UnaryOp<string mnemonic, string onnxName, string formula>
   let arguments = (ins Tec_FloatTensor:$input);
   let results = (outs Tec_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor adaptor) { return foldUnary(*this, adaptor.getInput()); }
+  }];
 }
 
 def Tec_ReluOp : Tec_UnaryOp<"relu", "Relu", "max(x, 0)">;
@@ -147,6 +162,10 @@ def Tec_SignOp : Tec_Op<"sign", [Pure, SameOperandsAndResultType]> {
   let arguments = (ins Tec_FloatTensor:$input);
   let results = (outs Tec_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor adaptor) { return foldUnary(*this, adaptor.getInput()); }
+  }];
 }
 
 def Tec_GeluOp : Tec_Op<"gelu", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
@@ -183,6 +202,7 @@ def Tec_WhereOp : Tec_Op<"where", [Pure, DeclareOpInterfaceMethods<Tec_Different
   let results = (outs Tec_Tensor:$result);
   let assemblyFormat = "$condition `,` $x `,` $y attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Tec_CastOp : Tec_Op<"cast", [Pure, SameOperandsAndResultShape, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
@@ -427,6 +447,7 @@ def Tec_ConcatOp : Tec_Op<"concat", [Pure, DeclareOpInterfaceMethods<Tec_Differe
   let results = (outs Tec_Tensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Tec_SplitOp : Tec_Op<"split", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
@@ -463,6 +484,7 @@ def Tec_SliceOp : Tec_Op<"slice", [Pure]> {
   let results = (outs Tec_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Tec_GatherOp : Tec_Op<"gather", [Pure]> {
@@ -480,6 +502,7 @@ def Tec_GatherOp : Tec_Op<"gather", [Pure]> {
   let results = (outs Tec_Tensor:$result);
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -96,6 +96,37 @@ TEST(Importer, ReshapeResolvesZeroAndMinusOne) {
   EXPECT_TRUE(m->model.params.empty()) << "an INT64 shape initializer is a constant, not a param";
 }
 
+// The shape arithmetic exporters write (x.view(x.size(0), -1) with dynamic axes) is evaluated on import:
+// Shape -> Gather -> Unsqueeze -> Concat feeds Reshape as a constant; no shape op reaches the IR.
+TEST(Importer, ShapeArithmeticFoldsIntoConstants) {
+  OnnxBuilder b;
+  b.input("x", {2, 3, 4});
+  b.node("Shape", {"x"}, {"shape"});
+  b.initI64("zero", {}, {0});
+  b.node("Gather", {"shape", "zero"}, {"batch"});
+  b.initI64("axes", {1}, {0});
+  b.node("Unsqueeze", {"batch", "axes"}, {"batch1"});
+  b.initI64("rest", {1}, {-1});
+  b.node("Concat", {"batch1", "rest"}, {"target"}).add_attribute()->CopyFrom([] {
+    onnx::AttributeProto a;
+    a.set_name("axis");
+    a.set_type(onnx::AttributeProto::INT);
+    a.set_i(0);
+    return a;
+  }());
+  b.node("Reshape", {"x", "target"}, {"y"});
+  b.node("Size", {"x"}, {"count"});
+  b.output("y");
+  b.output("count");
+  auto m = importOk(b);
+  ASSERT_TRUE(m);
+  auto reshapes = m->ops<ReshapeOp>();
+  ASSERT_EQ(reshapes.size(), 1u);
+  EXPECT_EQ(shapeOf(reshapes[0].getResult()), (std::vector<int64_t>{2, 12}));
+  EXPECT_TRUE(m->ops<GatherOp>().empty() && m->ops<ConcatOp>().empty()) << m->ir();
+  EXPECT_NE(m->ir().find("dense<24> : tensor<i64>"), std::string::npos) << m->ir();
+}
+
 TEST(Importer, SqueezeUnsqueezeFlattenBecomeReshapes) {
   OnnxBuilder b;
   b.input("x", {2, 1, 3});

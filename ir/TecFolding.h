@@ -1,0 +1,19 @@
+// Compile-time evaluation shared by the tec ops' fold hooks (see TecFolding.cpp).
+#ifndef TEC_IR_TECFOLDING_H
+#define TEC_IR_TECFOLDING_H
+
+#include "ir/TecOps.h"
+
+namespace tec {
+
+/// The largest non-splat result a fold computes: shape arithmetic and small masks fold, a large
+/// constant subgraph stays ops (computed by the plan, not stored in it).
+inline constexpr int64_t kMaxFoldedElements = 1 << 16;
+
+/// The elementwise ops (Tec_UnaryOp, Tec_BinaryOp, tec.mod) on constant operands.
+mlir::OpFoldResult foldUnary(mlir::Operation *op, mlir::Attribute input);
+mlir::OpFoldResult foldBinary(mlir::Operation *op, mlir::Attribute lhs, mlir::Attribute rhs);
+
+} // namespace tec
+
+#endif
