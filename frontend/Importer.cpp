@@ -216,6 +216,12 @@ private:
   Error where(const onnx::NodeProto &n);
   Error expand(const onnx::NodeProto &n);
   Error shapeOf(const onnx::NodeProto &n);
+  Error gatherElements(const onnx::NodeProto &n);
+  Error nllLoss(const onnx::NodeProto &n);
+  Error softmaxCrossEntropy(const onnx::NodeProto &n);
+  /// NegativeLogLikelihoodLoss of log-probabilities [N, C, d...] and labels [N, d...] (the shared half of
+  /// SoftmaxCrossEntropyLoss): picked with gather_elements, so it trains.
+  Expected<Value> negativeLogLikelihood(const onnx::NodeProto &n, Value logProb, Value labels, Value weight);
   Error sizeOf(const onnx::NodeProto &n);
   Error constantOfShape(const onnx::NodeProto &n);
   Error range(const onnx::NodeProto &n);
@@ -1369,6 +1375,109 @@ Error GraphImporter::expand(const onnx::NodeProto &n) {
   return define(n, 0, create<ExpandOp>(n, type, x));
 }
 
+Error GraphImporter::gatherElements(const onnx::NodeProto &n) {
+  TRY_ASSIGN(data, value(n, 0));
+  TRY_ASSIGN(indices, value(n, 1));
+  auto d = typeOf(data), i = typeOf(indices);
+  if (!i.getElementType().isInteger(32) && !i.getElementType().isInteger(64))
+    return nodeInvalid(n, "indices must be INT32 or INT64");
+  TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", 0), d.getRank()));
+  if (i.getRank() != d.getRank())
+    return nodeInvalid(n, "indices have rank " + llvm::Twine(i.getRank()) + ", data " + llvm::Twine(d.getRank()));
+  for (int64_t k = 0; k < d.getRank(); ++k)
+    if (k != axis && i.getDimSize(k) != d.getDimSize(k))
+      return nodeUnsupported(n, "indices " + shape::str(i.getShape()) + " smaller than the data " +
+                                    shape::str(d.getShape()) + " off the axis are not supported");
+  return define(n, 0, create<GatherElementsOp>(n, RankedTensorType::get(i.getShape(), d.getElementType()), data,
+                                               indices, axis));
+}
+
+Expected<Value> GraphImporter::negativeLogLikelihood(const onnx::NodeProto &n, Value logProb, Value labels,
+                                                     Value weight) {
+  auto x = typeOf(logProb), t = typeOf(labels);
+  Type elt = x.getElementType(), index = t.getElementType();
+  if (!isFloat(elt))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  if (!index.isInteger(32) && !index.isInteger(64))
+    return nodeInvalid(n, "labels must be INT32 or INT64");
+  shape::Dims expected(x.getShape());
+  if (x.getRank() < 2 || (expected.erase(expected.begin() + 1), ArrayRef<int64_t>(expected) != t.getShape()))
+    return nodeInvalid(n, "labels " + shape::str(t.getShape()) + " do not match scores " + shape::str(x.getShape()) +
+                              " (expected [N, C, d...] and [N, d...])");
+  if (weight && (typeOf(weight).getShape() != ArrayRef<int64_t>{x.getDimSize(1)} || typeOf(weight).getElementType() != elt))
+    return nodeInvalid(n, "weight must be [" + llvm::Twine(x.getDimSize(1)) + "] of the scores' type");
+  const std::string reduction = findAttr(n, "reduction") ? findAttr(n, "reduction")->s() : "mean";
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    return nodeInvalid(n, "reduction must be 'mean', 'sum' or 'none', got '" + reduction + "'");
+  auto scalarIndex = [&](int64_t v) {
+    auto type = RankedTensorType::get({}, index);
+    return create<ConstantOp>(n, type, DenseElementsAttr::get(type, builder.getIntegerAttr(index, v)));
+  };
+  // Ignored labels pick class 0 (always valid) and count as weight 0.
+  Value valid, safe = labels;
+  if (const auto *ignore = findAttr(n, "ignore_index")) {
+    valid = compareValues(n, labels, scalarIndex(ignore->i()), "ne");
+    safe = create<WhereOp>(n, t, valid, labels, scalarIndex(0));
+  }
+  shape::Dims pickDims(t.getShape());
+  pickDims.insert(pickDims.begin() + 1, 1);
+  Value picks = create<ReshapeOp>(n, RankedTensorType::get(pickDims, index), safe);
+  Value picked = create<GatherElementsOp>(n, RankedTensorType::get(pickDims, elt), logProb, picks, 1);
+  auto lossType = RankedTensorType::get(t.getShape(), elt);
+  Value loss = create<NegOp>(n, lossType, create<ReshapeOp>(n, lossType, picked));
+  Value weights; // per label; null when every one counts 1
+  if (weight)
+    weights = create<GatherOp>(n, lossType, weight, safe, 0);
+  if (valid) {
+    Value one = scalar(n, elt, 1.0), zero = scalar(n, elt, 0.0);
+    weights = create<WhereOp>(n, lossType, valid, weights ? weights : one, zero);
+  }
+  if (weights)
+    loss = broadcast<MulOp>(n, loss, weights);
+  if (reduction == "none")
+    return loss;
+  llvm::SmallVector<int64_t> all(t.getRank());
+  std::iota(all.begin(), all.end(), 0);
+  auto scalarType = RankedTensorType::get({}, elt);
+  if (reduction == "mean" && !weights)
+    return create<ReduceMeanOp>(n, scalarType, loss, all, false);
+  Value total = create<ReduceSumOp>(n, scalarType, loss, all, false);
+  if (reduction == "sum")
+    return total;
+  return broadcast<DivOp>(n, total, create<ReduceSumOp>(n, scalarType, weights, all, false));
+}
+
+Error GraphImporter::nllLoss(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  TRY_ASSIGN(labels, value(n, 1));
+  Value weight;
+  if (hasInput(n, 2)) {
+    TRY_ASSIGN(w, value(n, 2));
+    weight = w;
+  }
+  TRY_ASSIGN(loss, negativeLogLikelihood(n, x, labels, weight));
+  return define(n, 0, loss);
+}
+
+Error GraphImporter::softmaxCrossEntropy(const onnx::NodeProto &n) {
+  TRY_ASSIGN(scores, value(n, 0));
+  TRY_ASSIGN(labels, value(n, 1));
+  Value weight;
+  if (hasInput(n, 2)) {
+    TRY_ASSIGN(w, value(n, 2));
+    weight = w;
+  }
+  if (typeOf(scores).getRank() < 2)
+    return nodeInvalid(n, "scores must be [N, C, d...], got " + shape::str(typeOf(scores).getShape()));
+  if (!isFloat(typeOf(scores).getElementType()))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  Value logProb = create<LogSoftmaxOp>(n, scores.getType(), scores, 1);
+  TRY_ASSIGN(loss, negativeLogLikelihood(n, logProb, labels, weight));
+  if (auto err = define(n, 0, loss))
+    return err;
+  return define(n, 1, logProb);
+}
+
 // Shapes are static after import, so the shape operators are constants.
 Error GraphImporter::shapeOf(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
@@ -1552,6 +1661,9 @@ const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
       {"Where", &G::where},
       {"Expand", &G::expand},
       {"Shape", &G::shapeOf},
+      {"GatherElements", &G::gatherElements},
+      {"NegativeLogLikelihoodLoss", &G::nllLoss},
+      {"SoftmaxCrossEntropyLoss", &G::softmaxCrossEntropy},
       {"Size", &G::sizeOf},
       {"ConstantOfShape", &G::constantOfShape},
       {"Range", &G::range},

@@ -435,3 +435,25 @@ LogicalResult SplitOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorI
   grads.push_back(b.create<ConcatOp>(getLoc(), getInput().getType(), parts, getAxis()));
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Indexing
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  if (!llvm::isa<FloatType>(getType().getElementType()))
+    return emitOpError("expected float data to differentiate, got ") << getType().getElementType();
+  grads.push_back(b.create<ScatterAddOp>(getLoc(), getData().getType(), dys[0], getIndices(), getAxis(),
+                                         /*elements=*/false));
+  grads.push_back(Value());
+  return success();
+}
+
+LogicalResult GatherElementsOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  if (!llvm::isa<FloatType>(getType().getElementType()))
+    return emitOpError("expected float data to differentiate, got ") << getType().getElementType();
+  grads.push_back(b.create<ScatterAddOp>(getLoc(), getData().getType(), dys[0], getIndices(), getAxis(),
+                                         /*elements=*/true));
+  grads.push_back(Value());
+  return success();
+}

@@ -515,6 +515,43 @@ LogicalResult GatherOp::verify() {
   return success();
 }
 
+LogicalResult GatherElementsOp::verify() {
+  auto data = getData().getType(), indices = getIndices().getType();
+  if (failed(verifyAxis(*this, getAxis(), data.getRank())) ||
+      failed(verifySameElementType(*this, getData(), "data")))
+    return failure();
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (indices.getRank() != data.getRank() || (d != getAxis() && indices.getDimSize(d) != data.getDimSize(d)))
+      return emitOpError("expected indices of the data's shape off axis ")
+             << getAxis() << " (" << shape::str(data.getShape()) << "), got " << shape::str(indices.getShape());
+  if (getType().getShape() != indices.getShape())
+    return emitOpError("expected result shape ")
+           << shape::str(indices.getShape()) << ", got " << shape::str(getType().getShape());
+  return success();
+}
+
+LogicalResult ScatterAddOp::verify() {
+  auto result = getType(), indices = getIndices().getType();
+  if (failed(verifyAxis(*this, getAxis(), result.getRank())) ||
+      failed(verifySameElementType(*this, getUpdates(), "updates")))
+    return failure();
+  shape::Dims expected(indices.getShape());
+  if (!getElements()) {
+    expected.assign(result.getShape().begin(), result.getShape().begin() + getAxis());
+    llvm::append_range(expected, indices.getShape());
+    llvm::append_range(expected, result.getShape().drop_front(getAxis() + 1));
+  } else {
+    for (int64_t d = 0; d < result.getRank(); ++d)
+      if (indices.getRank() != result.getRank() || (d != getAxis() && indices.getDimSize(d) != result.getDimSize(d)))
+        return emitOpError("expected indices of the result's shape off axis ")
+               << getAxis() << " (" << shape::str(result.getShape()) << "), got " << shape::str(indices.getShape());
+  }
+  if (ArrayRef<int64_t>(expected) != getUpdates().getType().getShape())
+    return emitOpError("expected updates of shape ")
+           << shape::str(expected) << ", got " << shape::str(getUpdates().getType().getShape());
+  return success();
+}
+
 LogicalResult QuantizeOp::verify() {
   Type out = getType().getElementType();
   if (!isFp8(out))

@@ -487,7 +487,7 @@ def Tec_SliceOp : Tec_Op<"slice", [Pure]> {
   let hasFolder = 1;
 }
 
-def Tec_GatherOp : Tec_Op<"gather", [Pure]> {
+def Tec_GatherOp : Tec_Op<"gather", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "gather slices along an axis by index";
   let description = [{
     ONNX `Gather`: result shape is `data[:axis] ++ indices ++ data[axis+1:]`; negative indices count
@@ -503,6 +503,44 @@ def Tec_GatherOp : Tec_Op<"gather", [Pure]> {
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasFolder = 1;
+}
+
+def Tec_GatherElementsOp : Tec_Op<"gather_elements", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
+  let summary = "pick one element along an axis per index";
+  let description = [{
+    ONNX `GatherElements` (and the picking of a class score in NLL and cross-entropy losses): the result
+    has the indices' shape and `result[c] = data[c with c[axis] = indices[c]]`. The indices' other dims
+    equal the data's; negative indices count from the end; an index out of range is a run-time error.
+
+    Example:
+    ```mlir
+    %0 = tec.gather_elements %logp, %labels {axis = 1 : i64} : (tensor<8x10xf32>, tensor<8x1xi64>) -> tensor<8x1xf32>
+    ```
+  }];
+  let arguments = (ins Tec_Tensor:$data, Tec_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Tec_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_ScatterAddOp : Tec_Op<"scatter_add", [Pure]> {
+  let summary = "sum updates into zeros at their indices: the gradient of gather and gather_elements";
+  let description = [{
+    With `elements = false` (the gradient of `tec.gather`, e.g. an embedding table's) `updates` has
+    gather's result layout, `result[:axis] ++ indices ++ result[axis+1:]`, and each slice is added to
+    the row its index names; with `elements = true` (the gradient of `tec.gather_elements`) `updates`
+    has the indices' shape and each element is added where it was picked. Repeated indices add up in
+    index order on every backend (no atomics), so the gradient is deterministic.
+
+    Example:
+    ```mlir
+    %0 = tec.scatter_add %dy, %ids {axis = 0 : i64, elements = false} : (tensor<4x8x16xf32>, tensor<4x8xi64>) -> tensor<100x16xf32>
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$updates, Tec_IndexTensor:$indices, I64Attr:$axis, BoolAttr:$elements);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = "$updates `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -112,6 +112,8 @@ private:
   Status split(const plan::Step &s);
   Status slice(const plan::Step &s);
   Status gather(const plan::Step &s);
+  Status gatherElements(const plan::Step &s);
+  Status scatterAdd(const plan::Step &s);
   Status copy(const plan::Step &s);
   Status quantize(const plan::Step &s);
   Status dequantize(const plan::Step &s);
@@ -539,6 +541,49 @@ Status CpuBackend::gather(const plan::Step &s) {
       return k::gather(x, data, idx, n, axis, y, bytes) ? Status::success() : error();
     });
   return Status::success();
+}
+
+Status CpuBackend::gatherElements(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  auto axis = indexedAxis(s, shape(s.inputs(0)), shape(s.inputs(1)));
+  if (!axis.ok())
+    return axis.error();
+  const auto [outer, dim, inner] = axis->full;
+  const int64_t picks = axis->picks;
+  size_t bytes = dtypeBytes(dtype(s.inputs(0)));
+  std::string error = "gather_elements '" + s.source() + "': an index is outside [-" + std::to_string(dim) + ", " +
+                      std::to_string(dim) + ")";
+  auto run = [&](auto *indices) {
+    emit([=, x = ptr(s.inputs(0)), y = ptr(s.outputs(0))] {
+      return k::gatherElements(x, outer, dim, inner, indices, picks, y, bytes) ? Status::success()
+                                                                               : Status::badData(error);
+    });
+    return Status::success();
+  };
+  return dtype(s.inputs(1)) == plan::I32 ? run(ptr<int32_t>(s.inputs(1))) : run(ptr<int64_t>(s.inputs(1)));
+}
+
+Status CpuBackend::scatterAdd(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  auto axis = indexedAxis(s, shape(s.outputs(0)), shape(s.inputs(1)));
+  if (!axis.ok())
+    return axis.error();
+  const auto [outer, dim, inner] = axis->full;
+  const int64_t picks = axis->picks;
+  const bool elements = axis->elements;
+  std::string error = "scatter_add '" + s.source() + "': an index is outside [-" + std::to_string(dim) + ", " +
+                      std::to_string(dim) + ")";
+  float *updates = floatIn(s.inputs(0)), *y = floatOut(s.outputs(0));
+  auto run = [&](auto *indices) {
+    emit([=] {
+      return k::scatterAdd(updates, outer, dim, inner, indices, picks, elements, y) ? Status::success()
+                                                                                    : Status::badData(error);
+    });
+    return Status::success();
+  };
+  return dtype(s.inputs(1)) == plan::I32 ? run(ptr<int32_t>(s.inputs(1))) : run(ptr<int64_t>(s.inputs(1)));
 }
 
 Status CpuBackend::copy(const plan::Step &s) {

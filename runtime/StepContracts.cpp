@@ -38,6 +38,7 @@ public:
         {"gemm", &Contract::gemm}, {"linear", &Contract::linear}, {"transpose", &Contract::transpose},
         {"expand", &Contract::expand}, {"concat", &Contract::concat}, {"split", &Contract::split},
         {"slice", &Contract::slice}, {"gather", &Contract::gather}, {"copy", &Contract::copy},
+        {"gather_elements", &Contract::gatherElements}, {"scatter_add", &Contract::scatterAdd},
         {"quantize", &Contract::quantize}, {"dequantize", &Contract::dequantize}, {"amax", &Contract::amax},
         {"fp8_gemm", &Contract::fp8Gemm}, {"delayed_scaling", &Contract::delayedScaling},
         {"optimizer_update", &Contract::optimizerUpdate},
@@ -352,6 +353,44 @@ private:
     expected.insert(expected.end(), indices.begin(), indices.end());
     expected.insert(expected.end(), data.begin() + axis + 1, data.end());
     return shape(out(0)) == expected && dtype(out(0)) == dtype(in(0)) ? "" : "the output is not " + text(expected);
+  }
+  /// Indices with `full`'s shape off `axis` (gather_elements' data, scatter_add's result).
+  std::string indicesAlong(const Shape &full, const Shape &indices, int64_t axis) {
+    if (indices.size() != full.size())
+      return "indices of rank " + std::to_string(indices.size()) + " for rank " + std::to_string(full.size());
+    for (size_t d = 0; d < full.size(); ++d)
+      if (static_cast<int64_t>(d) != axis && indices[d] != full[d])
+        return "indices " + text(indices) + " differ from " + text(full) + " off the axis";
+    return "";
+  }
+  std::string gatherElements() {
+    if (auto e = arity(2, 2, 1, 1); !e.empty())
+      return e;
+    const int64_t axis = steps::attrI(s, "axis");
+    if (auto e = first({axisIn(axis, rank(in(0))), indicesAlong(shape(in(0)), shape(in(1)), axis)}); !e.empty())
+      return e;
+    if (dtype(in(1)) != plan::I32 && dtype(in(1)) != plan::I64)
+      return "indices must be integers";
+    return shape(out(0)) == shape(in(1)) && dtype(out(0)) == dtype(in(0)) ? "" : "the output is not the indices' shape";
+  }
+  std::string scatterAdd() {
+    if (auto e = arity(2, 2, 1, 1); !e.empty())
+      return e;
+    const int64_t axis = steps::attrI(s, "axis");
+    if (auto e = axisIn(axis, rank(out(0))); !e.empty())
+      return e;
+    if (dtype(in(1)) != plan::I32 && dtype(in(1)) != plan::I64)
+      return "indices must be integers";
+    if (!steps::isFloat(dtype(in(0))) || dtype(out(0)) != dtype(in(0)))
+      return "expected float updates of the output's type";
+    const Shape result = shape(out(0)), indices = shape(in(1));
+    if (steps::attrI(s, "elements"))
+      return first({indicesAlong(result, indices, axis),
+                    shape(in(0)) == indices ? "" : "updates are not the indices' shape"});
+    Shape expected(result.begin(), result.begin() + axis);
+    expected.insert(expected.end(), indices.begin(), indices.end());
+    expected.insert(expected.end(), result.begin() + axis + 1, result.end());
+    return shape(in(0)) == expected ? "" : "the updates are not " + text(expected);
   }
   std::string copy() {
     if (auto e = arity(1, 1, 1, 1); !e.empty())

@@ -176,6 +176,7 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"expand", &B::expand},      {"concat", &B::concat},
       {"split", &B::split},        {"slice", &B::slice},
       {"gather", &B::gather},      {"copy", &B::copy},
+      {"gather_elements", &B::gatherElements}, {"scatter_add", &B::scatterAdd},
       {"quantize", &B::quantize},  {"dequantize", &B::dequantize},
       {"amax", &B::amax},          {"fp8_gemm", &B::fp8Gemm},
       {"delayed_scaling", &B::delayedScaling}, {"optimizer_update", &B::optimizerUpdate},
@@ -198,6 +199,27 @@ inline Result<AxisSplit> splitAtAxis(const plan::Step &s, const std::vector<int6
   for (size_t d = axis + 1; d < shape.size(); ++d)
     split.inner *= shape[d];
   return split;
+}
+
+/// gather_elements' and scatter_add's operands as [outer, axisDim, inner] (the data's, or the result's)
+/// and the picks along the axis (the indices' dim there; for scatter_add of a gather, all its indices).
+struct IndexedAxis {
+  AxisSplit full;
+  int64_t picks = 0;
+  bool elements = true;
+};
+inline Result<IndexedAxis> indexedAxis(const plan::Step &s, const std::vector<int64_t> &full,
+                                       const std::vector<int64_t> &indices) {
+  auto split = splitAtAxis(s, full, attrI(s, "axis"));
+  if (!split.ok())
+    return split.error();
+  IndexedAxis r{*split, 1, s.kernel() == "gather_elements" || attrI(s, "elements")};
+  if (r.elements)
+    r.picks = indices[attrI(s, "axis")];
+  else
+    for (int64_t d : indices)
+      r.picks *= d;
+  return r;
 }
 
 /// A tec.optimizer_update step's operands by role (buffer indices; -1 when absent) and hyperparameters.

@@ -608,6 +608,52 @@ bool gather(const void *data, const Shape &dataShape, const Index *indices, int6
 template bool gather<int32_t>(const void *, const Shape &, const int32_t *, int64_t, int64_t, void *, size_t);
 template bool gather<int64_t>(const void *, const Shape &, const int64_t *, int64_t, int64_t, void *, size_t);
 
+template <typename Index>
+bool gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const Index *indices,
+                    int64_t picks, void *y, size_t bytes) {
+  const int64_t n = outer * picks * inner;
+  for (int64_t i = 0; i < n; ++i)
+    if (indices[i] < -axisDim || indices[i] >= axisDim)
+      return false;
+  auto *src = static_cast<const char *>(data);
+  auto *dst = static_cast<char *>(y);
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < picks; ++j)
+      for (int64_t in = 0; in < inner; ++in) {
+        const int64_t i = (o * picks + j) * inner + in;
+        const int64_t index = indices[i] < 0 ? indices[i] + axisDim : indices[i];
+        std::memcpy(dst + i * bytes, src + ((o * axisDim + index) * inner + in) * bytes, bytes);
+      }
+  return true;
+}
+
+template <typename Index>
+bool scatterAdd(const float *updates, int64_t outer, int64_t axisDim, int64_t inner, const Index *indices,
+                int64_t picks, bool elements, float *y) {
+  const int64_t numIndices = elements ? outer * picks * inner : picks;
+  for (int64_t i = 0; i < numIndices; ++i)
+    if (indices[i] < -axisDim || indices[i] >= axisDim)
+      return false;
+  std::fill(y, y + outer * axisDim * inner, 0.0f);
+  // Each outer slice is one thread's, its updates added in index order: the same sums every run.
+#pragma omp parallel for schedule(static) if (outer * picks * inner > kParallelThreshold)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < picks; ++j)
+      for (int64_t in = 0; in < inner; ++in) {
+        const int64_t u = (o * picks + j) * inner + in;
+        int64_t index = indices[elements ? u : j];
+        index = index < 0 ? index + axisDim : index;
+        y[(o * axisDim + index) * inner + in] += updates[u];
+      }
+  return true;
+}
+
+template bool gatherElements<int32_t>(const void *, int64_t, int64_t, int64_t, const int32_t *, int64_t, void *, size_t);
+template bool gatherElements<int64_t>(const void *, int64_t, int64_t, int64_t, const int64_t *, int64_t, void *, size_t);
+template bool scatterAdd<int32_t>(const float *, int64_t, int64_t, int64_t, const int32_t *, int64_t, bool, float *);
+template bool scatterAdd<int64_t>(const float *, int64_t, int64_t, int64_t, const int64_t *, int64_t, bool, float *);
+
 void optimizerUpdate(const OptimizerParams &params, float lr, float step, float clip, bool finite, const float *p,
                      const float *g, const float *m, const float *v, float *newP, float *newM, float *newV, int64_t n) {
   if (!finite) { // an overflowed step: everything stays (copies only where the outputs are elsewhere)

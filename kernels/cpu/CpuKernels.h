@@ -86,6 +86,18 @@ template <typename Index>
 bool gather(const void *data, const Shape &dataShape, const Index *indices, int64_t numIndices, int64_t axis,
             void *y, size_t bytes);
 
+/// GatherElements over data [outer, axisDim, inner] and indices [outer, picks, inner]: y has the indices'
+/// layout. Returns false (and writes nothing) when an index is out of range.
+template <typename Index>
+bool gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const Index *indices,
+                    int64_t picks, void *y, size_t bytes);
+/// y [outer, axisDim, inner] = 0, then each update added at its index along the axis, in index order:
+/// updates [outer, picks, inner] with `elements` (one index per update, GatherElements' gradient) or with
+/// `picks` indices shared by every outer and inner position (Gather's gradient). False on a bad index.
+template <typename Index>
+bool scatterAdd(const float *updates, int64_t outer, int64_t axisDim, int64_t inner, const Index *indices,
+                int64_t picks, bool elements, float *y);
+
 /// One parameter's optimizer step over n elements (tec.optimizer_update): m and v may be null where the
 /// optimizer keeps fewer moments; outputs may alias their inputs. `finite` false leaves all unchanged.
 void optimizerUpdate(const OptimizerParams &params, float lr, float step, float clip, bool finite, const float *p,

@@ -145,6 +145,70 @@ __global__ void gatherKernel(const T *data, int64_t outer, int64_t axisDim, int6
   }
 }
 
+template <typename T, typename Index>
+__global__ void gatherElementsKernel(const T *data, int64_t outer, int64_t axisDim, int64_t inner,
+                                     const Index *indices, int64_t picks, T *y, int *error) {
+  const int64_t n = outer * picks * inner;
+  TEC_GRID_LOOP(i, n) {
+    const int64_t in = i % inner, o = i / (inner * picks);
+    int64_t index = indices[i];
+    if (index < 0)
+      index += axisDim;
+    if (index < 0 || index >= axisDim) {
+      atomicExch(error, 1);
+      y[i] = T(0);
+      continue;
+    }
+    y[i] = data[(o * axisDim + index) * inner + in];
+  }
+}
+
+/// GatherElements' gradient: one thread per output element sums, in index order, the updates picked
+/// from it (picks along the axis are few: a class per label).
+template <typename Index>
+__global__ void scatterAddElementsKernel(ConstRef updates, int64_t outer, int64_t axisDim, int64_t inner,
+                                         const Index *indices, int64_t picks, Ref y) {
+  const int64_t n = outer * axisDim * inner;
+  TEC_GRID_LOOP(i, n) {
+    const int64_t in = i % inner, row = (i / inner) % axisDim, o = i / (inner * axisDim);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < picks; ++j) {
+      const int64_t u = (o * picks + j) * inner + in;
+      const int64_t index = indices[u] < 0 ? indices[u] + axisDim : indices[u];
+      if (index == row)
+        sum += load(updates, u);
+    }
+    store(y, i, sum);
+  }
+}
+
+/// Gather's gradient (an embedding table's): one block per output row scans the indices a tile at a
+/// time and its threads add the matching update rows in index order, so repeated tokens sum the same
+/// way every run without atomics.
+template <typename Index>
+__global__ void scatterAddRowsKernel(ConstRef updates, int64_t axisDim, int64_t inner, const Index *indices,
+                                     int64_t picks, Ref y) {
+  __shared__ bool match[kThreads];
+  const int64_t row = blockIdx.x % axisDim, o = blockIdx.x / axisDim;
+  for (int64_t in = threadIdx.x; in < inner; in += blockDim.x)
+    store(y, (o * axisDim + row) * inner + in, 0.0f);
+  for (int64_t tile = 0; tile < picks; tile += blockDim.x) {
+    const int64_t j = tile + threadIdx.x;
+    int64_t index = j < picks ? indices[j] : -1;
+    if (index < 0 && j < picks)
+      index += axisDim;
+    match[threadIdx.x] = j < picks && index == row;
+    __syncthreads();
+    for (int t = 0; t < blockDim.x && tile + t < picks; ++t)
+      if (match[t])
+        for (int64_t in = threadIdx.x; in < inner; in += blockDim.x) {
+          const int64_t out = (o * axisDim + row) * inner + in;
+          store(y, out, load(ConstRef(y), out) + load(updates, (o * picks + tile + t) * inner + in));
+        }
+    __syncthreads();
+  }
+}
+
 template <typename Index>
 __global__ void oneHotKernel(const Index *labels, int64_t n, int64_t depth, float *y, int *error) {
   TEC_GRID_LOOP(i, n * depth) {
@@ -531,6 +595,52 @@ void stridedCopy(const void *src, Strided s, void *dst, Strided d, const Extent 
   case 4: return launch(static_cast<uint32_t *>(nullptr));
   default: return launch(static_cast<uint64_t *>(nullptr));
   }
+}
+
+void gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
+                    bool indices64, int64_t picks, void *y, size_t bytes, int *error, void *stream) {
+  const int64_t n = outer * picks * inner;
+  if (n == 0)
+    return;
+  auto launch = [&](auto *typed, auto *index) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    using I = std::remove_pointer_t<decltype(index)>;
+    gatherElementsKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+        static_cast<const T *>(data), outer, axisDim, inner, static_cast<const I *>(indices), picks,
+        static_cast<T *>(y), error);
+  };
+  auto withIndex = [&](auto *typed) {
+    if (indices64)
+      launch(typed, static_cast<int64_t *>(nullptr));
+    else
+      launch(typed, static_cast<int32_t *>(nullptr));
+  };
+  switch (bytes) {
+  case 1: return withIndex(static_cast<uint8_t *>(nullptr));
+  case 2: return withIndex(static_cast<uint16_t *>(nullptr));
+  case 4: return withIndex(static_cast<uint32_t *>(nullptr));
+  default: return withIndex(static_cast<uint64_t *>(nullptr));
+  }
+}
+
+void scatterAdd(ConstRef updates, int64_t outer, int64_t axisDim, int64_t inner, const void *indices, bool indices64,
+                int64_t picks, bool elements, Ref y, void *stream) {
+  const int64_t n = outer * axisDim * inner;
+  if (n == 0)
+    return;
+  auto launch = [&](auto *index) {
+    using I = std::remove_pointer_t<decltype(index)>;
+    if (elements)
+      scatterAddElementsKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(
+          updates, outer, axisDim, inner, static_cast<const I *>(indices), picks, y);
+    else
+      scatterAddRowsKernel<<<outer * axisDim, kThreads, 0, asStream(stream)>>>(
+          updates, axisDim, inner, static_cast<const I *>(indices), picks, y);
+  };
+  if (indices64)
+    launch(static_cast<int64_t *>(nullptr));
+  else
+    launch(static_cast<int32_t *>(nullptr));
 }
 
 void gather(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices, bool indices64,

@@ -45,6 +45,13 @@ void stridedCopy(const void *src, Strided s, void *dst, Strided d, const Extent 
 /// y[o, j, i] = data[o, indices[j], i]; negative indices count from the end.
 void gather(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices, bool indices64,
             int64_t numIndices, void *y, size_t bytes, int *error, void *stream);
+/// GatherElements over data [outer, axisDim, inner] with indices [outer, picks, inner].
+void gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
+                    bool indices64, int64_t picks, void *y, size_t bytes, int *error, void *stream);
+/// The gradient of gather (elements false: `picks` indices shared by all rows) and gather_elements (one
+/// index per update), deterministic (see kernels/cpu's scatterAdd).
+void scatterAdd(ConstRef updates, int64_t outer, int64_t axisDim, int64_t inner, const void *indices, bool indices64,
+                int64_t picks, bool elements, Ref y, void *stream);
 void oneHot(const void *labels, bool labels64, int64_t n, int64_t depth, float *y, int *error, void *stream);
 
 void softmax(ConstRef x, Ref y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax, void *stream);

@@ -315,6 +315,8 @@ private:
   Status split(const plan::Step &s);
   Status slice(const plan::Step &s);
   Status gather(const plan::Step &s);
+  Status gatherElements(const plan::Step &s);
+  Status scatterAdd(const plan::Step &s);
   Status copy(const plan::Step &s);
   Status quantize(const plan::Step &s);
   Status dequantize(const plan::Step &s);
@@ -1113,6 +1115,44 @@ Status CudaBackend::gather(const plan::Step &s) {
   emit([=](const Context &c) {
     c.k->gather(c.at(slot(x)), outer, dim, inner, c.at(slot(idx)), indices64, n, c.at(slot(y)), bytes,
                errorPointer(c, flag));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::gatherElements(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  auto axis = indexedAxis(s, shape(s.inputs(0)), shape(s.inputs(1)));
+  if (!axis.ok())
+    return axis.error();
+  const auto [outer, dim, inner] = axis->full;
+  const int64_t picks = axis->picks;
+  size_t bytes = bytesOf(dtype(s.inputs(0)));
+  bool indices64 = dtype(s.inputs(1)) == plan::I64;
+  int flag = errorFlag("gather_elements '" + s.source() + "': an index is outside [-" + std::to_string(dim) + ", " +
+                       std::to_string(dim) + ")");
+  int x = s.inputs(0), idx = s.inputs(1), y = s.outputs(0);
+  emit([=](const Context &c) {
+    c.k->gatherElements(c.at(slot(x)), outer, dim, inner, c.at(slot(idx)), indices64, picks, c.at(slot(y)), bytes,
+                        errorPointer(c, flag));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::scatterAdd(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  auto axis = indexedAxis(s, shape(s.outputs(0)), shape(s.inputs(1)));
+  if (!axis.ok())
+    return axis.error();
+  const auto [outer, dim, inner] = axis->full;
+  const int64_t picks = axis->picks;
+  const bool elements = axis->elements, indices64 = dtype(s.inputs(1)) == plan::I64;
+  int u = s.inputs(0), idx = s.inputs(1), y = s.outputs(0);
+  emit([=](const Context &c) {
+    c.k->scatterAdd(cref(c, u), outer, dim, inner, c.at(slot(idx)), indices64, picks, elements, ref(c, y));
     return Status::success();
   });
   return Status::success();

@@ -40,6 +40,10 @@ public:
                            size_t bytes) = 0;
   virtual void gather(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
                       bool indices64, int64_t numIndices, void *y, size_t bytes, int *error) = 0;
+  virtual void gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
+                              bool indices64, int64_t picks, void *y, size_t bytes, int *error) = 0;
+  virtual void scatterAdd(kc::ConstRef updates, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
+                          bool indices64, int64_t picks, bool elements, kc::Ref y) = 0;
   virtual void oneHot(const void *labels, bool labels64, int64_t n, int64_t depth, float *y, int *error) = 0;
   virtual void softmax(kc::ConstRef x, kc::Ref y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax) = 0;
   virtual void layerNorm(kc::ConstRef x, kc::ConstRef scale, kc::ConstRef bias, kc::Ref y, kc::Ref mean, kc::Ref rstd,

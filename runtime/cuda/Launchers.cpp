@@ -41,6 +41,14 @@ public:
               int64_t numIndices, void *y, size_t bytes, int *error) override {
     kc::gather(data, outer, axisDim, inner, indices, indices64, numIndices, y, bytes, error, stream);
   }
+  void gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
+                      bool indices64, int64_t picks, void *y, size_t bytes, int *error) override {
+    kc::gatherElements(data, outer, axisDim, inner, indices, indices64, picks, y, bytes, error, stream);
+  }
+  void scatterAdd(kc::ConstRef updates, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
+                  bool indices64, int64_t picks, bool elements, kc::Ref y) override {
+    kc::scatterAdd(updates, outer, axisDim, inner, indices, indices64, picks, elements, y, stream);
+  }
   void oneHot(const void *labels, bool labels64, int64_t n, int64_t depth, float *y, int *error) override {
     kc::oneHot(labels, labels64, n, depth, y, error, stream);
   }
@@ -171,6 +179,16 @@ public:
               int64_t numIndices, void *y, size_t bytes, int *error) override {
     call("kc::gather", {ptr(data), num(outer), num(axisDim), num(inner), ptr(indices), boolean(indices64),
                         num(numIndices), ptr(y), num(bytes), "(int *)" + ptr(error)});
+  }
+  void gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
+                      bool indices64, int64_t picks, void *y, size_t bytes, int *error) override {
+    call("kc::gatherElements", {ptr(data), num(outer), num(axisDim), num(inner), ptr(indices), boolean(indices64),
+                                num(picks), ptr(y), num(bytes), "(int *)" + ptr(error)});
+  }
+  void scatterAdd(kc::ConstRef updates, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
+                  bool indices64, int64_t picks, bool elements, kc::Ref y) override {
+    call("kc::scatterAdd", {ref(updates), num(outer), num(axisDim), num(inner), ptr(indices), boolean(indices64),
+                            num(picks), boolean(elements), ref(y)});
   }
   void oneHot(const void *labels, bool labels64, int64_t n, int64_t depth, float *y, int *error) override {
     call("kc::oneHot", {ptr(labels), boolean(labels64), num(n), num(depth), f32(y), "(int *)" + ptr(error)});

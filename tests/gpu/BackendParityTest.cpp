@@ -174,6 +174,13 @@ void buildCases() {
     add(std::string("logical_") + predicate,
         Builder("compare").in(BOOL, {8, 16}, "bool").in(BOOL, {16}, "bool").out(BOOL, {8, 16}).s("predicate", predicate),
         kExact);
+  add("gather_elements", Builder("gather_elements").in(F32, {6, 7, 5}).in(I64, {6, 3, 5}, "labels").out(F32, {6, 3, 5})
+                             .i("axis", 1), kExact);
+  // Labels 1..5 repeat: each output sums several updates, in index order on both backends.
+  add("scatter_add_elements", Builder("scatter_add").in(F32, {6, 3, 5}).in(I64, {6, 3, 5}, "labels")
+                                  .out(F32, {6, 7, 5}).i("axis", 1).i("elements", 1), kF32);
+  add("scatter_add_rows", Builder("scatter_add").in(F32, {3, 700, 24}).in(I32, {700}, "labels").out(F32, {3, 6, 24})
+                              .i("axis", 1).i("elements", 0), kF32);
   for (const char *op : {"relu", "tanh", "sigmoid", "erf", "exp", "abs", "sign", "gelu", "neg", "sin", "cos", "softplus", "floor", "ceil"})
     add(op, Builder(op).in(F32, {1000}).out(F32, {1000}), kF32);
   for (const char *op : {"log", "reciprocal"})

@@ -231,6 +231,17 @@ const GradCase kCases[] = {
        %0 = tec.max %a, %b : (tensor<4x4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
        %1 = tec.min %a, %b : (tensor<4x4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
        return %0, %1 : tensor<4x4xf32>, tensor<4x4xf32> })"},
+    // Repeated indices add up (an embedding row used twice, a class picked twice); -1 counts from the end.
+    {"gather_and_gather_elements", R"(func.func @forward(%t: tensor<5x3xf32>, %s: tensor<4x5xf32>) -> (tensor<2x3x3xf32>, tensor<4x2xf32>) {
+       %ids = tec.constant dense<[[1, 4, 1], [0, -1, 1]]> : tensor<2x3xi64>
+       %0 = tec.gather %t, %ids {axis = 0 : i64} : (tensor<5x3xf32>, tensor<2x3xi64>) -> tensor<2x3x3xf32>
+       %picks = tec.constant dense<[[2, 2], [0, 4], [3, -4], [4, 4]]> : tensor<4x2xi32>
+       %1 = tec.gather_elements %s, %picks {axis = 1 : i64} : (tensor<4x5xf32>, tensor<4x2xi32>) -> tensor<4x2xf32>
+       return %0, %1 : tensor<2x3x3xf32>, tensor<4x2xf32> })"},
+    {"gather_inner_axis", R"(func.func @forward(%t: tensor<2x6x3xf32>) -> tensor<2x4x3xf32> {
+       %ids = tec.constant dense<[5, 0, 5, 2]> : tensor<4xi64>
+       %0 = tec.gather %t, %ids {axis = 1 : i64} : (tensor<2x6x3xf32>, tensor<4xi64>) -> tensor<2x4x3xf32>
+       return %0 : tensor<2x4x3xf32> })"},
     // Zero gradient; the inputs stay away from integers so that differences do not cross a step.
     {"floor_ceil", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
        %0 = tec.floor %a : tensor<4x4xf32>

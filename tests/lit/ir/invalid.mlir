@@ -318,3 +318,19 @@ func.func @float_python_mod(%a: tensor<4xf32>) -> tensor<4xf32> {
   %0 = tec.mod %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @gather_elements_short_indices(%s: tensor<8x10xf32>, %l: tensor<4x1xi64>) -> tensor<4x1xf32> {
+  // expected-error @+1 {{'tec.gather_elements' op expected indices of the data's shape off axis 1 (8x10), got 4x1}}
+  %0 = tec.gather_elements %s, %l {axis = 1 : i64} : (tensor<8x10xf32>, tensor<4x1xi64>) -> tensor<4x1xf32>
+  return %0 : tensor<4x1xf32>
+}
+
+// -----
+
+func.func @scatter_add_wrong_updates(%dy: tensor<4x8xf32>, %ids: tensor<4x8xi64>) -> tensor<100x16xf32> {
+  // expected-error @+1 {{'tec.scatter_add' op expected updates of shape 4x8x16, got 4x8}}
+  %0 = tec.scatter_add %dy, %ids {axis = 0 : i64, elements = false} : (tensor<4x8xf32>, tensor<4x8xi64>) -> tensor<100x16xf32>
+  return %0 : tensor<100x16xf32>
+}

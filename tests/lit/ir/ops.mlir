@@ -187,3 +187,13 @@ func.func @compare_and_select(%a: tensor<4x8xf32>, %b: tensor<8xf32>, %i: tensor
   %5 = tec.mod %i, %j {fmod = true} : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
   return %0, %1, %2, %3, %4, %5 : tensor<4x8xi1>, tensor<4x8xi1>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xi64>, tensor<4xi64>
 }
+
+// CHECK-LABEL: func @indexing
+func.func @indexing(%t: tensor<100x16xf32>, %ids: tensor<4x8xi64>, %s: tensor<8x10xf32>, %l: tensor<8x1xi64>, %dy: tensor<4x8x16xf32>)
+    -> (tensor<8x1xf32>, tensor<100x16xf32>) {
+  // CHECK: tec.gather_elements %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<8x10xf32>, tensor<8x1xi64>) -> tensor<8x1xf32>
+  %0 = tec.gather_elements %s, %l {axis = 1 : i64} : (tensor<8x10xf32>, tensor<8x1xi64>) -> tensor<8x1xf32>
+  // CHECK: tec.scatter_add %{{.*}}, %{{.*}} {axis = 0 : i64, elements = false} : (tensor<4x8x16xf32>, tensor<4x8xi64>) -> tensor<100x16xf32>
+  %1 = tec.scatter_add %dy, %ids {axis = 0 : i64, elements = false} : (tensor<4x8x16xf32>, tensor<4x8xi64>) -> tensor<100x16xf32>
+  return %0, %1 : tensor<8x1xf32>, tensor<100x16xf32>
+}
