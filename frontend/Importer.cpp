@@ -180,7 +180,15 @@ private:
   template <typename Op> Error binary(const onnx::NodeProto &n);
   template <typename Op> Error unary(const onnx::NodeProto &n);
   template <typename Op> Error softmaxLike(const onnx::NodeProto &n);
+  struct ReduceSpec {
+    std::vector<int64_t> axes;
+    bool keepdims = true, noop = false;
+  };
+  /// A reduction's axes (input or attribute), keepdims and noop_with_empty_axes.
+  Expected<ReduceSpec> reduceSpec(const onnx::NodeProto &n, RankedTensorType in, bool axesIsInput);
+  template <typename Op> Value reduceWith(const onnx::NodeProto &n, Value x, const ReduceSpec &spec);
   template <typename Op> Error reduction(const onnx::NodeProto &n);
+  Error compositeReduction(const onnx::NodeProto &n);
   Error gelu(const onnx::NodeProto &n);
   template <typename Op> Expected<Value> chain(const onnx::NodeProto &n);
   template <typename Op> Error variadic(const onnx::NodeProto &n);
@@ -921,37 +929,79 @@ Error GraphImporter::layerNorm(const onnx::NodeProto &n) {
   return Error::success();
 }
 
-template <typename Op> Error GraphImporter::reduction(const onnx::NodeProto &n) {
-  TRY_ASSIGN(x, value(n, 0));
-  auto in = typeOf(x);
-  Type elt = in.getElementType();
-  if (!isFloat(elt) && !elt.isInteger(32) && !elt.isInteger(64))
-    return nodeUnsupported(n, "element type is not supported");
-  // ReduceSum takes axes as an input from opset 13, ReduceMean from opset 18; before, an attribute.
-  bool axesIsInput = opset >= (std::is_same_v<Op, ReduceSumOp> ? 13 : 18);
-  std::vector<int64_t> axes;
+Expected<GraphImporter::ReduceSpec> GraphImporter::reduceSpec(const onnx::NodeProto &n, RankedTensorType in,
+                                                               bool axesIsInput) {
+  ReduceSpec spec;
+  spec.keepdims = intAttr(n, "keepdims", 1) != 0;
   if (axesIsInput && hasInput(n, 1)) {
     TRY_ASSIGN(a, constInts(n, 1));
-    axes = a;
+    spec.axes = a;
   } else if (const auto *a = findAttr(n, "axes")) {
-    axes.assign(a->ints().begin(), a->ints().end());
+    spec.axes.assign(a->ints().begin(), a->ints().end());
   }
-  if (axes.empty()) {
-    if (intAttr(n, "noop_with_empty_axes", 0))
-      return define(n, 0, x);
+  if (spec.axes.empty()) {
+    if (intAttr(n, "noop_with_empty_axes", 0)) {
+      spec.noop = true;
+      return spec;
+    }
     for (int64_t i = 0; i < in.getRank(); ++i)
-      axes.push_back(i);
+      spec.axes.push_back(i);
   }
-  for (auto &a : axes) {
+  for (auto &a : spec.axes) {
     TRY_ASSIGN(norm, normalizeAxis(n, a, in.getRank()));
     a = norm;
   }
-  llvm::sort(axes);
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+  llvm::sort(spec.axes);
+  if (std::adjacent_find(spec.axes.begin(), spec.axes.end()) != spec.axes.end())
     return nodeInvalid(n, "axes repeat a dimension");
-  bool keepdims = intAttr(n, "keepdims", 1) != 0;
-  auto type = RankedTensorType::get(shape::reduce(in.getShape(), axes, keepdims), elt);
-  return define(n, 0, create<Op>(n, type, x, axes, keepdims));
+  return spec;
+}
+
+template <typename Op> Value GraphImporter::reduceWith(const onnx::NodeProto &n, Value x, const ReduceSpec &spec) {
+  auto in = typeOf(x);
+  auto type = RankedTensorType::get(shape::reduce(in.getShape(), spec.axes, spec.keepdims), in.getElementType());
+  return create<Op>(n, type, x, spec.axes, spec.keepdims);
+}
+
+template <typename Op> Error GraphImporter::reduction(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  Type elt = typeOf(x).getElementType();
+  if (!isFloat(elt) && !elt.isInteger(32) && !elt.isInteger(64))
+    return nodeUnsupported(n, "element type is not supported");
+  // ReduceSum takes axes as an input from opset 13, the others from opset 18; before, an attribute.
+  TRY_ASSIGN(spec, reduceSpec(n, typeOf(x), opset >= (std::is_same_v<Op, ReduceSumOp> ? 13 : 18)));
+  return define(n, 0, spec.noop ? x : reduceWith<Op>(n, x, spec));
+}
+
+/// ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum and ReduceLogSumExp as elementwise ops around a
+/// sum (LogSumExp shifted by the max, so large values do not overflow); they train through those.
+Error GraphImporter::compositeReduction(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  Type elt = typeOf(x).getElementType();
+  if (!isFloat(elt))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  TRY_ASSIGN(spec, reduceSpec(n, typeOf(x), opset >= 18));
+  const std::string &op = n.op_type();
+  auto sum = [&](Value v) { return spec.noop ? v : reduceWith<ReduceSumOp>(n, v, spec); };
+  if (op == "ReduceL1")
+    return define(n, 0, sum(create<AbsOp>(n, x.getType(), x)));
+  if (op == "ReduceSumSquare" || op == "ReduceL2") {
+    Value squares = sum(broadcast<MulOp>(n, x, x));
+    return define(n, 0, op == "ReduceL2" ? create<SqrtOp>(n, squares.getType(), squares) : squares);
+  }
+  if (op == "ReduceLogSum") {
+    Value total = sum(x);
+    return define(n, 0, create<LogOp>(n, total.getType(), total));
+  }
+  if (spec.noop) // LogSumExp of one value
+    return define(n, 0, x);
+  ReduceSpec kept = spec;
+  kept.keepdims = true;
+  Value max = reduceWith<ReduceMaxOp>(n, x, kept);
+  Value shifted = broadcast<SubOp>(n, x, max);
+  Value total = sum(create<ExpOp>(n, shifted.getType(), shifted));
+  Value logTotal = create<LogOp>(n, total.getType(), total);
+  return define(n, 0, broadcast<AddOp>(n, logTotal, create<ReshapeOp>(n, logTotal.getType(), max)));
 }
 
 Error GraphImporter::matmul(const onnx::NodeProto &n) {
@@ -1643,6 +1693,14 @@ const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
       {"LayerNormalization", &G::layerNorm},
       {"ReduceMean", &G::reduction<ReduceMeanOp>},
       {"ReduceSum", &G::reduction<ReduceSumOp>},
+      {"ReduceMax", &G::reduction<ReduceMaxOp>},
+      {"ReduceMin", &G::reduction<ReduceMinOp>},
+      {"ReduceProd", &G::reduction<ReduceProdOp>},
+      {"ReduceL1", &G::compositeReduction},
+      {"ReduceL2", &G::compositeReduction},
+      {"ReduceSumSquare", &G::compositeReduction},
+      {"ReduceLogSum", &G::compositeReduction},
+      {"ReduceLogSumExp", &G::compositeReduction},
       {"MatMul", &G::matmul},
       {"Gemm", &G::gemm},
       {"Transpose", &G::transpose},

@@ -344,6 +344,30 @@ LogicalResult ReduceSumOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVec
   return success();
 }
 
+/// dx = dy where x is the reduced extreme, split evenly between ties (torch.amax's rule).
+static Value extremeGradient(OpBuilder &b, Location loc, Value dy, Value x, Value result, ArrayRef<int64_t> axes) {
+  auto input = typeOf(x);
+  auto keptShape = shape::reduce(input.getShape(), axes, /*keepdims=*/true);
+  Value extreme = b.create<ExpandOp>(loc, input, reshapeTo(b, loc, result, keptShape));
+  Value hit = b.create<CompareOp>(loc, RankedTensorType::get(input.getShape(), b.getI1Type()), x, extreme,
+                                  b.getStringAttr("eq"));
+  Value ones = b.create<WhereOp>(loc, input, hit, scalar(b, loc, input.getElementType(), 1.0),
+                                 scalar(b, loc, input.getElementType(), 0.0));
+  Value ties = reduceSum(b, loc, ones, axes, /*keepdims=*/true);
+  Value share = binary<DivOp>(b, loc, reshapeTo(b, loc, dy, keptShape), ties);
+  return binary<MulOp>(b, loc, ones, share);
+}
+
+LogicalResult ReduceMaxOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(extremeGradient(b, getLoc(), dys[0], getInput(), getResult(), getAxes()));
+  return success();
+}
+
+LogicalResult ReduceMinOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(extremeGradient(b, getLoc(), dys[0], getInput(), getResult(), getAxes()));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // GEMMs
 //===----------------------------------------------------------------------===//

@@ -290,7 +290,9 @@ def Tec_LayerNormOp : Tec_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<Tec_
   let hasVerifier = 1;
 }
 
-class Tec_ReduceOp<string mnemonic, string onnxName> : Tec_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
+class Tec_ReduceOp<string mnemonic, string onnxName,
+                   list<Trait> traits = [DeclareOpInterfaceMethods<Tec_Differentiable>]>
+    : Tec_Op<mnemonic, !listconcat([Pure], traits)> {
   let summary = onnxName # " over a set of axes";
   let description = !strconcat([{
     ONNX `}], onnxName, [{`: reduces over `axes` (sorted, unique, non-negative; empty never means
@@ -314,6 +316,11 @@ class Tec_ReduceOp<string mnemonic, string onnxName> : Tec_Op<mnemonic, [Pure, D
 
 def Tec_ReduceMeanOp : Tec_ReduceOp<"reduce_mean", "ReduceMean">;
 def Tec_ReduceSumOp : Tec_ReduceOp<"reduce_sum", "ReduceSum">;
+// Max and Min propagate NaN; their gradient is split evenly between tied maxima (as torch.amax's).
+def Tec_ReduceMaxOp : Tec_ReduceOp<"reduce_max", "ReduceMax">;
+def Tec_ReduceMinOp : Tec_ReduceOp<"reduce_min", "ReduceMin">;
+// No gradient: dy * prod / x is undefined at zeros, and models train through products of sums.
+def Tec_ReduceProdOp : Tec_ReduceOp<"reduce_prod", "ReduceProd", []>;
 
 //===----------------------------------------------------------------------===//
 // GEMMs

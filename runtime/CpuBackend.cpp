@@ -372,7 +372,7 @@ Status CpuBackend::layerNorm(const plan::Step &s) {
 Status CpuBackend::reduce(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, 1); !st.ok())
     return st;
-  auto kind = s.kernel() == "reduce_mean" ? k::ReduceKind::Mean : k::ReduceKind::Sum;
+  auto kind = reduceKind(s);
   auto in = shape(s.inputs(0));
   auto axes = attrInts(s, "axes");
   int x = s.inputs(0), o = s.outputs(0);

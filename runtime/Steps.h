@@ -171,6 +171,8 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"cast", &B::cast},          {"softmax", &B::softmax},
       {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm},
       {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},
+      {"reduce_max", &B::reduce},  {"reduce_min", &B::reduce},
+      {"reduce_prod", &B::reduce},
       {"matmul", &B::matmul},      {"gemm", &B::gemm},
       {"linear", &B::linear},      {"transpose", &B::transpose},
       {"expand", &B::expand},      {"concat", &B::concat},
@@ -182,6 +184,15 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"delayed_scaling", &B::delayedScaling}, {"optimizer_update", &B::optimizerUpdate},
   };
   return table;
+}
+
+inline kernels::ReduceKind reduceKind(const plan::Step &s) {
+  const std::string &k = s.kernel();
+  return k == "reduce_mean"  ? kernels::ReduceKind::Mean
+         : k == "reduce_max" ? kernels::ReduceKind::Max
+         : k == "reduce_min" ? kernels::ReduceKind::Min
+         : k == "reduce_prod" ? kernels::ReduceKind::Prod
+                              : kernels::ReduceKind::Sum;
 }
 
 /// A shape split at `axis` into (outer, the axis, inner) element counts: softmax's rows and columns.

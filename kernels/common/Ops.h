@@ -37,7 +37,29 @@ enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Exp, Abs, Sign, Gelu, Gel
                        Softplus, Floor, Ceil };
 /// dx = dy * act'(x) for the activations with a backward kernel.
 enum class ActivationGradKind { Relu, Gelu, GeluTanh };
-enum class ReduceKind { Sum, Mean };
+enum class ReduceKind { Sum, Mean, Max, Min, Prod };
+
+/// A reduction's starting value for the accumulator type (double for floats, int64_t for integers):
+/// what ONNX gives for an empty set (-inf or the type's minimum for Max).
+template <typename Acc> TEC_HOST_DEVICE Acc reduceIdentity(ReduceKind kind) {
+  constexpr bool isFloat = std::is_floating_point<Acc>::value;
+  switch (kind) {
+  case ReduceKind::Max: return isFloat ? Acc(-INFINITY) : Acc(INT64_MIN);
+  case ReduceKind::Min: return isFloat ? Acc(INFINITY) : Acc(INT64_MAX);
+  case ReduceKind::Prod: return Acc(1);
+  default: return Acc(0);
+  }
+}
+
+/// Folds one more value (or a partial result) into an accumulator; Max and Min propagate NaN.
+template <typename Acc> TEC_HOST_DEVICE Acc reduceCombine(ReduceKind kind, Acc a, Acc b) {
+  switch (kind) {
+  case ReduceKind::Max: return (b > a || b != b) ? b : a;
+  case ReduceKind::Min: return (b < a || b != b) ? b : a;
+  case ReduceKind::Prod: return a * b;
+  default: return a + b;
+  }
+}
 
 TEC_HOST_DEVICE float applyUnary(UnaryKind kind, float v) {
   switch (kind) {

@@ -382,9 +382,9 @@ void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<i
       rest /= keptDims[d];
     }
     using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-    Acc sum = 0;
+    Acc sum = kernels::reduceIdentity<Acc>(kind);
     for (int64_t off : reducedOffsets)
-      sum += x[base + off];
+      sum = kernels::reduceCombine<Acc>(kind, sum, x[base + off]);
     y[o] = kind == ReduceKind::Mean ? static_cast<T>(count ? sum / static_cast<Acc>(count) : 0) : static_cast<T>(sum);
   }
 }

@@ -234,6 +234,20 @@ __device__ float blockMax(float v, float *shared) {
   return r;
 }
 
+/// The block's values combined by a reduction kind, in a fixed tree order.
+template <typename T> __device__ T blockReduce(ReduceKind kind, T v, T *shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride)
+      shared[threadIdx.x] = reduceCombine(kind, shared[threadIdx.x], shared[threadIdx.x + stride]);
+    __syncthreads();
+  }
+  const T r = shared[0];
+  __syncthreads();
+  return r;
+}
+
 template <typename T> __device__ T blockSum(T v, T *shared) {
   shared[threadIdx.x] = v;
   __syncthreads();
@@ -325,10 +339,10 @@ __global__ void reduceBlocksKernel(ReductionPlan p, ReduceKind kind, Read x, Ext
   const bool rows = p.kind == ReductionPlan::Kind::Rows;
   for (int64_t o = blockIdx.x; o < p.outputs; o += gridDim.x) {
     const int64_t base = offsetOf(kept, keptStrides, o);
-    Acc sum = 0;
+    Acc sum = reduceIdentity<Acc>(kind);
     for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x)
-      sum += x(base + (rows ? reducedStrides.base + r : offsetOf(reduced, reducedStrides, r)));
-    sum = blockSum(sum, shared);
+      sum = reduceCombine<Acc>(kind, sum, x(base + (rows ? reducedStrides.base + r : offsetOf(reduced, reducedStrides, r))));
+    sum = blockReduce(kind, sum, shared);
     if (threadIdx.x == 0) {
       if (p.splits > 1)
         partials[o * p.splits + blockIdx.y] = sum;
@@ -344,9 +358,9 @@ __global__ void reduceColumnsKernel(ReductionPlan p, ReduceKind kind, Read x, in
   const int64_t chunk = (p.reducedCount + p.splits - 1) / p.splits, begin = int64_t(blockIdx.y) * chunk;
   const int64_t end = min(begin + chunk, p.reducedCount);
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < p.outputs; o += int64_t(gridDim.x) * blockDim.x) {
-    Acc sum = 0;
+    Acc sum = reduceIdentity<Acc>(kind);
     for (int64_t r = begin; r < end; ++r)
-      sum += x(base + o + r * p.columnStride);
+      sum = reduceCombine<Acc>(kind, sum, x(base + o + r * p.columnStride));
     if (p.splits > 1)
       partials[o * p.splits + blockIdx.y] = sum;
     else
@@ -359,9 +373,9 @@ template <typename Acc, typename Write>
 __global__ void reduceFinishKernel(const Acc *partials, int64_t outputs, int64_t splits, int64_t count, ReduceKind kind,
                                    Write y) {
   TEC_GRID_LOOP(o, outputs) {
-    Acc sum = 0;
+    Acc sum = reduceIdentity<Acc>(kind);
     for (int64_t s = 0; s < splits; ++s)
-      sum += partials[o * splits + s];
+      sum = reduceCombine<Acc>(kind, sum, partials[o * splits + s]);
     y(o, finishReduction(kind, sum, count));
   }
 }

@@ -631,7 +631,7 @@ Status CudaBackend::reduce(const plan::Step &s) {
     return st;
   if (static_cast<size_t>(currentStep) < foldedReduce.size() && foldedReduce[currentStep])
     return Status::success(); // in the wgrad GEMM before it (BGRADB)
-  auto kind = s.kernel() == "reduce_mean" ? kernels::ReduceKind::Mean : kernels::ReduceKind::Sum;
+  auto kind = reduceKind(s);
   auto in = shape(s.inputs(0));
   auto axes = attrInts(s, "axes");
   auto strides = kc::contiguous(in);

@@ -204,7 +204,7 @@ public:
   void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
               const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type, void *partials,
               int multiprocessors) override {
-    static const char *kinds[] = {"Sum", "Mean"};
+    static const char *kinds[] = {"Sum", "Mean", "Max", "Min", "Prod"};
     call("kc::reduce", {enumValue("ReduceKind", kinds, kind), ptr(x), extentText(kept), strided(keptStrides, kept),
                         extentText(reduced), strided(reducedStrides, reduced), ptr(y), elementType(type),
                         ptr(partials), num(multiprocessors)});

@@ -213,6 +213,12 @@ void buildCases() {
   add("reduce_sum_bias_grad", Builder("reduce_sum").in(F32, {256, 48}).out(F32, {1, 48}).ints("axes", {0}), kF32);
   add("reduce_mean_all", Builder("reduce_mean").in(F32, {7, 9, 11}).out(F32, {}).ints("axes", {0, 1, 2}), kF32);
   add("reduce_mean_middle", Builder("reduce_mean").in(F32, {5, 6, 7}).out(F32, {5, 7}).ints("axes", {1}), kF32);
+  for (const char *op : {"reduce_max", "reduce_min", "reduce_prod"}) {
+    add(std::string(op) + "_middle", Builder(op).in(F32, {5, 60, 7}).out(F32, {5, 7}).ints("axes", {1}), kF32);
+    add(std::string(op) + "_i32", Builder(op).in(I32, {9, 4}, "signed").out(I32, {9}).ints("axes", {1}), kExact);
+  }
+  add("reduce_max_nan", Builder("reduce_max").in(F32, {4, 33}, "nan").out(F32, {4}).ints("axes", {1}), kExact);
+  add("reduce_max_large", Builder("reduce_max").in(F32, {1024, 4099}).out(F32, {}).ints("axes", {0, 1}), kExact);
   add("reduce_sum_i64", Builder("reduce_sum").in(I64, {5, 6}, "labels").out(I64, {5}).ints("axes", {1}), kExact);
   // Two-stage reductions: a full one over 4M values (the MSE loss), column sums over 20,000 rows (a bias
   // gradient), an integer one split over blocks.

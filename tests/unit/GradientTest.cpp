@@ -242,6 +242,10 @@ const GradCase kCases[] = {
        %ids = tec.constant dense<[5, 0, 5, 2]> : tensor<4xi64>
        %0 = tec.gather %t, %ids {axis = 1 : i64} : (tensor<2x6x3xf32>, tensor<4xi64>) -> tensor<2x4x3xf32>
        return %0 : tensor<2x4x3xf32> })"},
+    {"reduce_max_min", R"(func.func @forward(%a: tensor<2x3x4xf32>) -> (tensor<2x4xf32>, tensor<1x3x1xf32>) {
+       %0 = tec.reduce_max %a {axes = array<i64: 1>, keepdims = false} : tensor<2x3x4xf32> -> tensor<2x4xf32>
+       %1 = tec.reduce_min %a {axes = array<i64: 0, 2>, keepdims = true} : tensor<2x3x4xf32> -> tensor<1x3x1xf32>
+       return %0, %1 : tensor<2x4xf32>, tensor<1x3x1xf32> })"},
     // Zero gradient; the inputs stay away from integers so that differences do not cross a step.
     {"floor_ceil", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
        %0 = tec.floor %a : tensor<4x4xf32>

@@ -197,3 +197,14 @@ func.func @indexing(%t: tensor<100x16xf32>, %ids: tensor<4x8xi64>, %s: tensor<8x
   %1 = tec.scatter_add %dy, %ids {axis = 0 : i64, elements = false} : (tensor<4x8x16xf32>, tensor<4x8xi64>) -> tensor<100x16xf32>
   return %0, %1 : tensor<8x1xf32>, tensor<100x16xf32>
 }
+
+// CHECK-LABEL: func @extreme_reductions
+func.func @extreme_reductions(%x: tensor<4x8xf32>, %i: tensor<4x8xi32>) -> (tensor<4x1xf32>, tensor<8xf32>, tensor<4xi32>) {
+  // CHECK: tec.reduce_max %{{.*}} {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %0 = tec.reduce_max %x {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  // CHECK: tec.reduce_min
+  %1 = tec.reduce_min %x {axes = array<i64: 0>, keepdims = false} : tensor<4x8xf32> -> tensor<8xf32>
+  // CHECK: tec.reduce_prod
+  %2 = tec.reduce_prod %i {axes = array<i64: 1>, keepdims = false} : tensor<4x8xi32> -> tensor<4xi32>
+  return %0, %1, %2 : tensor<4x1xf32>, tensor<8xf32>, tensor<4xi32>
+}
