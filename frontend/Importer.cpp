@@ -10,6 +10,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -45,6 +46,14 @@ struct Storage {
 };
 
 /// ONNX TensorProto data types tec represents; nullptr for the rest.
+std::string joinSorted(const llvm::StringSet<> &names) {
+  std::vector<std::string> sorted;
+  for (const auto &n : names)
+    sorted.push_back(n.getKey().str());
+  llvm::sort(sorted);
+  return llvm::join(sorted, ", ");
+}
+
 Type elementTypeFor(MLIRContext &ctx, int32_t onnxType) {
   Builder b(&ctx);
   switch (onnxType) {
@@ -261,6 +270,8 @@ private:
   std::deque<onnx::TensorProto> ownedTensors;
   llvm::StringSet<> usedNames;
   llvm::StringMap<const onnx::TypeProto *> onnxInferred;
+  /// Symbolic dims bound by --shape (e.g. batch=2).
+  llvm::StringMap<int64_t> dimParams;
 };
 
 //===----------------------------------------------------------------------===//
@@ -433,6 +444,8 @@ Expected<RankedTensorType> GraphImporter::inputType(const onnx::ValueInfoProto &
   for (const auto &[i, d] : llvm::enumerate(tt.shape().dim())) {
     if (d.has_dim_value())
       dims.push_back(d.dim_value());
+    else if (auto bound = dimParams.find(d.dim_param()); d.has_dim_param() && bound != dimParams.end())
+      dims.push_back(bound->second);
     else {
       dims.push_back(ShapedType::kDynamic);
       dynamic += (dynamic.empty() ? "" : ", ") + std::to_string(i) +
@@ -1806,10 +1819,21 @@ Error GraphImporter::run() {
     if (elt.isInteger(1) || elt.isInteger(32) || elt.isInteger(64) || init.dims_size() == 0)
       constants[init.name()] = &init;
   }
+  // A --shape name that is no graph input binds a symbolic dim (dim_param) of that name.
+  llvm::StringSet<> symbolicDims;
+  for (const auto &vi : graph.input())
+    for (const auto &d : vi.type().tensor_type().shape().dim())
+      if (d.has_dim_param())
+        symbolicDims.insert(d.dim_param());
   for (const auto &[name, dims] : options.shapes) {
-    bool found = llvm::any_of(graph.input(), [&](const auto &vi) { return vi.name() == name; });
-    if (!found)
-      return invalid("--shape names '" + name.str() + "', which is not a graph input");
+    if (llvm::any_of(graph.input(), [&](const auto &vi) { return vi.name() == name; }))
+      continue;
+    if (!symbolicDims.contains(name))
+      return invalid("--shape names '" + name.str() + "', which is neither a graph input nor a symbolic dim" +
+                     (symbolicDims.empty() ? std::string() : " (symbolic dims: " + joinSorted(symbolicDims) + ")"));
+    if (dims.size() != 1)
+      return invalid("--shape " + name.str() + "=" + shape::str(dims) + ": a symbolic dim takes one size");
+    dimParams[name] = dims[0];
   }
   for (const auto &[name, serialized] : options.frozenInputs)
     if (auto err = freezeInput(name, serialized))

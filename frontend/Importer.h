@@ -32,7 +32,9 @@ private:
 };
 
 struct ImportOptions {
-  /// Static shapes for graph inputs with dynamic dims (`--shape name=AxB`), as trtexec's --shapes.
+  /// Static shapes for graph inputs with dynamic dims (`--shape name=AxB`), as trtexec's --shapes. A name
+  /// that is not a graph input but a symbolic dim (`dim_param`, e.g. `batch=2`) binds that dim wherever
+  /// it appears.
   llvm::StringMap<llvm::SmallVector<int64_t>> shapes;
   /// Values fixed at compile time for graph inputs (`--freeze-input name=file.pb`), each a serialized
   /// ONNX TensorProto: the input becomes a constant, as shape inputs must be for static shapes.

@@ -251,6 +251,32 @@ TEST(Importer, ShapeOptionFixesDynamicDims) {
   EXPECT_EQ(shapeOf(m->ops<ReluOp>()[0].getResult()), (std::vector<int64_t>{5, 8}));
 }
 
+// Exporters name dynamic dims (torch.onnx's dynamic_axes, dynamo's s0...): --shape N=5 binds the name in
+// every input that uses it.
+TEST(Importer, ShapeOptionBindsSymbolicDimsByName) {
+  OnnxBuilder b;
+  b.input("x", {-1, 8}); // dims named "N"
+  b.input("mask", {-1});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  b.output("mask");
+  ImportOptions options;
+  options.shapes["N"] = {5};
+  auto m = importOk(b, options);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(shapeOf(m->forward().getArgument(0)), (std::vector<int64_t>{5, 8}));
+  EXPECT_EQ(shapeOf(m->forward().getArgument(1)), (std::vector<int64_t>{5}));
+
+  ImportOptions unknown;
+  unknown.shapes["batch"] = {5};
+  mlir::MLIRContext context;
+  auto refused = importOnnxFile(context, b.save(), unknown);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(llvm::toString(refused.takeError()).find("'batch', which is neither a graph input nor a symbolic dim "
+                                                      "(symbolic dims: N)"),
+            std::string::npos);
+}
+
 TEST(Importer, ExternalDataIsMappedFromBesideTheModel) {
   std::string dir = OnnxBuilder::tempDir();
   std::vector<float> w = {1, 2, 3, 4, 5, 6};

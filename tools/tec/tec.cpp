@@ -53,7 +53,8 @@ cl::OptionCategory category("tec options");
 cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"), cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("where to write the plan (default: the model's path with .tecplan)"),
                                 cl::value_desc("file"), cl::cat(category));
-cl::list<std::string> shapes("shape", cl::desc("fix dynamic input dims, e.g. --shape x=64x1024 (repeatable, or a,b)"),
+cl::list<std::string> shapes("shape", cl::desc("fix dynamic input dims, e.g. --shape x=64x1024, or symbolic dims by "
+                                              "name, e.g. --shape batch=2,sequence=32 (repeatable, or a,b)"),
                              cl::value_desc("name=AxB"), cl::CommaSeparated, cl::cat(category));
 cl::list<std::string> frozenInputs("freeze-input",
                                    cl::desc("fix a graph input's value at compile time (ONNX TensorProto .pb), "
