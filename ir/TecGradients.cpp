@@ -481,3 +481,25 @@ LogicalResult GatherElementsOp::buildGradients(OpBuilder &b, ValueRange dys, Sma
   grads.push_back(Value());
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Convolutions and pools
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  auto weight = getWeight().getType();
+  grads.push_back(b.create<ConvInputGradOp>(loc, getInput().getType(), dys[0], getWeight(), getStrides(), getPads(),
+                                            getDilations(), getGroup()));
+  grads.push_back(b.create<ConvWeightGradOp>(loc, weight, dys[0], getInput(), weight.getShape().drop_front(2),
+                                             getStrides(), getPads(), getDilations(), getGroup()));
+  if (getBias())
+    grads.push_back(reshapeTo(b, loc, reduceSum(b, loc, dys[0], {0, 2, 3}, false), getBias().getType().getShape()));
+  return success();
+}
+
+LogicalResult PoolOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<PoolGradOp>(getLoc(), getInput().getType(), dys[0], getInput(), getKind(), getKernel(),
+                                       getStrides(), getPads(), getDilations(), getCountIncludePad()));
+  return success();
+}

@@ -1,5 +1,6 @@
 #include "ir/TecOps.h"
 #include "ir/TecFolding.h"
+#include "kernels/common/Window.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -550,6 +551,88 @@ LogicalResult ScatterAddOp::verify() {
     return emitOpError("expected updates of shape ")
            << shape::str(expected) << ", got " << shape::str(getUpdates().getType().getShape());
   return success();
+}
+
+/// A window op's input [N, C, H, W] and attributes against its output [N, outChannels, OH, OW]; pools
+/// may round the output up (ceil_mode).
+static LogicalResult verifyWindow(Operation *op, RankedTensorType input, int64_t outChannels, ArrayRef<int64_t> kernel,
+                                  ArrayRef<int64_t> strides, ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
+                                  RankedTensorType output, bool allowCeil) {
+  if (input.getRank() != 4)
+    return op->emitOpError("expected a 4-D NCHW input, got rank ") << input.getRank();
+  if (kernel.size() != 2 || strides.size() != 2 || pads.size() != 4 || dilations.size() != 2)
+    return op->emitOpError("expected 2 kernel dims, 2 strides, 4 pads and 2 dilations, got ")
+           << kernel.size() << ", " << strides.size() << ", " << pads.size() << " and " << dilations.size();
+  if (llvm::any_of(kernel, [](int64_t v) { return v < 1; }) || llvm::any_of(strides, [](int64_t v) { return v < 1; }) ||
+      llvm::any_of(dilations, [](int64_t v) { return v < 1; }) || llvm::any_of(pads, [](int64_t v) { return v < 0; }))
+    return op->emitOpError("expected positive kernel dims, strides and dilations and non-negative pads");
+  auto shapeFor = [&](bool ceil) {
+    return shape::Dims{input.getDimSize(0), outChannels,
+                       kernels::windowOutput(input.getDimSize(2), kernel[0], strides[0], pads[0], pads[2], dilations[0], ceil),
+                       kernels::windowOutput(input.getDimSize(3), kernel[1], strides[1], pads[1], pads[3], dilations[1], ceil)};
+  };
+  auto floor = shapeFor(false), ceil = shapeFor(true);
+  if (output.getShape() != ArrayRef<int64_t>(floor) && !(allowCeil && output.getShape() == ArrayRef<int64_t>(ceil)))
+    return op->emitOpError("expected output shape ") << shape::str(floor) << ", got " << shape::str(output.getShape());
+  return success();
+}
+
+/// tec.conv's weight [M, C / group, kH, kW] against the input's channels.
+static LogicalResult verifyConvWeight(Operation *op, RankedTensorType input, RankedTensorType weight, int64_t group) {
+  if (weight.getRank() != 4 || input.getRank() != 4)
+    return op->emitOpError("expected 4-D input and weight, got ranks ") << input.getRank() << " and " << weight.getRank();
+  if (group < 1 || input.getDimSize(1) % group || weight.getDimSize(0) % group ||
+      weight.getDimSize(1) * group != input.getDimSize(1))
+    return op->emitOpError("expected weight dim 1 = input channels / group (")
+           << input.getDimSize(1) << " / " << group << ") and output channels divisible by the group, got weight "
+           << shape::str(weight.getShape());
+  return success();
+}
+
+LogicalResult ConvOp::verify() {
+  auto in = getInput().getType(), w = getWeight().getType();
+  if (failed(verifyConvWeight(*this, in, w, getGroup())))
+    return failure();
+  if (getBias() && getBias().getType().getShape() != ArrayRef<int64_t>{w.getDimSize(0)})
+    return emitOpError("expected bias [") << w.getDimSize(0) << "], got " << shape::str(getBias().getType().getShape());
+  return verifyWindow(*this, in, w.getDimSize(0), w.getShape().drop_front(2), getStrides(), getPads(), getDilations(),
+                      getType(), false);
+}
+
+LogicalResult ConvInputGradOp::verify() {
+  auto in = getType(), w = getWeight().getType();
+  if (failed(verifyConvWeight(*this, in, w, getGroup())))
+    return failure();
+  return verifyWindow(*this, in, w.getDimSize(0), w.getShape().drop_front(2), getStrides(), getPads(), getDilations(),
+                      getDy().getType(), false);
+}
+
+LogicalResult ConvWeightGradOp::verify() {
+  auto in = getInput().getType(), w = getType();
+  if (failed(verifyConvWeight(*this, in, w, getGroup())))
+    return failure();
+  if (getKernel() != w.getShape().drop_front(2))
+    return emitOpError("expected kernel ") << shape::str(w.getShape().drop_front(2)) << ", got " << shape::str(getKernel());
+  return verifyWindow(*this, in, w.getDimSize(0), getKernel(), getStrides(), getPads(), getDilations(),
+                      getDy().getType(), false);
+}
+
+LogicalResult PoolOp::verify() {
+  if (getKind() != "max" && getKind() != "avg")
+    return emitOpError("expected kind max or avg, got '") << getKind() << "'";
+  auto in = getInput().getType();
+  return verifyWindow(*this, in, in.getRank() == 4 ? in.getDimSize(1) : 0, getKernel(), getStrides(), getPads(),
+                      getDilations(), getType(), true);
+}
+
+LogicalResult PoolGradOp::verify() {
+  if (getKind() != "max" && getKind() != "avg")
+    return emitOpError("expected kind max or avg, got '") << getKind() << "'";
+  auto in = getInput().getType();
+  if (getType() != in)
+    return emitOpError("expected the input's type, got ") << getType();
+  return verifyWindow(*this, in, in.getRank() == 4 ? in.getDimSize(1) : 0, getKernel(), getStrides(), getPads(),
+                      getDilations(), getDy().getType(), true);
 }
 
 LogicalResult QuantizeOp::verify() {

@@ -113,6 +113,7 @@ private:
   Status slice(const plan::Step &s);
   Status gather(const plan::Step &s);
   Status gatherElements(const plan::Step &s);
+  Status window(const plan::Step &s);
   Status scatterAdd(const plan::Step &s);
   Status copy(const plan::Step &s);
   Status quantize(const plan::Step &s);
@@ -584,6 +585,27 @@ Status CpuBackend::scatterAdd(const plan::Step &s) {
     return Status::success();
   };
   return dtype(s.inputs(1)) == plan::I32 ? run(ptr<int32_t>(s.inputs(1))) : run(ptr<int64_t>(s.inputs(1)));
+}
+
+Status CpuBackend::window(const plan::Step &s) {
+  auto w = readWindowStep(s, [&](int i) { return shape(i); });
+  const k::Window g = w.window;
+  const bool include = w.countIncludePad;
+  float *a = floatIn(w.a), *b = w.b >= 0 ? floatIn(w.b) : nullptr, *bias = w.bias >= 0 ? floatIn(w.bias) : nullptr;
+  float *out = floatOut(w.out);
+  emit([=, kind = w.kind] {
+    switch (kind) {
+    case k::WindowKind::Conv: k::conv(g, a, b, bias, out); break;
+    case k::WindowKind::ConvInputGrad: k::convInputGrad(g, a, b, out); break;
+    case k::WindowKind::ConvWeightGrad: k::convWeightGrad(g, a, b, out); break;
+    case k::WindowKind::MaxPool:
+    case k::WindowKind::AvgPool: k::pool(g, kind == k::WindowKind::MaxPool, include, a, out); break;
+    case k::WindowKind::MaxPoolGrad:
+    case k::WindowKind::AvgPoolGrad: k::poolGrad(g, kind == k::WindowKind::MaxPoolGrad, include, a, b, out); break;
+    }
+    return Status::success();
+  });
+  return Status::success();
 }
 
 Status CpuBackend::copy(const plan::Step &s) {

@@ -40,6 +40,8 @@ public:
         {"expand", &Contract::expand}, {"concat", &Contract::concat}, {"split", &Contract::split},
         {"slice", &Contract::slice}, {"gather", &Contract::gather}, {"copy", &Contract::copy},
         {"gather_elements", &Contract::gatherElements}, {"scatter_add", &Contract::scatterAdd},
+        {"conv", &Contract::window}, {"conv_input_grad", &Contract::window}, {"conv_weight_grad", &Contract::window},
+        {"pool", &Contract::window}, {"pool_grad", &Contract::window},
         {"quantize", &Contract::quantize}, {"dequantize", &Contract::dequantize}, {"amax", &Contract::amax},
         {"fp8_gemm", &Contract::fp8Gemm}, {"delayed_scaling", &Contract::delayedScaling},
         {"optimizer_update", &Contract::optimizerUpdate},
@@ -392,6 +394,48 @@ private:
     expected.insert(expected.end(), indices.begin(), indices.end());
     expected.insert(expected.end(), result.begin() + axis + 1, result.end());
     return shape(in(0)) == expected ? "" : "the updates are not " + text(expected);
+  }
+  /// Window steps: 4-D float operands whose shapes agree with the attributes (what readWindowStep reads).
+  std::string window() {
+    const std::string &k = s.kernel();
+    const bool conv = k == "conv";
+    if (auto e = arity(k == "pool" ? 1 : 2, conv ? 3 : (k == "pool" ? 1 : 2), 1, 1); !e.empty())
+      return e;
+    for (int i : s.inputs())
+      if (rank(i) != 4 && !(conv && i == s.inputs(s.inputs_size() - 1) && s.inputs_size() == 3))
+        return "'" + buf(i).name() + "' is not 4-D";
+    if (rank(out(0)) != 4)
+      return "the output is not 4-D";
+    for (int i : s.inputs())
+      if (!steps::isFloat(dtype(i)) || dtype(i) != dtype(out(0)))
+        return "expected float operands of the output's type";
+    const bool pool = k == "pool" || k == "pool_grad";
+    if (steps::attrInts(s, "strides").size() != 2 || steps::attrInts(s, "pads").size() != 4 ||
+        steps::attrInts(s, "dilations").size() != 2 || ((pool || k == "conv_weight_grad") && steps::attrInts(s, "kernel").size() != 2))
+      return "expected 2 strides, 4 pads, 2 dilations (and 2 kernel dims)";
+    auto w = steps::readWindowStep(s, [&](int i) { return shape(i); });
+    const auto &g = w.window;
+    if (g.strideH < 1 || g.strideW < 1 || g.dilationH < 1 || g.dilationW < 1 || g.kernelH < 1 || g.kernelW < 1 ||
+        g.padTop < 0 || g.padLeft < 0 || g.padBottom < 0 || g.padRight < 0 || g.groups < 1 || g.channels % g.groups ||
+        g.outChannels % g.groups)
+      return "window attributes out of range";
+    auto fits = [&](int64_t in, int64_t kernel, int64_t stride, int64_t padBegin, int64_t padEnd, int64_t dilation,
+                    int64_t out) {
+      return out == kernels::windowOutput(in, kernel, stride, padBegin, padEnd, dilation, false) ||
+             (pool && out == kernels::windowOutput(in, kernel, stride, padBegin, padEnd, dilation, true));
+    };
+    if (!fits(g.height, g.kernelH, g.strideH, g.padTop, g.padBottom, g.dilationH, g.outHeight) ||
+        !fits(g.width, g.kernelW, g.strideW, g.padLeft, g.padRight, g.dilationW, g.outWidth))
+      return "the output size does not follow from the window";
+    if (pool)
+      return g.outChannels == g.channels && (k == "pool" || shape(out(0)) == shape(in(1))) ? "" : "channels differ";
+    // The weight: [outChannels, channels / groups, kH, kW] (an input, or the weight gradient's output).
+    const Shape weight = k == "conv_weight_grad" ? shape(out(0)) : shape(in(1));
+    if (weight != Shape{g.outChannels, g.channels / g.groups, g.kernelH, g.kernelW})
+      return "the weight " + text(weight) + " does not fit the channels";
+    if (w.bias >= 0 && shape(w.bias) != Shape{g.outChannels})
+      return "the bias is not [" + std::to_string(g.outChannels) + "]";
+    return "";
   }
   std::string copy() {
     if (auto e = arity(1, 1, 1, 1); !e.empty())

@@ -8,8 +8,10 @@
 #include "kernels/common/Activations.h"
 #include "kernels/common/Fp8.h"
 #include "kernels/common/Ops.h"
+#include "kernels/common/Window.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -179,6 +181,9 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"split", &B::split},        {"slice", &B::slice},
       {"gather", &B::gather},      {"copy", &B::copy},
       {"gather_elements", &B::gatherElements}, {"scatter_add", &B::scatterAdd},
+      {"conv", &B::window},        {"conv_input_grad", &B::window},
+      {"conv_weight_grad", &B::window}, {"pool", &B::window},
+      {"pool_grad", &B::window},
       {"quantize", &B::quantize},  {"dequantize", &B::dequantize},
       {"amax", &B::amax},          {"fp8_gemm", &B::fp8Gemm},
       {"delayed_scaling", &B::delayedScaling}, {"optimizer_update", &B::optimizerUpdate},
@@ -230,6 +235,56 @@ inline Result<IndexedAxis> indexedAxis(const plan::Step &s, const std::vector<in
   else
     for (int64_t d : indices)
       r.picks *= d;
+  return r;
+}
+
+/// A window step (conv, its gradients, pool, pool_grad): the kind, the operands' roles, and the geometry
+/// from the buffers' shapes and the step's attributes (the plan contracts checked them).
+struct WindowStep {
+  kernels::WindowKind kind;
+  int a = -1, b = -1, bias = -1, out = -1; // conv: x, weight; input grad: dy, weight; weight grad: dy, x; pools: x / dy, x
+  kernels::Window window;
+  bool countIncludePad = false;
+};
+inline WindowStep readWindowStep(const plan::Step &s, const std::function<std::vector<int64_t>(int)> &shapeOf) {
+  WindowStep r;
+  const std::string &k = s.kernel();
+  const bool pool = k == "pool" || k == "pool_grad", avg = attrS(s, "kind", "max") == "avg";
+  r.kind = k == "conv"               ? kernels::WindowKind::Conv
+           : k == "conv_input_grad"  ? kernels::WindowKind::ConvInputGrad
+           : k == "conv_weight_grad" ? kernels::WindowKind::ConvWeightGrad
+           : k == "pool"             ? (avg ? kernels::WindowKind::AvgPool : kernels::WindowKind::MaxPool)
+                                     : (avg ? kernels::WindowKind::AvgPoolGrad : kernels::WindowKind::MaxPoolGrad);
+  r.a = s.inputs(0);
+  r.b = s.inputs_size() > 1 ? s.inputs(1) : -1;
+  r.bias = k == "conv" && s.inputs_size() > 2 ? s.inputs(2) : -1;
+  r.out = s.outputs(0);
+  r.countIncludePad = attrI(s, "count_include_pad", 0) != 0;
+  // The image side and the window side of the step: (input, output) of the forward op.
+  std::vector<int64_t> input, output, kernel;
+  if (k == "conv") {
+    input = shapeOf(r.a), output = shapeOf(r.out);
+    auto w = shapeOf(r.b);
+    kernel = {w[2], w[3]};
+  } else if (k == "conv_input_grad") {
+    input = shapeOf(r.out), output = shapeOf(r.a);
+    auto w = shapeOf(r.b);
+    kernel = {w[2], w[3]};
+  } else if (k == "conv_weight_grad") {
+    input = shapeOf(r.b), output = shapeOf(r.a);
+    kernel = attrInts(s, "kernel");
+  } else {
+    input = shapeOf(pool && k == "pool" ? r.a : r.b), output = shapeOf(k == "pool" ? r.out : r.a);
+    kernel = attrInts(s, "kernel");
+  }
+  auto strides = attrInts(s, "strides"), pads = attrInts(s, "pads"), dilations = attrInts(s, "dilations");
+  kernels::Window &w = r.window;
+  w.batch = input[0], w.channels = input[1], w.height = input[2], w.width = input[3];
+  w.outChannels = output[1], w.outHeight = output[2], w.outWidth = output[3];
+  w.kernelH = kernel[0], w.kernelW = kernel[1], w.strideH = strides[0], w.strideW = strides[1];
+  w.padTop = pads[0], w.padLeft = pads[1], w.padBottom = pads[2], w.padRight = pads[3];
+  w.dilationH = dilations[0], w.dilationW = dilations[1];
+  w.groups = pool ? 1 : attrI(s, "group", 1);
   return r;
 }
 

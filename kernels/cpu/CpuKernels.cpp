@@ -32,9 +32,6 @@ void setThreads(int threads) {
 
 namespace {
 
-/// Below this many elements an OpenMP region costs more than it saves.
-constexpr int64_t kParallelThreshold = 1 << 14;
-
 /// Strides of `shape` broadcast (right-aligned) to `out`: 0 along broadcast dims.
 std::vector<int64_t> broadcastStrides(const Shape &shape, const Shape &out) {
   std::vector<int64_t> strides(out.size(), 0);

@@ -7,6 +7,7 @@
 #include "kernels/common/Activations.h"
 #include "kernels/common/Fp8.h"
 #include "kernels/common/Ops.h"
+#include "kernels/common/Window.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +27,11 @@ using kernels::OptimizerParams;
 using kernels::elementBytes;
 using kernels::ReduceKind;
 using kernels::UnaryKind;
+using kernels::Window;
+using kernels::WindowKind;
+
+/// Below this many elements an OpenMP region costs more than it saves.
+constexpr int64_t kParallelThreshold = 1 << 14;
 
 /// Threads for OpenMP regions and BLAS; 0 keeps the libraries' defaults.
 void setThreads(int threads);
@@ -97,6 +103,15 @@ bool gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t in
 template <typename Index>
 bool scatterAdd(const float *updates, int64_t outer, int64_t axisDim, int64_t inner, const Index *indices,
                 int64_t picks, bool elements, float *y);
+
+// Convolutions ([N, C, H, W] with weight [M, C / groups, kH, kW]) and pools, over float.
+void conv(const Window &w, const float *x, const float *weight, const float *bias, float *y);
+void convInputGrad(const Window &w, const float *dy, const float *weight, float *dx);
+void convWeightGrad(const Window &w, const float *dy, const float *x, float *dweight);
+/// Max pooling (padding never wins; NaN propagates) or average pooling.
+void pool(const Window &w, bool max, bool countIncludePad, const float *x, float *y);
+/// Max pooling's gradient goes to the first maximum of each window; average pooling's is spread evenly.
+void poolGrad(const Window &w, bool max, bool countIncludePad, const float *dy, const float *x, float *dx);
 
 /// One parameter's optimizer step over n elements (tec.optimizer_update): m and v may be null where the
 /// optimizer keeps fewer moments; outputs may alias their inputs. `finite` false leaves all unchanged.

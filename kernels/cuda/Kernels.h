@@ -8,6 +8,7 @@
 
 #include "kernels/common/Activations.h"
 #include "kernels/common/Ops.h"
+#include "kernels/common/Window.h"
 #include "kernels/cuda/LaunchShapes.h"
 
 #include <cstdint>
@@ -45,6 +46,10 @@ void stridedCopy(const void *src, Strided s, void *dst, Strided d, const Extent 
 /// y[o, j, i] = data[o, indices[j], i]; negative indices count from the end.
 void gather(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices, bool indices64,
             int64_t numIndices, void *y, size_t bytes, int *error, void *stream);
+/// Convolutions and their gradients, pools and theirs (a, b: x and weight; dy and weight; dy and x; x; dy
+/// and x, as kernels/cpu's functions of the same kinds take them).
+void window(WindowKind kind, const Window &w, ConstRef a, ConstRef b, ConstRef bias, Ref out, bool countIncludePad,
+            void *stream);
 /// GatherElements over data [outer, axisDim, inner] with indices [outer, picks, inner].
 void gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
                     bool indices64, int64_t picks, void *y, size_t bytes, int *error, void *stream);

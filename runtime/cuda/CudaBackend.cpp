@@ -316,6 +316,7 @@ private:
   Status slice(const plan::Step &s);
   Status gather(const plan::Step &s);
   Status gatherElements(const plan::Step &s);
+  Status window(const plan::Step &s);
   Status scatterAdd(const plan::Step &s);
   Status copy(const plan::Step &s);
   Status quantize(const plan::Step &s);
@@ -1153,6 +1154,16 @@ Status CudaBackend::scatterAdd(const plan::Step &s) {
   int u = s.inputs(0), idx = s.inputs(1), y = s.outputs(0);
   emit([=](const Context &c) {
     c.k->scatterAdd(cref(c, u), outer, dim, inner, c.at(slot(idx)), indices64, picks, elements, ref(c, y));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::window(const plan::Step &s) {
+  auto w = readWindowStep(s, [&](int i) { return shape(i); });
+  emit([=](const Context &c) {
+    c.k->window(w.kind, w.window, cref(c, w.a), w.b >= 0 ? cref(c, w.b) : kc::ConstRef(),
+                w.bias >= 0 ? cref(c, w.bias) : kc::ConstRef(), ref(c, w.out), w.countIncludePad);
     return Status::success();
   });
   return Status::success();

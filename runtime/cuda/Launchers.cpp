@@ -41,6 +41,10 @@ public:
               int64_t numIndices, void *y, size_t bytes, int *error) override {
     kc::gather(data, outer, axisDim, inner, indices, indices64, numIndices, y, bytes, error, stream);
   }
+  void window(WindowKind kind, const Window &w, kc::ConstRef a, kc::ConstRef b, kc::ConstRef bias, kc::Ref out,
+              bool countIncludePad) override {
+    kc::window(kind, w, a, b, bias, out, countIncludePad, stream);
+  }
   void gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
                       bool indices64, int64_t picks, void *y, size_t bytes, int *error) override {
     kc::gatherElements(data, outer, axisDim, inner, indices, indices64, picks, y, bytes, error, stream);
@@ -179,6 +183,16 @@ public:
               int64_t numIndices, void *y, size_t bytes, int *error) override {
     call("kc::gather", {ptr(data), num(outer), num(axisDim), num(inner), ptr(indices), boolean(indices64),
                         num(numIndices), ptr(y), num(bytes), "(int *)" + ptr(error)});
+  }
+  void window(WindowKind kind, const Window &w, kc::ConstRef a, kc::ConstRef b, kc::ConstRef bias, kc::Ref out,
+              bool countIncludePad) override {
+    static const char *kinds[] = {"Conv", "ConvInputGrad", "ConvWeightGrad", "MaxPool", "AvgPool", "MaxPoolGrad",
+                                  "AvgPoolGrad"};
+    const int64_t fields[] = {w.batch, w.channels, w.height, w.width, w.outChannels, w.outHeight, w.outWidth,
+                              w.kernelH, w.kernelW, w.strideH, w.strideW, w.padTop, w.padLeft, w.padBottom,
+                              w.padRight, w.dilationH, w.dilationW, w.groups};
+    call("kc::window", {enumValue("WindowKind", kinds, kind), "Window" + list(fields, 18), ref(a), ref(b),
+                        ref(bias), ref(out), boolean(countIncludePad)});
   }
   void gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
                       bool indices64, int64_t picks, void *y, size_t bytes, int *error) override {
