@@ -2,6 +2,7 @@
 
 #include "ir/TecBuilders.h"
 #include "ir/TecOps.h"
+#include "kernels/common/Window.h"
 #include "runtime/Status.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -233,6 +234,18 @@ private:
   Error where(const onnx::NodeProto &n);
   Error expand(const onnx::NodeProto &n);
   Error shapeOf(const onnx::NodeProto &n);
+  /// A Conv's or pool's spatial attributes as tec's 2-D window ([top, left, bottom, right] pads).
+  struct Window2d {
+    llvm::SmallVector<int64_t> kernel, strides, pads, dilations;
+  };
+  Expected<Window2d> windowAttrs(const onnx::NodeProto &n, RankedTensorType x, ArrayRef<int64_t> kernel,
+                                 bool ceilMode);
+  /// x as NCHW: a 1-D input [N, C, L] as [N, C, 1, L].
+  Value as2d(const onnx::NodeProto &n, Value x);
+  Error conv(const onnx::NodeProto &n);
+  Error pool(const onnx::NodeProto &n);
+  Error globalPool(const onnx::NodeProto &n);
+  Error batchNorm(const onnx::NodeProto &n);
   Error gatherElements(const onnx::NodeProto &n);
   Error nllLoss(const onnx::NodeProto &n);
   Error softmaxCrossEntropy(const onnx::NodeProto &n);
@@ -272,6 +285,8 @@ private:
   llvm::StringMap<const onnx::TypeProto *> onnxInferred;
   /// Symbolic dims bound by --shape (e.g. batch=2).
   llvm::StringMap<int64_t> dimParams;
+  /// Params that training must leave alone, and why (tec.frozen).
+  llvm::StringMap<std::string> frozenParams;
 };
 
 //===----------------------------------------------------------------------===//
@@ -283,10 +298,22 @@ Error GraphImporter::checkOpsetAndOps() {
     if (imp.domain().empty() || imp.domain() == "ai.onnx")
       opset = imp.version();
   out.opset = opset;
-  if (opset != 0 && (opset < kMinOpset || opset > kMaxOpset))
+  if (opset != 0 && opset > kMaxOpset)
     return unsupported("opset " + llvm::Twine(opset) + " is outside the supported range " +
                        llvm::Twine(kMinOpset) + "-" + llvm::Twine(kMaxOpset) +
                        " (convert the model with onnx.version_converter)");
+  // An older opset is read as opset 7 when none of its operators changed in between.
+  if (opset != 0 && opset < kMinOpset) {
+    for (const auto &[i, node] : llvm::enumerate(graph.node())) {
+      const auto *old = onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
+      const auto *current = onnx::OpSchemaRegistry::Schema(node.op_type(), kMinOpset, "");
+      if (!old || !current || old->SinceVersion() != current->SinceVersion())
+        return unsupported("opset " + llvm::Twine(opset) + " is outside the supported range " +
+                           llvm::Twine(kMinOpset) + "-" + llvm::Twine(kMaxOpset) + " and its " + node.op_type() +
+                           " differs from opset " + llvm::Twine(kMinOpset) +
+                           "'s (convert the model with onnx.version_converter)");
+    }
+  }
   std::string list;
   int count = 0;
   for (const auto &[i, node] : llvm::enumerate(graph.node())) {
@@ -1541,6 +1568,177 @@ Error GraphImporter::softmaxCrossEntropy(const onnx::NodeProto &n) {
   return define(n, 1, logProb);
 }
 
+Expected<GraphImporter::Window2d> GraphImporter::windowAttrs(const onnx::NodeProto &n, RankedTensorType x,
+                                                              ArrayRef<int64_t> kernel, bool ceilMode) {
+  const int64_t spatial = x.getRank() - 2;
+  auto ints = [&](const char *name, int64_t count, int64_t dflt) -> Expected<llvm::SmallVector<int64_t>> {
+    const auto *a = findAttr(n, name);
+    if (!a)
+      return llvm::SmallVector<int64_t>(count, dflt);
+    if (a->ints_size() != count)
+      return nodeInvalid(n, "'" + llvm::Twine(name) + "' has " + llvm::Twine(a->ints_size()) + " values, expected " +
+                                llvm::Twine(count));
+    return llvm::SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+  };
+  TRY_ASSIGN(strides, ints("strides", spatial, 1));
+  TRY_ASSIGN(dilations, ints("dilations", spatial, 1));
+  TRY_ASSIGN(pads, ints("pads", 2 * spatial, 0));
+  if (llvm::any_of(strides, [](int64_t v) { return v < 1; }) || llvm::any_of(dilations, [](int64_t v) { return v < 1; }) ||
+      llvm::any_of(pads, [](int64_t v) { return v < 0; }))
+    return nodeInvalid(n, "strides and dilations must be positive and pads non-negative");
+  const std::string autoPad = findAttr(n, "auto_pad") ? findAttr(n, "auto_pad")->s() : "NOTSET";
+  if (autoPad == "VALID") {
+    pads.assign(2 * spatial, 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    // Output = ceil(input / stride); the padding that takes splits, the odd cell at the end (UPPER) or start.
+    for (int64_t d = 0; d < spatial; ++d) {
+      const int64_t in = x.getDimSize(2 + d), out = (in + strides[d] - 1) / strides[d];
+      const int64_t total = std::max<int64_t>((out - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - in, 0);
+      pads[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[spatial + d] = total - pads[d];
+    }
+  } else if (autoPad != "NOTSET") {
+    return nodeInvalid(n, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + autoPad + "'");
+  }
+  Window2d w;
+  if (spatial == 1) { // a 1-D window is a 2-D one of height 1
+    w.kernel = {1, kernel[0]}, w.strides = {1, strides[0]}, w.dilations = {1, dilations[0]};
+    w.pads = {0, pads[0], 0, pads[1]};
+  } else {
+    w.kernel.assign(kernel.begin(), kernel.end()), w.strides = strides, w.dilations = dilations;
+    w.pads = {pads[0], pads[1], pads[2], pads[3]};
+  }
+  for (int d = 0; d < 2; ++d) {
+    const int64_t in = spatial == 1 && d == 0 ? 1 : x.getDimSize(2 + d - (spatial == 1 ? 1 : 0));
+    if (kernels::windowOutput(in, w.kernel[d], w.strides[d], w.pads[d], w.pads[d + 2], w.dilations[d], ceilMode) < 1)
+      return nodeInvalid(n, "the window (kernel " + llvm::Twine(w.kernel[d]) + ", dilation " + llvm::Twine(w.dilations[d]) +
+                                ") does not fit the padded input of " + llvm::Twine(in));
+  }
+  return w;
+}
+
+Value GraphImporter::as2d(const onnx::NodeProto &n, Value x) {
+  auto t = typeOf(x);
+  if (t.getRank() == 4)
+    return x;
+  return create<ReshapeOp>(n, RankedTensorType::get({t.getDimSize(0), t.getDimSize(1), 1, t.getDimSize(2)},
+                                                    t.getElementType()),
+                           x);
+}
+
+Error GraphImporter::conv(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  TRY_ASSIGN(w, value(n, 1));
+  auto xt = typeOf(x), wt = typeOf(w);
+  if (xt.getRank() != 3 && xt.getRank() != 4)
+    return nodeUnsupported(n, "only 1-D and 2-D convolutions are supported, got a rank-" + llvm::Twine(xt.getRank()) +
+                                  " input");
+  if (!isFloat(xt.getElementType()) || wt.getElementType() != xt.getElementType())
+    return nodeUnsupported(n, "element type is not supported (float input and weight of one type)");
+  const int64_t group = intAttr(n, "group", 1);
+  if (wt.getRank() != xt.getRank() || group < 1 || xt.getDimSize(1) % group || wt.getDimSize(0) % group ||
+      wt.getDimSize(1) * group != xt.getDimSize(1))
+    return nodeInvalid(n, "weight " + shape::str(wt.getShape()) + " does not fit input " + shape::str(xt.getShape()) +
+                              " with group " + llvm::Twine(group));
+  auto kernel = wt.getShape().drop_front(2);
+  if (const auto *k = findAttr(n, "kernel_shape"); k && !llvm::equal(k->ints(), kernel))
+    return nodeInvalid(n, "kernel_shape disagrees with the weight " + shape::str(wt.getShape()));
+  TRY_ASSIGN(win, windowAttrs(n, xt, kernel, false));
+  Value bias;
+  if (hasInput(n, 2)) {
+    TRY_ASSIGN(b, value(n, 2));
+    if (typeOf(b).getShape() != ArrayRef<int64_t>{wt.getDimSize(0)} || typeOf(b).getElementType() != xt.getElementType())
+      return nodeInvalid(n, "bias must be [" + llvm::Twine(wt.getDimSize(0)) + "] of the input's type");
+    bias = b;
+  }
+  Value x2 = as2d(n, x), w2 = as2d(n, w);
+  auto in = typeOf(x2);
+  shape::Dims dims{in.getDimSize(0), wt.getDimSize(0),
+                   kernels::windowOutput(in.getDimSize(2), win.kernel[0], win.strides[0], win.pads[0], win.pads[2],
+                                         win.dilations[0], false),
+                   kernels::windowOutput(in.getDimSize(3), win.kernel[1], win.strides[1], win.pads[1], win.pads[3],
+                                         win.dilations[1], false)};
+  Value y = create<ConvOp>(n, RankedTensorType::get(dims, xt.getElementType()), x2, w2, bias, win.strides, win.pads,
+                           win.dilations, group);
+  if (xt.getRank() == 3)
+    y = create<ReshapeOp>(n, RankedTensorType::get({dims[0], dims[1], dims[3]}, xt.getElementType()), y);
+  return define(n, 0, y);
+}
+
+Error GraphImporter::pool(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  auto xt = typeOf(x);
+  if (xt.getRank() != 3 && xt.getRank() != 4)
+    return nodeUnsupported(n, "only 1-D and 2-D pools are supported, got a rank-" + llvm::Twine(xt.getRank()) + " input");
+  if (!isFloat(xt.getElementType()))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  if (outputUsed(n, 1))
+    return nodeUnsupported(n, "MaxPool's Indices output is not supported");
+  const auto *k = findAttr(n, "kernel_shape");
+  if (!k || k->ints_size() != xt.getRank() - 2)
+    return nodeInvalid(n, "kernel_shape must have one size per spatial dim");
+  llvm::SmallVector<int64_t> kernel(k->ints().begin(), k->ints().end());
+  const bool ceilMode = intAttr(n, "ceil_mode", 0) != 0;
+  TRY_ASSIGN(win, windowAttrs(n, xt, kernel, ceilMode));
+  Value x2 = as2d(n, x);
+  auto in = typeOf(x2);
+  shape::Dims dims{in.getDimSize(0), in.getDimSize(1),
+                   kernels::windowOutput(in.getDimSize(2), win.kernel[0], win.strides[0], win.pads[0], win.pads[2],
+                                         win.dilations[0], ceilMode),
+                   kernels::windowOutput(in.getDimSize(3), win.kernel[1], win.strides[1], win.pads[1], win.pads[3],
+                                         win.dilations[1], ceilMode)};
+  const bool max = n.op_type() == "MaxPool";
+  Value y = create<PoolOp>(n, RankedTensorType::get(dims, xt.getElementType()), x2,
+                           builder.getStringAttr(max ? "max" : "avg"), win.kernel, win.strides, win.pads, win.dilations,
+                           !max && intAttr(n, "count_include_pad", 0) != 0);
+  if (xt.getRank() == 3)
+    y = create<ReshapeOp>(n, RankedTensorType::get({dims[0], dims[1], dims[3]}, xt.getElementType()), y);
+  return define(n, 0, y);
+}
+
+Error GraphImporter::globalPool(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  auto xt = typeOf(x);
+  if (xt.getRank() < 3 || !isFloat(xt.getElementType()))
+    return nodeUnsupported(n, "expected a float [N, C, spatial...] input, got " + shape::str(xt.getShape()));
+  ReduceSpec spec;
+  for (int64_t d = 2; d < xt.getRank(); ++d)
+    spec.axes.push_back(d);
+  return define(n, 0, n.op_type() == "GlobalMaxPool" ? reduceWith<ReduceMaxOp>(n, x, spec)
+                                                     : reduceWith<ReduceMeanOp>(n, x, spec));
+}
+
+/// Inference BatchNormalization: (x - mean) * scale / sqrt(var + epsilon) + bias per channel. The running
+/// statistics are params training leaves alone (tec.frozen).
+Error GraphImporter::batchNorm(const onnx::NodeProto &n) {
+  if (intAttr(n, "training_mode", 0) != 0 || (opset < 9 && intAttr(n, "spatial", 1) == 0))
+    return nodeUnsupported(n, "only inference BatchNormalization is supported (training_mode = 0)");
+  for (int i = 1; i < n.output_size(); ++i)
+    if (outputUsed(n, i))
+      return nodeUnsupported(n, "the running statistics outputs of BatchNormalization are not supported");
+  TRY_ASSIGN(x, value(n, 0));
+  auto xt = typeOf(x);
+  Type elt = xt.getElementType();
+  if (xt.getRank() < 2 || !isFloat(elt))
+    return nodeUnsupported(n, "expected a float [N, C, ...] input, got " + shape::str(xt.getShape()));
+  // Per-channel operands as [C, 1, ...] so they broadcast over the spatial dims.
+  shape::Dims channelShape(xt.getRank() - 1, 1);
+  channelShape[0] = xt.getDimSize(1);
+  llvm::SmallVector<Value, 4> perChannel;
+  for (int i = 1; i <= 4; ++i) {
+    TRY_ASSIGN(v, value(n, i));
+    if (typeOf(v).getShape() != ArrayRef<int64_t>{xt.getDimSize(1)} || typeOf(v).getElementType() != elt)
+      return nodeInvalid(n, "input '" + n.input(i) + "' must be [" + llvm::Twine(xt.getDimSize(1)) + "] of the input's type");
+    if (i >= 3 && initializers.contains(n.input(i)))
+      frozenParams[n.input(i)] = "a BatchNormalization running statistic";
+    perChannel.push_back(create<ReshapeOp>(n, RankedTensorType::get(channelShape, elt), v));
+  }
+  Value scale = perChannel[0], bias = perChannel[1], mean = perChannel[2], var = perChannel[3];
+  Value stddev = create<SqrtOp>(n, var.getType(), broadcast<AddOp>(n, var, scalar(n, elt, floatAttr(n, "epsilon", 1e-5f))));
+  Value normalized = broadcast<DivOp>(n, broadcast<SubOp>(n, x, mean), stddev);
+  return define(n, 0, broadcast<AddOp>(n, broadcast<MulOp>(n, normalized, scale), bias));
+}
+
 // Shapes are static after import, so the shape operators are constants.
 Error GraphImporter::shapeOf(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
@@ -1732,6 +1930,12 @@ const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
       {"Where", &G::where},
       {"Expand", &G::expand},
       {"Shape", &G::shapeOf},
+      {"Conv", &G::conv},
+      {"MaxPool", &G::pool},
+      {"AveragePool", &G::pool},
+      {"GlobalAveragePool", &G::globalPool},
+      {"GlobalMaxPool", &G::globalPool},
+      {"BatchNormalization", &G::batchNorm},
       {"GatherElements", &G::gatherElements},
       {"NegativeLogLikelihoodLoss", &G::nllLoss},
       {"SoftmaxCrossEntropyLoss", &G::softmaxCrossEntropy},
@@ -1902,8 +2106,11 @@ Error GraphImporter::run() {
   builder.create<func::ReturnOp>(FileLineColLoc::get(&ctx, path, 0, 0), results);
   func.setFunctionType(builder.getFunctionType(body->getArgumentTypes(), TypeRange(ValueRange(results))));
   size_t firstParam = out.inputNames.size();
-  for (auto [i, p] : llvm::enumerate(out.params))
+  for (auto [i, p] : llvm::enumerate(out.params)) {
     func.setArgAttr(firstParam + i, kParamAttrName, builder.getStringAttr(p.name));
+    if (auto why = frozenParams.find(p.name); why != frozenParams.end())
+      func.setArgAttr(firstParam + i, kFrozenAttrName, builder.getStringAttr(why->second));
+  }
 
   std::string diagnostics;
   {

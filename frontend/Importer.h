@@ -73,7 +73,7 @@ std::vector<std::string> supportedOnnxOps();
 
 /// Opsets of the default ONNX domain the importer accepts: from 7, where elementwise ops took numpy
 /// broadcasting; the importers read each operator's older form (attributes that became inputs,
-/// Softmax's 2-D coercion before 13).
+/// Softmax's 2-D coercion before 13). An older model imports when none of its operators changed since.
 inline constexpr int64_t kMinOpset = 7, kMaxOpset = 21;
 
 } // namespace tec

@@ -26,6 +26,8 @@ namespace tec {
 
 /// Name of the function-argument attribute that marks a trainable parameter (an ONNX initializer).
 inline constexpr llvm::StringLiteral kParamAttrName = "tec.param";
+/// On a param argument: why it is not trained (a running statistic, an exporter-folded constant...).
+inline constexpr llvm::StringLiteral kFrozenAttrName = "tec.frozen";
 /// A state argument (FP8 meta state, optimizer state): its name, and the value every element starts at.
 inline constexpr llvm::StringLiteral kStateAttrName = "tec.state";
 inline constexpr llvm::StringLiteral kStateInitAttrName = "tec.state_init";

@@ -181,6 +181,27 @@ void buildCases() {
                                   .out(F32, {6, 7, 5}).i("axis", 1).i("elements", 1), kF32);
   add("scatter_add_rows", Builder("scatter_add").in(F32, {3, 700, 24}).in(I32, {700}, "labels").out(F32, {3, 6, 24})
                               .i("axis", 1).i("elements", 0), kF32);
+  auto window = [](Builder b, std::vector<int64_t> strides, std::vector<int64_t> pads, std::vector<int64_t> dilations) {
+    return b.ints("strides", strides).ints("pads", pads).ints("dilations", dilations);
+  };
+  // A ResNet stem (7x7, stride 2) and a grouped, dilated, asymmetric one; their gradients; pools.
+  add("conv_stem", window(Builder("conv").in(F32, {2, 3, 32, 32}).in(F32, {8, 3, 7, 7}).in(F32, {8})
+                              .out(F32, {2, 8, 16, 16}).i("group", 1), {2, 2}, {3, 3, 3, 3}, {1, 1}), kGemm);
+  add("conv_grouped", window(Builder("conv").in(F32, {2, 4, 9, 8}).in(F32, {6, 2, 3, 2}).out(F32, {2, 6, 4, 7})
+                                 .i("group", 2), {2, 1}, {1, 0, 0, 1}, {1, 2}), kGemm);
+  add("conv_input_grad", window(Builder("conv_input_grad").in(F32, {2, 6, 4, 7}).in(F32, {6, 2, 3, 2})
+                                    .out(F32, {2, 4, 9, 8}).i("group", 2), {2, 1}, {1, 0, 0, 1}, {1, 2}), kGemm);
+  add("conv_weight_grad", window(Builder("conv_weight_grad").in(F32, {2, 6, 4, 7}).in(F32, {2, 4, 9, 8})
+                                     .out(F32, {6, 2, 3, 2}).ints("kernel", {3, 2}).i("group", 2), {2, 1}, {1, 0, 0, 1},
+                                 {1, 2}), kGemm);
+  for (const char *kind : {"max", "avg"}) {
+    add(std::string(kind) + "_pool", window(Builder("pool").in(F32, {2, 5, 9, 9}).out(F32, {2, 5, 5, 5})
+                                                .s("kind", kind).ints("kernel", {3, 3}).i("count_include_pad", 1),
+                                            {2, 2}, {1, 1, 1, 1}, {1, 1}), kF32);
+    add(std::string(kind) + "_pool_grad",
+        window(Builder("pool_grad").in(F32, {2, 5, 5, 5}).in(F32, {2, 5, 9, 9}).out(F32, {2, 5, 9, 9}).s("kind", kind)
+                   .ints("kernel", {3, 3}), {2, 2}, {1, 1, 1, 1}, {1, 1}), kF32);
+  }
   for (const char *op : {"relu", "tanh", "sigmoid", "erf", "exp", "abs", "sign", "gelu", "neg", "sin", "cos", "softplus", "floor", "ceil"})
     add(op, Builder(op).in(F32, {1000}).out(F32, {1000}), kF32);
   for (const char *op : {"log", "reciprocal"})

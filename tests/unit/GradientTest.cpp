@@ -23,8 +23,9 @@ using namespace tec;
 namespace {
 
 /// Where the inputs are drawn: AtLeastOne keeps 1/x and log(x) where central differences with h = 1e-2
-/// are accurate (their third derivatives grow as 1/x^4 and 1/x^3 toward zero).
-enum class Inputs { Normal, Positive, AwayFromZero, AtLeastOne, HalfIntegers };
+/// are accurate (their third derivatives grow as 1/x^4 and 1/x^3 toward zero); Spread draws multiples of
+/// 0.25, all distinct in a window, so a max never switches within a difference step.
+enum class Inputs { Normal, Positive, AwayFromZero, AtLeastOne, HalfIntegers, Spread };
 
 struct GradCase {
   const char *name;
@@ -91,6 +92,7 @@ TEST_P(Gradients, MatchCentralFiniteDifferences) {
 
   std::mt19937 rng(1234);
   std::normal_distribution<float> normal(0.0f, 1.0f);
+  int spread = 0; // Spread: steps of 37 around 97 (a prime) visit every value before one repeats
   auto draw = [&](Inputs kind) {
     float v = normal(rng);
     if (kind == Inputs::Positive)
@@ -101,6 +103,8 @@ TEST_P(Gradients, MatchCentralFiniteDifferences) {
       return std::round(v * 3.0f) + 0.5f;
     if (kind == Inputs::AwayFromZero)
       return (v < 0 ? -0.2f : 0.2f) + v;
+    if (kind == Inputs::Spread)
+      return static_cast<float>(spread = (spread + 37) % 97) * 0.25f - 12.0f;
     return v;
   };
   // Inputs (float ones random, bool ones random), cotangents, directions.
@@ -246,6 +250,15 @@ const GradCase kCases[] = {
        %0 = tec.reduce_max %a {axes = array<i64: 1>, keepdims = false} : tensor<2x3x4xf32> -> tensor<2x4xf32>
        %1 = tec.reduce_min %a {axes = array<i64: 0, 2>, keepdims = true} : tensor<2x3x4xf32> -> tensor<1x3x1xf32>
        return %0, %1 : tensor<2x4xf32>, tensor<1x3x1xf32> })"},
+    // Groups, strides, asymmetric pads and dilations, with a bias.
+    {"conv", R"(func.func @forward(%x: tensor<2x4x7x6xf32>, %w: tensor<6x2x3x2xf32>, %b: tensor<6xf32>) -> tensor<2x6x3x5xf32> {
+       %0 = tec.conv %x, %w, %b {strides = array<i64: 2, 1>, pads = array<i64: 1, 0, 0, 1>, dilations = array<i64: 1, 2>, group = 2 : i64}
+            : (tensor<2x4x7x6xf32>, tensor<6x2x3x2xf32>, tensor<6xf32>) -> tensor<2x6x3x5xf32>
+       return %0 : tensor<2x6x3x5xf32> })"},
+    {"max_and_average_pool", R"(func.func @forward(%x: tensor<2x3x7x7xf32>) -> (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) {
+       %0 = tec.pool %x {kind = "max", kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<2x3x7x7xf32> -> tensor<2x3x4x4xf32>
+       %1 = tec.pool %x {kind = "avg", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 1, 1>, dilations = array<i64: 1, 1>, count_include_pad = false} : tensor<2x3x7x7xf32> -> tensor<2x3x4x4xf32>
+       return %0, %1 : tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32> })", Inputs::Spread},
     // Zero gradient; the inputs stay away from integers so that differences do not cross a step.
     {"floor_ceil", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
        %0 = tec.floor %a : tensor<4x4xf32>

@@ -111,11 +111,17 @@ TEST(ImporterErrors, UnsupportedOpsAreAllListedWithNodeAndOpset) {
 }
 
 TEST(ImporterErrors, OpsetOutsideTheSupportedRange) {
-  OnnxBuilder b(6);
+  OnnxBuilder b(5); // Relu changed at opset 6
   b.input("x", {2});
   b.node("Relu", {"x"}, {"y"});
   b.output("y");
-  expectRejected(b.save(), ImportErrorKind::Unsupported, {"opset 6 is outside the supported range 7-21"});
+  expectRejected(b.save(), ImportErrorKind::Unsupported,
+                 {"opset 5 is outside the supported range 7-21 and its Relu differs from opset 7's"});
+  OnnxBuilder same(22);
+  same.input("x", {2});
+  same.node("Relu", {"x"}, {"y"});
+  same.output("y");
+  expectRejected(same.save(), ImportErrorKind::Unsupported, {"opset 22 is outside the supported range 7-21"});
 }
 
 TEST(ImporterErrors, DynamicDimsNeedShape) {

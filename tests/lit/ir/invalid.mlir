@@ -334,3 +334,27 @@ func.func @scatter_add_wrong_updates(%dy: tensor<4x8xf32>, %ids: tensor<4x8xi64>
   %0 = tec.scatter_add %dy, %ids {axis = 0 : i64, elements = false} : (tensor<4x8xf32>, tensor<4x8xi64>) -> tensor<100x16xf32>
   return %0 : tensor<100x16xf32>
 }
+
+// -----
+
+func.func @conv_wrong_output(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32> {
+  // expected-error @+1 {{'tec.conv' op expected output shape 1x4x6x6, got 1x4x8x8}}
+  %0 = tec.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32>
+  return %0 : tensor<1x4x8x8xf32>
+}
+
+// -----
+
+func.func @conv_group_mismatch(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+1 {{'tec.conv' op expected weight dim 1 = input channels / group (3 / 3) and output channels divisible by the group, got weight 4x3x3x3}}
+  %0 = tec.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 3 : i64} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+func.func @pool_unknown_kind(%x: tensor<1x3x8x8xf32>) -> tensor<1x3x4x4xf32> {
+  // expected-error @+1 {{'tec.pool' op expected kind max or avg, got 'lp'}}
+  %0 = tec.pool %x {kind = "lp", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<1x3x8x8xf32> -> tensor<1x3x4x4xf32>
+  return %0 : tensor<1x3x4x4xf32>
+}

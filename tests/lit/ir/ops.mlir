@@ -208,3 +208,15 @@ func.func @extreme_reductions(%x: tensor<4x8xf32>, %i: tensor<4x8xi32>) -> (tens
   %2 = tec.reduce_prod %i {axes = array<i64: 1>, keepdims = false} : tensor<4x8xi32> -> tensor<4xi32>
   return %0, %1, %2 : tensor<4x1xf32>, tensor<8xf32>, tensor<4xi32>
 }
+
+// CHECK-LABEL: func @windows
+func.func @windows(%x: tensor<8x3x32x32xf32>, %w: tensor<16x3x3x3xf32>, %b: tensor<16xf32>) -> (tensor<8x16x16x16xf32>, tensor<8x3x16x16xf32>) {
+  // CHECK: tec.conv %{{.*}}, %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}
+  %0 = tec.conv %x, %w, %b {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1 : i64}
+       : (tensor<8x3x32x32xf32>, tensor<16x3x3x3xf32>, tensor<16xf32>) -> tensor<8x16x16x16xf32>
+  // ceil_mode shows in the result: 32 with kernel 3, stride 2 is 15 floored, 16 ceiled.
+  // CHECK: tec.pool %{{.*}} {{{.*}}kind = "max"{{.*}}} : tensor<8x3x32x32xf32> -> tensor<8x3x16x16xf32>
+  %1 = tec.pool %x {kind = "max", kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>}
+       : tensor<8x3x32x32xf32> -> tensor<8x3x16x16xf32>
+  return %0, %1 : tensor<8x16x16x16xf32>, tensor<8x3x16x16xf32>
+}
