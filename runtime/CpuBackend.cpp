@@ -588,7 +588,10 @@ Status CpuBackend::scatterAdd(const plan::Step &s) {
 }
 
 Status CpuBackend::window(const plan::Step &s) {
-  auto w = readWindowStep(s, [&](int i) { return shape(i); });
+  auto read = readWindowStep(s, [&](int i) { return shape(i); });
+  if (!read.ok())
+    return read.error();
+  const WindowStep w = *read;
   const k::Window g = w.window;
   const bool include = w.countIncludePad;
   float *a = floatIn(w.a), *b = w.b >= 0 ? floatIn(w.b) : nullptr, *bias = w.bias >= 0 ? floatIn(w.bias) : nullptr;

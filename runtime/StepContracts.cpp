@@ -413,7 +413,10 @@ private:
     if (steps::attrInts(s, "strides").size() != 2 || steps::attrInts(s, "pads").size() != 4 ||
         steps::attrInts(s, "dilations").size() != 2 || ((pool || k == "conv_weight_grad") && steps::attrInts(s, "kernel").size() != 2))
       return "expected 2 strides, 4 pads, 2 dilations (and 2 kernel dims)";
-    auto w = steps::readWindowStep(s, [&](int i) { return shape(i); });
+    auto read = steps::readWindowStep(s, [&](int i) { return shape(i); });
+    if (!read.ok())
+      return read.error().message();
+    const auto &w = *read;
     const auto &g = w.window;
     if (g.strideH < 1 || g.strideW < 1 || g.dilationH < 1 || g.dilationW < 1 || g.kernelH < 1 || g.kernelW < 1 ||
         g.padTop < 0 || g.padLeft < 0 || g.padBottom < 0 || g.padRight < 0 || g.groups < 1 || g.channels % g.groups ||

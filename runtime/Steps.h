@@ -246,8 +246,11 @@ struct WindowStep {
   kernels::Window window;
   bool countIncludePad = false;
 };
-inline WindowStep readWindowStep(const plan::Step &s, const std::function<std::vector<int64_t>(int)> &shapeOf) {
+inline Result<WindowStep> readWindowStep(const plan::Step &s,
+                                         const std::function<std::vector<int64_t>(int)> &shapeOf) {
   WindowStep r;
+  if (s.inputs_size() < 1 || s.outputs_size() != 1)
+    return Status::error("step '" + s.kernel() + "' (from " + s.source() + ") has the wrong number of operands");
   const std::string &k = s.kernel();
   const bool pool = k == "pool" || k == "pool_grad", avg = attrS(s, "kind", "max") == "avg";
   r.kind = k == "conv"               ? kernels::WindowKind::Conv
@@ -264,20 +267,28 @@ inline WindowStep readWindowStep(const plan::Step &s, const std::function<std::v
   std::vector<int64_t> input, output, kernel;
   if (k == "conv") {
     input = shapeOf(r.a), output = shapeOf(r.out);
-    auto w = shapeOf(r.b);
-    kernel = {w[2], w[3]};
+    auto w = r.b >= 0 ? shapeOf(r.b) : std::vector<int64_t>{};
+    kernel = w.size() == 4 ? std::vector<int64_t>{w[2], w[3]} : std::vector<int64_t>{};
   } else if (k == "conv_input_grad") {
     input = shapeOf(r.out), output = shapeOf(r.a);
     auto w = shapeOf(r.b);
-    kernel = {w[2], w[3]};
+    kernel = w.size() == 4 ? std::vector<int64_t>{w[2], w[3]} : std::vector<int64_t>{};
   } else if (k == "conv_weight_grad") {
+    if (r.b < 0)
+      return Status::error("step 'conv_weight_grad' (from " + s.source() + ") needs dy and x");
     input = shapeOf(r.b), output = shapeOf(r.a);
     kernel = attrInts(s, "kernel");
   } else {
+    if (k == "pool_grad" && r.b < 0)
+      return Status::error("step 'pool_grad' (from " + s.source() + ") needs dy and x");
     input = shapeOf(pool && k == "pool" ? r.a : r.b), output = shapeOf(k == "pool" ? r.out : r.a);
     kernel = attrInts(s, "kernel");
   }
   auto strides = attrInts(s, "strides"), pads = attrInts(s, "pads"), dilations = attrInts(s, "dilations");
+  if (input.size() != 4 || output.size() != 4 || kernel.size() != 2 || strides.size() != 2 || pads.size() != 4 ||
+      dilations.size() != 2)
+    return Status::error("step '" + s.kernel() + "' (from " + s.source() +
+                         ") needs 4-D operands, 2 kernel dims, 2 strides, 4 pads and 2 dilations");
   kernels::Window &w = r.window;
   w.batch = input[0], w.channels = input[1], w.height = input[2], w.width = input[3];
   w.outChannels = output[1], w.outHeight = output[2], w.outWidth = output[3];

@@ -1160,7 +1160,10 @@ Status CudaBackend::scatterAdd(const plan::Step &s) {
 }
 
 Status CudaBackend::window(const plan::Step &s) {
-  auto w = readWindowStep(s, [&](int i) { return shape(i); });
+  auto read = readWindowStep(s, [&](int i) { return shape(i); });
+  if (!read.ok())
+    return read.error();
+  const WindowStep w = *read;
   emit([=](const Context &c) {
     c.k->window(w.kind, w.window, cref(c, w.a), w.b >= 0 ? cref(c, w.b) : kc::ConstRef(),
                 w.bias >= 0 ? cref(c, w.bias) : kc::ConstRef(), ref(c, w.out), w.countIncludePad);

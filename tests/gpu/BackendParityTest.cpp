@@ -181,7 +181,7 @@ void buildCases() {
                                   .out(F32, {6, 7, 5}).i("axis", 1).i("elements", 1), kF32);
   add("scatter_add_rows", Builder("scatter_add").in(F32, {3, 700, 24}).in(I32, {700}, "labels").out(F32, {3, 6, 24})
                               .i("axis", 1).i("elements", 0), kF32);
-  auto window = [](Builder b, std::vector<int64_t> strides, std::vector<int64_t> pads, std::vector<int64_t> dilations) {
+  auto window = [](Builder &b, Shape strides, Shape pads, Shape dilations) -> Builder & {
     return b.ints("strides", strides).ints("pads", pads).ints("dilations", dilations);
   };
   // A ResNet stem (7x7, stride 2) and a grouped, dilated, asymmetric one; their gradients; pools.
