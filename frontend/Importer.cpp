@@ -247,6 +247,7 @@ private:
   Error globalPool(const onnx::NodeProto &n);
   Error batchNorm(const onnx::NodeProto &n);
   Error gatherElements(const onnx::NodeProto &n);
+  Error gatherND(const onnx::NodeProto &n);
   Error nllLoss(const onnx::NodeProto &n);
   Error softmaxCrossEntropy(const onnx::NodeProto &n);
   /// NegativeLogLikelihoodLoss of log-probabilities [N, C, d...] and labels [N, d...] (the shared half of
@@ -1482,6 +1483,53 @@ Error GraphImporter::gatherElements(const onnx::NodeProto &n) {
                                                indices, axis));
 }
 
+/// GatherND (batch_dims 0) as a Gather over the data's leading index dims flattened into one: the tuple
+/// [i1..ik] becomes the row i1*s1 + ... + ik*sk (negative entries counted from their dim's end). It folds
+/// where its inputs are constants and trains through the Gather's gradient.
+Error GraphImporter::gatherND(const onnx::NodeProto &n) {
+  TRY_ASSIGN(data, value(n, 0));
+  TRY_ASSIGN(indices, value(n, 1));
+  auto d = typeOf(data), it = typeOf(indices);
+  if (intAttr(n, "batch_dims", 0) != 0)
+    return nodeUnsupported(n, "batch_dims other than 0 is not supported");
+  if (!it.getElementType().isInteger(64) && !it.getElementType().isInteger(32))
+    return nodeInvalid(n, "indices must be INT64");
+  const int64_t k = it.getRank() ? it.getDimSize(it.getRank() - 1) : -1;
+  if (it.getRank() < 1 || k < 1 || k > d.getRank())
+    return nodeInvalid(n, "the indices' last dim (" + llvm::Twine(k) + ") must be in [1, " + llvm::Twine(d.getRank()) +
+                              "]");
+  Type index = it.getElementType();
+  auto indexScalar = [&](int64_t v) {
+    auto type = RankedTensorType::get({}, index);
+    return create<ConstantOp>(n, type, DenseElementsAttr::get(type, builder.getIntegerAttr(index, v)));
+  };
+  shape::Dims tupleShape(it.getShape().drop_back());
+  auto componentType = RankedTensorType::get(tupleShape, index);
+  Value row;
+  int64_t rows = 1;
+  for (int64_t j = k - 1, stride = 1; j >= 0; stride *= d.getDimSize(j), --j) {
+    llvm::SmallVector<int64_t> starts(it.getRank(), 0), ends(it.getShape()), steps(it.getRank(), 1);
+    starts.back() = j, ends.back() = j + 1;
+    shape::Dims sliceDims(tupleShape);
+    sliceDims.push_back(1);
+    Value component = create<ReshapeOp>(
+        n, componentType, create<SliceOp>(n, RankedTensorType::get(sliceDims, index), indices, starts, ends, steps));
+    Value negative = compareValues(n, component, indexScalar(0), "lt");
+    component = create<WhereOp>(n, componentType, negative, broadcast<AddOp>(n, component, indexScalar(d.getDimSize(j))),
+                                component);
+    Value scaled = broadcast<MulOp>(n, component, indexScalar(stride));
+    row = row ? broadcast<AddOp>(n, row, scaled) : scaled;
+    rows *= d.getDimSize(j);
+  }
+  shape::Dims flatDims{rows};
+  llvm::append_range(flatDims, d.getShape().drop_front(k));
+  Value flat = create<ReshapeOp>(n, RankedTensorType::get(flatDims, d.getElementType()), data);
+  shape::Dims resultDims(tupleShape);
+  llvm::append_range(resultDims, d.getShape().drop_front(k));
+  TRY_ASSIGN(type, checkedType(n, resultDims, d.getElementType()));
+  return define(n, 0, create<GatherOp>(n, type, flat, row, 0));
+}
+
 Expected<Value> GraphImporter::negativeLogLikelihood(const onnx::NodeProto &n, Value logProb, Value labels,
                                                      Value weight) {
   auto x = typeOf(logProb), t = typeOf(labels);
@@ -1937,6 +1985,7 @@ const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
       {"GlobalMaxPool", &G::globalPool},
       {"BatchNormalization", &G::batchNorm},
       {"GatherElements", &G::gatherElements},
+      {"GatherND", &G::gatherND},
       {"NegativeLogLikelihoodLoss", &G::nllLoss},
       {"SoftmaxCrossEntropyLoss", &G::softmaxCrossEntropy},
       {"Size", &G::sizeOf},
