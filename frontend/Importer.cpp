@@ -16,6 +16,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 
 #include <onnx/onnx_pb.h>
 #include <onnx/defs/schema.h>
@@ -47,6 +48,26 @@ struct Storage {
 };
 
 /// ONNX TensorProto data types tec represents; nullptr for the rest.
+/// Why a float initializer is a constant the exporter computed rather than a weight, if it is: a value
+/// named after the node that made it (torch.onnx's constant folding: "/attn/Where_output_0"), or an
+/// additive mask (every element 0 or at most -1e4, as causal masks are). Training leaves these alone.
+std::optional<std::string> exporterConstant(llvm::StringRef name, RankedTensorType type, ArrayRef<char> bytes) {
+  static const llvm::Regex folded("(^|/)[A-Z][A-Za-z]*_output_[0-9]+$");
+  if (folded.match(name))
+    return std::string("a value the exporter folded");
+  if (!type.getElementType().isF32() || bytes.size() != static_cast<size_t>(type.getNumElements()) * 4)
+    return std::nullopt;
+  bool masked = false;
+  for (size_t i = 0; i < bytes.size(); i += 4) {
+    float v;
+    std::memcpy(&v, bytes.data() + i, 4);
+    if (v != 0.0f && !(v <= -1e4f))
+      return std::nullopt;
+    masked |= v != 0.0f;
+  }
+  return masked ? std::optional<std::string>("an additive mask") : std::nullopt;
+}
+
 std::string joinSorted(const llvm::StringSet<> &names) {
   std::vector<std::string> sorted;
   for (const auto &n : names)
@@ -651,6 +672,8 @@ Expected<Value> GraphImporter::value(const onnx::NodeProto &node, int i) {
     auto type = *tensorType(*it->second, what);
     Value arg = body->addArgument(type, NameLoc::get(builder.getStringAttr(name)));
     out.params.push_back({name, type, *bytes});
+    if (auto why = exporterConstant(name, type, *bytes))
+      frozenParams[name] = *why;
     return values[name] = arg;
   }
   return nodeInvalid(node, "input '" + name + "' is not defined");

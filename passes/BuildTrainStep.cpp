@@ -101,6 +101,24 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     return arg;
   }
 
+  /// Why a param is not trained, or nothing when it is: --frozen first, then --trainable, then what the
+  /// importer found (`tec.frozen`: a running statistic, a mask, a value the exporter folded).
+  std::optional<std::string> frozenReason(StringRef name, StringAttr importerReason) {
+    if (!frozen.empty() && llvm::Regex(frozen).match(name))
+      return std::string("--frozen");
+    if (!trainable.empty() && llvm::Regex(trainable).match(name))
+      return std::nullopt;
+    if (importerReason)
+      return importerReason.str();
+    return std::nullopt;
+  }
+
+  static bool isZeroConstant(Value v) {
+    auto constant = v.getDefiningOp<ConstantOp>();
+    auto dense = constant ? llvm::dyn_cast<DenseFPElementsAttr>(constant.getValue()) : nullptr;
+    return dense && dense.isSplat() && dense.getSplatValue<APFloat>().isZero();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (loss != "mse" && loss != "l1" && loss != "cross-entropy") {
@@ -120,20 +138,46 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
       module.emitError("--frozen is not a valid regex: '") << frozen << "'";
       return signalPassFailure();
     }
+    if (!trainable.empty() && !llvm::Regex(trainable).isValid()) {
+      module.emitError("--trainable is not a valid regex: '") << trainable << "'";
+      return signalPassFailure();
+    }
     auto lossFn = buildLoss(forward);
     if (failed(lossFn))
       return signalPassFailure();
-    // Frozen params take no gradient: in the loss function they are plain arguments.
-    if (!frozen.empty()) {
-      llvm::Regex pattern(frozen);
-      for (unsigned i = 0; i < lossFn->getNumArguments(); ++i)
-        if (auto name = lossFn->getArgAttrOfType<StringAttr>(i, kParamAttrName); name && pattern.match(name.getValue()))
-          lossFn->removeArgAttr(i, kParamAttrName);
-    }
+    // Frozen params take no gradient: in the loss function they are plain arguments, marked with why.
+    OpBuilder attrs(module.getContext());
+    auto freeze = [&](unsigned i, StringRef why) {
+      lossFn->removeArgAttr(i, kParamAttrName);
+      lossFn->setArgAttr(i, kFrozenAttrName, attrs.getStringAttr(why));
+    };
+    for (unsigned i = 0; i < lossFn->getNumArguments(); ++i)
+      if (auto name = lossFn->getArgAttrOfType<StringAttr>(i, kParamAttrName)) {
+        if (auto why = frozenReason(name.getValue(), lossFn->getArgAttrOfType<StringAttr>(i, kFrozenAttrName)))
+          freeze(i, *why);
+        else
+          lossFn->removeArgAttr(i, kFrozenAttrName); // --trainable overrides the importer
+      }
     auto vjp = buildVjp(*lossFn, "params", "__loss_vjp");
     if (failed(vjp)) {
       lossFn->erase();
       return signalPassFailure();
+    }
+    // A param no gradient reaches (it only feeds comparisons, masks or integer math) is not trained:
+    // weight decay alone would move it.
+    SmallVector<unsigned> unreached;
+    for (unsigned r = 1; r < vjp->getNumResults(); ++r)
+      if (isZeroConstant(vjp->getBody().front().getTerminator()->getOperand(r)))
+        unreached.push_back(vjp->getResultAttrOfType<IntegerAttr>(r, kGradOfAttrName).getInt());
+    if (!unreached.empty()) {
+      vjp->erase();
+      for (unsigned i : unreached)
+        freeze(i, "no gradient reaches it from the loss");
+      vjp = buildVjp(*lossFn, "params", "__loss_vjp");
+      if (failed(vjp)) {
+        lossFn->erase();
+        return signalPassFailure();
+      }
     }
 
     // train_step(inputs, params, targets, optimizer state..., step) -> (loss, next state...)
@@ -145,6 +189,12 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     for (unsigned i = 0; i < nArgs; ++i)
       if (auto attrs = i < forward.getNumArguments() ? forward.getArgAttrDict(i) : lossFn->getArgAttrDict(i))
         step.setArgAttrs(i, attrs); // frozen params keep their tec.param: they are params, only not trained
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+      if (auto why = lossFn->getArgAttrOfType<StringAttr>(i, kFrozenAttrName); why && step.getArgAttr(i, kParamAttrName))
+        step.setArgAttr(i, kFrozenAttrName, why); // reported by the compile summary
+      else
+        step.removeArgAttr(i, kFrozenAttrName);
+    }
     Block *body = step.addEntryBlock();
     b.setInsertionPointToEnd(body);
     Location loc = forward.getLoc();

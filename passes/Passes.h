@@ -21,7 +21,7 @@ namespace tec {
 
 /// The training step's loss, optimizer and schedule (`tec model.onnx --train ...`).
 struct TrainOptions {
-  std::string loss = "mse", optimizer = "adamw", schedule = "constant", frozen;
+  std::string loss = "mse", optimizer = "adamw", schedule = "constant", frozen, trainable;
   double lr = 1e-3, momentum = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.0, clipNorm = 0.0;
   bool nesterov = false;
   int64_t warmupSteps = 0, totalSteps = 1;

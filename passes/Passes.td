@@ -143,6 +143,8 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
     Option<"weightDecay", "weight-decay", "double", "0.0", "weight decay">,
     Option<"clipNorm", "clip-norm", "double", "0.0", "clip gradients to this global norm (0: off)">,
     Option<"frozen", "frozen", "std::string", "\"\"", "regex of param names kept fixed (no gradient)">,
+    Option<"trainable", "trainable", "std::string", "\"\"",
+           "regex of param names trained even where tec would freeze them (a folded constant, a mask)">,
     Option<"lossScale", "loss-scale", "double", "0.0",
            "dynamic loss scaling from this initial scale (FP16 training; 0: off)">,
     Option<"growthInterval", "growth-interval", "int64_t", "2000", "clean steps before the loss scale doubles">

@@ -97,6 +97,10 @@ cl::opt<std::string> lossName("loss", cl::desc("training loss: mse | l1 | cross-
                               cl::init("mse"), cl::cat(category));
 cl::opt<std::string> frozenParams("frozen", cl::desc("regex of initializer names kept fixed in training"),
                                   cl::value_desc("regex"), cl::cat(category));
+cl::opt<std::string> trainableParams("trainable",
+                                     cl::desc("regex of initializer names trained even where tec would freeze them "
+                                              "(a value the exporter folded, a mask, a running statistic)"),
+                                     cl::value_desc("regex"), cl::cat(category));
 cl::opt<double> lossScaleInit("loss-scale", cl::desc("dynamic loss scaling from this scale (default: 65536 on FP16 "
                                                     "targets, off elsewhere)"),
                               cl::init(0.0), cl::cat(category));
@@ -323,6 +327,29 @@ void printPrecisions(const tec::CompiledModel &c) {
   }
 }
 
+/// With --train: which params the step trains, and each frozen one with why (from the first train module).
+void printTrainedParams(const tec::CompiledModel &c) {
+  if (c.trainModules.empty())
+    return;
+  auto step = const_cast<mlir::OwningOpRef<mlir::ModuleOp> &>(c.trainModules.front())->lookupSymbol<func::FuncOp>(
+      "train_step");
+  if (!step)
+    return;
+  std::vector<std::string> trained, frozen;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto name = step.getArgAttrOfType<mlir::StringAttr>(i, tec::kParamAttrName);
+    if (!name)
+      continue;
+    if (auto why = step.getArgAttrOfType<mlir::StringAttr>(i, tec::kFrozenAttrName))
+      frozen.push_back(name.str() + " (" + why.str() + ")");
+    else
+      trained.push_back(name.str());
+  }
+  llvm::outs() << "  trained  " << trained.size() << " params" << (frozen.empty() ? "" : ", frozen " + std::to_string(frozen.size()) + ":") << "\n";
+  for (const auto &f : frozen)
+    llvm::outs() << "    " << f << "\n";
+}
+
 void printSummary(const tec::CompiledModel &c, const std::string &planPath) {
   auto &os = llvm::outs();
   const auto &model = c.model;
@@ -349,6 +376,7 @@ void printSummary(const tec::CompiledModel &c, const std::string &planPath) {
   os << "  compiled " << total << " ops: " << ops << "\n";
   os << "  pipeline " << llvm::join(c.passes, " -> ") << "\n";
   printFusions(forward);
+  printTrainedParams(c);
   for (const auto &v : c.plan.variants())
     os << "  variant  " << v.target() << (v.kind() == "train" ? " train step" : "") << " (" << v.precision()
        << "): " << v.steps_size() << " steps, arena " << bytesString(v.arena_bytes()) << "\n";
@@ -420,7 +448,7 @@ int compile() {
   options.pipeline.amaxAlgo = amaxAlgo;
   options.pipeline.fp8Emulate = fp8Emulate;
   options.train = train;
-  options.pipeline.train = {lossName, optimizerName, lrSchedule, frozenParams, lr,         momentum,
+  options.pipeline.train = {lossName, optimizerName, lrSchedule, frozenParams, trainableParams, lr, momentum,
                             beta1,    beta2,         adamEps,    weightDecay,  clipNorm,   nesterov,
                             warmupSteps, totalSteps, lossScaleInit, growthInterval};
   auto resolved = tec::resolveTargets(targets);
