@@ -50,7 +50,8 @@ struct Storage {
 /// ONNX TensorProto data types tec represents; nullptr for the rest.
 /// Why a float initializer is a constant the exporter computed rather than a weight, if it is: a value
 /// named after the node that made it (torch.onnx's constant folding: "/attn/Where_output_0"), or an
-/// additive mask (every element 0 or at most -1e4, as causal masks are). Training leaves these alone.
+/// additive mask (every element 0 or at most -1e4, as causal masks are; all zeros only for an
+/// exporter-named tensor of rank 3 or more, e.g. dynamo's [B, 1, T, T] "val_83"). Training leaves these alone.
 std::optional<std::string> exporterConstant(llvm::StringRef name, RankedTensorType type, ArrayRef<char> bytes) {
   static const llvm::Regex folded("(^|/)[A-Z][A-Za-z]*_output_[0-9]+$");
   if (folded.match(name))
@@ -65,7 +66,10 @@ std::optional<std::string> exporterConstant(llvm::StringRef name, RankedTensorTy
       return std::nullopt;
     masked |= v != 0.0f;
   }
-  return masked ? std::optional<std::string>("an additive mask") : std::nullopt;
+  // All zeros: a mask only when the exporter named it (a model's weights carry their module path).
+  if (!masked && (name.contains('.') || type.getRank() < 3))
+    return std::nullopt;
+  return std::string("an additive mask");
 }
 
 std::string joinSorted(const llvm::StringSet<> &names) {
@@ -171,6 +175,10 @@ private:
 
   // Values.
   Expected<Value> value(const onnx::NodeProto &node, int i);
+  /// An initializer as a param argument (or the transpose of the one it copies).
+  Expected<Value> param(const std::string &name);
+  /// Initializers that are transposes of others (torch.onnx's untied copies of tied weights).
+  void findTransposedCopies();
   bool hasInput(const onnx::NodeProto &node, int i) { return node.input_size() > i && !node.input(i).empty(); }
   Expected<std::vector<int64_t>> constInts(const onnx::NodeProto &node, int i);
   Error define(const onnx::NodeProto &node, unsigned i, Value v);
@@ -307,6 +315,8 @@ private:
   llvm::StringMap<const onnx::TypeProto *> onnxInferred;
   /// Symbolic dims bound by --shape (e.g. batch=2).
   llvm::StringMap<int64_t> dimParams;
+  /// A transposed copy's name -> the initializer it copies.
+  llvm::StringMap<std::string> transposedCopies;
   /// Params that training must leave alone, and why (tec.frozen).
   llvm::StringMap<std::string> frozenParams;
 };
@@ -664,19 +674,84 @@ Expected<Value> GraphImporter::value(const onnx::NodeProto &node, int i) {
     Value v = builder.create<ConstantOp>(NameLoc::get(builder.getStringAttr(name)), type, attr);
     return values[name] = v;
   }
-  if (auto it = initializers.find(name); it != initializers.end()) {
-    std::string what = "initializer '" + name + "'";
-    auto bytes = tensorBytes(*it->second, what);
-    if (!bytes)
-      return bytes.takeError();
-    auto type = *tensorType(*it->second, what);
-    Value arg = body->addArgument(type, NameLoc::get(builder.getStringAttr(name)));
-    out.params.push_back({name, type, *bytes});
-    if (auto why = exporterConstant(name, type, *bytes))
-      frozenParams[name] = *why;
-    return values[name] = arg;
-  }
+  if (initializers.contains(name))
+    return param(name);
   return nodeInvalid(node, "input '" + name + "' is not defined");
+}
+
+Expected<Value> GraphImporter::param(const std::string &name) {
+  if (auto it = values.find(name); it != values.end())
+    return it->second;
+  // A transposed copy of another initializer (an exporter untying lm_head from the embedding) is that
+  // one's transpose: one param, whose gradient sums both uses, as in the model that was exported.
+  if (auto tied = transposedCopies.find(name); tied != transposedCopies.end()) {
+    auto sourceOrErr = param(tied->second);
+    if (!sourceOrErr)
+      return sourceOrErr.takeError();
+    Value source = *sourceOrErr;
+    auto t = typeOf(source);
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(body);
+    Value transposed = builder.create<TransposeOp>(NameLoc::get(builder.getStringAttr(name)),
+                                                   RankedTensorType::get({t.getDimSize(1), t.getDimSize(0)},
+                                                                         t.getElementType()),
+                                                   source, ArrayRef<int64_t>{1, 0});
+    return values[name] = transposed;
+  }
+  const onnx::TensorProto &init = *initializers.lookup(name);
+  std::string what = "initializer '" + name + "'";
+  auto bytes = tensorBytes(init, what);
+  if (!bytes)
+    return bytes.takeError();
+  auto type = *tensorType(init, what);
+  Value arg = body->addArgument(type, NameLoc::get(builder.getStringAttr(name)));
+  out.params.push_back({name, type, *bytes});
+  if (auto why = exporterConstant(name, type, *bytes))
+    frozenParams[name] = *why;
+  return values[name] = arg;
+}
+
+void GraphImporter::findTransposedCopies() {
+  // 2-D float initializers by shape; a [n, m] one equal to the transpose of an [m, n] one is its copy.
+  std::map<std::pair<int64_t, int64_t>, std::vector<const onnx::TensorProto *>> byShape;
+  for (const auto &init : graph.initializer())
+    if (init.dims_size() == 2 && init.data_type() == onnx::TensorProto::FLOAT && !constants.contains(init.name()))
+      byShape[{init.dims(0), init.dims(1)}].push_back(&init);
+  auto floats = [&](const onnx::TensorProto &t) -> std::optional<ArrayRef<char>> {
+    auto bytes = tensorBytes(t, t.name());
+    if (!bytes) {
+      llvm::consumeError(bytes.takeError()); // reported when the initializer is used
+      return std::nullopt;
+    }
+    return *bytes;
+  };
+  for (const auto &[shape, copies] : byShape) {
+    if (shape.first == shape.second || shape.first > shape.second)
+      continue; // square ones would need a value check each way; each pair is visited once
+    auto sources = byShape.find({shape.second, shape.first});
+    if (sources == byShape.end())
+      continue;
+    for (const auto *copy : copies)
+      for (const auto *source : sources->second) {
+        auto a = floats(*source), b = floats(*copy);
+        if (!a || !b || a->size() != b->size())
+          continue;
+        const int64_t rows = shape.second, cols = shape.first; // source is [rows, cols]
+        bool transposed = true;
+        for (int64_t r = 0; r < rows && transposed; ++r)
+          for (int64_t c = 0; c < cols && transposed; ++c)
+            transposed = std::memcmp(a->data() + (r * cols + c) * 4, b->data() + (c * rows + r) * 4, 4) == 0;
+        if (!transposed)
+          continue;
+        // The param keeps the model's name (a state-dict path has dots; an exporter's copy does not).
+        bool copyIsModel = llvm::StringRef(copy->name()).contains('.') && !llvm::StringRef(source->name()).contains('.');
+        if (copyIsModel)
+          transposedCopies[source->name()] = copy->name();
+        else
+          transposedCopies[copy->name()] = source->name();
+        break;
+      }
+  }
 }
 
 Expected<std::vector<int64_t>> GraphImporter::constInts(const onnx::NodeProto &node, int i) {
@@ -2089,12 +2164,15 @@ Error GraphImporter::run() {
     if (auto err = checkTensorProto(init, "initializer '" + init.name() + "'"))
       return err;
     initializers[init.name()] = &init;
-    // Integer and bool initializers are shapes, axes, indices and masks, and 0-D floats are factors
-    // such as 1/sqrt(d) or a fill value: never trained, so constants. Every other one is a param.
+    // Integer and bool initializers are shapes, axes, indices and masks, and one-element floats (0-D or
+    // [1], [1, 1]...) are factors such as 1/sqrt(d) or a fill value: never trained, so constants. Every
+    // other one is a param.
     Type elt = elementTypeFor(ctx, init.data_type());
-    if (elt.isInteger(1) || elt.isInteger(32) || elt.isInteger(64) || init.dims_size() == 0)
+    const bool oneElement = llvm::all_of(init.dims(), [](int64_t d) { return d == 1; });
+    if (elt.isInteger(1) || elt.isInteger(32) || elt.isInteger(64) || oneElement)
       constants[init.name()] = &init;
   }
+  findTransposedCopies();
   // A --shape name that is no graph input binds a symbolic dim (dim_param) of that name.
   llvm::StringSet<> symbolicDims;
   for (const auto &vi : graph.input())

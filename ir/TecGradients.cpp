@@ -460,6 +460,39 @@ LogicalResult SplitOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorI
   return success();
 }
 
+LogicalResult SliceOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // dY padded back to the input's shape with zeros, one dim at a time (a concat of zeros, dY, zeros).
+  auto input = getInput().getType();
+  if (!llvm::isa<FloatType>(input.getElementType()))
+    return emitOpError("expected float data to differentiate, got ") << input.getElementType();
+  Location loc = getLoc();
+  Value g = dys[0];
+  for (int64_t d = 0; d < input.getRank(); ++d) {
+    auto current = typeOf(g);
+    if (current.getDimSize(d) == input.getDimSize(d))
+      continue;
+    if (getSteps()[d] != 1)
+      return emitOpError("expected unit steps to differentiate, got step ") << getSteps()[d] << " on dim " << d;
+    const int64_t before = getStarts()[d], after = input.getDimSize(d) - before - current.getDimSize(d);
+    SmallVector<Value> parts;
+    auto zeros = [&](int64_t size) {
+      SmallVector<int64_t> dims(current.getShape());
+      dims[d] = size;
+      return zerosLike(b, loc, RankedTensorType::get(dims, current.getElementType()));
+    };
+    if (before > 0)
+      parts.push_back(zeros(before));
+    parts.push_back(g);
+    if (after > 0)
+      parts.push_back(zeros(after));
+    SmallVector<int64_t> dims(current.getShape());
+    dims[d] = input.getDimSize(d);
+    g = b.create<ConcatOp>(loc, RankedTensorType::get(dims, current.getElementType()), parts, d);
+  }
+  grads.push_back(g);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Indexing
 //===----------------------------------------------------------------------===//

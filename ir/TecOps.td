@@ -473,7 +473,7 @@ def Tec_SplitOp : Tec_Op<"split", [Pure, DeclareOpInterfaceMethods<Tec_Different
   let hasVerifier = 1;
 }
 
-def Tec_SliceOp : Tec_Op<"slice", [Pure]> {
+def Tec_SliceOp : Tec_Op<"slice", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "strided slice with one start/end/step per dim";
   let description = [{
     ONNX `Slice` after the importer normalizes it: `starts`, `ends` and `steps` have one entry per

@@ -259,6 +259,11 @@ const GradCase kCases[] = {
        %0 = tec.pool %x {kind = "max", kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<2x3x7x7xf32> -> tensor<2x3x4x4xf32>
        %1 = tec.pool %x {kind = "avg", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 1, 1>, dilations = array<i64: 1, 1>, count_include_pad = false} : tensor<2x3x7x7xf32> -> tensor<2x3x4x4xf32>
        return %0, %1 : tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32> })", Inputs::Spread},
+    // Rotary embeddings' halves: slices of the last dim, and one of a middle dim.
+    {"slice", R"(func.func @forward(%x: tensor<2x5x8xf32>) -> (tensor<2x5x4xf32>, tensor<2x2x8xf32>) {
+       %0 = tec.slice %x {starts = array<i64: 0, 0, 4>, ends = array<i64: 2, 5, 8>, steps = array<i64: 1, 1, 1>} : tensor<2x5x8xf32> -> tensor<2x5x4xf32>
+       %1 = tec.slice %x {starts = array<i64: 0, 1, 0>, ends = array<i64: 2, 3, 8>, steps = array<i64: 1, 1, 1>} : tensor<2x5x8xf32> -> tensor<2x2x8xf32>
+       return %0, %1 : tensor<2x5x4xf32>, tensor<2x2x8xf32> })"},
     // Zero gradient; the inputs stay away from integers so that differences do not cross a step.
     {"floor_ceil", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
        %0 = tec.floor %a : tensor<4x4xf32>

@@ -948,11 +948,13 @@ int trainLoop() {
     std::string report;
     llvm::raw_string_ostream json(report);
     json << "{\"variant\": \"" << s.variant().target() << "\", \"first_step\": " << start << ", \"loss\": [";
+    // JSON has no NaN or infinity: a non-finite loss is null.
+    auto number = [](double v) { return std::isfinite(v) ? llvm::formatv("{0:e9}", v).str() : std::string("null"); };
     for (size_t i = 0; i < losses.size(); ++i)
-      json << (i ? ", " : "") << llvm::formatv("{0:e9}", losses[i]);
+      json << (i ? ", " : "") << number(losses[i]);
     json << "], \"loss_scale\": [";
     for (size_t i = 0; i < lossScales.size(); ++i)
-      json << (i ? ", " : "") << llvm::formatv("{0:e9}", lossScales[i]);
+      json << (i ? ", " : "") << number(lossScales[i]);
     json << "], \"step_ms\": [";
     for (size_t i = 0; i < stepMs.size(); ++i)
       json << (i ? ", " : "") << llvm::formatv("{0:f4}", stepMs[i]);
