@@ -277,6 +277,10 @@ private:
   Error batchNorm(const onnx::NodeProto &n);
   Error gatherElements(const onnx::NodeProto &n);
   Error gatherND(const onnx::NodeProto &n);
+  Error tile(const onnx::NodeProto &n);
+  Error argReduce(const onnx::NodeProto &n);
+  Error pad(const onnx::NodeProto &n);
+  Error oneHot(const onnx::NodeProto &n);
   Error nllLoss(const onnx::NodeProto &n);
   Error softmaxCrossEntropy(const onnx::NodeProto &n);
   /// NegativeLogLikelihoodLoss of log-probabilities [N, C, d...] and labels [N, d...] (the shared half of
@@ -1628,6 +1632,195 @@ Error GraphImporter::gatherND(const onnx::NodeProto &n) {
   return define(n, 0, create<GatherOp>(n, type, flat, row, 0));
 }
 
+/// Tile as a broadcast: x [d0, d1...] seen as [1, d0, 1, d1...], expanded to [r0, d0, r1, d1...] and
+/// flattened pairwise; it folds on constants and trains through the expand.
+Error GraphImporter::tile(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  TRY_ASSIGN(repeats, constInts(n, 1));
+  auto t = typeOf(x);
+  if (static_cast<int64_t>(repeats.size()) != t.getRank() || llvm::any_of(repeats, [](int64_t r) { return r < 0; }))
+    return nodeInvalid(n, "repeats must hold one non-negative count per dim (" + llvm::Twine(t.getRank()) + ")");
+  shape::Dims split, expanded, tiled;
+  for (int64_t d = 0; d < t.getRank(); ++d) {
+    split.append({1, t.getDimSize(d)});
+    expanded.append({repeats[d], t.getDimSize(d)});
+    tiled.push_back(repeats[d] * t.getDimSize(d));
+  }
+  TRY_ASSIGN(expandedType, checkedType(n, expanded, t.getElementType()));
+  Value y = create<ReshapeOp>(n, RankedTensorType::get(split, t.getElementType()), x);
+  y = create<ExpandOp>(n, expandedType, y);
+  return define(n, 0, create<ReshapeOp>(n, RankedTensorType::get(tiled, t.getElementType()), y));
+}
+
+/// Pad per axis: negative pads crop (a slice); constant mode joins fills around x, edge, reflect and wrap
+/// gather x's rows with a constant index vector (so each trains through its op's gradient).
+Error GraphImporter::pad(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  auto t = typeOf(x);
+  const int64_t rank = t.getRank();
+  std::vector<int64_t> pads, axes;
+  if (opset < 11) {
+    if (const auto *a = findAttr(n, "pads"))
+      pads.assign(a->ints().begin(), a->ints().end());
+  } else {
+    TRY_ASSIGN(p, constInts(n, 1));
+    pads = p;
+  }
+  if (opset >= 18 && hasInput(n, 3)) {
+    TRY_ASSIGN(a, constInts(n, 3));
+    axes = a;
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  if (pads.size() != 2 * axes.size())
+    return nodeInvalid(n, "pads has " + llvm::Twine(pads.size()) + " values for " + llvm::Twine(axes.size()) + " axes");
+  const std::string mode = findAttr(n, "mode") ? findAttr(n, "mode")->s() : "constant";
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
+    return nodeInvalid(n, "mode must be constant, edge, reflect or wrap, got '" + mode + "'");
+  Type elt = t.getElementType();
+  Value fill; // constant mode's value, a 0-D constant
+  if (mode == "constant") {
+    if (opset < 11) {
+      fill = scalar(n, elt, floatAttr(n, "value", 0.0f));
+    } else if (hasInput(n, 2)) { // any tensor of one element: the fill need not be known at compile time
+      TRY_ASSIGN(v, value(n, 2));
+      if (typeOf(v).getNumElements() != 1 || typeOf(v).getElementType() != elt)
+        return nodeInvalid(n, "constant_value must be one element of the data's type");
+      fill = create<ReshapeOp>(n, RankedTensorType::get({}, elt), v);
+    } else {
+      auto scalarType = RankedTensorType::get({}, elt);
+      fill = create<ConstantOp>(n, scalarType, DenseElementsAttr::get(scalarType, builder.getZeroAttr(elt)));
+    }
+  }
+  Value y = x;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    TRY_ASSIGN(axis, normalizeAxis(n, axes[k], rank));
+    int64_t before = pads[k], after = pads[k + axes.size()];
+    auto current = typeOf(y);
+    const int64_t dim = current.getDimSize(axis);
+    if (before < 0 || after < 0) { // crop first
+      llvm::SmallVector<int64_t> starts(rank, 0), ends(current.getShape()), steps(rank, 1);
+      starts[axis] = std::max<int64_t>(-before, 0);
+      ends[axis] = dim - std::max<int64_t>(-after, 0);
+      if (ends[axis] < starts[axis])
+        return nodeInvalid(n, "pads crop more than dim " + llvm::Twine(axis) + " holds");
+      shape::Dims dims(current.getShape());
+      dims[axis] = ends[axis] - starts[axis];
+      y = create<SliceOp>(n, RankedTensorType::get(dims, elt), y, starts, ends, steps);
+      before = std::max<int64_t>(before, 0), after = std::max<int64_t>(after, 0);
+      current = typeOf(y);
+    }
+    if (before == 0 && after == 0)
+      continue;
+    const int64_t size = current.getDimSize(axis);
+    shape::Dims dims(current.getShape());
+    dims[axis] = size + before + after;
+    TRY_ASSIGN(padded, checkedType(n, dims, elt));
+    if (mode == "constant") {
+      SmallVector<Value> parts;
+      for (int64_t count : {before, int64_t(-1), after}) {
+        if (count == 0)
+          continue;
+        if (count < 0) {
+          parts.push_back(y);
+          continue;
+        }
+        shape::Dims fillDims(current.getShape());
+        fillDims[axis] = count;
+        parts.push_back(create<ExpandOp>(n, RankedTensorType::get(fillDims, elt), fill));
+      }
+      y = create<ConcatOp>(n, padded, parts, axis);
+      continue;
+    }
+    if (size == 0 || (mode == "reflect" && size < 2 && before + after > 0))
+      return nodeInvalid(n, "cannot " + mode + "-pad a dim of size " + llvm::Twine(size));
+    llvm::SmallVector<int64_t> rows;
+    for (int64_t i = -before; i < size + after; ++i) {
+      int64_t r = i;
+      if (mode == "edge")
+        r = std::clamp<int64_t>(i, 0, size - 1);
+      else if (mode == "wrap")
+        r = ((i % size) + size) % size;
+      else { // reflect without repeating the edge: period 2 * (size - 1)
+        const int64_t period = 2 * (size - 1);
+        r = ((i % period) + period) % period;
+        r = r < size ? r : period - r;
+      }
+      rows.push_back(r);
+    }
+    y = create<GatherOp>(n, padded, y, int64Constant(n, {static_cast<int64_t>(rows.size())}, rows), axis);
+  }
+  return define(n, 0, y);
+}
+
+/// OneHot as a comparison of the indices (negative ones counted from depth) with 0..depth-1 along the new
+/// axis, selecting the on and off values.
+Error GraphImporter::oneHot(const onnx::NodeProto &n) {
+  TRY_ASSIGN(indices, value(n, 0));
+  TRY_ASSIGN(depthAttr, constElements(n, 1));
+  TRY_ASSIGN(values, value(n, 2));
+  auto it = typeOf(indices), vt = typeOf(values);
+  if (depthAttr.getNumElements() != 1 || vt.getNumElements() != 2 || vt.getRank() != 1)
+    return nodeInvalid(n, "depth must be one value and values [off, on]");
+  Attribute d = *depthAttr.value_begin<Attribute>();
+  const int64_t depth = llvm::isa<FloatAttr>(d) ? static_cast<int64_t>(llvm::cast<FloatAttr>(d).getValueAsDouble())
+                                                : llvm::cast<IntegerAttr>(d).getInt();
+  if (depth < 1)
+    return nodeInvalid(n, "depth must be positive, got " + llvm::Twine(depth));
+  Type index = it.getElementType();
+  if (!index.isInteger(32) && !index.isInteger(64)) {
+    if (!isFloat(index))
+      return nodeUnsupported(n, "indices of this element type are not supported");
+    index = builder.getI64Type();
+    indices = create<CastOp>(n, RankedTensorType::get(it.getShape(), index), indices);
+  }
+  TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", -1), it.getRank() + 1));
+  auto indexScalar = [&](int64_t v) {
+    auto type = RankedTensorType::get({}, index);
+    return create<ConstantOp>(n, type, DenseElementsAttr::get(type, builder.getIntegerAttr(index, v)));
+  };
+  Value negative = compareValues(n, indices, indexScalar(0), "lt");
+  auto indexType = RankedTensorType::get(it.getShape(), index);
+  Value normalized = create<WhereOp>(n, indexType, negative, broadcast<AddOp>(n, indices, indexScalar(depth)), indices);
+  shape::Dims expandedDims(it.getShape());
+  expandedDims.insert(expandedDims.begin() + axis, 1);
+  Value column = create<ReshapeOp>(n, RankedTensorType::get(expandedDims, index), normalized);
+  shape::Dims iotaDims(it.getRank() + 1, 1);
+  iotaDims[axis] = depth;
+  llvm::SmallVector<Attribute> iota;
+  for (int64_t i = 0; i < depth; ++i)
+    iota.push_back(builder.getIntegerAttr(index, i));
+  auto iotaType = RankedTensorType::get(iotaDims, index);
+  Value classes = create<ConstantOp>(n, iotaType, DenseElementsAttr::get(iotaType, iota));
+  Value hot = compareValues(n, column, classes, "eq");
+  auto scalarType = RankedTensorType::get({}, vt.getElementType());
+  auto pick = [&](int64_t i) {
+    Value one = create<SliceOp>(n, RankedTensorType::get({1}, vt.getElementType()), values, ArrayRef<int64_t>{i},
+                                ArrayRef<int64_t>{i + 1}, ArrayRef<int64_t>{1});
+    return create<ReshapeOp>(n, scalarType, one);
+  };
+  auto resultType = RankedTensorType::get(typeOf(hot).getShape(), vt.getElementType());
+  return define(n, 0, create<WhereOp>(n, resultType, hot, pick(1), pick(0)));
+}
+
+Error GraphImporter::argReduce(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  auto t = typeOf(x);
+  Type elt = t.getElementType();
+  if (!isFloat(elt) && !elt.isInteger(32) && !elt.isInteger(64))
+    return nodeUnsupported(n, "element type is not supported");
+  if (t.getRank() == 0)
+    return nodeInvalid(n, "the input must have at least one dim");
+  TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", 0), t.getRank()));
+  if (t.getDimSize(axis) == 0)
+    return nodeInvalid(n, "axis " + llvm::Twine(axis) + " is empty: no index to return");
+  const bool keepdims = intAttr(n, "keepdims", 1) != 0;
+  auto type = RankedTensorType::get(shape::reduce(t.getShape(), {axis}, keepdims), builder.getI64Type());
+  return define(n, 0, create<ArgReduceOp>(n, type, x, builder.getStringAttr(n.op_type() == "ArgMax" ? "max" : "min"),
+                                          axis, keepdims, intAttr(n, "select_last_index", 0) != 0));
+}
+
 Expected<Value> GraphImporter::negativeLogLikelihood(const onnx::NodeProto &n, Value logProb, Value labels,
                                                      Value weight) {
   auto x = typeOf(logProb), t = typeOf(labels);
@@ -1907,7 +2100,7 @@ Expected<DenseElementsAttr> GraphImporter::constElements(const onnx::NodeProto &
   if (auto constant = v.getDefiningOp<ConstantOp>())
     if (auto dense = llvm::dyn_cast<DenseElementsAttr>(constant.getValue()))
       return dense;
-  return nodeUnsupported(n, "input '" + n.input(i) + "' must be a constant (it decides a shape)");
+  return nodeUnsupported(n, "input '" + n.input(i) + "' must be a constant or an initializer (it decides a shape)");
 }
 
 Error GraphImporter::constantOfShape(const onnx::NodeProto &n) {
@@ -2084,6 +2277,11 @@ const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
       {"BatchNormalization", &G::batchNorm},
       {"GatherElements", &G::gatherElements},
       {"GatherND", &G::gatherND},
+      {"Tile", &G::tile},
+      {"ArgMax", &G::argReduce},
+      {"ArgMin", &G::argReduce},
+      {"Pad", &G::pad},
+      {"OneHot", &G::oneHot},
       {"NegativeLogLikelihoodLoss", &G::nllLoss},
       {"SoftmaxCrossEntropyLoss", &G::softmaxCrossEntropy},
       {"Size", &G::sizeOf},

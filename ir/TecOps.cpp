@@ -516,6 +516,18 @@ LogicalResult GatherOp::verify() {
   return success();
 }
 
+LogicalResult ArgReduceOp::verify() {
+  if (getKind() != "max" && getKind() != "min")
+    return emitOpError("expected kind max or min, got '") << getKind() << "'";
+  auto in = getInput().getType();
+  if (failed(verifyAxis(*this, getAxis(), in.getRank())))
+    return failure();
+  auto expected = shape::reduce(in.getShape(), {getAxis()}, getKeepdims());
+  if (ArrayRef<int64_t>(expected) != getType().getShape())
+    return emitOpError("expected result shape ") << shape::str(expected) << ", got " << shape::str(getType().getShape());
+  return success();
+}
+
 LogicalResult GatherElementsOp::verify() {
   auto data = getData().getType(), indices = getIndices().getType();
   if (failed(verifyAxis(*this, getAxis(), data.getRank())) ||

@@ -512,6 +512,24 @@ def Tec_GatherOp : Tec_Op<"gather", [Pure, DeclareOpInterfaceMethods<Tec_Differe
   let hasFolder = 1;
 }
 
+def Tec_ArgReduceOp : Tec_Op<"arg_reduce", [Pure]> {
+  let summary = "the index of the max or min along an axis (ONNX ArgMax, ArgMin)";
+  let description = [{
+    `kind` is "max" or "min"; ties go to the first index, or the last with `select_last_index`; NaN wins
+    over numbers (the first NaN). The result is i64 with the axis dropped, or kept as 1 with `keepdims`.
+
+    Example:
+    ```mlir
+    %0 = tec.arg_reduce %logits {kind = "max", axis = 1 : i64, keepdims = false} : tensor<8x10xf32> -> tensor<8xi64>
+    ```
+  }];
+  let arguments = (ins Tec_NumericTensor:$input, StrAttr:$kind, I64Attr:$axis, BoolAttr:$keepdims,
+                   DefaultValuedAttr<BoolAttr, "false">:$select_last_index);
+  let results = (outs StaticShapeTensorOf<[I64]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Tec_GatherElementsOp : Tec_Op<"gather_elements", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "pick one element along an axis per index";
   let description = [{

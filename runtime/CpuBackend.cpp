@@ -114,6 +114,7 @@ private:
   Status gather(const plan::Step &s);
   Status gatherElements(const plan::Step &s);
   Status window(const plan::Step &s);
+  Status argReduce(const plan::Step &s);
   Status scatterAdd(const plan::Step &s);
   Status copy(const plan::Step &s);
   Status quantize(const plan::Step &s);
@@ -609,6 +610,29 @@ Status CpuBackend::window(const plan::Step &s) {
     return Status::success();
   });
   return Status::success();
+}
+
+Status CpuBackend::argReduce(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
+  if (!split.ok())
+    return split.error();
+  const auto [outer, dim, inner] = *split;
+  const bool max = attrS(s, "kind", "max") == "max", last = attrI(s, "select_last_index", 0) != 0;
+  int x = s.inputs(0);
+  auto run = [&](auto *px) {
+    emit([=, py = ptr<int64_t>(s.outputs(0))] {
+      k::argReduce(max, last, px, outer, dim, inner, py);
+      return Status::success();
+    });
+    return Status::success();
+  };
+  switch (dtype(x)) {
+  case plan::I32: return run(ptr<int32_t>(x));
+  case plan::I64: return run(ptr<int64_t>(x));
+  default: return run(floatIn(x));
+  }
 }
 
 Status CpuBackend::copy(const plan::Step &s) {

@@ -41,7 +41,7 @@ public:
         {"slice", &Contract::slice}, {"gather", &Contract::gather}, {"copy", &Contract::copy},
         {"gather_elements", &Contract::gatherElements}, {"scatter_add", &Contract::scatterAdd},
         {"conv", &Contract::window}, {"conv_input_grad", &Contract::window}, {"conv_weight_grad", &Contract::window},
-        {"pool", &Contract::window}, {"pool_grad", &Contract::window},
+        {"pool", &Contract::window}, {"pool_grad", &Contract::window}, {"arg_reduce", &Contract::argReduce},
         {"quantize", &Contract::quantize}, {"dequantize", &Contract::dequantize}, {"amax", &Contract::amax},
         {"fp8_gemm", &Contract::fp8Gemm}, {"delayed_scaling", &Contract::delayedScaling},
         {"optimizer_update", &Contract::optimizerUpdate},
@@ -439,6 +439,24 @@ private:
     if (w.bias >= 0 && shape(w.bias) != Shape{g.outChannels})
       return "the bias is not [" + std::to_string(g.outChannels) + "]";
     return "";
+  }
+  std::string argReduce() {
+    if (auto e = arity(1, 1, 1, 1); !e.empty())
+      return e;
+    const int64_t axis = steps::attrI(s, "axis");
+    if (auto e = axisIn(axis, rank(in(0))); !e.empty())
+      return e;
+    if (dtype(out(0)) != plan::I64 || !(steps::isFloat(dtype(in(0))) || dtype(in(0)) == plan::I32 ||
+                                        dtype(in(0)) == plan::I64))
+      return "expected a numeric input and an int64 output";
+    Shape expected = shape(in(0));
+    if (expected[axis] == 0)
+      return "the axis is empty";
+    expected.erase(expected.begin() + axis);
+    Shape got = shape(out(0));
+    if (static_cast<int>(got.size()) == rank(in(0)))
+      got.erase(got.begin() + axis);
+    return got == expected ? "" : "the output is not the input without the axis";
   }
   std::string copy() {
     if (auto e = arity(1, 1, 1, 1); !e.empty())

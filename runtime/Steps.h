@@ -183,7 +183,7 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"gather_elements", &B::gatherElements}, {"scatter_add", &B::scatterAdd},
       {"conv", &B::window},        {"conv_input_grad", &B::window},
       {"conv_weight_grad", &B::window}, {"pool", &B::window},
-      {"pool_grad", &B::window},
+      {"pool_grad", &B::window},   {"arg_reduce", &B::argReduce},
       {"quantize", &B::quantize},  {"dequantize", &B::dequantize},
       {"amax", &B::amax},          {"fp8_gemm", &B::fp8Gemm},
       {"delayed_scaling", &B::delayedScaling}, {"optimizer_update", &B::optimizerUpdate},

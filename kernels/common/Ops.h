@@ -137,6 +137,18 @@ template <typename T> TEC_HOST_DEVICE T applyIntBinary(BinaryKind kind, T x, T y
   return x;
 }
 
+/// ArgMax/ArgMin's scan: whether `candidate` replaces `best`. NaN wins over numbers and the first NaN
+/// stays (numpy's argmax); ties go to the first index unless `last`.
+template <typename T> TEC_HOST_DEVICE bool argBetter(bool max, bool last, T candidate, T best) {
+  if (best != best)
+    return false;
+  if (candidate != candidate)
+    return true;
+  if (candidate == best)
+    return last;
+  return max ? candidate > best : candidate < best;
+}
+
 template <typename T> TEC_HOST_DEVICE bool applyCompare(CompareKind kind, T a, T b) {
   switch (kind) {
   case CompareKind::Equal: return a == b;

@@ -605,6 +605,24 @@ bool gather(const void *data, const Shape &dataShape, const Index *indices, int6
 template bool gather<int32_t>(const void *, const Shape &, const int32_t *, int64_t, int64_t, void *, size_t);
 template bool gather<int64_t>(const void *, const Shape &, const int64_t *, int64_t, int64_t, void *, size_t);
 
+template <typename T>
+void argReduce(bool max, bool last, const T *x, int64_t outer, int64_t dim, int64_t inner, int64_t *y) {
+#pragma omp parallel for schedule(static) if (outer * dim * inner > kParallelThreshold)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      const T *column = x + o * dim * inner + in;
+      int64_t best = 0;
+      for (int64_t j = 1; j < dim; ++j)
+        if (kernels::argBetter(max, last, column[j * inner], column[best * inner]))
+          best = j;
+      y[o * inner + in] = best;
+    }
+}
+
+template void argReduce<float>(bool, bool, const float *, int64_t, int64_t, int64_t, int64_t *);
+template void argReduce<int32_t>(bool, bool, const int32_t *, int64_t, int64_t, int64_t, int64_t *);
+template void argReduce<int64_t>(bool, bool, const int64_t *, int64_t, int64_t, int64_t, int64_t *);
+
 template <typename Index>
 bool gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const Index *indices,
                     int64_t picks, void *y, size_t bytes) {

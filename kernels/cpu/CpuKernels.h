@@ -108,6 +108,9 @@ bool scatterAdd(const float *updates, int64_t outer, int64_t axisDim, int64_t in
 void conv(const Window &w, const float *x, const float *weight, const float *bias, float *y);
 void convInputGrad(const Window &w, const float *dy, const float *weight, float *dx);
 void convWeightGrad(const Window &w, const float *dy, const float *x, float *dweight);
+/// ArgMax (max) or ArgMin along the middle dim of [outer, dim, inner] into int64 [outer, inner].
+template <typename T>
+void argReduce(bool max, bool last, const T *x, int64_t outer, int64_t dim, int64_t inner, int64_t *y);
 /// Max pooling (padding never wins; NaN propagates) or average pooling.
 void pool(const Window &w, bool max, bool countIncludePad, const float *x, float *y);
 /// Max pooling's gradient goes to the first maximum of each window; average pooling's is spread evenly.

@@ -348,6 +348,18 @@ __global__ void poolGradKernel(Window w, bool max, bool countIncludePad, ConstRe
   }
 }
 
+template <typename Read>
+__global__ void argReduceKernel(bool max, bool last, Read x, int64_t outer, int64_t dim, int64_t inner, int64_t *y) {
+  TEC_GRID_LOOP(i, outer * inner) {
+    const int64_t base = (i / inner) * dim * inner + i % inner;
+    int64_t best = 0;
+    for (int64_t j = 1; j < dim; ++j)
+      if (argBetter(max, last, x(base + j * inner), x(base + best * inner)))
+        best = j;
+    y[i] = best;
+  }
+}
+
 template <typename Index>
 __global__ void oneHotKernel(const Index *labels, int64_t n, int64_t depth, float *y, int *error) {
   TEC_GRID_LOOP(i, n * depth) {
@@ -748,6 +760,22 @@ void stridedCopy(const void *src, Strided s, void *dst, Strided d, const Extent 
   case 4: return launch(static_cast<uint32_t *>(nullptr));
   default: return launch(static_cast<uint64_t *>(nullptr));
   }
+}
+
+void argReduce(bool max, bool last, const void *x, ElementType type, int64_t outer, int64_t dim, int64_t inner,
+               int64_t *y, void *stream) {
+  const int64_t n = outer * inner;
+  if (n == 0 || dim == 0)
+    return;
+  auto s = asStream(stream);
+  if (type == ElementType::I32)
+    argReduceKernel<<<blocksFor(n), kThreads, 0, s>>>(max, last, IntRead<int32_t>{static_cast<const int32_t *>(x)},
+                                                      outer, dim, inner, y);
+  else if (type == ElementType::I64)
+    argReduceKernel<<<blocksFor(n), kThreads, 0, s>>>(max, last, IntRead<int64_t>{static_cast<const int64_t *>(x)},
+                                                      outer, dim, inner, y);
+  else
+    argReduceKernel<<<blocksFor(n), kThreads, 0, s>>>(max, last, FloatRead{ConstRef{x, type}}, outer, dim, inner, y);
 }
 
 void window(WindowKind kind, const Window &w, ConstRef a, ConstRef b, ConstRef bias, Ref out, bool countIncludePad,

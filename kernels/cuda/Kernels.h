@@ -50,6 +50,9 @@ void gather(const void *data, int64_t outer, int64_t axisDim, int64_t inner, con
 /// and x, as kernels/cpu's functions of the same kinds take them).
 void window(WindowKind kind, const Window &w, ConstRef a, ConstRef b, ConstRef bias, Ref out, bool countIncludePad,
             void *stream);
+/// ArgMax (max) or ArgMin along the middle dim of [outer, dim, inner] into int64 [outer, inner].
+void argReduce(bool max, bool last, const void *x, ElementType type, int64_t outer, int64_t dim, int64_t inner,
+               int64_t *y, void *stream);
 /// GatherElements over data [outer, axisDim, inner] with indices [outer, picks, inner].
 void gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
                     bool indices64, int64_t picks, void *y, size_t bytes, int *error, void *stream);

@@ -317,6 +317,7 @@ private:
   Status gather(const plan::Step &s);
   Status gatherElements(const plan::Step &s);
   Status window(const plan::Step &s);
+  Status argReduce(const plan::Step &s);
   Status scatterAdd(const plan::Step &s);
   Status copy(const plan::Step &s);
   Status quantize(const plan::Step &s);
@@ -1167,6 +1168,23 @@ Status CudaBackend::window(const plan::Step &s) {
   emit([=](const Context &c) {
     c.k->window(w.kind, w.window, cref(c, w.a), w.b >= 0 ? cref(c, w.b) : kc::ConstRef(),
                 w.bias >= 0 ? cref(c, w.bias) : kc::ConstRef(), ref(c, w.out), w.countIncludePad);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::argReduce(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
+  if (!split.ok())
+    return split.error();
+  const auto [outer, dim, inner] = *split;
+  const bool max = attrS(s, "kind", "max") == "max", last = attrI(s, "select_last_index", 0) != 0;
+  int x = s.inputs(0), y = s.outputs(0);
+  auto t = type(x);
+  emit([=](const Context &c) {
+    c.k->argReduce(max, last, c.at(slot(x)), t, outer, dim, inner, static_cast<int64_t *>(c.at(slot(y))));
     return Status::success();
   });
   return Status::success();

@@ -42,6 +42,8 @@ public:
                            size_t bytes) = 0;
   virtual void gather(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
                       bool indices64, int64_t numIndices, void *y, size_t bytes, int *error) = 0;
+  virtual void argReduce(bool max, bool last, const void *x, ElementType type, int64_t outer, int64_t dim,
+                         int64_t inner, int64_t *y) = 0;
   virtual void window(WindowKind kind, const Window &w, kc::ConstRef a, kc::ConstRef b, kc::ConstRef bias, kc::Ref out,
                       bool countIncludePad) = 0;
   virtual void gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,

@@ -41,6 +41,10 @@ public:
               int64_t numIndices, void *y, size_t bytes, int *error) override {
     kc::gather(data, outer, axisDim, inner, indices, indices64, numIndices, y, bytes, error, stream);
   }
+  void argReduce(bool max, bool last, const void *x, ElementType type, int64_t outer, int64_t dim, int64_t inner,
+                 int64_t *y) override {
+    kc::argReduce(max, last, x, type, outer, dim, inner, y, stream);
+  }
   void window(WindowKind kind, const Window &w, kc::ConstRef a, kc::ConstRef b, kc::ConstRef bias, kc::Ref out,
               bool countIncludePad) override {
     kc::window(kind, w, a, b, bias, out, countIncludePad, stream);
@@ -183,6 +187,11 @@ public:
               int64_t numIndices, void *y, size_t bytes, int *error) override {
     call("kc::gather", {ptr(data), num(outer), num(axisDim), num(inner), ptr(indices), boolean(indices64),
                         num(numIndices), ptr(y), num(bytes), "(int *)" + ptr(error)});
+  }
+  void argReduce(bool max, bool last, const void *x, ElementType type, int64_t outer, int64_t dim, int64_t inner,
+                 int64_t *y) override {
+    call("kc::argReduce", {boolean(max), boolean(last), ptr(x), elementType(type), num(outer), num(dim), num(inner),
+                           "(int64_t *)" + ptr(y)});
   }
   void window(WindowKind kind, const Window &w, kc::ConstRef a, kc::ConstRef b, kc::ConstRef bias, kc::Ref out,
               bool countIncludePad) override {

@@ -69,7 +69,8 @@ std::vector<std::string> graphInputs(const onnx::ModelProto &model) {
   return names;
 }
 
-/// Integer inputs fixed from the first data set, for tests that feed shapes or axes as inputs.
+/// Integer and one-element inputs fixed from the first data set, for tests that feed shapes, axes or sizes
+/// (Range's limits, OneHot's depth) as inputs: what --freeze-input does for a user.
 tec::ImportOptions freezeIntegerInputs(const TestCase &test) {
   tec::ImportOptions options;
   auto sets = dataSets(test.dir);
@@ -80,7 +81,9 @@ tec::ImportOptions freezeIntegerInputs(const TestCase &test) {
     auto vi = std::find_if(test.model.graph().input().begin(), test.model.graph().input().end(),
                            [&](const auto &v) { return v.name() == names[i]; });
     int type = vi->type().tensor_type().elem_type();
-    if (type != onnx::TensorProto::INT64 && type != onnx::TensorProto::INT32)
+    const auto &dims = vi->type().tensor_type().shape().dim();
+    bool oneElement = std::all_of(dims.begin(), dims.end(), [](const auto &d) { return d.has_dim_value() && d.dim_value() == 1; });
+    if (type != onnx::TensorProto::INT64 && type != onnx::TensorProto::INT32 && !oneElement)
       continue;
     if (auto buffer = llvm::MemoryBuffer::getFile(pbPath(sets[0], "input", i), /*IsText=*/false))
       options.frozenInputs[names[i]] = (*buffer)->getBuffer().str();

@@ -174,6 +174,10 @@ void buildCases() {
     add(std::string("logical_") + predicate,
         Builder("compare").in(BOOL, {8, 16}, "bool").in(BOOL, {16}, "bool").out(BOOL, {8, 16}).s("predicate", predicate),
         kExact);
+  add("arg_max", Builder("arg_reduce").in(F32, {6, 50, 7}, "integers").out(I64, {6, 7}).s("kind", "max").i("axis", 1)
+                     .i("keepdims", 0), kExact);
+  add("arg_min_last", Builder("arg_reduce").in(I32, {40, 9}, "signed").out(I64, {40, 1}).s("kind", "min").i("axis", 1)
+                          .i("keepdims", 1).i("select_last_index", 1), kExact);
   add("gather_elements", Builder("gather_elements").in(F32, {6, 7, 5}).in(I64, {6, 3, 5}, "labels").out(F32, {6, 3, 5})
                              .i("axis", 1), kExact);
   // Labels 1..5 repeat: each output sums several updates, in index order on both backends.
