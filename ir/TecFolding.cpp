@@ -186,6 +186,7 @@ std::optional<k::UnaryKind> unaryKindOf(Operation *op) {
       .Case([](SoftplusOp) { return k::UnaryKind::Softplus; })
       .Case([](FloorOp) { return k::UnaryKind::Floor; })
       .Case([](CeilOp) { return k::UnaryKind::Ceil; })
+      .Case([](SiluOp) { return k::UnaryKind::Silu; })
       .Default([](Operation *) { return std::nullopt; });
 }
 

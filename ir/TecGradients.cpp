@@ -237,6 +237,18 @@ LogicalResult SoftplusOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVect
   return success();
 }
 
+LogicalResult SiluOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // dy * s * (1 + x * (1 - s)) with s = sigmoid(x)
+  Location loc = getLoc();
+  Type element = getType().getElementType();
+  Value s = b.create<SigmoidOp>(loc, getType(), getInput());
+  Value oneMinus = binary<SubOp>(b, loc, scalar(b, loc, element, 1.0), s);
+  Value slope = binary<MulOp>(b, loc, s, binary<AddOp>(b, loc, scalar(b, loc, element, 1.0),
+                                                       binary<MulOp>(b, loc, getInput(), oneMinus)));
+  grads.push_back(binary<MulOp>(b, loc, dys[0], slope));
+  return success();
+}
+
 // Piecewise constant: zero wherever the derivative exists, which is what PyTorch propagates.
 LogicalResult FloorOp::buildGradients(OpBuilder &b, ValueRange, SmallVectorImpl<Value> &grads) {
   grads.push_back(zerosLike(b, getLoc(), getType()));

@@ -145,6 +145,7 @@ def Tec_LogOp : Tec_UnaryOp<"log", "Log", "ln(x)">;
 def Tec_SinOp : Tec_UnaryOp<"sin", "Sin", "sin(x)">;
 def Tec_CosOp : Tec_UnaryOp<"cos", "Cos", "cos(x)">;
 def Tec_SoftplusOp : Tec_UnaryOp<"softplus", "Softplus", "ln(1 + e^x)">;
+def Tec_SiluOp : Tec_UnaryOp<"silu", "x * Sigmoid(x) (SiLU, recognized)", "x / (1 + exp(-x))">;
 def Tec_FloorOp : Tec_UnaryOp<"floor", "Floor", "floor(x) (gradient 0, as PyTorch's)">;
 def Tec_CeilOp : Tec_UnaryOp<"ceil", "Ceil", "ceil(x) (gradient 0, as PyTorch's)">;
 

@@ -145,6 +145,22 @@ struct RecognizeGelu : OpRewritePattern<MulOp> {
   }
 };
 
+/// SiLU (Llama's MLP, SwiGLU's gate) as exporters write it: x * sigmoid(x), in either operand order.
+struct RecognizeSilu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp root, PatternRewriter &rewriter) const override {
+    for (auto [x, gate] : {std::pair{root.getLhs(), root.getRhs()}, std::pair{root.getRhs(), root.getLhs()}}) {
+      auto sigmoid = gate.getDefiningOp<SigmoidOp>();
+      if (!sigmoid || sigmoid.getInput() != x || x.getType() != root.getType() || !absorbable(gate))
+        continue;
+      Location loc = rewriter.getFusedLoc({sigmoid.getLoc(), root.getLoc()});
+      rewriter.replaceOpWithNewOp<SiluOp>(root, root.getType(), x)->setLoc(loc);
+      return success();
+    }
+    return rewriter.notifyMatchFailure(root, "not x * sigmoid(x)");
+  }
+};
+
 /// The dims reduced by a mean over the trailing dims from `axis` with kept dims, or nullopt.
 std::optional<int64_t> trailingMeanAxis(ReduceMeanOp mean) {
   auto axes = mean.getAxes();
@@ -251,7 +267,7 @@ struct RecognizeLayerNorm : OpRewritePattern<AddOp> {
 struct TecRecognizePatterns : tec::impl::TecRecognizePatternsBase<TecRecognizePatterns> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<RecognizeGelu, RecognizeLayerNorm>(&getContext());
+    patterns.add<RecognizeGelu, RecognizeLayerNorm, RecognizeSilu>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -135,6 +135,8 @@ inline kernels::UnaryKind unaryKind(const plan::Step &s) {
     return kernels::UnaryKind::Cos;
   if (k == "softplus")
     return kernels::UnaryKind::Softplus;
+  if (k == "silu")
+    return kernels::UnaryKind::Silu;
   if (k == "floor")
     return kernels::UnaryKind::Floor;
   if (k == "ceil")
@@ -165,6 +167,7 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"neg", &B::unary},          {"reciprocal", &B::unary},
       {"log", &B::unary},          {"sin", &B::unary},
       {"cos", &B::unary},          {"softplus", &B::unary},
+      {"silu", &B::unary},
       {"floor", &B::unary},        {"ceil", &B::unary},
       {"where", &B::where},        {"relu_grad", &B::activationGrad},
       {"gelu_grad", &B::activationGrad}, {"lr_schedule", &B::lrSchedule},

@@ -80,6 +80,9 @@ TEC_HOST_DEVICE float reluGrad(float dy, float x) { return x > 0.0f ? dy : 0.0f;
 
 TEC_HOST_DEVICE float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+/// SiLU (swish): x * sigmoid(x), Llama's and SwiGLU's activation.
+TEC_HOST_DEVICE float silu(float x) { return x * sigmoid(x); }
+
 TEC_HOST_DEVICE float applyEpilogue(float x, Epilogue e) {
   switch (e) {
   case Epilogue::Relu: return relu(x);

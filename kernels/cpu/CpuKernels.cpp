@@ -188,6 +188,7 @@ void unary(UnaryKind kind, const float *x, float *y, int64_t n) {
   case UnaryKind::Sin: return mapUnary(x, y, n, [](float v) { return std::sin(v); });
   case UnaryKind::Cos: return mapUnary(x, y, n, [](float v) { return std::cos(v); });
   case UnaryKind::Softplus: return mapUnary(x, y, n, [](float v) { return softplus(v); });
+  case UnaryKind::Silu: return mapUnary(x, y, n, [](float v) { return silu(v); });
   case UnaryKind::Floor: return mapUnary(x, y, n, [](float v) { return std::floor(v); });
   case UnaryKind::Ceil: return mapUnary(x, y, n, [](float v) { return std::ceil(v); });
   }

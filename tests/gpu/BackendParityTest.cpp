@@ -206,7 +206,7 @@ void buildCases() {
         window(Builder("pool_grad").in(F32, {2, 5, 5, 5}).in(F32, {2, 5, 9, 9}).out(F32, {2, 5, 9, 9}).s("kind", kind)
                    .ints("kernel", {3, 3}), {2, 2}, {1, 1, 1, 1}, {1, 1}), kF32);
   }
-  for (const char *op : {"relu", "tanh", "sigmoid", "erf", "exp", "abs", "sign", "gelu", "neg", "sin", "cos", "softplus", "floor", "ceil"})
+  for (const char *op : {"relu", "tanh", "sigmoid", "erf", "exp", "abs", "sign", "gelu", "neg", "sin", "cos", "softplus", "floor", "ceil", "silu"})
     add(op, Builder(op).in(F32, {1000}).out(F32, {1000}), kF32);
   for (const char *op : {"log", "reciprocal"})
     add(op, Builder(op).in(F32, {1000}, "positive").out(F32, {1000}), kF32);

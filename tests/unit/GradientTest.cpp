@@ -220,12 +220,13 @@ const GradCase kCases[] = {
     {"sqrt", R"(func.func @forward(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
        %0 = tec.sqrt %a : tensor<4x4xf32>
        return %0 : tensor<4x4xf32> })", Inputs::Positive},
-    {"neg_sin_cos_softplus", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
+    {"neg_sin_cos_softplus_silu", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
        %0 = tec.neg %a : tensor<4x4xf32>
        %1 = tec.sin %a : tensor<4x4xf32>
        %2 = tec.cos %a : tensor<4x4xf32>
        %3 = tec.softplus %a : tensor<4x4xf32>
-       return %0, %1, %2, %3 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> })"},
+       %4 = tec.silu %a : tensor<4x4xf32>
+       return %0, %1, %2, %3, %4 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> })"},
     {"log_reciprocal", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
        %0 = tec.log %a : tensor<4x4xf32>
        %1 = tec.reciprocal %a : tensor<4x4xf32>

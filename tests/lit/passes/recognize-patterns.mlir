@@ -215,3 +215,18 @@ func.func @not_layer_norm_row_gamma(%x: tensor<4x8xf32>, %g: tensor<4x1xf32>, %b
   %y = tec.add %s, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// SiLU in either operand order; a sigmoid used elsewhere stays.
+// CHECK-LABEL: func @silu
+//       CHECK:   %[[A:.+]] = tec.silu %arg0 : tensor<4x8xf32>
+//       CHECK:   %[[S:.+]] = tec.sigmoid %arg1
+//       CHECK:   tec.mul %arg1, %[[S]]
+func.func @silu(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %s = tec.sigmoid %x : tensor<4x8xf32>
+  %0 = tec.mul %s, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %t = tec.sigmoid %y : tensor<4x8xf32>
+  %1 = tec.mul %y, %t : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %0, %1, %t : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
