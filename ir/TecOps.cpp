@@ -522,7 +522,7 @@ LogicalResult ArgReduceOp::verify() {
   auto in = getInput().getType();
   if (failed(verifyAxis(*this, getAxis(), in.getRank())))
     return failure();
-  auto expected = shape::reduce(in.getShape(), {getAxis()}, getKeepdims());
+  auto expected = shape::reduce(in.getShape(), {static_cast<int64_t>(getAxis())}, getKeepdims());
   if (ArrayRef<int64_t>(expected) != getType().getShape())
     return emitOpError("expected result shape ") << shape::str(expected) << ", got " << shape::str(getType().getShape());
   return success();

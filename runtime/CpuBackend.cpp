@@ -551,7 +551,7 @@ Status CpuBackend::gatherElements(const plan::Step &s) {
   auto axis = indexedAxis(s, shape(s.inputs(0)), shape(s.inputs(1)));
   if (!axis.ok())
     return axis.error();
-  const auto [outer, dim, inner] = axis->full;
+  const int64_t outer = axis->full.outer, dim = axis->full.dim, inner = axis->full.inner;
   const int64_t picks = axis->picks;
   size_t bytes = dtypeBytes(dtype(s.inputs(0)));
   std::string error = "gather_elements '" + s.source() + "': an index is outside [-" + std::to_string(dim) + ", " +
@@ -572,7 +572,7 @@ Status CpuBackend::scatterAdd(const plan::Step &s) {
   auto axis = indexedAxis(s, shape(s.outputs(0)), shape(s.inputs(1)));
   if (!axis.ok())
     return axis.error();
-  const auto [outer, dim, inner] = axis->full;
+  const int64_t outer = axis->full.outer, dim = axis->full.dim, inner = axis->full.inner;
   const int64_t picks = axis->picks;
   const bool elements = axis->elements;
   std::string error = "scatter_add '" + s.source() + "': an index is outside [-" + std::to_string(dim) + ", " +
@@ -618,7 +618,7 @@ Status CpuBackend::argReduce(const plan::Step &s) {
   auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
   if (!split.ok())
     return split.error();
-  const auto [outer, dim, inner] = *split;
+  const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
   const bool max = attrS(s, "kind", "max") == "max", last = attrI(s, "select_last_index", 0) != 0;
   int x = s.inputs(0);
   auto run = [&](auto *px) {

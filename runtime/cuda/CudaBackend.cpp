@@ -1128,7 +1128,7 @@ Status CudaBackend::gatherElements(const plan::Step &s) {
   auto axis = indexedAxis(s, shape(s.inputs(0)), shape(s.inputs(1)));
   if (!axis.ok())
     return axis.error();
-  const auto [outer, dim, inner] = axis->full;
+  const int64_t outer = axis->full.outer, dim = axis->full.dim, inner = axis->full.inner;
   const int64_t picks = axis->picks;
   size_t bytes = bytesOf(dtype(s.inputs(0)));
   bool indices64 = dtype(s.inputs(1)) == plan::I64;
@@ -1149,7 +1149,7 @@ Status CudaBackend::scatterAdd(const plan::Step &s) {
   auto axis = indexedAxis(s, shape(s.outputs(0)), shape(s.inputs(1)));
   if (!axis.ok())
     return axis.error();
-  const auto [outer, dim, inner] = axis->full;
+  const int64_t outer = axis->full.outer, dim = axis->full.dim, inner = axis->full.inner;
   const int64_t picks = axis->picks;
   const bool elements = axis->elements, indices64 = dtype(s.inputs(1)) == plan::I64;
   int u = s.inputs(0), idx = s.inputs(1), y = s.outputs(0);
@@ -1179,7 +1179,7 @@ Status CudaBackend::argReduce(const plan::Step &s) {
   auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
   if (!split.ok())
     return split.error();
-  const auto [outer, dim, inner] = *split;
+  const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
   const bool max = attrS(s, "kind", "max") == "max", last = attrI(s, "select_last_index", 0) != 0;
   int x = s.inputs(0), y = s.outputs(0);
   auto t = type(x);
