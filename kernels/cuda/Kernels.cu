@@ -762,6 +762,23 @@ void stridedCopy(const void *src, Strided s, void *dst, Strided d, const Extent 
   }
 }
 
+/// Calls f(T *, I *) with null pointers of the unsigned type of `bytes`-wide elements and the index type:
+/// the typed dispatch of the gather kernels, which move elements without reading them.
+template <typename F> void byElementAndIndex(size_t bytes, bool indices64, F f) {
+  auto withIndex = [&](auto *typed) {
+    if (indices64)
+      f(typed, static_cast<int64_t *>(nullptr));
+    else
+      f(typed, static_cast<int32_t *>(nullptr));
+  };
+  switch (bytes) {
+  case 1: return withIndex(static_cast<uint8_t *>(nullptr));
+  case 2: return withIndex(static_cast<uint16_t *>(nullptr));
+  case 4: return withIndex(static_cast<uint32_t *>(nullptr));
+  default: return withIndex(static_cast<uint64_t *>(nullptr));
+  }
+}
+
 void argReduce(bool max, bool last, const void *x, ElementType type, int64_t outer, int64_t dim, int64_t inner,
                int64_t *y, void *stream) {
   const int64_t n = outer * inner;
@@ -827,18 +844,7 @@ void gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t in
         static_cast<const T *>(data), outer, axisDim, inner, static_cast<const I *>(indices), picks,
         static_cast<T *>(y), error);
   };
-  auto withIndex = [&](auto *typed) {
-    if (indices64)
-      launch(typed, static_cast<int64_t *>(nullptr));
-    else
-      launch(typed, static_cast<int32_t *>(nullptr));
-  };
-  switch (bytes) {
-  case 1: return withIndex(static_cast<uint8_t *>(nullptr));
-  case 2: return withIndex(static_cast<uint16_t *>(nullptr));
-  case 4: return withIndex(static_cast<uint32_t *>(nullptr));
-  default: return withIndex(static_cast<uint64_t *>(nullptr));
-  }
+  byElementAndIndex(bytes, indices64, launch);
 }
 
 void scatterAdd(ConstRef updates, int64_t outer, int64_t axisDim, int64_t inner, const void *indices, bool indices64,
@@ -873,18 +879,7 @@ void gather(const void *data, int64_t outer, int64_t axisDim, int64_t inner, con
                                                                   static_cast<const I *>(indices), numIndices,
                                                                   static_cast<T *>(y), error);
   };
-  auto withIndex = [&](auto *typed) {
-    if (indices64)
-      launch(typed, static_cast<int64_t *>(nullptr));
-    else
-      launch(typed, static_cast<int32_t *>(nullptr));
-  };
-  switch (bytes) {
-  case 1: return withIndex(static_cast<uint8_t *>(nullptr));
-  case 2: return withIndex(static_cast<uint16_t *>(nullptr));
-  case 4: return withIndex(static_cast<uint32_t *>(nullptr));
-  default: return withIndex(static_cast<uint64_t *>(nullptr));
-  }
+  byElementAndIndex(bytes, indices64, launch);
 }
 
 void oneHot(const void *labels, bool labels64, int64_t n, int64_t depth, float *y, int *error, void *stream) {
