@@ -199,6 +199,7 @@ std::optional<k::BinaryKind> binaryKindOf(Operation *op) {
       .Case([](PowOp) { return k::BinaryKind::Pow; })
       .Case([](MaxOp) { return k::BinaryKind::Max; })
       .Case([](MinOp) { return k::BinaryKind::Min; })
+      .Case([](SwigluOp) { return k::BinaryKind::SwiGlu; })
       .Case([](ModOp op) { return op.getFmod() ? k::BinaryKind::FMod : k::BinaryKind::Mod; })
       .Default([](Operation *) { return std::nullopt; });
 }

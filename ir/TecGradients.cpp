@@ -237,15 +237,28 @@ LogicalResult SoftplusOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVect
   return success();
 }
 
-LogicalResult SiluOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
-  // dy * s * (1 + x * (1 - s)) with s = sigmoid(x)
-  Location loc = getLoc();
-  Type element = getType().getElementType();
-  Value s = b.create<SigmoidOp>(loc, getType(), getInput());
+/// silu'(x) = s * (1 + x * (1 - s)) with s = sigmoid(x).
+static Value siluSlope(OpBuilder &b, Location loc, Value x) {
+  auto type = typeOf(x);
+  Type element = type.getElementType();
+  Value s = b.create<SigmoidOp>(loc, type, x);
   Value oneMinus = binary<SubOp>(b, loc, scalar(b, loc, element, 1.0), s);
-  Value slope = binary<MulOp>(b, loc, s, binary<AddOp>(b, loc, scalar(b, loc, element, 1.0),
-                                                       binary<MulOp>(b, loc, getInput(), oneMinus)));
-  grads.push_back(binary<MulOp>(b, loc, dys[0], slope));
+  return binary<MulOp>(b, loc, s, binary<AddOp>(b, loc, scalar(b, loc, element, 1.0), binary<MulOp>(b, loc, x, oneMinus)));
+}
+
+LogicalResult SiluOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(binary<MulOp>(b, getLoc(), dys[0], siluSlope(b, getLoc(), getInput())));
+  return success();
+}
+
+LogicalResult SwigluOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // d gate = dy * up * silu'(gate), d up = dy * silu(gate)
+  Location loc = getLoc();
+  Value gate = getGate(), up = getUp();
+  Value dGate = binary<MulOp>(b, loc, binary<MulOp>(b, loc, dys[0], up), siluSlope(b, loc, gate));
+  grads.push_back(unbroadcast(b, loc, dGate, getGate().getType()));
+  Value silu = b.create<SiluOp>(loc, getGate().getType(), gate);
+  grads.push_back(unbroadcast(b, loc, binary<MulOp>(b, loc, dys[0], silu), getUp().getType()));
   return success();
 }
 
@@ -302,6 +315,18 @@ LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVe
   return success();
 }
 
+/// The normalized dims (axis..rank-1) and the leading ones of a LayerNorm or RMSNorm input.
+static void splitDims(int64_t rank, int64_t axis, SmallVectorImpl<int64_t> &leading, SmallVectorImpl<int64_t> &normalized) {
+  for (int64_t d = 0; d < rank; ++d)
+    (d < axis ? leading : normalized).push_back(d);
+}
+
+static Value meanOver(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> axes) {
+  auto t = typeOf(v);
+  return b.create<ReduceMeanOp>(loc, RankedTensorType::get(shape::reduce(t.getShape(), axes, true), t.getElementType()),
+                                v, axes, true);
+}
+
 LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
   if (dys[1] || dys[2])
     return emitOpError("expected no gradient into mean and inv_std_dev");
@@ -310,26 +335,37 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVec
   // xhat = (x - mean) * rstd; g = dy * gamma;
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); dgamma = sum(dy * xhat); dbeta = sum(dy).
   Location loc = getLoc();
-  const int64_t rank = getInput().getType().getRank(), axis = getAxis();
   SmallVector<int64_t> normalized, leading;
-  for (int64_t d = 0; d < rank; ++d)
-    (d < axis ? leading : normalized).push_back(d);
+  splitDims(getInput().getType().getRank(), getAxis(), leading, normalized);
   Value dy = dys[0];
   Value xhat = binary<MulOp>(b, loc, binary<SubOp>(b, loc, getInput(), getMean()), getInvStdDev());
   Value g = binary<MulOp>(b, loc, dy, getScale());
-  auto meanOver = [&](Value v) {
-    auto t = typeOf(v);
-    return b.create<ReduceMeanOp>(loc, RankedTensorType::get(shape::reduce(t.getShape(), normalized, true),
-                                                             t.getElementType()),
-                                  v, normalized, true);
-  };
-  Value centered = binary<SubOp>(b, loc, g, meanOver(g));
-  Value projected = binary<MulOp>(b, loc, xhat, meanOver(binary<MulOp>(b, loc, g, xhat)));
+  Value centered = binary<SubOp>(b, loc, g, meanOver(b, loc, g, normalized));
+  Value projected = binary<MulOp>(b, loc, xhat, meanOver(b, loc, binary<MulOp>(b, loc, g, xhat), normalized));
   grads.push_back(binary<MulOp>(b, loc, getInvStdDev(), binary<SubOp>(b, loc, centered, projected)));
   Value dScale = binary<MulOp>(b, loc, dy, xhat);
   grads.push_back(leading.empty() ? dScale : reduceSum(b, loc, dScale, leading, false));
   if (getBias())
     grads.push_back(leading.empty() ? dy : reduceSum(b, loc, dy, leading, false));
+  return success();
+}
+
+LogicalResult RmsNormOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  if (dys[1])
+    return emitOpError("expected no gradient into inv_rms");
+  if (!getResult().getType().getElementType().isF32())
+    return emitOpError("expected f32 to differentiate, got ") << getResult().getType().getElementType();
+  // xhat = x * rstd; g = dy * gamma; dx = rstd * (g - xhat * mean(g * xhat)); dgamma = sum(dy * xhat).
+  Location loc = getLoc();
+  SmallVector<int64_t> normalized, leading;
+  splitDims(getInput().getType().getRank(), getAxis(), leading, normalized);
+  Value dy = dys[0];
+  Value xhat = binary<MulOp>(b, loc, getInput(), getInvRms());
+  Value g = binary<MulOp>(b, loc, dy, getScale());
+  Value projected = binary<MulOp>(b, loc, xhat, meanOver(b, loc, binary<MulOp>(b, loc, g, xhat), normalized));
+  grads.push_back(binary<MulOp>(b, loc, getInvRms(), binary<SubOp>(b, loc, g, projected)));
+  Value dScale = binary<MulOp>(b, loc, dy, xhat);
+  grads.push_back(leading.empty() ? dScale : reduceSum(b, loc, dScale, leading, false));
   return success();
 }
 

@@ -319,31 +319,43 @@ LogicalResult WhereOp::verify() {
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
-LogicalResult LayerNormOp::verify() {
-  auto in = getInput().getType();
-  if (failed(verifyAxis(*this, getAxis(), in.getRank())))
+/// LayerNorm and RMSNorm: the result keeps the input's type, each statistic has the input's shape with
+/// the normalized dims set to 1, scale (and bias) have the normalized shape, epsilon is positive.
+static LogicalResult verifyNormalization(Operation *op, RankedTensorType in, Type result, int64_t axis,
+                                         ValueRange stats, ValueRange affine, float epsilon) {
+  if (failed(verifyAxis(op, axis, in.getRank())))
     return failure();
-  if (in != getResult().getType())
-    return emitOpError("expected result type ") << in << ", got " << getResult().getType();
-  shape::Dims statsShape(in.getShape().take_front(getAxis()));
+  if (in != result)
+    return op->emitOpError("expected result type ") << in << ", got " << result;
+  shape::Dims statsShape(in.getShape().take_front(axis));
   statsShape.resize(in.getRank(), 1);
-  for (Value stat : {getMean(), getInvStdDev()})
+  for (Value stat : stats)
     if (rankedType(stat).getShape() != ArrayRef<int64_t>(statsShape))
-      return emitOpError("expected mean and inv_std_dev shape ")
+      return op->emitOpError("expected statistics shape ")
              << shape::str(statsShape) << ", got " << shape::str(rankedType(stat).getShape());
-  auto normalized = in.getShape().drop_front(getAxis());
-  for (Value v : {getScale(), getBias()}) {
+  auto normalized = in.getShape().drop_front(axis);
+  for (Value v : affine) {
     if (!v)
       continue;
-    if (failed(verifySameElementType(*this, v, "scale/bias")))
+    if (failed(verifySameElementType(op, v, "scale/bias")))
       return failure();
     if (rankedType(v).getShape() != normalized)
-      return emitOpError("expected scale/bias shape ")
+      return op->emitOpError("expected scale/bias shape ")
              << shape::str(normalized) << ", got " << shape::str(rankedType(v).getShape());
   }
-  if (getEpsilon().convertToFloat() <= 0)
-    return emitOpError("expected positive epsilon, got ") << shortFloat(getEpsilon().convertToFloat());
+  if (epsilon <= 0)
+    return op->emitOpError("expected positive epsilon, got ") << shortFloat(epsilon);
   return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyNormalization(*this, getInput().getType(), getResult().getType(), getAxis(),
+                             {getMean(), getInvStdDev()}, {getScale(), getBias()}, getEpsilon().convertToFloat());
+}
+
+LogicalResult RmsNormOp::verify() {
+  return verifyNormalization(*this, getInput().getType(), getResult().getType(), getAxis(), {getInvRms()},
+                             {getScale()}, getEpsilon().convertToFloat());
 }
 
 LogicalResult MatMulOp::verify() {

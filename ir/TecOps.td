@@ -69,6 +69,31 @@ def Tec_PowOp : Tec_BinaryOp<"pow", "Pow", Tec_FloatTensor>;
 def Tec_MaxOp : Tec_BinaryOp<"max", "Max", Tec_NumericTensor>; // NaN propagates; the gradient goes to lhs on ties
 def Tec_MinOp : Tec_BinaryOp<"min", "Min", Tec_NumericTensor>;
 
+def Tec_SwigluOp : Tec_Op<"swiglu", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
+  let summary = "SwiGLU's gating: silu(gate) * up, elementwise with numpy broadcasting";
+  let description = [{
+    Recognized from `Mul(x * Sigmoid(x), up)` (Llama's MLP: `down(silu(gate(h)) * up(h))`): one kernel
+    reads both projections once instead of materializing `silu(gate)`, and the gradient
+    (`d gate = dy * up * silu'(gate)`, `d up = dy * silu(gate)`) needs only the two inputs.
+
+    Example:
+    ```mlir
+    %0 = tec.swiglu %gate, %up : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$gate, Tec_FloatTensor:$up);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() { return verifyElementwiseBinary(*this); }
+    ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor adaptor) {
+      return foldBinary(*this, adaptor.getGate(), adaptor.getUp());
+    }
+  }];
+}
+
 def Tec_ModOp : Tec_Op<"mod", [Pure]> {
   let summary = "elementwise remainder with numpy broadcasting";
   let description = [{
@@ -288,6 +313,27 @@ def Tec_LayerNormOp : Tec_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<Tec_
   let results = (outs Tec_FloatTensor:$result, StaticShapeTensorOf<[F32]>:$mean,
                  StaticShapeTensorOf<[F32]>:$inv_std_dev);
   let assemblyFormat = "$input `,` $scale (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_RmsNormOp : Tec_Op<"rms_norm", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
+  let summary = "RMS normalization over the trailing dimensions from axis";
+  let description = [{
+    RMSNorm (Llama, T5; ONNX `RMSNormalization` of opset 23): `x * rsqrt(mean(x^2) + epsilon) * scale`
+    over dims `axis..rank-1`, with `scale` shaped like the normalized dims. Recognized from the forms
+    exporters write (`Pow(x, 2)` or `x * x`; `Reciprocal(Sqrt)`, `1 / Sqrt` or a division by the
+    `Sqrt`; the scale on either side). Like `tec.layer_norm` it also yields the f32 `inv_rms`, shaped
+    like the input with the normalized dims set to 1, for the backward pass.
+
+    Example:
+    ```mlir
+    %y, %rstd = tec.rms_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-06 : f32}
+           : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>)
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$input, Tec_FloatTensor:$scale, I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Tec_FloatTensor:$result, StaticShapeTensorOf<[F32]>:$inv_rms);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

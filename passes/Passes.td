@@ -17,14 +17,17 @@ def TecSimplifyShapes : Pass<"tec-simplify-shapes", "mlir::func::FuncOp"> {
 }
 
 def TecRecognizePatterns : Pass<"tec-recognize-patterns", "mlir::func::FuncOp"> {
-  let summary = "Turn the decomposed GELU, LayerNorm and SiLU forms exporters emit into single ops";
+  let summary = "Turn the decomposed GELU, LayerNorm, RMSNorm, SiLU and SwiGLU forms exporters emit into single ops";
   let description = [{
     `torch.onnx.export` and older opsets write GELU as `x * 0.5 * (1 + erf(x / sqrt(2)))` (or with
-    tanh: `x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`) and LayerNorm as
-    ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add, and SiLU (Llama's MLP) as `x * Sigmoid(x)`. Each
-    becomes one `tec.gelu`, `tec.layer_norm` or `tec.silu`, so that fusion can put the GELU in a GEMM epilogue and the normalization runs as
-    one kernel. Matching tolerates operand order, association, `x / sqrt(2)` vs `x * (1/sqrt(2))`,
-    `Pow(d, 2)` vs `d * d`, and constants rounded to float. Intermediates used elsewhere block a match:
+    tanh: `x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`), LayerNorm as
+    ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add, RMSNorm (Llama) as
+    `x * Reciprocal(Sqrt(ReduceMean(Pow(x, 2)) + eps)) * w`, SiLU as `x * Sigmoid(x)` and SwiGLU's
+    gating as `silu(gate) * up`. Each becomes one `tec.gelu`, `tec.layer_norm`, `tec.rms_norm`,
+    `tec.silu` or `tec.swiglu`, so that fusion can put the GELU in a GEMM epilogue and a normalization
+    or a gated activation runs as one kernel that reads its inputs once. Matching tolerates operand
+    order, association, `x / sqrt(2)` vs `x * (1/sqrt(2))`, `Pow(d, 2)` vs `d * d`, the forms of an
+    inverse square root, and constants rounded to float. Intermediates used elsewhere block a match:
     they must stay materialized. The fused op's location lists every source node.
   }];
   let dependentDialects = ["::tec::TecDialect"];

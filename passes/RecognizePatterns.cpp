@@ -161,6 +161,34 @@ struct RecognizeSilu : OpRewritePattern<MulOp> {
   }
 };
 
+/// SwiGLU's gating (Llama's MLP): silu(gate) * up, in either operand order, without broadcasting.
+struct RecognizeSwiglu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp root, PatternRewriter &rewriter) const override {
+    for (auto [gated, up] : {std::pair{root.getLhs(), root.getRhs()}, std::pair{root.getRhs(), root.getLhs()}}) {
+      auto silu = gated.getDefiningOp<SiluOp>();
+      if (!silu || !absorbable(gated) || gated.getType() != root.getType() || up.getType() != root.getType())
+        continue;
+      Location loc = rewriter.getFusedLoc({silu.getLoc(), root.getLoc()});
+      rewriter.replaceOpWithNewOp<SwigluOp>(root, root.getType(), silu.getInput(), up)->setLoc(loc);
+      return success();
+    }
+    return rewriter.notifyMatchFailure(root, "not silu(gate) * up");
+  }
+};
+
+/// `v` is x^2: Pow(x, 2) or x * x; the op is appended to `ops`.
+bool isSquareOf(Value v, Value x, SmallVectorImpl<Operation *> &ops) {
+  Operation *square = v.getDefiningOp();
+  bool squares = (llvm::isa_and_nonnull<PowOp>(square) && square->getOperand(0) == x &&
+                  isConstant(square->getOperand(1), 2.0)) ||
+                 (llvm::isa_and_nonnull<MulOp>(square) && square->getOperand(0) == x && square->getOperand(1) == x);
+  if (!squares || !absorbable(v))
+    return false;
+  ops.push_back(square);
+  return true;
+}
+
 /// The dims reduced by a mean over the trailing dims from `axis` with kept dims, or nullopt.
 std::optional<int64_t> trailingMeanAxis(ReduceMeanOp mean) {
   auto axes = mean.getAxes();
@@ -221,17 +249,13 @@ struct RecognizeLayerNorm : OpRewritePattern<AddOp> {
       auto eps = splatConstant(epsValue);
       if (!var || !eps || *eps <= 0 || var.getAxes() != mean.getAxes() || !var.getKeepdims() || !absorbable(varValue))
         continue;
-      Value sq = var.getInput();
-      Operation *square = sq.getDefiningOp();
-      bool squares = (llvm::isa_and_nonnull<PowOp>(square) && square->getOperand(0) == centered.getResult() &&
-                      isConstant(square->getOperand(1), 2.0)) ||
-                     (llvm::isa_and_nonnull<MulOp>(square) && square->getOperand(0) == centered.getResult() &&
-                      square->getOperand(1) == centered.getResult());
-      // `centered` feeds the square and the division, and nothing else.
-      bool onlyHere = llvm::all_of(centered->getUsers(), [&](Operation *u) { return u == square || u == div; });
-      if (!squares || !absorbable(sq) || !onlyHere)
+      SmallVector<Operation *> square;
+      if (!isSquareOf(var.getInput(), centered, square))
         continue;
-      ops.append({div, centered, sqrt, addEps, var, square, mean});
+      // `centered` feeds the square and the division, and nothing else.
+      if (!llvm::all_of(centered->getUsers(), [&](Operation *u) { return u == square.front() || u == div; }))
+        continue;
+      ops.append({div, centered, sqrt, addEps, var, square.front(), mean});
       return Normalized{x, static_cast<float>(*eps), *axis};
     }
     return std::nullopt;
@@ -264,10 +288,120 @@ struct RecognizeLayerNorm : OpRewritePattern<AddOp> {
   }
 };
 
+/// RMSNorm as exporters write it (Llama's `x * rsqrt(mean(x^2) + eps) * w`): the scale on either side,
+/// the square as Pow(x, 2) or x * x, the inverse root as Reciprocal(Sqrt(v)), 1 / Sqrt(v), Pow(v, -0.5)
+/// or a division of x by Sqrt(v); the mean over trailing dims with kept dims.
+struct RecognizeRmsNorm : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp root, PatternRewriter &rewriter) const override {
+    for (auto [norm, scale] : {std::pair{root.getLhs(), root.getRhs()}, std::pair{root.getRhs(), root.getLhs()}}) {
+      SmallVector<Operation *> ops{root};
+      if (auto n = matchNormalized(norm, ops); n && fits(*n, scale, root))
+        return replace(root, *n, scale, ops, rewriter);
+    }
+    return rewriter.notifyMatchFailure(root, "not x * rsqrt(mean(x^2) + eps) * scale");
+  }
+
+  struct Normalized {
+    Value x;
+    float epsilon;
+    int64_t axis;
+  };
+
+  /// x * rsqrt(v) in either order, or x / sqrt(v), with v = mean(x^2) + eps.
+  static std::optional<Normalized> matchNormalized(Value norm, SmallVectorImpl<Operation *> &ops) {
+    if (!absorbable(norm))
+      return std::nullopt;
+    if (auto div = norm.getDefiningOp<DivOp>()) {
+      auto sqrt = div.getRhs().getDefiningOp<SqrtOp>();
+      if (!sqrt || !absorbable(div.getRhs()))
+        return std::nullopt;
+      ops.append({div, sqrt});
+      return matchMeanSquare(sqrt.getInput(), div.getLhs(), ops);
+    }
+    auto mul = norm.getDefiningOp<MulOp>();
+    if (!mul)
+      return std::nullopt;
+    for (auto [x, inverse] : {std::pair{mul.getLhs(), mul.getRhs()}, std::pair{mul.getRhs(), mul.getLhs()}}) {
+      SmallVector<Operation *> tried{mul};
+      if (auto v = inverseSqrtOf(inverse, tried))
+        if (auto n = matchMeanSquare(*v, x, tried)) {
+          ops.append(tried);
+          return n;
+        }
+    }
+    return std::nullopt;
+  }
+
+  /// The v of `inverse` = 1 / sqrt(v) as Reciprocal(Sqrt(v)), Div(1, Sqrt(v)) or Pow(v, -0.5).
+  static std::optional<Value> inverseSqrtOf(Value inverse, SmallVectorImpl<Operation *> &ops) {
+    if (!absorbable(inverse))
+      return std::nullopt;
+    Operation *op = inverse.getDefiningOp();
+    if (auto pow = llvm::dyn_cast_or_null<PowOp>(op); pow && isConstant(pow.getRhs(), -0.5)) {
+      ops.push_back(pow);
+      return pow.getLhs();
+    }
+    Value root;
+    if (auto reciprocal = llvm::dyn_cast_or_null<ReciprocalOp>(op))
+      root = reciprocal.getInput();
+    else if (auto div = llvm::dyn_cast_or_null<DivOp>(op); div && isConstant(div.getLhs(), 1.0))
+      root = div.getRhs();
+    auto sqrt = root ? root.getDefiningOp<SqrtOp>() : nullptr;
+    if (!sqrt || !absorbable(root))
+      return std::nullopt;
+    ops.append({op, sqrt});
+    return sqrt.getInput();
+  }
+
+  /// v = mean(x^2) + eps over trailing dims, the sum in either order.
+  static std::optional<Normalized> matchMeanSquare(Value v, Value x, SmallVectorImpl<Operation *> &ops) {
+    auto addEps = v.getDefiningOp<AddOp>();
+    if (!addEps || !absorbable(v))
+      return std::nullopt;
+    for (auto [meanValue, epsValue] :
+         {std::pair{addEps.getLhs(), addEps.getRhs()}, std::pair{addEps.getRhs(), addEps.getLhs()}}) {
+      auto mean = meanValue.getDefiningOp<ReduceMeanOp>();
+      auto eps = splatConstant(epsValue);
+      auto axis = mean ? trailingMeanAxis(mean) : std::nullopt;
+      SmallVector<Operation *> square;
+      if (!axis || !eps || *eps <= 0 || !absorbable(meanValue) || !isSquareOf(mean.getInput(), x, square))
+        continue;
+      ops.append({addEps, mean, square.front()});
+      return Normalized{x, static_cast<float>(*eps), *axis};
+    }
+    return std::nullopt;
+  }
+
+  /// The scale has the normalized shape and x's type; the result keeps x's type.
+  static bool fits(const Normalized &n, Value scale, MulOp root) {
+    auto type = llvm::cast<RankedTensorType>(n.x.getType());
+    auto s = llvm::cast<RankedTensorType>(scale.getType());
+    return root.getType() == type && s.getShape() == type.getShape().drop_front(n.axis) &&
+           s.getElementType() == type.getElementType() && !llvm::isa<IntegerType>(type.getElementType());
+  }
+
+  static LogicalResult replace(MulOp root, const Normalized &n, Value scale, ArrayRef<Operation *> ops,
+                               PatternRewriter &rewriter) {
+    auto type = llvm::cast<RankedTensorType>(n.x.getType());
+    shape::Dims statsShape(type.getShape().take_front(n.axis));
+    statsShape.resize(type.getRank(), 1);
+    SmallVector<Location> locs;
+    for (Operation *op : ops)
+      locs.push_back(op->getLoc());
+    auto rms = rewriter.create<RmsNormOp>(rewriter.getFusedLoc(locs),
+                                          TypeRange{type, RankedTensorType::get(statsShape, rewriter.getF32Type())},
+                                          n.x, scale, rewriter.getI64IntegerAttr(n.axis),
+                                          rewriter.getF32FloatAttr(n.epsilon));
+    rewriter.replaceOp(root, rms.getResult());
+    return success();
+  }
+};
+
 struct TecRecognizePatterns : tec::impl::TecRecognizePatternsBase<TecRecognizePatterns> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<RecognizeGelu, RecognizeLayerNorm, RecognizeSilu>(&getContext());
+    patterns.add<RecognizeGelu, RecognizeLayerNorm, RecognizeRmsNorm, RecognizeSilu, RecognizeSwiglu>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -350,8 +350,10 @@ Status CpuBackend::softmax(const plan::Step &s) {
   return Status::success();
 }
 
+/// layer_norm (x, scale[, bias] -> y, mean, rstd) and rms_norm (x, scale -> y, rstd).
 Status CpuBackend::layerNorm(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 3, 3); !st.ok())
+  const bool rms = s.kernel() == "rms_norm";
+  if (Status st = rms ? expectArity(s, 2, 2, 2) : expectArity(s, 2, 3, 3); !st.ok())
     return st;
   auto in = shape(s.inputs(0));
   int64_t axis = attrI(s, "axis");
@@ -363,9 +365,10 @@ Status CpuBackend::layerNorm(const plan::Step &s) {
   float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
   float *x = floatIn(s.inputs(0)), *g = floatIn(s.inputs(1));
   float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
-  float *y = floatOut(s.outputs(0)), *mean = floatOut(s.outputs(1)), *rstd = floatOut(s.outputs(2));
+  float *y = floatOut(s.outputs(0)), *mean = rms ? nullptr : floatOut(s.outputs(1));
+  float *rstd = floatOut(s.outputs(rms ? 1 : 2));
   emit([=] {
-    k::layerNorm(x, g, b, y, mean, rstd, rows, cols, eps);
+    k::layerNorm(x, g, b, y, mean, rstd, rows, cols, eps, !rms);
     return Status::success();
   });
   return Status::success();

@@ -21,7 +21,7 @@ public:
     static const std::unordered_map<std::string, std::function<std::string(Contract &)>> contracts = {
         {"add", &Contract::binary}, {"sub", &Contract::binary}, {"mul", &Contract::binary},
         {"div", &Contract::binary}, {"pow", &Contract::binary}, {"max", &Contract::binary},
-        {"min", &Contract::binary}, {"mod", &Contract::binary}, {"compare", &Contract::compare},
+        {"min", &Contract::binary}, {"mod", &Contract::binary}, {"swiglu", &Contract::floatBinary}, {"compare", &Contract::compare},
         {"relu", &Contract::unary},
         {"tanh", &Contract::unary}, {"sigmoid", &Contract::unary}, {"erf", &Contract::unary},
         {"sqrt", &Contract::unary}, {"gelu", &Contract::unary}, {"exp", &Contract::unary},
@@ -33,7 +33,7 @@ public:
         {"lr_schedule", &Contract::scalars<1, 1>}, {"clip_coefficient", &Contract::scalars<1, 1>},
         {"loss_scale_update", &Contract::scalars<3, 2>}, {"one_hot", &Contract::oneHot},
         {"all_finite", &Contract::allFinite}, {"cast", &Contract::cast}, {"softmax", &Contract::softmax},
-        {"log_softmax", &Contract::softmax}, {"layer_norm", &Contract::layerNorm},
+        {"log_softmax", &Contract::softmax}, {"layer_norm", &Contract::layerNorm}, {"rms_norm", &Contract::layerNorm},
         {"reduce_mean", &Contract::reduce}, {"reduce_sum", &Contract::reduce},
         {"reduce_max", &Contract::reduce}, {"reduce_min", &Contract::reduce}, {"reduce_prod", &Contract::reduce}, {"matmul", &Contract::matmul},
         {"gemm", &Contract::gemm}, {"linear", &Contract::linear}, {"transpose", &Contract::transpose},
@@ -120,6 +120,11 @@ private:
              text(shape(out(0)));
     return "";
   }
+  std::string floatBinary() {
+    if (auto e = binary(); !e.empty())
+      return e;
+    return steps::isFloat(dtype(out(0))) ? "" : "expected float operands";
+  }
   std::string compare() {
     if (auto e = arity(2, 2, 1, 1); !e.empty())
       return e;
@@ -182,8 +187,10 @@ private:
     return first({shape(in(0)) == shape(out(0)) ? "" : "input and output shapes differ",
                   axisIn(steps::attrI(s, "axis"), rank(in(0)))});
   }
+  /// layer_norm: x, scale[, bias] -> y, mean, rstd; rms_norm: x, scale -> y, rstd.
   std::string layerNorm() {
-    if (auto e = arity(2, 3, 3, 3); !e.empty())
+    const bool rms = s.kernel() == "rms_norm";
+    if (auto e = rms ? arity(2, 2, 2, 2) : arity(2, 3, 3, 3); !e.empty())
       return e;
     const int64_t axis = steps::attrI(s, "axis");
     if (auto e = axisIn(axis, rank(in(0))); !e.empty())
@@ -191,9 +198,12 @@ private:
     int64_t rows = 1, cols = 1;
     for (int d = 0; d < rank(in(0)); ++d)
       (d < axis ? rows : cols) *= shape(in(0))[d];
+    bool statsFit = true;
+    for (int k = 1; k < s.outputs_size(); ++k)
+      statsFit = statsFit && count(out(k)) == rows;
     if (shape(out(0)) != shape(in(0)) || count(in(1)) != cols || (s.inputs_size() > 2 && count(in(2)) != cols) ||
-        count(out(1)) != rows || count(out(2)) != rows)
-      return "scale, bias, mean or rstd do not fit the normalized shape";
+        !statsFit)
+      return "scale, bias or statistics do not fit the normalized shape";
     return "";
   }
   std::string reduce() {

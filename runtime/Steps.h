@@ -88,6 +88,8 @@ inline kernels::BinaryKind binaryKind(const plan::Step &s) {
     return kernels::BinaryKind::Max;
   if (k == "min")
     return kernels::BinaryKind::Min;
+  if (k == "swiglu")
+    return kernels::BinaryKind::SwiGlu;
   if (k == "mod")
     return attrI(s, "fmod", 0) ? kernels::BinaryKind::FMod : kernels::BinaryKind::Mod;
   return kernels::BinaryKind::Add;
@@ -157,7 +159,7 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
   static const std::unordered_map<std::string, Status (B::*)(const plan::Step &)> table = {
       {"add", &B::binary},         {"sub", &B::binary},
       {"mul", &B::binary},         {"div", &B::binary},
-      {"pow", &B::binary},         {"max", &B::binary},
+      {"pow", &B::binary},         {"max", &B::binary}, {"swiglu", &B::binary},
       {"min", &B::binary},         {"mod", &B::binary},
       {"compare", &B::compare},    {"relu", &B::unary},
       {"tanh", &B::unary},         {"sigmoid", &B::unary},
@@ -174,7 +176,7 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"one_hot", &B::oneHot},     {"clip_coefficient", &B::clipCoefficient},
       {"all_finite", &B::allFinite}, {"loss_scale_update", &B::lossScaleUpdate},
       {"cast", &B::cast},          {"softmax", &B::softmax},
-      {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm},
+      {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm}, {"rms_norm", &B::layerNorm},
       {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},
       {"reduce_max", &B::reduce},  {"reduce_min", &B::reduce},
       {"reduce_prod", &B::reduce},

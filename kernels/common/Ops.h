@@ -29,8 +29,8 @@ TEC_HOST_DEVICE size_t elementBytes(ElementType type) {
 }
 
 /// Arithmetic binary ops. Mod is Python's (the result takes the divisor's sign), FMod C's fmod (the
-/// dividend's): ONNX Mod with fmod = 0 and 1.
-enum class BinaryKind { Add, Sub, Mul, Div, Pow, Max, Min, Mod, FMod };
+/// dividend's): ONNX Mod with fmod = 0 and 1. SwiGlu is silu(a) * b (floats only).
+enum class BinaryKind { Add, Sub, Mul, Div, Pow, Max, Min, Mod, FMod, SwiGlu };
 /// Binary ops with a bool result: comparisons of numbers, and the logical ops of bools.
 enum class CompareKind { Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual, And, Or, Xor };
 enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Exp, Abs, Sign, Gelu, GeluTanh, Neg, Reciprocal, Log, Sin, Cos,
@@ -107,6 +107,7 @@ TEC_HOST_DEVICE float applyBinary(BinaryKind kind, float a, float b) {
   case BinaryKind::Max: return (a > b || a != a) ? a : b;
   case BinaryKind::Min: return (a < b || a != a) ? a : b;
   case BinaryKind::FMod: return fmodf(a, b);
+  case BinaryKind::SwiGlu: return silu(a) * b;
   case BinaryKind::Mod: {
     const float r = fmodf(a, b);
     return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
@@ -128,6 +129,7 @@ template <typename T> TEC_HOST_DEVICE T applyIntBinary(BinaryKind kind, T x, T y
   case BinaryKind::Max: return x > y ? x : y;
   case BinaryKind::Min: return x < y ? x : y;
   case BinaryKind::FMod: return (y == 0 || y == -1) ? T(0) : T(x % y);
+  case BinaryKind::SwiGlu: break; // float-only: the verifier and the plan contracts refuse integers
   case BinaryKind::Mod: {
     if (y == 0 || y == -1)
       return T(0);

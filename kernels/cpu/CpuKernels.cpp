@@ -328,12 +328,12 @@ void softmax(const float *x, float *y, int64_t outer, int64_t axis, int64_t inne
 }
 
 void layerNorm(const float *x, const float *scale, const float *bias, float *y, float *mean, float *rstd, int64_t rows,
-               int64_t cols, float epsilon) {
+               int64_t cols, float epsilon, bool center) {
 #pragma omp parallel for schedule(static) if (rows * cols > kParallelThreshold)
   for (int64_t r = 0; r < rows; ++r) {
     const float *in = x + r * cols;
     double sum = 0;
-    for (int64_t j = 0; j < cols; ++j)
+    for (int64_t j = 0; j < cols && center; ++j)
       sum += in[j];
     const double mu = sum / cols;
     double sq = 0;

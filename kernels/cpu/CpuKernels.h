@@ -61,9 +61,10 @@ template <typename Index> bool oneHot(const Index *labels, int64_t n, int64_t de
 
 // Normalization and reductions over float.
 void softmax(const float *x, float *y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax);
-/// Normalizes each of `rows` rows of `cols` values; mean and rstd (one per row) may be null.
+/// Normalizes each of `rows` rows of `cols` values; mean and rstd (one per row) may be null. Without
+/// `center` it is RMSNorm: the mean is taken as 0, so rstd is 1 / sqrt(mean(x^2) + epsilon).
 void layerNorm(const float *x, const float *scale, const float *bias, float *y, float *mean, float *rstd,
-               int64_t rows, int64_t cols, float epsilon);
+               int64_t rows, int64_t cols, float epsilon, bool center);
 template <typename T>
 void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<int64_t> &axes, T *y);
 

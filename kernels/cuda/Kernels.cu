@@ -434,13 +434,13 @@ __global__ void softmaxKernel(ConstRef x, Ref y, int64_t axis, int64_t inner, bo
 
 /// One block per row; mean and variance accumulated in double, as on the CPU.
 __global__ void layerNormKernel(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref rstd, int64_t cols,
-                                float epsilon) {
+                                float epsilon, bool center) {
   __shared__ double shared[kThreads];
   const int64_t base = blockIdx.x * cols;
   double sum = 0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+  for (int64_t j = threadIdx.x; j < cols && center; j += blockDim.x)
     sum += load(x, base + j);
-  const double mu = blockSum(sum, shared) / cols;
+  const double mu = center ? blockSum(sum, shared) / cols : 0.0;
   double sq = 0;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     const double d = load(x, base + j) - mu;
@@ -900,11 +900,11 @@ void softmax(ConstRef x, Ref y, int64_t outer, int64_t axis, int64_t inner, bool
 }
 
 void layerNorm(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref rstd, int64_t rows, int64_t cols,
-               float epsilon, void *stream) {
+               float epsilon, bool center, void *stream) {
   if (rows == 0 || cols == 0)
     return;
   layerNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, asStream(stream)>>>(x, scale, bias, y, mean, rstd, cols,
-                                                                                  epsilon);
+                                                                                  epsilon, center);
 }
 
 void reduce(ReduceKind kind, const void *x, Extent kept, Strided keptStrides, Extent reduced, Strided reducedStrides,

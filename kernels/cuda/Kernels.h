@@ -63,9 +63,9 @@ void scatterAdd(ConstRef updates, int64_t outer, int64_t axisDim, int64_t inner,
 void oneHot(const void *labels, bool labels64, int64_t n, int64_t depth, float *y, int *error, void *stream);
 
 void softmax(ConstRef x, Ref y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax, void *stream);
-/// mean and rstd (one per row) may have null data.
+/// mean and rstd (one per row) may have null data; without `center`, RMSNorm (see kernels/cpu's layerNorm).
 void layerNorm(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref rstd, int64_t rows, int64_t cols,
-               float epsilon, void *stream);
+               float epsilon, bool center, void *stream);
 /// Sums (or averages) x over `reduced` for each index of `kept`; `type` is x's and y's (float or I32/I64).
 /// Launched as planReduction(..., multiprocessors) says; `partials` holds its plan's partial sums (8 bytes
 /// each; may be null when the plan has none).

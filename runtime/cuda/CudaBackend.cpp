@@ -607,8 +607,10 @@ Status CudaBackend::softmax(const plan::Step &s) {
   return Status::success();
 }
 
+/// layer_norm (x, scale[, bias] -> y, mean, rstd) and rms_norm (x, scale -> y, rstd).
 Status CudaBackend::layerNorm(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 3, 3); !st.ok())
+  const bool rms = s.kernel() == "rms_norm";
+  if (Status st = rms ? expectArity(s, 2, 2, 2) : expectArity(s, 2, 3, 3); !st.ok())
     return st;
   auto in = shape(s.inputs(0));
   int64_t axis = attrI(s, "axis");
@@ -619,10 +621,10 @@ Status CudaBackend::layerNorm(const plan::Step &s) {
     (d < axis ? rows : cols) *= in[d];
   float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
   int x = s.inputs(0), g = s.inputs(1), b = s.inputs_size() > 2 ? s.inputs(2) : -1;
-  int y = s.outputs(0), mean = s.outputs(1), rstd = s.outputs(2);
+  int y = s.outputs(0), mean = rms ? -1 : s.outputs(1), rstd = s.outputs(rms ? 1 : 2);
   emit([=](const Context &c) {
-    c.k->layerNorm(cref(c, x), cref(c, g), b >= 0 ? cref(c, b) : kc::ConstRef{}, ref(c, y), ref(c, mean), ref(c, rstd),
-                  rows, cols, eps);
+    c.k->layerNorm(cref(c, x), cref(c, g), b >= 0 ? cref(c, b) : kc::ConstRef{}, ref(c, y),
+                   mean >= 0 ? ref(c, mean) : kc::Ref{}, ref(c, rstd), rows, cols, eps, !rms);
     return Status::success();
   });
   return Status::success();

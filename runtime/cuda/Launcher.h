@@ -53,7 +53,7 @@ public:
   virtual void oneHot(const void *labels, bool labels64, int64_t n, int64_t depth, float *y, int *error) = 0;
   virtual void softmax(kc::ConstRef x, kc::Ref y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax) = 0;
   virtual void layerNorm(kc::ConstRef x, kc::ConstRef scale, kc::ConstRef bias, kc::Ref y, kc::Ref mean, kc::Ref rstd,
-                         int64_t rows, int64_t cols, float epsilon) = 0;
+                         int64_t rows, int64_t cols, float epsilon, bool center) = 0;
   virtual void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
                       const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type,
                       void *partials, int multiprocessors) = 0;

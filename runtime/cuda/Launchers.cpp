@@ -64,8 +64,8 @@ public:
     kc::softmax(x, y, outer, axis, inner, logSoftmax, stream);
   }
   void layerNorm(kc::ConstRef x, kc::ConstRef scale, kc::ConstRef bias, kc::Ref y, kc::Ref mean, kc::Ref rstd,
-                 int64_t rows, int64_t cols, float epsilon) override {
-    kc::layerNorm(x, scale, bias, y, mean, rstd, rows, cols, epsilon, stream);
+                 int64_t rows, int64_t cols, float epsilon, bool center) override {
+    kc::layerNorm(x, scale, bias, y, mean, rstd, rows, cols, epsilon, center, stream);
   }
   void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
               const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type, void *partials,
@@ -150,7 +150,7 @@ public:
 
   void binary(BinaryKind kind, const void *a, kc::Strided as, const void *b, kc::Strided bs, void *out,
               const kc::Extent &extent, ElementType type) override {
-    static const char *kinds[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "FMod"};
+    static const char *kinds[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "FMod", "SwiGlu"};
     call("kc::binary", {enumValue("BinaryKind", kinds, kind), ptr(a), strided(as, extent), ptr(b), strided(bs, extent),
                         ptr(out), extentText(extent), elementType(type)});
   }
@@ -220,9 +220,9 @@ public:
     call("kc::softmax", {ref(x), ref(y), num(outer), num(axis), num(inner), boolean(logSoftmax)});
   }
   void layerNorm(kc::ConstRef x, kc::ConstRef scale, kc::ConstRef bias, kc::Ref y, kc::Ref mean, kc::Ref rstd,
-                 int64_t rows, int64_t cols, float epsilon) override {
+                 int64_t rows, int64_t cols, float epsilon, bool center) override {
     call("kc::layerNorm", {ref(x), ref(scale), ref(bias), ref(y), ref(mean), ref(rstd), num(rows), num(cols),
-                           floatLiteral(epsilon)});
+                           floatLiteral(epsilon), boolean(center)});
   }
   void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
               const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type, void *partials,

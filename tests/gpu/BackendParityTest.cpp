@@ -234,6 +234,11 @@ void buildCases() {
       Builder("layer_norm").in(F32, {16, 96}).in(F32, {96}).out(F32, {16, 96}).out(F32, {16, 1}).out(F32, {16, 1})
           .i("axis", 1),
       kF32);
+  add("rms_norm",
+      Builder("rms_norm").in(F32, {3, 5, 256}).in(F32, {256}).out(F32, {3, 5, 256}).out(F32, {3, 5, 1})
+          .i("axis", 2).f("epsilon", 1e-6),
+      kF32);
+  add("swiglu", Builder("swiglu").in(F32, {7, 130}).in(F32, {7, 130}).out(F32, {7, 130}), kF32);
   add("reduce_sum_rows", Builder("reduce_sum").in(F32, {64, 300}).out(F32, {64, 1}).ints("axes", {1}), kF32);
   add("reduce_sum_bias_grad", Builder("reduce_sum").in(F32, {256, 48}).out(F32, {1, 48}).ints("axes", {0}), kF32);
   add("reduce_mean_all", Builder("reduce_mean").in(F32, {7, 9, 11}).out(F32, {}).ints("axes", {0, 1, 2}), kF32);

@@ -227,6 +227,9 @@ const GradCase kCases[] = {
        %3 = tec.softplus %a : tensor<4x4xf32>
        %4 = tec.silu %a : tensor<4x4xf32>
        return %0, %1, %2, %3, %4 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> })"},
+    {"swiglu_broadcast", R"(func.func @forward(%g: tensor<3x4xf32>, %u: tensor<4xf32>) -> tensor<3x4xf32> {
+       %0 = tec.swiglu %g, %u : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+       return %0 : tensor<3x4xf32> })"},
     {"log_reciprocal", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
        %0 = tec.log %a : tensor<4x4xf32>
        %1 = tec.reciprocal %a : tensor<4x4xf32>
@@ -280,6 +283,12 @@ const GradCase kCases[] = {
     {"layer_norm", R"(func.func @forward(%x: tensor<2x3x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<2x3x8xf32> {
        %0:3 = tec.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f32} : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
        return %0#0 : tensor<2x3x8xf32> })"},
+    {"rms_norm", R"(func.func @forward(%x: tensor<2x3x8xf32>, %g: tensor<8xf32>) -> tensor<2x3x8xf32> {
+       %0:2 = tec.rms_norm %x, %g {axis = 2 : i64, epsilon = 1.0e-05 : f32} : (tensor<2x3x8xf32>, tensor<8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x1xf32>)
+       return %0#0 : tensor<2x3x8xf32> })"},
+    {"rms_norm_two_dims", R"(func.func @forward(%x: tensor<2x3x4xf32>, %g: tensor<3x4xf32>) -> tensor<2x3x4xf32> {
+       %0:2 = tec.rms_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<2x3x4xf32>, tensor<3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x1x1xf32>)
+       return %0#0 : tensor<2x3x4xf32> })"},
     {"reductions", R"(func.func @forward(%a: tensor<2x3x4xf32>) -> (tensor<2x1x4xf32>, tensor<4xf32>) {
        %0 = tec.reduce_mean %a {axes = array<i64: 1>, keepdims = true} : tensor<2x3x4xf32> -> tensor<2x1x4xf32>
        %1 = tec.reduce_sum %a {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x3x4xf32> -> tensor<4xf32>

@@ -66,9 +66,33 @@ func.func @layer_norm_scale_shape(%x: tensor<4x8xf32>, %g: tensor<4xf32>) -> ten
 // -----
 
 func.func @layer_norm_stats_shape(%x: tensor<4x8xf32>, %g: tensor<8xf32>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{'tec.layer_norm' op expected mean and inv_std_dev shape 4x1, got 4}}
+  // expected-error @+1 {{'tec.layer_norm' op expected statistics shape 4x1, got 4}}
   %0:3 = tec.layer_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>)
   return %0#0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @rms_norm_scale_shape(%x: tensor<4x8xf32>, %g: tensor<4xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'tec.rms_norm' op expected scale/bias shape 8, got 4}}
+  %0:2 = tec.rms_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-06 : f32} : (tensor<4x8xf32>, tensor<4xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>)
+  return %0#0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @rms_norm_epsilon(%x: tensor<4x8xf32>, %g: tensor<8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'tec.rms_norm' op expected positive epsilon, got 0}}
+  %0:2 = tec.rms_norm %x, %g {axis = 1 : i64, epsilon = 0.0 : f32} : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>)
+  return %0#0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @swiglu_shapes(%g: tensor<4x8xf32>, %u: tensor<4x3xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'tec.swiglu' op}}
+  %0 = tec.swiglu %g, %u : (tensor<4x8xf32>, tensor<4x3xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
 }
 
 // -----

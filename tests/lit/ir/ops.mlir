@@ -100,6 +100,15 @@ func.func @normalization(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf3
   return %0, %1, %2#0, %3#0, %4, %5 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x1xf32>, tensor<8xf32>
 }
 
+// CHECK-LABEL: func @rms_norm_swiglu
+func.func @rms_norm_swiglu(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %u: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK: tec.rms_norm %{{.*}}, %{{.*}} {axis = 1 : i64, epsilon = 9.99999997E-7 : f32} : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>)
+  %0:2 = tec.rms_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-06 : f32} : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>)
+  // CHECK: tec.swiglu %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = tec.swiglu %0#0, %u : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %0#0, %1 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
 // CHECK-LABEL: func @gemms
 func.func @gemms(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %b: tensor<128xf32>, %x3: tensor<2x4x256xf32>, %wkn: tensor<256x128xf32>) -> (tensor<2x4x128xf32>, tensor<64x128xf32>, tensor<64x128xf32>, tensor<64x128xf32>, tensor<2x4x128xf32>) {
   // CHECK: tec.matmul %{{.*}}, %{{.*}} : (tensor<2x4x256xf32>, tensor<256x128xf32>) -> tensor<2x4x128xf32>

@@ -230,3 +230,127 @@ func.func @silu(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> (tensor<4x8xf32>, t
   %1 = tec.mul %y, %t : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %0, %1, %t : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// SwiGLU (Llama's MLP): the SiLU of the gate times the up projection, in either order; a SiLU used
+// elsewhere, or an up projection that broadcasts, stays a product.
+// CHECK-LABEL: func @swiglu
+//       CHECK:   %[[A:.+]] = tec.swiglu %arg0, %arg1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+//       CHECK:   %[[S:.+]] = tec.silu %arg1
+//       CHECK:   tec.mul %[[S]], %arg0
+//       CHECK:   tec.swiglu %arg0, %arg2 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+//       CHECK:   tec.mul %{{.*}}, %arg3 : (tensor<4x8xf32>, tensor<8xf32>)
+func.func @swiglu(%g: tensor<4x8xf32>, %u: tensor<4x8xf32>, %v: tensor<4x8xf32>, %w: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %sg = tec.sigmoid %g : tensor<4x8xf32>
+  %silu = tec.mul %g, %sg : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %0 = tec.mul %silu, %u : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %su = tec.sigmoid %u : tensor<4x8xf32>
+  %shared = tec.mul %u, %su : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = tec.mul %shared, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s2 = tec.sigmoid %g : tensor<4x8xf32>
+  %silu2 = tec.mul %s2, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = tec.mul %v, %silu2 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s3 = tec.sigmoid %v : tensor<4x8xf32>
+  %silu3 = tec.mul %s3, %v : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = tec.mul %silu3, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %0, %1, %shared, %2, %3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// RMSNorm as the TorchScript exporter writes Llama's: Pow(x, 2), ReduceMean, Add eps, Sqrt, 1 / sqrt,
+// x * r, then the weight on the left.
+// CHECK-LABEL: func @rms_norm_div_one
+//       CHECK:   %[[N:[^,]+]], %{{.*}} = tec.rms_norm %arg0, %arg1 {axis = 2 : i64, epsilon = 9.99999997E-7 : f32} : (tensor<2x3x8xf32>, tensor<8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x1xf32>)
+//   CHECK-NOT:   tec.sqrt
+//       CHECK:   return %[[N]] :
+func.func @rms_norm_div_one(%x: tensor<2x3x8xf32>, %w: tensor<8xf32>) -> tensor<2x3x8xf32> {
+  %two = tec.constant dense<2.0> : tensor<f32>
+  %eps = tec.constant dense<1.0e-06> : tensor<f32>
+  %one = tec.constant dense<1.0> : tensor<f32>
+  %0 = tec.pow %x, %two : (tensor<2x3x8xf32>, tensor<f32>) -> tensor<2x3x8xf32>
+  %1 = tec.reduce_mean %0 {axes = array<i64: 2>, keepdims = true} : tensor<2x3x8xf32> -> tensor<2x3x1xf32>
+  %2 = tec.add %1, %eps : (tensor<2x3x1xf32>, tensor<f32>) -> tensor<2x3x1xf32>
+  %3 = tec.sqrt %2 : tensor<2x3x1xf32>
+  %4 = tec.div %one, %3 : (tensor<f32>, tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+  %5 = tec.mul %x, %4 : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %6 = tec.mul %w, %5 : (tensor<8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %6 : tensor<2x3x8xf32>
+}
+
+// -----
+
+// The dynamo exporter's form (Reciprocal, rsqrt on the left of x), x * x as the square, and the weight
+// on the right.
+// CHECK-LABEL: func @rms_norm_reciprocal
+//       CHECK:   tec.rms_norm %arg0, %arg1 {axis = 1 : i64, epsilon = 9.99999974E-6 : f32}
+//   CHECK-NOT:   tec.reciprocal
+func.func @rms_norm_reciprocal(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xf32> {
+  %eps = tec.constant dense<1.0e-05> : tensor<f32>
+  %0 = tec.mul %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = tec.reduce_mean %0 {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %2 = tec.add %eps, %1 : (tensor<f32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  %3 = tec.sqrt %2 : tensor<4x1xf32>
+  %4 = tec.reciprocal %3 : tensor<4x1xf32>
+  %5 = tec.mul %4, %x : (tensor<4x1xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %6 = tec.mul %5, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %6 : tensor<4x8xf32>
+}
+
+// -----
+
+// x / sqrt(v) and Pow(v, -0.5) are the other inverse square roots.
+// CHECK-LABEL: func @rms_norm_div_and_pow
+//       CHECK:   tec.rms_norm %arg0, %arg1 {axis = 1 : i64
+//       CHECK:   tec.rms_norm %arg0, %arg1 {axis = 1 : i64
+//   CHECK-NOT:   tec.sqrt
+//   CHECK-NOT:   tec.pow
+func.func @rms_norm_div_and_pow(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %two = tec.constant dense<2.0> : tensor<f32>
+  %eps = tec.constant dense<1.0e-05> : tensor<f32>
+  %mhalf = tec.constant dense<-0.5> : tensor<f32>
+  %0 = tec.pow %x, %two : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %1 = tec.reduce_mean %0 {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %2 = tec.add %1, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %3 = tec.sqrt %2 : tensor<4x1xf32>
+  %4 = tec.div %x, %3 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %5 = tec.mul %4, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %6 = tec.pow %x, %two : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %7 = tec.reduce_mean %6 {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %8 = tec.add %7, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %9 = tec.pow %8, %mhalf : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %10 = tec.mul %x, %9 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %11 = tec.mul %w, %10 : (tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %5, %11 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Not RMSNorm: a mean over a leading axis, a weight that is not the normalized shape, and a square of
+// another tensor.
+// CHECK-LABEL: func @not_rms_norm
+//   CHECK-NOT:   tec.rms_norm
+func.func @not_rms_norm(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8xf32>, %wrow: tensor<4x1xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %two = tec.constant dense<2.0> : tensor<f32>
+  %eps = tec.constant dense<1.0e-05> : tensor<f32>
+  %0 = tec.pow %x, %two : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %1 = tec.reduce_mean %0 {axes = array<i64: 0>, keepdims = true} : tensor<4x8xf32> -> tensor<1x8xf32>
+  %2 = tec.add %1, %eps : (tensor<1x8xf32>, tensor<f32>) -> tensor<1x8xf32>
+  %3 = tec.sqrt %2 : tensor<1x8xf32>
+  %4 = tec.div %x, %3 : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  %5 = tec.mul %4, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %6 = tec.pow %x, %two : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %7 = tec.reduce_mean %6 {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %8 = tec.add %7, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %9 = tec.sqrt %8 : tensor<4x1xf32>
+  %10 = tec.div %x, %9 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %11 = tec.mul %10, %wrow : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %12 = tec.pow %y, %two : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %13 = tec.reduce_mean %12 {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %14 = tec.add %13, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %15 = tec.sqrt %14 : tensor<4x1xf32>
+  %16 = tec.div %x, %15 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %17 = tec.mul %16, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %5, %11, %17 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
