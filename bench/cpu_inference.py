@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """tec vs ONNX Runtime on the CPU, same model, same inputs, same thread count, in one run.
 
-Models: the MLP (batch 64, hidden 1024) and the GPT-style block, made by tests/models/gen_models.py.
+Models: the MLP (batch 64, hidden 1024) and the GPT-style block, made by tests/models/gen_models.py, and
+the Hugging Face GPT-2, BERT and Llama that tests/models/export_real.py exported with torch.onnx.export
+(TorchScript exporter, dynamic axes; tiny configs: 2 layers, hidden 32), run at batch 8 x sequence 32
+(their longest) with `--shape batch=8,sequence=32`: per-op overhead and the elementwise chains dominate
+them, which is what the comparison measures there.
 tec runs its plan through `tec run --threads T` (timed in-process); ONNX Runtime runs with
 intra_op_num_threads=T, timed around session.run. The two alternate in rounds (a shared machine drifts);
 each side's latency is the median over rounds of its per-round median. Prints both and the ratio tec/ORT
@@ -23,6 +27,8 @@ import onnxruntime as ort
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "models"))
 import gen_models  # noqa: E402
+
+REAL_EXPORTS = os.path.join(HERE, "..", "tests", "models", "real")
 
 
 def ort_session(model_path, threads):
@@ -60,27 +66,40 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--only", default="", help="comma-separated model names to run (default: all)")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "cpu_inference.json"))
     args = parser.parse_args()
 
-    models = {
+    generated = {
         "mlp_b64_h1024": gen_models.mlp(batch=64, d_in=1024, hidden=1024, d_out=1024),
         "gpt_block_b4_t128_d256": gen_models.gpt_block(decomposed=False, batch=4, seq=128, dim=256, heads=4),
     }
+    exported = {"gpt2_b8_t32": "gpt2", "bert_b8_t32": "bert", "llama_b8_t32": "llama"}
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, model in models.items():
+        cases = []
+        for name, model in generated.items():
             model_path = os.path.join(tmp, name + ".onnx")
             onnx.save(model, model_path)
-            plan = os.path.join(tmp, name + ".tecplan")
-            subprocess.run([args.tec, model_path, "-o", plan], check=True, stdout=subprocess.DEVNULL)
             rng = np.random.default_rng(0)
-            feeds, inputs = {}, {}
-            for i in model.graph.input:
-                shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
-                feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
-                inputs[i.name] = os.path.join(tmp, f"{name}.{i.name}.npy")
-                np.save(inputs[i.name], feeds[i.name])
+            feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+                     for i in model.graph.input}
+            cases.append((name, model_path, [], feeds))
+        for name, arch in exported.items():
+            model_path = os.path.join(REAL_EXPORTS, arch + "_ts_dynamic.onnx")
+            rng = np.random.default_rng(0)
+            feeds = {"input_ids": rng.integers(0, 64, size=(8, 32), dtype=np.int64)}
+            cases.append((name, model_path, ["--shape", "batch=8,sequence=32"], feeds))
+        wanted = set(filter(None, args.only.split(",")))
+        for name, model_path, compile_flags, feeds in cases:
+            if wanted and name not in wanted:
+                continue
+            plan = os.path.join(tmp, name + ".tecplan")
+            subprocess.run([args.tec, model_path, "-o", plan] + compile_flags, check=True, stdout=subprocess.DEVNULL)
+            inputs = {}
+            for input_name, value in feeds.items():
+                inputs[input_name] = os.path.join(tmp, f"{name}.{input_name}.npy")
+                np.save(inputs[input_name], value)
             for threads in [int(t) for t in args.threads.split(",")]:
                 session = ort_session(model_path, threads)
                 ort_rounds, tec_rounds = [], []

@@ -14,6 +14,16 @@
 #include <limits>
 #include <type_traits>
 
+// The inner loops of the elementwise, softmax and normalization kernels are built for x86-64-v4 (AVX-512) and v3 (AVX2)
+// besides the baseline, and the loader picks the best the CPU has (GCC's target_clones): a release
+// binary runs anywhere and still uses wide vectors; ONNX Runtime's MLAS dispatches the same way. FMA
+// contraction stays off, so only the order of vectorized sums can differ between CPUs.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TEC_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TEC_CPU_CLONES
+#endif
+
 namespace tec::kernels::cpu {
 
 int64_t numElements(const Shape &shape) {
@@ -45,29 +55,46 @@ std::vector<int64_t> broadcastStrides(const Shape &shape, const Shape &out) {
 }
 
 /// Calls f(row, offsets...) for each row of `out` (its last dim), with each operand's element offset
-/// at the row's start; operands advance along the row by their last stride.
+/// at the row's start; operands advance along the row by their last stride. Rows go in chunks of about
+/// 16K elements: one division walk per chunk, then an odometer step per row (short rows are common:
+/// attention heads).
 template <size_t N, typename F>
 void forEachBroadcastRow(const Shape &out, const std::array<std::vector<int64_t>, N> &strides, F f) {
   const int64_t rank = out.size();
   const int64_t inner = rank ? out.back() : 1;
   const int64_t rows = inner ? numElements(out) / inner : 0;
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(inner, 1));
+  const int64_t chunks = (rows + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) if (rows * inner > kParallelThreshold)
-  for (int64_t row = 0; row < rows; ++row) {
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * chunk, end = std::min(rows, begin + chunk);
+    std::vector<int64_t> coord(std::max<int64_t>(rank - 1, 0));
     std::array<int64_t, N> offsets{};
-    int64_t rest = row;
+    int64_t rest = begin;
     for (int64_t d = rank - 2; d >= 0; --d) {
-      int64_t coord = rest % out[d];
+      coord[d] = rest % out[d];
       rest /= out[d];
       for (size_t k = 0; k < N; ++k)
-        offsets[k] += coord * strides[k][d];
+        offsets[k] += coord[d] * strides[k][d];
     }
-    f(row * inner, offsets);
+    for (int64_t row = begin; row < end; ++row) {
+      f(row * inner, offsets);
+      for (int64_t d = rank - 2; d >= 0; --d) {
+        for (size_t k = 0; k < N; ++k)
+          offsets[k] += strides[k][d];
+        if (++coord[d] < out[d])
+          break;
+        for (size_t k = 0; k < N; ++k)
+          offsets[k] -= strides[k][d] * out[d];
+        coord[d] = 0;
+      }
+    }
   }
 }
 
 /// One row of a broadcast binary op; a plain function so the loop vectorizes.
 template <typename T, typename R, typename Op>
-void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, R *out, int64_t n, Op op) {
+TEC_CPU_CLONES void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, R *out, int64_t n, Op op) {
   if (sa == 1 && sb == 1) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
@@ -154,7 +181,7 @@ namespace {
 
 /// y[i] = op(x[i]) over one chunk: a plain function, outside the OpenMP region, so the compiler keeps
 /// the pointers in registers and vectorizes the loop (x may equal y: in place).
-template <typename Op> void mapChunk(const float *x, float *y, int64_t n, Op op) {
+template <typename Op> TEC_CPU_CLONES void mapChunk(const float *x, float *y, int64_t n, Op op) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     y[i] = op(x[i]);
@@ -216,7 +243,7 @@ void whereTyped(const bool *cond, const std::array<std::vector<int64_t>, 3> &str
 
 namespace {
 
-template <typename Op> void gradChunk(const float *dy, const float *x, float *dx, int64_t n, Op op) {
+template <typename Op> TEC_CPU_CLONES void gradChunk(const float *dy, const float *x, float *dx, int64_t n, Op op) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     dx[i] = op(dy[i], x[i]);
@@ -269,10 +296,22 @@ void cast(const void *x, ElementType from, void *y, ElementType to, int64_t n) {
 namespace {
 
 /// Softmax of one contiguous row: one exponential per element (kept in `out`), then a scale.
-void softmaxRow(const float *__restrict in, float *__restrict out, int64_t n, bool logSoftmax) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j)
-    mx = std::max(mx, in[j]);
+TEC_CPU_CLONES void softmaxRow(const float *__restrict in, float *__restrict out, int64_t n, bool logSoftmax) {
+  // The maximum in 16 independent lanes: one running maximum is a chain of dependent max instructions
+  // (4 cycles each), which made a 32-wide attention row cost 3x its exponentials.
+  constexpr int64_t kLanes = 16;
+  float lanes[kLanes];
+  for (int64_t k = 0; k < kLanes; ++k)
+    lanes[k] = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t k = 0; k < kLanes; ++k)
+      lanes[k] = in[j + k] > lanes[k] ? in[j + k] : lanes[k];
+  for (; j < n; ++j)
+    lanes[0] = in[j] > lanes[0] ? in[j] : lanes[0];
+  float mx = lanes[0];
+  for (int64_t k = 1; k < kLanes; ++k)
+    mx = lanes[k] > mx ? lanes[k] : mx;
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < n; ++j) {
@@ -327,23 +366,47 @@ void softmax(const float *x, float *y, int64_t outer, int64_t axis, int64_t inne
   }
 }
 
+namespace {
+
+/// One row of LayerNorm (or RMSNorm without `center`): statistics accumulated in double, in vector
+/// lanes, then one pass that writes the row.
+TEC_CPU_CLONES void normalizeRow(const float *__restrict in, const float *__restrict scale, const float *bias,
+                                 float *__restrict out, int64_t cols, float epsilon, bool center, float &mean,
+                                 float &rstd) {
+  double sum = 0;
+  if (center) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < cols; ++j)
+      sum += in[j];
+  }
+  const double mu = sum / cols;
+  double sq = 0;
+#pragma omp simd reduction(+ : sq)
+  for (int64_t j = 0; j < cols; ++j)
+    sq += (in[j] - mu) * (in[j] - mu);
+  const float inv = static_cast<float>(1.0 / std::sqrt(sq / cols + epsilon));
+  const float m = static_cast<float>(mu);
+  if (bias) {
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j)
+      out[j] = (in[j] - m) * inv * scale[j] + bias[j];
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j)
+      out[j] = (in[j] - m) * inv * scale[j];
+  }
+  mean = m;
+  rstd = inv;
+}
+
+} // namespace
+
 void layerNorm(const float *x, const float *scale, const float *bias, float *y, float *mean, float *rstd, int64_t rows,
                int64_t cols, float epsilon, bool center) {
 #pragma omp parallel for schedule(static) if (rows * cols > kParallelThreshold)
   for (int64_t r = 0; r < rows; ++r) {
-    const float *in = x + r * cols;
-    double sum = 0;
-    for (int64_t j = 0; j < cols && center; ++j)
-      sum += in[j];
-    const double mu = sum / cols;
-    double sq = 0;
-    for (int64_t j = 0; j < cols; ++j)
-      sq += (in[j] - mu) * (in[j] - mu);
-    const float inv = static_cast<float>(1.0 / std::sqrt(sq / cols + epsilon));
-    const float m = static_cast<float>(mu);
-    float *out = y + r * cols;
-    for (int64_t j = 0; j < cols; ++j)
-      out[j] = (in[j] - m) * inv * scale[j] + (bias ? bias[j] : 0.0f);
+    float m, inv;
+    normalizeRow(x + r * cols, scale, bias, y + r * cols, cols, epsilon, center, m, inv);
     if (mean)
       mean[r] = m;
     if (rstd)
@@ -449,7 +512,7 @@ void gemm(const float *a, const float *b, const float *c, const Shape &cShape, f
 namespace {
 
 /// One row of a GEMM epilogue: a plain function so that the loop vectorizes.
-template <typename Act> void epilogueRow(float *row, const float *bias, int64_t n, Act act) {
+template <typename Act> TEC_CPU_CLONES void epilogueRow(float *row, const float *bias, int64_t n, Act act) {
   if (bias) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
@@ -490,32 +553,49 @@ void linear(const float *x, const float *weight, const float *bias, float *y, in
 
 namespace {
 
-inline void copyElement(char *dst, const char *src, size_t bytes) {
-  switch (bytes) {
-  case 1: *dst = *src; return;
-  case 2: std::memcpy(dst, src, 2); return;
-  case 4: std::memcpy(dst, src, 4); return;
-  case 8: std::memcpy(dst, src, 8); return;
-  default: std::memcpy(dst, src, bytes);
-  }
+template <typename E> void copyRow(E *__restrict dst, const E *__restrict src, int64_t n, int64_t stride) {
+  if (stride == 1)
+    std::copy(src, src + n, dst);
+  else
+    for (int64_t j = 0; j < n; ++j)
+      dst[j] = src[j * stride];
 }
 
-/// out[i...] = in[offset + sum(i_d * inStrides[d])] for every output element.
+/// out[i...] = in[offset + sum(i_d * inStrides[d])] for every output element (elements of E). Dims of
+/// size 1 are dropped and neighbours the input walks contiguously are merged first, so a head
+/// transpose copies rows of head_dim elements instead of single ones.
+template <typename E>
+void stridedCopyOf(const E *in, int64_t offset, const std::vector<int64_t> &inStrides, E *out, const Shape &outShape) {
+  Shape shape;
+  std::vector<int64_t> strides;
+  for (size_t d = 0; d < outShape.size(); ++d) {
+    if (outShape[d] == 1)
+      continue;
+    if (!shape.empty() && strides.back() == inStrides[d] * outShape[d]) {
+      shape.back() *= outShape[d];
+      strides.back() = inStrides[d];
+      continue;
+    }
+    shape.push_back(outShape[d]);
+    strides.push_back(inStrides[d]);
+  }
+  if (numElements(outShape) == 0)
+    return;
+  const int64_t inner = shape.empty() ? 1 : shape.back(), innerStride = shape.empty() ? 0 : strides.back();
+  std::array<std::vector<int64_t>, 1> operandStrides{strides};
+  forEachBroadcastRow(shape, operandStrides, [&](int64_t start, const std::array<int64_t, 1> &off) {
+    copyRow(out + start, in + offset + off[0], inner, innerStride);
+  });
+}
+
 void stridedCopy(const char *in, int64_t offset, const std::vector<int64_t> &inStrides, char *out, const Shape &outShape,
                  size_t bytes) {
-  const int64_t inner = outShape.empty() ? 1 : outShape.back();
-  const int64_t innerStride = outShape.empty() ? 0 : inStrides.back();
-  std::array<std::vector<int64_t>, 1> strides{inStrides};
-  forEachBroadcastRow(outShape, strides, [&](int64_t start, const std::array<int64_t, 1> &off) {
-    const char *src = in + (offset + off[0]) * static_cast<int64_t>(bytes);
-    char *dst = out + start * static_cast<int64_t>(bytes);
-    if (innerStride == 1) {
-      std::memcpy(dst, src, inner * bytes);
-      return;
-    }
-    for (int64_t j = 0; j < inner; ++j)
-      copyElement(dst + j * bytes, src + j * innerStride * static_cast<int64_t>(bytes), bytes);
-  });
+  switch (bytes) {
+  case 1: return stridedCopyOf(reinterpret_cast<const uint8_t *>(in), offset, inStrides, reinterpret_cast<uint8_t *>(out), outShape);
+  case 2: return stridedCopyOf(reinterpret_cast<const uint16_t *>(in), offset, inStrides, reinterpret_cast<uint16_t *>(out), outShape);
+  case 4: return stridedCopyOf(reinterpret_cast<const uint32_t *>(in), offset, inStrides, reinterpret_cast<uint32_t *>(out), outShape);
+  default: return stridedCopyOf(reinterpret_cast<const uint64_t *>(in), offset, inStrides, reinterpret_cast<uint64_t *>(out), outShape);
+  }
 }
 
 std::vector<int64_t> contiguousStrides(const Shape &shape) {
