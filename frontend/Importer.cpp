@@ -10,6 +10,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -22,9 +23,11 @@
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <cctype>
 #include <deque>
 #include <functional>
 #include <limits>
+#include <map>
 #include <numeric>
 
 using namespace mlir;
@@ -212,6 +215,11 @@ private:
   Value scalar(const onnx::NodeProto &node, Type element, double v) {
     return scalarConstant(builder, loc(node), element, v);
   }
+  /// A 0-D integer constant of `index` type (i32 or i64, the type of the indices it meets).
+  Value indexScalar(const onnx::NodeProto &node, Type index, int64_t v) {
+    auto type = RankedTensorType::get({}, index);
+    return create<ConstantOp>(node, type, DenseElementsAttr::get(type, builder.getIntegerAttr(index, v)));
+  }
   /// Both operands numeric of one element type, with shapes that broadcast.
   Error checkBinaryOperands(const onnx::NodeProto &n, Value a, Value b, bool allowBool = false);
 
@@ -275,10 +283,33 @@ private:
   Error pool(const onnx::NodeProto &n);
   Error globalPool(const onnx::NodeProto &n);
   Error batchNorm(const onnx::NodeProto &n);
+  Error lrn(const onnx::NodeProto &n);
   Error gatherElements(const onnx::NodeProto &n);
   Error gatherND(const onnx::NodeProto &n);
+  Error scatterND(const onnx::NodeProto &n);
+  /// GatherND's and ScatterND's view of the data: [count, rest...] (flatType) rows, each index tuple's row.
+  struct NdRows {
+    Value row;
+    int64_t k = 0, count = 1;
+    RankedTensorType flatType;
+  };
+  Expected<NdRows> ndRows(const onnx::NodeProto &n, RankedTensorType data, Value indices);
   Error tile(const onnx::NodeProto &n);
   Error argReduce(const onnx::NodeProto &n);
+  Error cumSum(const onnx::NodeProto &n);
+  Error einsum(const onnx::NodeProto &n);
+  /// An Einsum operand: its value and one label per dim (a letter, or an ellipsis dim's number past 'z').
+  struct Labeled {
+    Value value;
+    std::vector<int> labels;
+  };
+  /// The operand with its dims permuted to `order` (labels it has); no op when they are in order.
+  Labeled permuted(const onnx::NodeProto &n, const Labeled &x, ArrayRef<int> order);
+  /// Sums the dims of x whose labels `keep` rejects.
+  Labeled summedOut(const onnx::NodeProto &n, const Labeled &x, llvm::function_ref<bool(int)> keep);
+  /// Two operands contracted into one holding the labels in `keep` (batch, a's free, b's free) as a
+  /// batched matmul.
+  Labeled contract(const onnx::NodeProto &n, Labeled a, Labeled b, llvm::function_ref<bool(int)> keep);
   Error pad(const onnx::NodeProto &n);
   Error oneHot(const onnx::NodeProto &n);
   Error nllLoss(const onnx::NodeProto &n);
@@ -323,6 +354,8 @@ private:
   llvm::StringMap<std::string> transposedCopies;
   /// Params that training must leave alone, and why (tec.frozen).
   llvm::StringMap<std::string> frozenParams;
+  /// Next values of running statistics (training-mode BatchNormalization), by the param they update.
+  llvm::MapVector<BlockArgument, Value> runningStats;
 };
 
 //===----------------------------------------------------------------------===//
@@ -1588,10 +1621,10 @@ Error GraphImporter::gatherElements(const onnx::NodeProto &n) {
 /// GatherND (batch_dims 0) as a Gather over the data's leading index dims flattened into one: the tuple
 /// [i1..ik] becomes the row i1*s1 + ... + ik*sk (negative entries counted from their dim's end). It folds
 /// where its inputs are constants and trains through the Gather's gradient.
-Error GraphImporter::gatherND(const onnx::NodeProto &n) {
-  TRY_ASSIGN(data, value(n, 0));
-  TRY_ASSIGN(indices, value(n, 1));
-  auto d = typeOf(data), it = typeOf(indices);
+/// The flat row of `data` (its first k dims as one) each index tuple of GatherND/ScatterND names:
+/// indices [..., k] -> [...], negative components counted from their dim's end.
+Expected<GraphImporter::NdRows> GraphImporter::ndRows(const onnx::NodeProto &n, RankedTensorType d, Value indices) {
+  auto it = typeOf(indices);
   if (intAttr(n, "batch_dims", 0) != 0)
     return nodeUnsupported(n, "batch_dims other than 0 is not supported");
   if (!it.getElementType().isInteger(64) && !it.getElementType().isInteger(32))
@@ -1601,14 +1634,10 @@ Error GraphImporter::gatherND(const onnx::NodeProto &n) {
     return nodeInvalid(n, "the indices' last dim (" + llvm::Twine(k) + ") must be in [1, " + llvm::Twine(d.getRank()) +
                               "]");
   Type index = it.getElementType();
-  auto indexScalar = [&](int64_t v) {
-    auto type = RankedTensorType::get({}, index);
-    return create<ConstantOp>(n, type, DenseElementsAttr::get(type, builder.getIntegerAttr(index, v)));
-  };
   shape::Dims tupleShape(it.getShape().drop_back());
   auto componentType = RankedTensorType::get(tupleShape, index);
-  Value row;
-  int64_t rows = 1;
+  NdRows r;
+  r.k = k;
   for (int64_t j = k - 1, stride = 1; j >= 0; stride *= d.getDimSize(j), --j) {
     llvm::SmallVector<int64_t> starts(it.getRank(), 0), ends(it.getShape()), steps(it.getRank(), 1);
     starts.back() = j, ends.back() = j + 1;
@@ -1616,20 +1645,62 @@ Error GraphImporter::gatherND(const onnx::NodeProto &n) {
     sliceDims.push_back(1);
     Value component = create<ReshapeOp>(
         n, componentType, create<SliceOp>(n, RankedTensorType::get(sliceDims, index), indices, starts, ends, steps));
-    Value negative = compareValues(n, component, indexScalar(0), "lt");
-    component = create<WhereOp>(n, componentType, negative, broadcast<AddOp>(n, component, indexScalar(d.getDimSize(j))),
-                                component);
-    Value scaled = broadcast<MulOp>(n, component, indexScalar(stride));
-    row = row ? broadcast<AddOp>(n, row, scaled) : scaled;
-    rows *= d.getDimSize(j);
+    Value negative = compareValues(n, component, indexScalar(n, index, 0), "lt");
+    component = create<WhereOp>(n, componentType, negative,
+                                broadcast<AddOp>(n, component, indexScalar(n, index, d.getDimSize(j))), component);
+    Value scaled = broadcast<MulOp>(n, component, indexScalar(n, index, stride));
+    r.row = r.row ? broadcast<AddOp>(n, r.row, scaled) : scaled;
+    r.count *= d.getDimSize(j);
   }
-  shape::Dims flatDims{rows};
+  shape::Dims flatDims{r.count};
   llvm::append_range(flatDims, d.getShape().drop_front(k));
-  Value flat = create<ReshapeOp>(n, RankedTensorType::get(flatDims, d.getElementType()), data);
-  shape::Dims resultDims(tupleShape);
-  llvm::append_range(resultDims, d.getShape().drop_front(k));
+  r.flatType = RankedTensorType::get(flatDims, d.getElementType());
+  return r;
+}
+
+Error GraphImporter::gatherND(const onnx::NodeProto &n) {
+  TRY_ASSIGN(data, value(n, 0));
+  TRY_ASSIGN(indices, value(n, 1));
+  auto d = typeOf(data);
+  TRY_ASSIGN(rows, ndRows(n, d, indices));
+  Value flat = create<ReshapeOp>(n, rows.flatType, data);
+  shape::Dims resultDims(typeOf(indices).getShape().drop_back());
+  llvm::append_range(resultDims, d.getShape().drop_front(rows.k));
   TRY_ASSIGN(type, checkedType(n, resultDims, d.getElementType()));
-  return define(n, 0, create<GatherOp>(n, type, flat, row, 0));
+  return define(n, 0, create<GatherOp>(n, type, flat, rows.row, 0));
+}
+
+/// ScatterND as the transpose of GatherND: the updates summed into their rows (scatter_add, deterministic),
+/// and, without a reduction, those rows taken from the sums instead of the data. Duplicate indices,
+/// undefined in ONNX without a reduction, add up.
+Error GraphImporter::scatterND(const onnx::NodeProto &n) {
+  TRY_ASSIGN(data, value(n, 0));
+  TRY_ASSIGN(indices, value(n, 1));
+  TRY_ASSIGN(updates, value(n, 2));
+  auto d = typeOf(data);
+  if (!isFloat(d.getElementType()))
+    return nodeUnsupported(n, "ScatterND of non-float data is not supported");
+  const std::string reduction = findAttr(n, "reduction") ? findAttr(n, "reduction")->s() : "none";
+  if (reduction != "none" && reduction != "add")
+    return nodeUnsupported(n, "reduction '" + reduction + "' is not supported (none and add are)");
+  TRY_ASSIGN(rows, ndRows(n, d, indices));
+  shape::Dims updateDims(typeOf(indices).getShape().drop_back());
+  llvm::append_range(updateDims, d.getShape().drop_front(rows.k));
+  if (typeOf(updates).getShape() != ArrayRef<int64_t>(updateDims) || typeOf(updates).getElementType() != d.getElementType())
+    return nodeInvalid(n, "updates " + shape::str(typeOf(updates).getShape()) + " must be " + shape::str(updateDims) +
+                              " of the data's type");
+  Value flat = create<ReshapeOp>(n, rows.flatType, data);
+  Value sums = create<ScatterAddOp>(n, rows.flatType, updates, rows.row, 0, /*elements=*/false);
+  Value result;
+  if (reduction == "add") {
+    result = create<AddOp>(n, rows.flatType, flat, sums);
+  } else {
+    Value ones = create<ExpandOp>(n, typeOf(updates), scalar(n, d.getElementType(), 1.0));
+    Value hits = create<ScatterAddOp>(n, rows.flatType, ones, rows.row, 0, /*elements=*/false);
+    Value written = compareValues(n, hits, scalar(n, d.getElementType(), 0.0), "gt");
+    result = create<WhereOp>(n, rows.flatType, written, sums, flat);
+  }
+  return define(n, 0, create<ReshapeOp>(n, d, result));
 }
 
 /// Tile as a broadcast: x [d0, d1...] seen as [1, d0, 1, d1...], expanded to [r0, d0, r1, d1...] and
@@ -1776,13 +1847,9 @@ Error GraphImporter::oneHot(const onnx::NodeProto &n) {
     indices = create<CastOp>(n, RankedTensorType::get(it.getShape(), index), indices);
   }
   TRY_ASSIGN(axis, normalizeAxis(n, intAttr(n, "axis", -1), it.getRank() + 1));
-  auto indexScalar = [&](int64_t v) {
-    auto type = RankedTensorType::get({}, index);
-    return create<ConstantOp>(n, type, DenseElementsAttr::get(type, builder.getIntegerAttr(index, v)));
-  };
-  Value negative = compareValues(n, indices, indexScalar(0), "lt");
+  Value negative = compareValues(n, indices, indexScalar(n, index, 0), "lt");
   auto indexType = RankedTensorType::get(it.getShape(), index);
-  Value normalized = create<WhereOp>(n, indexType, negative, broadcast<AddOp>(n, indices, indexScalar(depth)), indices);
+  Value normalized = create<WhereOp>(n, indexType, negative, broadcast<AddOp>(n, indices, indexScalar(n, index, depth)), indices);
   shape::Dims expandedDims(it.getShape());
   expandedDims.insert(expandedDims.begin() + axis, 1);
   Value column = create<ReshapeOp>(n, RankedTensorType::get(expandedDims, index), normalized);
@@ -1821,6 +1888,179 @@ Error GraphImporter::argReduce(const onnx::NodeProto &n) {
                                           axis, keepdims, intAttr(n, "select_last_index", 0) != 0));
 }
 
+Error GraphImporter::cumSum(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  TRY_ASSIGN(axes, constInts(n, 1));
+  auto t = typeOf(x);
+  Type elt = t.getElementType();
+  if (!isFloat(elt) && !elt.isInteger(32) && !elt.isInteger(64))
+    return nodeUnsupported(n, "element type is not supported");
+  if (axes.size() != 1)
+    return nodeInvalid(n, "axis must be one value, got " + llvm::Twine(axes.size()));
+  TRY_ASSIGN(axis, normalizeAxis(n, axes[0], t.getRank()));
+  return define(n, 0, create<CumSumOp>(n, t, x, axis, intAttr(n, "exclusive", 0) != 0, intAttr(n, "reverse", 0) != 0));
+}
+
+GraphImporter::Labeled GraphImporter::permuted(const onnx::NodeProto &n, const Labeled &x, ArrayRef<int> order) {
+  if (ArrayRef<int>(x.labels) == order)
+    return x;
+  auto t = typeOf(x.value);
+  llvm::SmallVector<int64_t> perm;
+  shape::Dims dims;
+  for (int label : order) {
+    perm.push_back(llvm::find(x.labels, label) - x.labels.begin());
+    dims.push_back(t.getDimSize(perm.back()));
+  }
+  return {create<TransposeOp>(n, RankedTensorType::get(dims, t.getElementType()), x.value, perm),
+          std::vector<int>(order.begin(), order.end())};
+}
+
+GraphImporter::Labeled GraphImporter::summedOut(const onnx::NodeProto &n, const Labeled &x,
+                                                llvm::function_ref<bool(int)> keep) {
+  ReduceSpec spec;
+  spec.keepdims = false;
+  Labeled r{x.value, {}};
+  for (auto [d, label] : llvm::enumerate(x.labels))
+    if (keep(label))
+      r.labels.push_back(label);
+    else
+      spec.axes.push_back(d);
+  if (!spec.axes.empty())
+    r.value = reduceWith<ReduceSumOp>(n, x.value, spec);
+  return r;
+}
+
+GraphImporter::Labeled GraphImporter::contract(const onnx::NodeProto &n, Labeled a, Labeled b,
+                                               llvm::function_ref<bool(int)> keep) {
+  auto in = [](const Labeled &x, int label) { return llvm::is_contained(x.labels, label); };
+  // A label only one side has and nothing later needs is summed there first.
+  a = summedOut(n, a, [&](int l) { return keep(l) || in(b, l); });
+  b = summedOut(n, b, [&](int l) { return keep(l) || in(a, l); });
+  std::vector<int> batch, left, right, summed;
+  for (int l : a.labels)
+    (in(b, l) ? (keep(l) ? batch : summed) : left).push_back(l);
+  for (int l : b.labels)
+    if (!in(a, l))
+      right.push_back(l);
+  auto dimsOf = [&](ArrayRef<int> labels) {
+    shape::Dims dims;
+    for (int l : labels) {
+      const Labeled &x = in(a, l) ? a : b;
+      dims.push_back(typeOf(x.value).getDimSize(llvm::find(x.labels, l) - x.labels.begin()));
+    }
+    return dims;
+  };
+  auto sizeOf = [&](ArrayRef<int> labels) { return *shape::elementCount(dimsOf(labels)); };
+  Type elt = typeOf(a.value).getElementType();
+  const int64_t batchSize = sizeOf(batch), rows = sizeOf(left), cols = sizeOf(right);
+  auto matrix = [&](const Labeled &x, ArrayRef<int> rows, ArrayRef<int> columns) {
+    std::vector<int> order(batch);
+    llvm::append_range(order, rows);
+    llvm::append_range(order, columns);
+    shape::Dims dims;
+    if (!batch.empty())
+      dims.push_back(batchSize);
+    dims.append({sizeOf(rows), sizeOf(columns)});
+    return create<ReshapeOp>(n, RankedTensorType::get(dims, elt), permuted(n, x, order).value);
+  };
+  shape::Dims productDims;
+  if (!batch.empty())
+    productDims.push_back(batchSize);
+  productDims.append({rows, cols});
+  Value product = create<MatMulOp>(n, RankedTensorType::get(productDims, elt), matrix(a, left, summed),
+                                   matrix(b, summed, right));
+  Labeled r{Value(), batch};
+  llvm::append_range(r.labels, left);
+  llvm::append_range(r.labels, right);
+  r.value = create<ReshapeOp>(n, RankedTensorType::get(dimsOf(r.labels), elt), product);
+  return r;
+}
+
+/// Einsum without diagonals: each operand's labels only it has and the output lacks are summed, then the
+/// operands are contracted left to right as batched matmuls (batch, free and summed labels grouped by
+/// transposes and reshapes) and the result permuted to the output's order. It trains through those ops.
+Error GraphImporter::einsum(const onnx::NodeProto &n) {
+  std::string equation;
+  for (char c : findAttr(n, "equation") ? findAttr(n, "equation")->s() : std::string())
+    if (c != ' ')
+      equation.push_back(c);
+  const size_t arrow = equation.find("->");
+  const std::string lhs = equation.substr(0, arrow);
+  llvm::SmallVector<StringRef> terms;
+  StringRef(lhs).split(terms, ',');
+  if (static_cast<int>(terms.size()) != n.input_size())
+    return nodeInvalid(n, "equation '" + equation + "' names " + llvm::Twine(terms.size()) + " operands, the node has " +
+                              llvm::Twine(n.input_size()));
+  constexpr int kEllipsis = 256; // ellipsis dims are labels 256, 257, ... counted from the right
+  auto parse = [&](StringRef term, int64_t rank) -> Expected<std::vector<int>> {
+    std::vector<int> labels;
+    const size_t dots = term.find("...");
+    const int64_t letters = static_cast<int64_t>(term.size()) - (dots == StringRef::npos ? 0 : 3);
+    if (dots == StringRef::npos ? letters != rank : letters > rank)
+      return nodeInvalid(n, "term '" + term + "' does not fit an operand of rank " + llvm::Twine(rank));
+    for (size_t i = 0; i < term.size(); ++i) {
+      if (i == dots) {
+        for (int64_t e = rank - letters - 1; e >= 0; --e)
+          labels.push_back(kEllipsis + e);
+        i += 2;
+      } else if (std::isalpha(static_cast<unsigned char>(term[i]))) {
+        labels.push_back(term[i]);
+      } else {
+        return nodeInvalid(n, "unexpected '" + llvm::Twine(term[i]) + "' in equation '" + equation + "'");
+      }
+    }
+    return labels;
+  };
+  std::vector<Labeled> operands;
+  std::map<int, int64_t> sizes, uses;
+  int ellipsisDims = 0;
+  for (auto [i, term] : llvm::enumerate(terms)) {
+    TRY_ASSIGN(x, value(n, i));
+    auto t = typeOf(x);
+    if (!isFloat(t.getElementType()))
+      return nodeUnsupported(n, "element type is not supported");
+    TRY_ASSIGN(labels, parse(term, t.getRank()));
+    for (auto [d, l] : llvm::enumerate(labels)) {
+      if (llvm::count(labels, l) > 1)
+        return nodeUnsupported(n, "a label repeated within one operand (a diagonal) is not supported");
+      if (auto [it, fresh] = sizes.insert({l, t.getDimSize(d)}); !fresh && it->second != t.getDimSize(d))
+        return nodeUnsupported(n, "label sizes that differ (" + llvm::Twine(it->second) + " and " +
+                                      llvm::Twine(t.getDimSize(d)) + ") are not supported");
+      ++uses[l];
+      if (l >= kEllipsis)
+        ellipsisDims = std::max(ellipsisDims, l - kEllipsis + 1);
+    }
+    operands.push_back({x, labels});
+  }
+  std::vector<int> output;
+  if (arrow == std::string::npos) { // implicit: the ellipsis, then the letters used once, alphabetically
+    for (int e = ellipsisDims - 1; e >= 0; --e)
+      output.push_back(kEllipsis + e);
+    for (auto [l, count] : uses)
+      if (l < kEllipsis && count == 1)
+        output.push_back(l);
+  } else {
+    StringRef term = StringRef(equation).drop_front(arrow + 2);
+    const bool dots = term.contains("...");
+    TRY_ASSIGN(labels, parse(term, static_cast<int64_t>(term.size()) - (dots ? 3 - ellipsisDims : 0)));
+    for (int l : labels)
+      if (!sizes.count(l) || llvm::count(labels, l) > 1)
+        return nodeInvalid(n, "output label '" + llvm::Twine(static_cast<char>(l)) + "' is not one operand label");
+    output = labels;
+  }
+  auto inOutput = [&](int l) { return llvm::is_contained(output, l); };
+  Labeled acc = operands[0];
+  for (size_t i = 1; i < operands.size(); ++i) {
+    auto neededLater = [&](int l) {
+      return inOutput(l) || llvm::any_of(ArrayRef(operands).drop_front(i + 1),
+                                         [&](const Labeled &x) { return llvm::is_contained(x.labels, l); });
+    };
+    acc = contract(n, acc, operands[i], neededLater);
+  }
+  acc = summedOut(n, acc, inOutput);
+  return define(n, 0, permuted(n, acc, output).value);
+}
+
 Expected<Value> GraphImporter::negativeLogLikelihood(const onnx::NodeProto &n, Value logProb, Value labels,
                                                      Value weight) {
   auto x = typeOf(logProb), t = typeOf(labels);
@@ -1838,15 +2078,11 @@ Expected<Value> GraphImporter::negativeLogLikelihood(const onnx::NodeProto &n, V
   const std::string reduction = findAttr(n, "reduction") ? findAttr(n, "reduction")->s() : "mean";
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
     return nodeInvalid(n, "reduction must be 'mean', 'sum' or 'none', got '" + reduction + "'");
-  auto scalarIndex = [&](int64_t v) {
-    auto type = RankedTensorType::get({}, index);
-    return create<ConstantOp>(n, type, DenseElementsAttr::get(type, builder.getIntegerAttr(index, v)));
-  };
   // Ignored labels pick class 0 (always valid) and count as weight 0.
   Value valid, safe = labels;
   if (const auto *ignore = findAttr(n, "ignore_index")) {
-    valid = compareValues(n, labels, scalarIndex(ignore->i()), "ne");
-    safe = create<WhereOp>(n, t, valid, labels, scalarIndex(0));
+    valid = compareValues(n, labels, indexScalar(n, index, ignore->i()), "ne");
+    safe = create<WhereOp>(n, t, valid, labels, indexScalar(n, index, 0));
   }
   shape::Dims pickDims(t.getShape());
   pickDims.insert(pickDims.begin() + 1, 1);
@@ -2049,12 +2285,16 @@ Error GraphImporter::globalPool(const onnx::NodeProto &n) {
 
 /// Inference BatchNormalization: (x - mean) * scale / sqrt(var + epsilon) + bias per channel. The running
 /// statistics are params training leaves alone (tec.frozen).
+/// BatchNormalization. In training mode (opset 14+) the statistics are the batch's own (population variance,
+/// as ONNX defines it) and outputs 1 and 2 are the running statistics moved towards them by 1 - momentum.
 Error GraphImporter::batchNorm(const onnx::NodeProto &n) {
-  if (intAttr(n, "training_mode", 0) != 0 || (opset < 9 && intAttr(n, "spatial", 1) == 0))
-    return nodeUnsupported(n, "only inference BatchNormalization is supported (training_mode = 0)");
-  for (int i = 1; i < n.output_size(); ++i)
-    if (outputUsed(n, i))
-      return nodeUnsupported(n, "the running statistics outputs of BatchNormalization are not supported");
+  const bool training = opset >= 14 && intAttr(n, "training_mode", 0) != 0;
+  if (opset < 9 && intAttr(n, "spatial", 1) == 0)
+    return nodeUnsupported(n, "BatchNormalization with spatial = 0 is not supported");
+  if (!training)
+    for (int i = 1; i < n.output_size(); ++i)
+      if (outputUsed(n, i))
+        return nodeUnsupported(n, "the statistics outputs of BatchNormalization before opset 14 are not supported");
   TRY_ASSIGN(x, value(n, 0));
   auto xt = typeOf(x);
   Type elt = xt.getElementType();
@@ -2063,19 +2303,78 @@ Error GraphImporter::batchNorm(const onnx::NodeProto &n) {
   // Per-channel operands as [C, 1, ...] so they broadcast over the spatial dims.
   shape::Dims channelShape(xt.getRank() - 1, 1);
   channelShape[0] = xt.getDimSize(1);
-  llvm::SmallVector<Value, 4> perChannel;
+  auto channelType = RankedTensorType::get(channelShape, elt);
+  llvm::SmallVector<Value, 4> perChannel, raw;
   for (int i = 1; i <= 4; ++i) {
     TRY_ASSIGN(v, value(n, i));
+    raw.push_back(v);
     if (typeOf(v).getShape() != ArrayRef<int64_t>{xt.getDimSize(1)} || typeOf(v).getElementType() != elt)
       return nodeInvalid(n, "input '" + n.input(i) + "' must be [" + llvm::Twine(xt.getDimSize(1)) + "] of the input's type");
     if (i >= 3 && initializers.contains(n.input(i)))
       frozenParams[n.input(i)] = "a BatchNormalization running statistic";
-    perChannel.push_back(create<ReshapeOp>(n, RankedTensorType::get(channelShape, elt), v));
+    perChannel.push_back(create<ReshapeOp>(n, channelType, v));
   }
   Value scale = perChannel[0], bias = perChannel[1], mean = perChannel[2], var = perChannel[3];
+  if (training) {
+    ReduceSpec overAllButChannels;
+    for (int64_t d = 0; d < xt.getRank(); ++d)
+      if (d != 1)
+        overAllButChannels.axes.push_back(d);
+    overAllButChannels.keepdims = false;
+    auto batchStatistic = [&](Value v) {
+      return create<ReshapeOp>(n, channelType, reduceWith<ReduceMeanOp>(n, v, overAllButChannels));
+    };
+    Value batchMean = batchStatistic(x);
+    Value centered = broadcast<SubOp>(n, x, batchMean);
+    Value batchVar = batchStatistic(create<MulOp>(n, xt, centered, centered));
+    const float momentum = floatAttr(n, "momentum", 0.9f);
+    auto channelVector = RankedTensorType::get({xt.getDimSize(1)}, elt);
+    for (auto [output, current] : {std::pair{1, batchMean}, std::pair{2, batchVar}}) {
+      Value running = raw[output + 1];
+      Value moved = create<ReshapeOp>(
+          n, channelVector,
+          broadcast<AddOp>(n, broadcast<MulOp>(n, perChannel[output + 1], scalar(n, elt, momentum)),
+                           broadcast<MulOp>(n, current, scalar(n, elt, 1.0 - momentum))));
+      if (auto err = define(n, output, moved))
+        return err;
+      // A running statistic that is an initializer moves in training, as the framework's buffer does.
+      if (auto arg = llvm::dyn_cast<BlockArgument>(running); arg && initializers.contains(n.input(output + 2)))
+        if (!runningStats.insert({arg, moved}).second)
+          return nodeUnsupported(n, "running statistic '" + n.input(output + 2) +
+                                        "' is updated by more than one training-mode BatchNormalization");
+    }
+    mean = batchMean;
+    var = batchVar;
+  }
   Value stddev = create<SqrtOp>(n, var.getType(), broadcast<AddOp>(n, var, scalar(n, elt, floatAttr(n, "epsilon", 1e-5f))));
   Value normalized = broadcast<DivOp>(n, broadcast<SubOp>(n, x, mean), stddev);
   return define(n, 0, broadcast<AddOp>(n, broadcast<MulOp>(n, normalized, scale), bias));
+}
+
+/// LRN: y = x * (bias + alpha * mean of x² over `size` neighbouring channels)^-beta, the channel window
+/// an average pool (padding counted, so it is the sum / size) over x² seen as [N, 1, C, spatial].
+Error GraphImporter::lrn(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  auto t = typeOf(x);
+  Type elt = t.getElementType();
+  if (!isFloat(elt))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  if (t.getRank() < 3)
+    return nodeInvalid(n, "the input must be [N, C, d1, ...], got rank " + llvm::Twine(t.getRank()));
+  const int64_t size = intAttr(n, "size", 0);
+  if (size < 1)
+    return nodeInvalid(n, "size must be positive, got " + llvm::Twine(size));
+  const int64_t spatial = *shape::elementCount(t.getShape().drop_front(2));
+  auto channelsType = RankedTensorType::get({t.getDimSize(0), 1, t.getDimSize(1), spatial}, elt);
+  Value squares = create<ReshapeOp>(n, channelsType, create<MulOp>(n, t, x, x));
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  Value mean = create<PoolOp>(n, channelsType, squares, builder.getStringAttr("avg"), ArrayRef<int64_t>{size, 1},
+                              ArrayRef<int64_t>{1, 1}, ArrayRef<int64_t>{before, 0, after, 0}, ArrayRef<int64_t>{1, 1},
+                              true);
+  Value scaled = broadcast<MulOp>(n, create<ReshapeOp>(n, t, mean), scalar(n, elt, floatAttr(n, "alpha", 1e-4f)));
+  Value base = broadcast<AddOp>(n, scaled, scalar(n, elt, floatAttr(n, "bias", 1.0f)));
+  Value factor = broadcast<PowOp>(n, base, scalar(n, elt, -floatAttr(n, "beta", 0.75f)));
+  return define(n, 0, create<MulOp>(n, t, x, factor));
 }
 
 // Shapes are static after import, so the shape operators are constants.
@@ -2275,11 +2574,15 @@ const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
       {"GlobalAveragePool", &G::globalPool},
       {"GlobalMaxPool", &G::globalPool},
       {"BatchNormalization", &G::batchNorm},
+      {"LRN", &G::lrn},
       {"GatherElements", &G::gatherElements},
       {"GatherND", &G::gatherND},
+      {"ScatterND", &G::scatterND},
       {"Tile", &G::tile},
       {"ArgMax", &G::argReduce},
       {"ArgMin", &G::argReduce},
+      {"CumSum", &G::cumSum},
+      {"Einsum", &G::einsum},
       {"Pad", &G::pad},
       {"OneHot", &G::oneHot},
       {"NegativeLogLikelihoodLoss", &G::nllLoss},
@@ -2451,8 +2754,14 @@ Error GraphImporter::run() {
     results.push_back(*v);
     out.outputNames.push_back(o.name());
   }
+  const size_t firstRunningStat = results.size();
+  for (auto [arg, next] : runningStats)
+    results.push_back(next);
   builder.create<func::ReturnOp>(FileLineColLoc::get(&ctx, path, 0, 0), results);
   func.setFunctionType(builder.getFunctionType(body->getArgumentTypes(), TypeRange(ValueRange(results))));
+  for (auto [i, update] : llvm::enumerate(runningStats))
+    func.setResultAttr(firstRunningStat + i, kRunningStatAttrName,
+                       builder.getI64IntegerAttr(update.first.getArgNumber()));
   size_t firstParam = out.inputNames.size();
   for (auto [i, p] : llvm::enumerate(out.params)) {
     func.setArgAttr(firstParam + i, kParamAttrName, builder.getStringAttr(p.name));

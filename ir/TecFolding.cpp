@@ -6,6 +6,7 @@
 
 #include "kernels/common/Cast.h"
 #include "kernels/common/Ops.h"
+#include "kernels/common/Scan.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -436,6 +437,32 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
     src.append(c.begin() + axis + indexRank, c.end());
     return linearIndex(dataShape, src);
   });
+}
+
+
+OpFoldResult CumSumOp::fold(FoldAdaptor adaptor) {
+  auto in = read(adaptor.getInput());
+  if (!in || getType().getNumElements() > kMaxFoldedElements)
+    return {};
+  auto shape = getType().getShape();
+  const int64_t axis = getAxis(), dim = shape[axis];
+  const int64_t inner = *shape::elementCount(shape.drop_front(axis + 1));
+  const int64_t lines = dim ? getType().getNumElements() / dim : 0;
+  std::vector<char> bytes(getType().getNumElements() * k::elementBytes(in->element));
+  for (int64_t line = 0; line < lines; ++line) {
+    const int64_t start = k::lineStart(line, dim, inner);
+    auto at = [&](int64_t j) { return start + j * inner; };
+    auto source = [&](int64_t j) { return in->splat ? 0 : at(j); };
+    if (isFloatElement(in->element))
+      k::cumSumLine<float>([&](int64_t j) { return loadFloat(*in, source(j)); },
+                           [&](int64_t j, float v) { k::storeFromDouble(bytes.data(), in->element, at(j), v); }, dim,
+                           getExclusive(), getReverse());
+    else
+      k::cumSumLine<int64_t>([&](int64_t j) { return k::loadInt(in->data(), in->element, source(j)); },
+                             [&](int64_t j, int64_t v) { storeInt(bytes.data(), in->element, at(j), v); }, dim,
+                             getExclusive(), getReverse());
+  }
+  return write(getType(), bytes, false);
 }
 
 } // namespace tec

@@ -545,6 +545,13 @@ LogicalResult SliceOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorI
 // Indexing
 //===----------------------------------------------------------------------===//
 
+/// Each input element adds to every output at or past it (not at it when exclusive), so its gradient
+/// sums the output gradients over those positions: a cumsum running the other way.
+LogicalResult CumSumOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<CumSumOp>(getLoc(), dys[0].getType(), dys[0], getAxis(), getExclusive(), !getReverse()));
+  return success();
+}
+
 LogicalResult GatherOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
   if (!llvm::isa<FloatType>(getType().getElementType()))
     return emitOpError("expected float data to differentiate, got ") << getType().getElementType();
@@ -559,6 +566,14 @@ LogicalResult GatherElementsOp::buildGradients(OpBuilder &b, ValueRange dys, Sma
     return emitOpError("expected float data to differentiate, got ") << getType().getElementType();
   grads.push_back(b.create<ScatterAddOp>(getLoc(), getData().getType(), dys[0], getIndices(), getAxis(),
                                          /*elements=*/true));
+  grads.push_back(Value());
+  return success();
+}
+
+LogicalResult ScatterAddOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  Type type = getUpdates().getType();
+  grads.push_back(getElements() ? b.create<GatherElementsOp>(getLoc(), type, dys[0], getIndices(), getAxis()).getResult()
+                                : b.create<GatherOp>(getLoc(), type, dys[0], getIndices(), getAxis()).getResult());
   grads.push_back(Value());
   return success();
 }

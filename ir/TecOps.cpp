@@ -540,6 +540,8 @@ LogicalResult ArgReduceOp::verify() {
   return success();
 }
 
+LogicalResult CumSumOp::verify() { return verifyAxis(*this, getAxis(), getInput().getType().getRank()); }
+
 LogicalResult GatherElementsOp::verify() {
   auto data = getData().getType(), indices = getIndices().getType();
   if (failed(verifyAxis(*this, getAxis(), data.getRank())) ||

@@ -33,6 +33,9 @@ inline constexpr llvm::StringLiteral kStateAttrName = "tec.state";
 inline constexpr llvm::StringLiteral kStateInitAttrName = "tec.state_init";
 /// On a function result: the index of the state argument this result is the next value of.
 inline constexpr llvm::StringLiteral kStateUpdateAttrName = "tec.state_update";
+/// On a @forward result: the index of the param (a BatchNormalization running statistic) it is the next
+/// value of in training. Inference drops these results; the training step writes them back.
+inline constexpr llvm::StringLiteral kRunningStatAttrName = "tec.running_stat";
 /// On a train_step argument: the index of the model output it is the target of.
 inline constexpr llvm::StringLiteral kTargetAttrName = "tec.target";
 /// On a result of a vector-Jacobian product: the index of the argument it is the gradient of.

@@ -577,6 +577,27 @@ def Tec_ArgReduceOp : Tec_Op<"arg_reduce", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tec_CumSumOp : Tec_Op<"cumsum", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
+  let summary = "running sum along an axis (ONNX CumSum)";
+  let description = [{
+    `result[..., i, ...] = sum of input[..., j, ...]` for j <= i (j < i with `exclusive`; j >= i, or j > i,
+    with `reverse`). Floats accumulate in f32 in order along the axis, as ONNX Runtime does; integers wrap.
+    The gradient is the cumsum of the output gradient in the other direction. HF models build position
+    ids this way (`attention_mask.cumsum(-1) - 1`).
+
+    Example:
+    ```mlir
+    %0 = tec.cumsum %mask {axis = 1 : i64} : tensor<2x8xi64>
+    ```
+  }];
+  let arguments = (ins Tec_NumericTensor:$input, I64Attr:$axis, DefaultValuedAttr<BoolAttr, "false">:$exclusive,
+                   DefaultValuedAttr<BoolAttr, "false">:$reverse);
+  let results = (outs Tec_NumericTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
 def Tec_GatherElementsOp : Tec_Op<"gather_elements", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "pick one element along an axis per index";
   let description = [{
@@ -595,14 +616,15 @@ def Tec_GatherElementsOp : Tec_Op<"gather_elements", [Pure, DeclareOpInterfaceMe
   let hasVerifier = 1;
 }
 
-def Tec_ScatterAddOp : Tec_Op<"scatter_add", [Pure]> {
+def Tec_ScatterAddOp : Tec_Op<"scatter_add", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "sum updates into zeros at their indices: the gradient of gather and gather_elements";
   let description = [{
     With `elements = false` (the gradient of `tec.gather`, e.g. an embedding table's) `updates` has
     gather's result layout, `result[:axis] ++ indices ++ result[axis+1:]`, and each slice is added to
     the row its index names; with `elements = true` (the gradient of `tec.gather_elements`) `updates`
     has the indices' shape and each element is added where it was picked. Repeated indices add up in
-    index order on every backend (no atomics), so the gradient is deterministic.
+    index order on every backend (no atomics), so the gradient is deterministic. ONNX `ScatterND` is built
+    from it; its own gradient gathers back what each update was added to.
 
     Example:
     ```mlir

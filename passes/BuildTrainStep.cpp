@@ -142,6 +142,13 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
       module.emitError("--trainable is not a valid regex: '") << trainable << "'";
       return signalPassFailure();
     }
+    // Running statistics are no model output to train on: the step writes them back after the forward.
+    auto runningStats = dropRunningStatistics(forward);
+    for (auto [next, arg] : runningStats)
+      if (arg >= forward.getNumArguments()) {
+        forward.emitError("a running statistic names argument ") << arg << " of " << forward.getNumArguments();
+        return signalPassFailure();
+      }
     auto lossFn = buildLoss(forward);
     if (failed(lossFn))
       return signalPassFailure();
@@ -158,6 +165,8 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
         else
           lossFn->removeArgAttr(i, kFrozenAttrName); // --trainable overrides the importer
       }
+    for (auto [next, arg] : runningStats) // updated from the batch, never by the optimizer
+      freeze(arg, "a BatchNormalization running statistic");
     auto vjp = buildVjp(*lossFn, "params", "__loss_vjp");
     if (failed(vjp)) {
       lossFn->erase();
@@ -287,6 +296,15 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
         record(next, moment);
       record(fused.getNewParam(), p);
     }
+    if (!runningStats.empty()) { // the forward again: CSE merges it with the vjp's copy
+      IRMapping forwardMap;
+      for (auto [from, to] : llvm::zip(forward.getArguments(), body->getArguments()))
+        forwardMap.map(from, to);
+      for (Operation &op : forward.getBody().front().without_terminator())
+        b.clone(op, forwardMap);
+      for (auto [next, arg] : runningStats)
+        record(forwardMap.lookup(next), body->getArgument(arg));
+    }
     update(nextStep, stepCount);
     b.create<func::ReturnOp>(loc, results);
     step.setType(b.getFunctionType(body->getArgumentTypes(), TypeRange(ValueRange(results))));
@@ -302,3 +320,19 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
 };
 
 } // namespace
+
+llvm::SmallVector<std::pair<Value, unsigned>> tec::dropRunningStatistics(func::FuncOp forward) {
+  llvm::SmallVector<std::pair<Value, unsigned>> removed;
+  llvm::BitVector tagged(forward.getNumResults());
+  auto ret = llvm::cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+  for (unsigned r = 0; r < forward.getNumResults(); ++r)
+    if (auto arg = forward.getResultAttrOfType<IntegerAttr>(r, kRunningStatAttrName)) {
+      tagged.set(r);
+      removed.push_back({ret.getOperand(r), static_cast<unsigned>(arg.getInt())});
+    }
+  if (removed.empty())
+    return removed;
+  ret->eraseOperands(tagged);
+  forward.eraseResults(tagged);
+  return removed;
+}

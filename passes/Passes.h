@@ -54,6 +54,11 @@ struct PipelineOptions {
   TrainOptions train;
 };
 
+/// Removes @forward's results tagged `tec.running_stat` (the next running statistics of training-mode
+/// BatchNormalization: inference keeps its statistics), returning each removed value, still in the body
+/// until dead code is removed, with the index of the param argument it is the next value of.
+llvm::SmallVector<std::pair<mlir::Value, unsigned>> dropRunningStatistics(mlir::func::FuncOp forward);
+
 /// Adds `name`: `forward`'s arguments plus one cotangent per result, returning its results and the
 /// gradients of the arguments selected by `wrt` (params | inputs | all), each tagged `tec.grad_of`.
 /// Fails, with a diagnostic on the op, when an active op has no gradient.

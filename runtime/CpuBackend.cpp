@@ -115,6 +115,7 @@ private:
   Status gatherElements(const plan::Step &s);
   Status window(const plan::Step &s);
   Status argReduce(const plan::Step &s);
+  Status cumSum(const plan::Step &s);
   Status scatterAdd(const plan::Step &s);
   Status copy(const plan::Step &s);
   Status quantize(const plan::Step &s);
@@ -613,6 +614,29 @@ Status CpuBackend::window(const plan::Step &s) {
     return Status::success();
   });
   return Status::success();
+}
+
+Status CpuBackend::cumSum(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
+  if (!split.ok())
+    return split.error();
+  const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
+  const bool exclusive = attrI(s, "exclusive", 0) != 0, reverse = attrI(s, "reverse", 0) != 0;
+  auto run = [&](auto *px, auto *py) {
+    emit([=] {
+      k::cumSum(px, outer, dim, inner, exclusive, reverse, py);
+      return Status::success();
+    });
+    return Status::success();
+  };
+  const int x = s.inputs(0), y = s.outputs(0);
+  switch (dtype(x)) {
+  case plan::I32: return run(ptr<int32_t>(x), ptr<int32_t>(y));
+  case plan::I64: return run(ptr<int64_t>(x), ptr<int64_t>(y));
+  default: return run(floatIn(x), floatOut(y));
+  }
 }
 
 Status CpuBackend::argReduce(const plan::Step &s) {

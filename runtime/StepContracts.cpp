@@ -32,8 +32,8 @@ public:
         {"relu_grad", &Contract::activationGrad}, {"gelu_grad", &Contract::activationGrad},
         {"lr_schedule", &Contract::scalars<1, 1>}, {"clip_coefficient", &Contract::scalars<1, 1>},
         {"loss_scale_update", &Contract::scalars<3, 2>}, {"one_hot", &Contract::oneHot},
-        {"all_finite", &Contract::allFinite}, {"cast", &Contract::cast}, {"softmax", &Contract::softmax},
-        {"log_softmax", &Contract::softmax}, {"layer_norm", &Contract::layerNorm}, {"rms_norm", &Contract::layerNorm},
+        {"all_finite", &Contract::allFinite}, {"cast", &Contract::cast}, {"softmax", &Contract::alongAxis},
+        {"log_softmax", &Contract::alongAxis}, {"layer_norm", &Contract::layerNorm}, {"rms_norm", &Contract::layerNorm},
         {"reduce_mean", &Contract::reduce}, {"reduce_sum", &Contract::reduce},
         {"reduce_max", &Contract::reduce}, {"reduce_min", &Contract::reduce}, {"reduce_prod", &Contract::reduce}, {"matmul", &Contract::matmul},
         {"gemm", &Contract::gemm}, {"linear", &Contract::linear}, {"transpose", &Contract::transpose},
@@ -42,6 +42,7 @@ public:
         {"gather_elements", &Contract::gatherElements}, {"scatter_add", &Contract::scatterAdd},
         {"conv", &Contract::window}, {"conv_input_grad", &Contract::window}, {"conv_weight_grad", &Contract::window},
         {"pool", &Contract::window}, {"pool_grad", &Contract::window}, {"arg_reduce", &Contract::argReduce},
+        {"cumsum", &Contract::cumSum},
         {"quantize", &Contract::quantize}, {"dequantize", &Contract::dequantize}, {"amax", &Contract::amax},
         {"fp8_gemm", &Contract::fp8Gemm}, {"delayed_scaling", &Contract::delayedScaling},
         {"optimizer_update", &Contract::optimizerUpdate},
@@ -181,11 +182,15 @@ private:
     return dtype(out(0)) == plan::BOOL ? scalar(out(0)) : "the output must be bool";
   }
   std::string cast() { return first({arity(1, 1, 1, 1), sameCount(in(0), out(0))}); }
-  std::string softmax() {
+  /// One input, an output of its shape, an axis of it (softmax, log_softmax, cumsum).
+  std::string alongAxis() {
     if (auto e = arity(1, 1, 1, 1); !e.empty())
       return e;
     return first({shape(in(0)) == shape(out(0)) ? "" : "input and output shapes differ",
                   axisIn(steps::attrI(s, "axis"), rank(in(0)))});
+  }
+  std::string cumSum() {
+    return first({alongAxis(), dtype(in(0)) == dtype(out(0)) ? "" : "input and output types differ"});
   }
   /// layer_norm: x, scale[, bias] -> y, mean, rstd; rms_norm: x, scale -> y, rstd.
   std::string layerNorm() {

@@ -189,6 +189,7 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"conv", &B::window},        {"conv_input_grad", &B::window},
       {"conv_weight_grad", &B::window}, {"pool", &B::window},
       {"pool_grad", &B::window},   {"arg_reduce", &B::argReduce},
+      {"cumsum", &B::cumSum},
       {"quantize", &B::quantize},  {"dequantize", &B::dequantize},
       {"amax", &B::amax},          {"fp8_gemm", &B::fp8Gemm},
       {"delayed_scaling", &B::delayedScaling}, {"optimizer_update", &B::optimizerUpdate},

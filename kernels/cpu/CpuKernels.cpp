@@ -2,6 +2,7 @@
 
 #include "kernels/common/Cast.h"
 #include "kernels/common/Half.h"
+#include "kernels/common/Scan.h"
 #include "kernels/cpu/Blas.h"
 
 #include <omp.h>
@@ -703,6 +704,23 @@ void argReduce(bool max, bool last, const T *x, int64_t outer, int64_t dim, int6
 template void argReduce<float>(bool, bool, const float *, int64_t, int64_t, int64_t, int64_t *);
 template void argReduce<int32_t>(bool, bool, const int32_t *, int64_t, int64_t, int64_t, int64_t *);
 template void argReduce<int64_t>(bool, bool, const int64_t *, int64_t, int64_t, int64_t, int64_t *);
+
+template <typename T>
+void cumSum(const T *x, int64_t outer, int64_t dim, int64_t inner, bool exclusive, bool reverse, T *y) {
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, float, int64_t>;
+  const int64_t lines = outer * inner;
+#pragma omp parallel for schedule(static) if (lines * dim > kParallelThreshold)
+  for (int64_t line = 0; line < lines; ++line) {
+    const int64_t start = kernels::lineStart(line, dim, inner);
+    kernels::cumSumLine<Acc>([&](int64_t j) { return static_cast<Acc>(x[start + j * inner]); },
+                             [&](int64_t j, Acc v) { y[start + j * inner] = static_cast<T>(v); }, dim, exclusive,
+                             reverse);
+  }
+}
+
+template void cumSum<float>(const float *, int64_t, int64_t, int64_t, bool, bool, float *);
+template void cumSum<int32_t>(const int32_t *, int64_t, int64_t, int64_t, bool, bool, int32_t *);
+template void cumSum<int64_t>(const int64_t *, int64_t, int64_t, int64_t, bool, bool, int64_t *);
 
 template <typename Index>
 bool gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const Index *indices,

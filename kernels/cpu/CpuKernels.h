@@ -112,6 +112,9 @@ void convWeightGrad(const Window &w, const float *dy, const float *x, float *dwe
 /// ArgMax (max) or ArgMin along the middle dim of [outer, dim, inner] into int64 [outer, inner].
 template <typename T>
 void argReduce(bool max, bool last, const T *x, int64_t outer, int64_t dim, int64_t inner, int64_t *y);
+/// The running sum along the middle dim of [outer, dim, inner] (tec.cumsum).
+template <typename T>
+void cumSum(const T *x, int64_t outer, int64_t dim, int64_t inner, bool exclusive, bool reverse, T *y);
 /// Max pooling (padding never wins; NaN propagates) or average pooling.
 void pool(const Window &w, bool max, bool countIncludePad, const float *x, float *y);
 /// Max pooling's gradient goes to the first maximum of each window; average pooling's is spread evenly.

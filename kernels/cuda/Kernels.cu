@@ -3,6 +3,7 @@
 #include "kernels/common/Cast.h"
 #include "kernels/common/Fp8.h"
 #include "kernels/common/Half.h"
+#include "kernels/common/Scan.h"
 
 #include <cuda_runtime.h>
 
@@ -357,6 +358,28 @@ __global__ void argReduceKernel(bool max, bool last, Read x, int64_t outer, int6
       if (argBetter(max, last, x(base + j * inner), x(base + best * inner)))
         best = j;
     y[i] = best;
+  }
+}
+
+// One thread per line: the lines exporters scan (position ids from masks) are short and many, so a
+// scan within a line is not worth its synchronization.
+__global__ void cumSumFloatKernel(ConstRef x, Ref y, int64_t lines, int64_t dim, int64_t inner, bool exclusive,
+                                  bool reverse) {
+  TEC_GRID_LOOP(line, lines) {
+    const int64_t start = lineStart(line, dim, inner);
+    cumSumLine<float>([&](int64_t j) { return load(x, start + j * inner); },
+                      [&](int64_t j, float v) { store(y, start + j * inner, v); }, dim, exclusive, reverse);
+  }
+}
+
+template <typename T>
+__global__ void cumSumIntKernel(const T *x, T *y, int64_t lines, int64_t dim, int64_t inner, bool exclusive,
+                                bool reverse) {
+  TEC_GRID_LOOP(line, lines) {
+    const int64_t start = lineStart(line, dim, inner);
+    cumSumLine<int64_t>([&](int64_t j) { return static_cast<int64_t>(x[start + j * inner]); },
+                        [&](int64_t j, int64_t v) { y[start + j * inner] = static_cast<T>(v); }, dim, exclusive,
+                        reverse);
   }
 }
 
@@ -793,6 +816,23 @@ void argReduce(bool max, bool last, const void *x, ElementType type, int64_t out
                                                       outer, dim, inner, y);
   else
     argReduceKernel<<<blocksFor(n), kThreads, 0, s>>>(max, last, FloatRead{ConstRef{x, type}}, outer, dim, inner, y);
+}
+
+void cumSum(const void *x, void *y, ElementType type, int64_t outer, int64_t dim, int64_t inner, bool exclusive,
+            bool reverse, void *stream) {
+  const int64_t lines = outer * inner;
+  if (lines == 0 || dim == 0)
+    return;
+  auto s = asStream(stream);
+  if (type == ElementType::I32)
+    cumSumIntKernel<<<blocksFor(lines), kThreads, 0, s>>>(static_cast<const int32_t *>(x), static_cast<int32_t *>(y),
+                                                          lines, dim, inner, exclusive, reverse);
+  else if (type == ElementType::I64)
+    cumSumIntKernel<<<blocksFor(lines), kThreads, 0, s>>>(static_cast<const int64_t *>(x), static_cast<int64_t *>(y),
+                                                          lines, dim, inner, exclusive, reverse);
+  else
+    cumSumFloatKernel<<<blocksFor(lines), kThreads, 0, s>>>(ConstRef{x, type}, Ref{y, type}, lines, dim, inner,
+                                                            exclusive, reverse);
 }
 
 void window(WindowKind kind, const Window &w, ConstRef a, ConstRef b, ConstRef bias, Ref out, bool countIncludePad,

@@ -53,6 +53,9 @@ void window(WindowKind kind, const Window &w, ConstRef a, ConstRef b, ConstRef b
 /// ArgMax (max) or ArgMin along the middle dim of [outer, dim, inner] into int64 [outer, inner].
 void argReduce(bool max, bool last, const void *x, ElementType type, int64_t outer, int64_t dim, int64_t inner,
                int64_t *y, void *stream);
+/// The running sum along the middle dim of [outer, dim, inner] (tec.cumsum), x and y of one type.
+void cumSum(const void *x, void *y, ElementType type, int64_t outer, int64_t dim, int64_t inner, bool exclusive,
+            bool reverse, void *stream);
 /// GatherElements over data [outer, axisDim, inner] with indices [outer, picks, inner].
 void gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
                     bool indices64, int64_t picks, void *y, size_t bytes, int *error, void *stream);

@@ -160,6 +160,28 @@ private:
     gemmSpecs.push_back(spec);
     return static_cast<int>(gemms.size() - 1);
   }
+  /// A convolution in the cuDNN table with its descriptors and algorithm chosen now, or -1 with a note
+  /// saying why tec's window kernel runs instead (no cuDNN, a shape it cannot express, no deterministic
+  /// algorithm). Recording for --emit=cuda has no cuDNN: the program runs tec's kernels.
+  int makeConvolution(const plan::Step &s, const kc::ConvSpec &spec) {
+    std::string why;
+    if (!kc::cudnnTakes(spec, why)) {
+      note(stepName(s) + ": " + why + "; tec's convolution kernel runs");
+      return -1;
+    }
+    if (!cudnn) {
+      if (!recording)
+        note("cuDNN unavailable (" + cudnnMissing + "): convolutions run on tec's kernels");
+      return -1;
+    }
+    auto conv = kc::Convolution::create(*cudnn, spec, why);
+    if (!conv) {
+      note(stepName(s) + ": cuDNN declined (" + why + "); tec's convolution kernel runs");
+      return -1;
+    }
+    convolutions.push_back(std::move(conv));
+    return static_cast<int>(convolutions.size() - 1);
+  }
   /// The fused twin of a GEMM, or -1 with a note saying why there is none (the GEMM and a kernel run).
   int makeFusedGemm(const plan::Step &s, const kc::GemmSpec &spec) {
     std::string why;
@@ -318,6 +340,7 @@ private:
   Status gatherElements(const plan::Step &s);
   Status window(const plan::Step &s);
   Status argReduce(const plan::Step &s);
+  Status cumSum(const plan::Step &s);
   Status scatterAdd(const plan::Step &s);
   Status copy(const plan::Step &s);
   Status quantize(const plan::Step &s);
@@ -336,6 +359,9 @@ private:
   bool recording = false; // compiling for --emit=cuda: no device calls
   std::vector<std::shared_ptr<kc::Gemm>> gemms;
   std::vector<kc::GemmSpec> gemmSpecs;
+  std::unique_ptr<kc::CudnnHandle> cudnn; // null: convolutions run on tec's window kernels
+  std::string cudnnMissing;               // why cudnn is null
+  std::vector<std::shared_ptr<kc::Convolution>> convolutions; // destroyed before the handle
   std::vector<int> firstLaunchOfStep; // program index where each plan step starts (for comments)
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
@@ -416,6 +442,8 @@ Status CudaBackend::init() {
     return Status::error("cannot create a CUDA stream: " + cudaText(e));
   if (cublasStatus_t s = cublasLtCreate(&lt); s != CUBLAS_STATUS_SUCCESS)
     return Status::error("cannot initialize cuBLASLt (status " + std::to_string(static_cast<int>(s)) + ")");
+  if (const kc::CudnnApi *api = kc::loadCudnn(cudnnMissing))
+    cudnn = kc::CudnnHandle::create(*api, stream, cudnnMissing);
   return Status::success();
 }
 
@@ -1167,6 +1195,33 @@ Status CudaBackend::window(const plan::Step &s) {
   if (!read.ok())
     return read.error();
   const WindowStep w = *read;
+  const bool convolution = w.kind == WindowKind::Conv || w.kind == WindowKind::ConvInputGrad ||
+                           w.kind == WindowKind::ConvWeightGrad;
+  if (const int conv = convolution ? makeConvolution(s, {w.kind, w.window, type(w.out), options.allowTf32}) : -1;
+      conv >= 0) {
+    const Slot convWorkspace = stepScratch(static_cast<int64_t>(convolutions[conv]->workspaceBytes()));
+    // cuDNN's convolution API adds no bias: a broadcasting add over [1, C, 1, 1] follows, in place.
+    kc::Extent extent;
+    kc::Strided outStrides, biasStrides;
+    if (w.bias >= 0) {
+      if (Status st = extentOf(s, shape(w.out), extent); !st.ok())
+        return st;
+      outStrides = kc::broadcastOperand(shape(w.out), shape(w.out));
+      biasStrides = kc::broadcastOperand({1, w.window.outChannels, 1, 1}, shape(w.out));
+    }
+    const std::string name = stepName(s);
+    const auto t = type(w.out);
+    emit([=](const Context &c) {
+      std::string error;
+      if (!c.k->convolution(conv, c.at(slot(w.a)), c.at(slot(w.b)), c.at(slot(w.out)), c.at(convWorkspace), error))
+        return Status::error(name + ": cuDNN failed: " + error);
+      if (w.bias >= 0)
+        c.k->binary(BinaryKind::Add, c.at(slot(w.out)), outStrides, c.at(slot(w.bias)), biasStrides, c.at(slot(w.out)),
+                    extent, t);
+      return Status::success();
+    });
+    return Status::success();
+  }
   emit([=](const Context &c) {
     c.k->window(w.kind, w.window, cref(c, w.a), w.b >= 0 ? cref(c, w.b) : kc::ConstRef(),
                 w.bias >= 0 ? cref(c, w.bias) : kc::ConstRef(), ref(c, w.out), w.countIncludePad);
@@ -1187,6 +1242,23 @@ Status CudaBackend::argReduce(const plan::Step &s) {
   auto t = type(x);
   emit([=](const Context &c) {
     c.k->argReduce(max, last, c.at(slot(x)), t, outer, dim, inner, static_cast<int64_t *>(c.at(slot(y))));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::cumSum(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
+  if (!split.ok())
+    return split.error();
+  const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
+  const bool exclusive = attrI(s, "exclusive", 0) != 0, reverse = attrI(s, "reverse", 0) != 0;
+  int x = s.inputs(0), y = s.outputs(0);
+  auto t = type(x);
+  emit([=](const Context &c) {
+    c.k->cumSum(c.at(slot(x)), c.at(slot(y)), t, outer, dim, inner, exclusive, reverse);
     return Status::success();
   });
   return Status::success();
@@ -1577,7 +1649,7 @@ Status CudaBackend::checkErrors() {
 }
 
 Status CudaBackend::run(std::vector<double> *stepMillis) {
-  auto launcher = deviceLauncher(stream, gemms, arena + workspace.offset);
+  auto launcher = deviceLauncher(stream, gemms, convolutions, arena + workspace.offset);
   Context c{arena, launcher.get(), stepScratchSlot.offset};
   // Inputs the caller may have changed since they last went up; unchanged ones stay on the device.
   for (int root : staleInputs)

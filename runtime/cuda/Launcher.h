@@ -4,6 +4,7 @@
 #ifndef TEC_RUNTIME_CUDA_LAUNCHER_H
 #define TEC_RUNTIME_CUDA_LAUNCHER_H
 
+#include "kernels/cuda/Cudnn.h"
 #include "kernels/cuda/Fp8Kernels.h"
 #include "kernels/cuda/Gemm.h"
 #include "kernels/cuda/Kernels.h"
@@ -44,6 +45,8 @@ public:
                       bool indices64, int64_t numIndices, void *y, size_t bytes, int *error) = 0;
   virtual void argReduce(bool max, bool last, const void *x, ElementType type, int64_t outer, int64_t dim,
                          int64_t inner, int64_t *y) = 0;
+  virtual void cumSum(const void *x, void *y, ElementType type, int64_t outer, int64_t dim, int64_t inner,
+                      bool exclusive, bool reverse) = 0;
   virtual void window(WindowKind kind, const Window &w, kc::ConstRef a, kc::ConstRef b, kc::ConstRef bias, kc::Ref out,
                       bool countIncludePad) = 0;
   virtual void gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t inner, const void *indices,
@@ -80,10 +83,15 @@ public:
   virtual void copy(void *dst, const void *src, size_t bytes) = 0;
   /// GEMM number `gemm` of the backend's table; false with `error` when every algorithm failed.
   virtual bool gemm(int gemm, const kc::GemmOperands &operands, std::string &error) = 0;
+  /// Convolution number `conv` of the backend's cuDNN table (see kc::Convolution::run for a, b, out);
+  /// false with `error` when cuDNN fails.
+  virtual bool convolution(int conv, const void *a, const void *b, void *out, void *workspace, std::string &error) = 0;
 };
 
-/// Enqueues on `stream`; GEMMs run from `gemms` with the cuBLASLt workspace at `workspace`.
+/// Enqueues on `stream`; GEMMs run from `gemms` with the cuBLASLt workspace at `workspace`, convolutions
+/// from `convolutions` (on the cuDNN handle's stream, the same one).
 std::unique_ptr<Launcher> deviceLauncher(void *stream, const std::vector<std::shared_ptr<kc::Gemm>> &gemms,
+                                         const std::vector<std::shared_ptr<kc::Convolution>> &convolutions,
                                          void *workspace);
 
 /// Writes each call as a line of C++ (pointers as P(arena offset), relative to `base`) into `lines`.

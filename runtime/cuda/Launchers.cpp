@@ -12,8 +12,9 @@ namespace {
 
 class DeviceLauncher final : public Launcher {
 public:
-  DeviceLauncher(void *stream, const std::vector<std::shared_ptr<kc::Gemm>> &gemms, void *workspace)
-      : stream(stream), gemms(gemms), workspace(workspace) {}
+  DeviceLauncher(void *stream, const std::vector<std::shared_ptr<kc::Gemm>> &gemms,
+                 const std::vector<std::shared_ptr<kc::Convolution>> &convolutions, void *workspace)
+      : stream(stream), gemms(gemms), convolutions(convolutions), workspace(workspace) {}
   void binary(BinaryKind kind, const void *a, kc::Strided as, const void *b, kc::Strided bs, void *out,
               const kc::Extent &extent, ElementType type) override {
     kc::binary(kind, a, as, b, bs, out, extent, type, stream);
@@ -44,6 +45,10 @@ public:
   void argReduce(bool max, bool last, const void *x, ElementType type, int64_t outer, int64_t dim, int64_t inner,
                  int64_t *y) override {
     kc::argReduce(max, last, x, type, outer, dim, inner, y, stream);
+  }
+  void cumSum(const void *x, void *y, ElementType type, int64_t outer, int64_t dim, int64_t inner, bool exclusive,
+              bool reverse) override {
+    kc::cumSum(x, y, type, outer, dim, inner, exclusive, reverse, stream);
   }
   void window(WindowKind kind, const Window &w, kc::ConstRef a, kc::ConstRef b, kc::ConstRef bias, kc::Ref out,
               bool countIncludePad) override {
@@ -117,10 +122,15 @@ public:
   bool gemm(int gemm, const kc::GemmOperands &operands, std::string &error) override {
     return gemms[gemm]->run(operands, workspace, stream, error);
   }
+  bool convolution(int conv, const void *a, const void *b, void *out, void *convWorkspace,
+                   std::string &error) override {
+    return convolutions[conv]->run(a, b, out, convWorkspace, error);
+  }
 
 private:
   void *stream;
   const std::vector<std::shared_ptr<kc::Gemm>> &gemms;
+  const std::vector<std::shared_ptr<kc::Convolution>> &convolutions;
   void *workspace;
 };
 
@@ -192,6 +202,11 @@ public:
                  int64_t *y) override {
     call("kc::argReduce", {boolean(max), boolean(last), ptr(x), elementType(type), num(outer), num(dim), num(inner),
                            "(int64_t *)" + ptr(y)});
+  }
+  void cumSum(const void *x, void *y, ElementType type, int64_t outer, int64_t dim, int64_t inner, bool exclusive,
+              bool reverse) override {
+    call("kc::cumSum", {ptr(x), ptr(y), elementType(type), num(outer), num(dim), num(inner), boolean(exclusive),
+                        boolean(reverse)});
   }
   void window(WindowKind kind, const Window &w, kc::ConstRef a, kc::ConstRef b, kc::ConstRef bias, kc::Ref out,
               bool countIncludePad) override {
@@ -297,6 +312,11 @@ public:
                     ", " + ptr(o.aux) + ", " + ptr(o.biasGrad) + "});");
     return true;
   }
+  /// A recording backend has no cuDNN handle, so its convolutions are tec's window kernels: never called.
+  bool convolution(int, const void *, const void *, void *, void *, std::string &error) override {
+    error = "--emit=cuda programs run convolutions on tec's kernels";
+    return false;
+  }
 
 private:
   std::string ptr(const void *p) const {
@@ -337,8 +357,9 @@ private:
 } // namespace
 
 std::unique_ptr<Launcher> deviceLauncher(void *stream, const std::vector<std::shared_ptr<kc::Gemm>> &gemms,
+                                         const std::vector<std::shared_ptr<kc::Convolution>> &convolutions,
                                          void *workspace) {
-  return std::make_unique<DeviceLauncher>(stream, gemms, workspace);
+  return std::make_unique<DeviceLauncher>(stream, gemms, convolutions, workspace);
 }
 
 std::unique_ptr<Launcher> sourceWriter(const char *base, std::vector<std::string> &lines) {

@@ -176,6 +176,9 @@ void buildCases() {
         kExact);
   add("arg_max", Builder("arg_reduce").in(F32, {6, 50, 7}, "integers").out(I64, {6, 7}).s("kind", "max").i("axis", 1)
                      .i("keepdims", 0), kExact);
+  add("cumsum_f32", Builder("cumsum").in(F32, {6, 300, 5}).out(F32, {6, 300, 5}).i("axis", 1), kF32);
+  add("cumsum_i64_exclusive_reverse", Builder("cumsum").in(I64, {4, 33}, "signed").out(I64, {4, 33}).i("axis", 1)
+                                          .i("exclusive", 1).i("reverse", 1), kExact);
   add("arg_min_last", Builder("arg_reduce").in(I32, {40, 9}, "signed").out(I64, {40, 1}).s("kind", "min").i("axis", 1)
                           .i("keepdims", 1).i("select_last_index", 1), kExact);
   add("gather_elements", Builder("gather_elements").in(F32, {6, 7, 5}).in(I64, {6, 3, 5}, "labels").out(F32, {6, 3, 5})
@@ -198,6 +201,16 @@ void buildCases() {
   add("conv_weight_grad", window(Builder("conv_weight_grad").in(F32, {2, 6, 4, 7}).in(F32, {2, 4, 9, 8})
                                      .out(F32, {6, 2, 3, 2}).ints("kernel", {3, 2}).i("group", 2), {2, 1}, {1, 0, 0, 1},
                                  {1, 2}), kGemm);
+  // The same with pads equal on both sides: cuDNN's convolution API runs these where cuDNN loads.
+  add("conv_grouped_cudnn", window(Builder("conv").in(F32, {2, 4, 9, 8}).in(F32, {6, 2, 3, 2}).in(F32, {6})
+                                       .out(F32, {2, 6, 5, 8}).i("group", 2), {2, 1}, {1, 1, 1, 1}, {1, 2}), kGemm);
+  add("conv_input_grad_cudnn", window(Builder("conv_input_grad").in(F32, {2, 6, 5, 8}).in(F32, {6, 2, 3, 2})
+                                          .out(F32, {2, 4, 9, 8}).i("group", 2), {2, 1}, {1, 1, 1, 1}, {1, 2}), kGemm);
+  add("conv_weight_grad_cudnn", window(Builder("conv_weight_grad").in(F32, {2, 6, 5, 8}).in(F32, {2, 4, 9, 8})
+                                           .out(F32, {6, 2, 3, 2}).ints("kernel", {3, 2}).i("group", 2), {2, 1},
+                                       {1, 1, 1, 1}, {1, 2}), kGemm);
+  add("conv_bf16_cudnn", window(Builder("conv").in(BF16, {2, 3, 16, 16}).in(BF16, {8, 3, 3, 3}).in(BF16, {8})
+                                    .out(BF16, {2, 8, 16, 16}).i("group", 1), {1, 1}, {1, 1, 1, 1}, {1, 1}), kHalf);
   for (const char *kind : {"max", "avg"}) {
     add(std::string(kind) + "_pool", window(Builder("pool").in(F32, {2, 5, 9, 9}).out(F32, {2, 5, 5, 5})
                                                 .s("kind", kind).ints("kernel", {3, 3}).i("count_include_pad", 1),

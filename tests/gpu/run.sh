@@ -35,6 +35,9 @@ else
   bin=build/release/bin tests=build/release/tests/gpu plans=$(mktemp -d) plugin=build/release/lib/libtec_cuda.so
   tec_libs=${LD_LIBRARY_PATH:-}
 fi
+# cuDNN (convolutions) from PyTorch's nvidia-cudnn wheel too, where that is how the machine has it.
+cudnn_lib=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
+[ -d "$cudnn_lib" ] && tec_libs="${tec_libs:+$tec_libs:}$cudnn_lib"
 # tec's own commands run under "${tec_env[@]}": with tec's libraries, the rest of the script without them.
 tec_env=(env "LD_LIBRARY_PATH=$tec_libs")
 

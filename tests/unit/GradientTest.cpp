@@ -289,6 +289,18 @@ const GradCase kCases[] = {
     {"rms_norm_two_dims", R"(func.func @forward(%x: tensor<2x3x4xf32>, %g: tensor<3x4xf32>) -> tensor<2x3x4xf32> {
        %0:2 = tec.rms_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<2x3x4xf32>, tensor<3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x1x1xf32>)
        return %0#0 : tensor<2x3x4xf32> })"},
+    // ScatterND's parts: each update's gradient is what its row's output gradient was (twice for a repeat).
+    {"scatter_add", R"(func.func @forward(%u: tensor<3x4xf32>, %v: tensor<2x3xf32>) -> (tensor<5x4xf32>, tensor<2x5xf32>) {
+       %i = tec.constant dense<[4, 0, 4]> : tensor<3xi64>
+       %0 = tec.scatter_add %u, %i {axis = 0 : i64, elements = false} : (tensor<3x4xf32>, tensor<3xi64>) -> tensor<5x4xf32>
+       %j = tec.constant dense<[[1, 1, 3], [0, 2, 4]]> : tensor<2x3xi64>
+       %1 = tec.scatter_add %v, %j {axis = 1 : i64, elements = true} : (tensor<2x3xf32>, tensor<2x3xi64>) -> tensor<2x5xf32>
+       return %0, %1 : tensor<5x4xf32>, tensor<2x5xf32> })"},
+    // Each input reaches every output at or past it (exclusive: past it), so its gradient runs backwards.
+    {"cumsum", R"(func.func @forward(%x: tensor<2x5x3xf32>) -> (tensor<2x5x3xf32>, tensor<2x5x3xf32>) {
+       %0 = tec.cumsum %x {axis = 1 : i64} : tensor<2x5x3xf32>
+       %1 = tec.cumsum %x {axis = 2 : i64, exclusive = true, reverse = true} : tensor<2x5x3xf32>
+       return %0, %1 : tensor<2x5x3xf32>, tensor<2x5x3xf32> })"},
     {"reductions", R"(func.func @forward(%a: tensor<2x3x4xf32>) -> (tensor<2x1x4xf32>, tensor<4xf32>) {
        %0 = tec.reduce_mean %a {axes = array<i64: 1>, keepdims = true} : tensor<2x3x4xf32> -> tensor<2x1x4xf32>
        %1 = tec.reduce_sum %a {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x3x4xf32> -> tensor<4xf32>

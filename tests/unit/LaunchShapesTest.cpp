@@ -1,10 +1,13 @@
 // The CUDA kernels' launch shapes, decided on the host (kernels/cuda/LaunchShapes.h): checked here without
-// a GPU. The oracle for coalescing is brute force: every index's address before and after.
+// a GPU, with cuBLASLt's epilogue rules and which convolutions cuDNN takes. The oracle for coalescing is
+// brute force: every index's address before and after.
+#include "kernels/cuda/Cudnn.h"
 #include "kernels/cuda/Gemm.h"
 #include "kernels/cuda/LaunchShapes.h"
 
 #include <gtest/gtest.h>
 
+using namespace tec::kernels;
 using namespace tec::kernels::cuda;
 
 namespace {
@@ -181,4 +184,48 @@ TEST(GemmRules, AlignmentIsTheLargestPowerOfTwoUpTo256) {
   EXPECT_EQ(alignmentOf(140), 4);
   EXPECT_EQ(alignmentOf(168), 8);
   EXPECT_EQ(alignmentOf(3), 1);
+}
+
+namespace {
+
+/// A ResNet stem: 3 -> 8 channels, 7x7, stride 2, pad 3 on every side.
+ConvSpec stem(WindowKind kind) {
+  ConvSpec spec;
+  spec.kind = kind;
+  Window &w = spec.window;
+  w.batch = 2, w.channels = 3, w.height = w.width = 32, w.outChannels = 8, w.outHeight = w.outWidth = 16;
+  w.kernelH = w.kernelW = 7, w.strideH = w.strideW = 2, w.padTop = w.padBottom = w.padLeft = w.padRight = 3;
+  return spec;
+}
+
+} // namespace
+
+TEST(ConvRules, CudnnTakesConvolutionsOfFloatTypesWithSymmetricPads) {
+  std::string why;
+  for (WindowKind kind : {WindowKind::Conv, WindowKind::ConvInputGrad, WindowKind::ConvWeightGrad})
+    for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
+      ConvSpec spec = stem(kind);
+      spec.type = type;
+      EXPECT_TRUE(cudnnTakes(spec, why)) << why;
+    }
+  ConvSpec grouped = stem(WindowKind::Conv);
+  grouped.window.channels = 4, grouped.window.groups = 2, grouped.window.dilationH = 2;
+  EXPECT_TRUE(cudnnTakes(grouped, why)) << why;
+}
+
+TEST(ConvRules, TecKernelsRunWhatCudnnCannotExpress) {
+  std::string why;
+  ConvSpec asymmetric = stem(WindowKind::Conv); // ONNX auto_pad SAME_UPPER with an even kernel
+  asymmetric.window.padBottom = 4;
+  EXPECT_FALSE(cudnnTakes(asymmetric, why));
+  EXPECT_NE(why.find("pads differ"), std::string::npos) << why;
+  ConvSpec integer = stem(WindowKind::Conv);
+  integer.type = ElementType::I32;
+  EXPECT_FALSE(cudnnTakes(integer, why));
+  ConvSpec pool = stem(WindowKind::MaxPool);
+  EXPECT_FALSE(cudnnTakes(pool, why));
+  EXPECT_EQ(why, "not a convolution");
+  ConvSpec uneven = stem(WindowKind::Conv);
+  uneven.window.groups = 2; // 3 channels do not split in two
+  EXPECT_FALSE(cudnnTakes(uneven, why));
 }

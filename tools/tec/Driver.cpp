@@ -138,6 +138,8 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
   compiled->importedOps = countOps(module);
   // The training step starts from the imported model: its pipeline differs (GELU stays unfused).
   OwningOpRef<ModuleOp> trainModule = options.train ? OwningOpRef<ModuleOp>(module.clone()) : nullptr;
+  if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
+    dropRunningStatistics(forward); // inference reads the running statistics, never moves them
 
   if (!options.dumpDir.empty())
     if (auto ec = llvm::sys::fs::create_directories(options.dumpDir))

@@ -71,3 +71,21 @@ func.func @splats_and_casts() -> (tensor<1024x1024xf32>, tensor<3xi32>, tensor<3
   %m = tec.mod %x, %y : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64>
   return %p, %i, %nz, %m : tensor<1024x1024xf32>, tensor<3xi32>, tensor<3xi1>, tensor<3xi64>
 }
+
+// -----
+
+// Position ids from an all-ones attention mask (HF's mask.cumsum(-1) - 1) fold; so does a reverse,
+// exclusive float scan.
+// CHECK-LABEL: func @cumsum_of_constants
+//       CHECK:   %[[I:.+]] = tec.constant dense<{{\[}}[0, 1, 2, 3], [0, 1, 2, 3]]> : tensor<2x4xi64>
+//       CHECK:   %[[F:.+]] = tec.constant dense<[3.500000e+00, 5.000000e-01, 0.000000e+00]> : tensor<3xf32>
+//       CHECK:   return %[[I]], %[[F]]
+func.func @cumsum_of_constants() -> (tensor<2x4xi64>, tensor<3xf32>) {
+  %ones = tec.constant dense<1> : tensor<2x4xi64>
+  %sum = tec.cumsum %ones {axis = 1 : i64} : tensor<2x4xi64>
+  %one = tec.constant dense<1> : tensor<i64>
+  %ids = tec.sub %sum, %one : (tensor<2x4xi64>, tensor<i64>) -> tensor<2x4xi64>
+  %v = tec.constant dense<[2.0, 3.0, 0.5]> : tensor<3xf32>
+  %r = tec.cumsum %v {axis = 0 : i64, exclusive = true, reverse = true} : tensor<3xf32>
+  return %ids, %r : tensor<2x4xi64>, tensor<3xf32>
+}

@@ -382,3 +382,11 @@ func.func @pool_unknown_kind(%x: tensor<1x3x8x8xf32>) -> tensor<1x3x4x4xf32> {
   %0 = tec.pool %x {kind = "lp", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<1x3x8x8xf32> -> tensor<1x3x4x4xf32>
   return %0 : tensor<1x3x4x4xf32>
 }
+
+// -----
+
+func.func @cumsum_axis(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{'tec.cumsum' op expected axis in [0, 2), got 2}}
+  %0 = tec.cumsum %x {axis = 2 : i64} : tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}

@@ -230,6 +230,13 @@ func.func @windows(%x: tensor<8x3x32x32xf32>, %w: tensor<16x3x3x3xf32>, %b: tens
   return %0, %1 : tensor<8x16x16x16xf32>, tensor<8x3x16x16xf32>
 }
 
+// CHECK-LABEL: func @cumsum
+func.func @cumsum(%x: tensor<2x8xi64>) -> tensor<2x8xi64> {
+  // CHECK: tec.cumsum %{{.*}} {axis = 1 : i64, exclusive = true} : tensor<2x8xi64>
+  %0 = tec.cumsum %x {axis = 1 : i64, exclusive = true} : tensor<2x8xi64>
+  return %0 : tensor<2x8xi64>
+}
+
 // CHECK-LABEL: func @arg_reduce
 func.func @arg_reduce(%x: tensor<8x10xf32>) -> tensor<8xi64> {
   // CHECK: tec.arg_reduce %{{.*}} {axis = 1 : i64, keepdims = false, kind = "max"} : tensor<8x10xf32> -> tensor<8xi64>

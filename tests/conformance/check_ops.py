@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Operators in the forms exporters write them, one small onnx.helper model each (f32 and integer
+inputs, seeded), through tec (compile for the CPU, `tec run`) and ONNX Runtime: every output must match
+within 1e-4 relative (1e-5 absolute near zero), integers exactly. ONNX's own node tests cover many of these
+operators only in f64, which tec does not run, or in a single form; these are the forms that occur in
+torch.onnx and Hugging Face exports (Einsum equations, CumSum masks and positions, ScatterND updates)."""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+RTOL, ATOL = 1e-4, 1e-5
+SCATTER = ["data", "indices", "updates"]
+ELEMENT = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
+           np.dtype(np.int32): TensorProto.INT32}
+
+
+def make(name, op, inputs, attrs=None, constants=None, opset=18, order=None):
+    """A one-node model: `inputs` (name -> array) are graph inputs, `constants` initializers; the node
+    reads them in `order` (default: inputs, then constants)."""
+    constants = constants or {}
+    node = helper.make_node(op, order or list(inputs) + list(constants), ["y"], name=name, **(attrs or {}))
+    graph = helper.make_graph(
+        [node], name, [helper.make_tensor_value_info(k, ELEMENT[v.dtype], v.shape) for k, v in inputs.items()],
+        [helper.make_empty_tensor_value_info("y")],
+        [numpy_helper.from_array(v, k) for k, v in constants.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)  # types the output
+    onnx.checker.check_model(model)
+    return name, model, inputs
+
+
+def cases():
+    rng = np.random.default_rng(7)
+
+    def f32(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    einsums = [("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("bqhd,bkhd->bhqk", [(2, 5, 3, 4), (2, 6, 3, 4)]),
+               ("bhqk,bkhd->bqhd", [(2, 3, 5, 6), (2, 6, 3, 4)]), ("i,j->ij", [(5,), (4,)]), ("ij->ji", [(3, 4)]),
+               ("ij->i", [(3, 4)]), ("i,i", [(6,), (6,)]), ("ij,jk", [(3, 4), (4, 2)]),
+               ("...ij,...jk->...ik", [(2, 3, 4, 5), (2, 3, 5, 2)]), ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+               ("bhld,lrd->bhlr", [(2, 3, 4, 5), (4, 6, 5)]), ("ij,ij->ij", [(3, 4), (3, 4)]),
+               ("b i d, b j d -> b i j", [(2, 3, 4), (2, 5, 4)]), ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)])]
+    for k, (equation, shapes) in enumerate(einsums):
+        yield make(f"einsum_{k}", "Einsum", {f"x{i}": f32(*s) for i, s in enumerate(shapes)}, {"equation": equation})
+
+    for exclusive in (0, 1):
+        for reverse in (0, 1):
+            yield make(f"cumsum_f32_e{exclusive}_r{reverse}", "CumSum", {"x": f32(3, 5, 4)},
+                       {"exclusive": exclusive, "reverse": reverse}, {"axis": np.array(1, np.int64)})
+    # Position ids as HF computes them from an attention mask: cumsum(mask, -1) over int64.
+    yield make("cumsum_i64_positions", "CumSum", {"mask": rng.integers(0, 2, (2, 7)).astype(np.int64)}, {},
+               {"axis": np.array(-1, np.int32)})
+    yield make("cumsum_i32_reverse", "CumSum", {"x": rng.integers(-5, 5, (4, 3)).astype(np.int32)}, {"reverse": 1},
+               {"axis": np.array(0, np.int64)})
+
+    yield make("scatternd_rows", "ScatterND", {"data": f32(4, 5, 3), "updates": f32(2, 5, 3)}, {},
+               {"indices": np.array([[3], [1]], np.int64)}, order=SCATTER)
+    yield make("scatternd_elements", "ScatterND", {"data": f32(4, 5), "updates": f32(3)}, {},
+               {"indices": np.array([[0, 1], [3, 4], [2, 0]], np.int64)}, order=SCATTER)
+    yield make("scatternd_add_duplicates", "ScatterND", {"data": f32(4, 3), "updates": f32(3, 3)},
+               {"reduction": "add"}, {"indices": np.array([[1], [1], [-1]], np.int64)}, order=SCATTER)
+
+    yield make("lrn", "LRN", {"x": f32(2, 6, 4, 3)}, {"size": 3, "alpha": 2e-4, "beta": 0.75, "bias": 2.0})
+    yield make("lrn_size_5", "LRN", {"x": f32(1, 7, 2, 5)}, {"size": 5})  # ORT: odd sizes, 4-D only
+
+
+def run_tec(tec, name, model, inputs, work):
+    path = os.path.join(work, name + ".onnx")
+    onnx.save(model, path)
+    plan = os.path.join(work, name + ".tecplan")
+    r = subprocess.run([tec, path, "-o", plan, "--target", "cpu"], capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError("compile failed: " + r.stderr.strip())
+    flags = []
+    for k, v in inputs.items():
+        np.save(os.path.join(work, f"{name}.{k}.npy"), v)
+        flags += ["--input", f"{k}={os.path.join(work, f'{name}.{k}.npy')}"]
+    out = os.path.join(work, name + ".out")
+    r = subprocess.run([tec, "run", plan, "--iterations", "1", "--warmup", "0", "--output-dir", out] + flags,
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError("run failed: " + r.stderr.strip())
+    return np.load(os.path.join(out, "y.npy"))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tec", required=True)
+    args = parser.parse_args()
+    failures = total = 0
+    with tempfile.TemporaryDirectory() as work:
+        for name, model, inputs in cases():
+            total += 1
+            want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None,
+                                                                                                       inputs)[0]
+            try:
+                got = run_tec(args.tec, name, model, inputs, work)
+            except RuntimeError as e:
+                print(f"FAIL {name}: {e}")
+                failures += 1
+                continue
+            if got.shape != want.shape or got.dtype != want.dtype:
+                ok, detail = False, f"{got.dtype}{list(got.shape)} vs ONNX Runtime's {want.dtype}{list(want.shape)}"
+            elif np.issubdtype(want.dtype, np.integer):
+                ok, detail = np.array_equal(got, want), "exact" if np.array_equal(got, want) else "integers differ"
+            else:
+                ok = np.allclose(got, want, rtol=RTOL, atol=ATOL)
+                detail = f"max abs error {np.abs(got - want).max():.3g}"
+            print(f"{'ok  ' if ok else 'FAIL'} {name} ({model.graph.node[0].op_type}): {detail}")
+            failures += not ok
+    print(f"{total - failures} of {total} operator models match ONNX Runtime")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
