@@ -726,6 +726,7 @@ Expected<Value> GraphImporter::param(const std::string &name) {
     if (!sourceOrErr)
       return sourceOrErr.takeError();
     Value source = *sourceOrErr;
+    out.transposedCopies[name] = tied->second;
     auto t = typeOf(source);
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToStart(body);
@@ -2820,7 +2821,7 @@ Expected<ImportedModel> importOnnxFile(MLIRContext &context, llvm::StringRef pat
   for (const auto &p : result.params)
     paramNames.insert(p.name);
   for (auto &init : *skeleton.mutable_graph()->mutable_initializer())
-    if (paramNames.contains(init.name())) {
+    if (paramNames.contains(init.name()) || result.transposedCopies.count(init.name())) {
       init.clear_raw_data();
       init.clear_float_data();
       init.clear_external_data();

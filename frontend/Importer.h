@@ -7,6 +7,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,6 +61,9 @@ struct ImportedModel {
   /// The ONNX model with the params' data left out (the rest kept): what `tec export` fills with trained
   /// weights to write an ONNX model back.
   std::string onnxWithoutParams;
+  /// Initializers that are a transposed copy of a param (an exporter untying lm_head from the embedding),
+  /// imported as that param's transpose: copy name -> param name. `tec export` writes them from the param.
+  std::map<std::string, std::string> transposedCopies;
   /// Owns the memory that `params` point into.
   std::shared_ptr<void> storage;
 };

@@ -8,14 +8,27 @@ tests/models/real):
   <arch>_<form>.onnx     the export (form: ts_static, ts_dynamic, dynamo_static, dynamo_dynamic)
   <arch>_inputs.npz      the inputs (one fixed batch), shared by the four forms
   <arch>_<form>_ort.npz  ONNX Runtime's outputs for them
-  <arch>_train.npz       torch's losses over 4 steps (3 updates) of the model, MSE against `target`, for SGD
-                         (lr 0.05) and AdamW (lr 1e-3, weight decay 0.01), in eval mode (no dropout)
+  <arch>_f64.npz         for `_bn` (train mode), torch's outputs in float64, the reference instead: its
+                         BatchNormalization over 2 values per channel at the end amplifies rounding, and
+                         ONNX Runtime's float32 is 1e-4 off there (tec's 4e-6)
+  <arch>_train.npz       torch's losses over 4 steps (4 updates) of the model, MSE against `target`, for SGD
+                         (lr 0.05, or the arch's own `sgd_lr`) and AdamW (lr 1e-3, weight decay 0.01), in
+                         eval mode (no dropout), or in train mode for the `_bn` ResNet (BatchNormalization
+                         on the batch's statistics, its running statistics moving)
+  <arch>_trained.npz     the weights torch trained, as the TorchScript exporter writes them (the trained model
+                         exported again, so transposed and renamed initializers line up): `sgd/<name>`,
+                         `adamw/<name>` for each float initializer; not for `resnet18`, whose export folds
+                         BatchNormalization into the convolutions
   manifest.json          per export: its inputs, outputs, and the --shape a dynamic one compiles with
 
 `./dev test` needs none of torch, transformers or timm: check_real.py compares tec with the committed
 outputs. Rerun (with torch, transformers, timm, onnxscript and onnxruntime installed) to regenerate:
 
   python tests/models/export_real.py [folder]
+
+GPT-2 comes tied (lm_head is the token embedding, as Hugging Face ties it) and untied (`gpt2_untied`);
+ResNet-18 in eval mode (the exporter folds BatchNormalization into the convolutions) and in train mode
+(`resnet18_bn`, exported with TrainingMode.TRAINING: BatchNormalization with training_mode = 1).
 """
 import json
 import os
@@ -71,8 +84,10 @@ def architectures():
     sequence = torch.randn(BATCH, SEQ, 32, generator=torch.Generator().manual_seed(3))
     features = torch.randn(BATCH, 24, generator=torch.Generator().manual_seed(4))
     small = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64)
-    yield "gpt2", Wrapped(T.GPT2LMHeadModel(T.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=64, n_positions=32,
-                                                         attn_implementation="eager")), "causal_lm"), tokens, "input_ids"
+    gpt2 = dict(n_layer=2, n_embd=32, n_head=4, vocab_size=64, n_positions=32, attn_implementation="eager")
+    yield "gpt2", Wrapped(T.GPT2LMHeadModel(T.GPT2Config(**gpt2)), "causal_lm"), tokens, "input_ids"
+    yield "gpt2_untied", Wrapped(T.GPT2LMHeadModel(T.GPT2Config(tie_word_embeddings=False, **gpt2)), "causal_lm"), \
+        tokens, "input_ids"
     yield "bert", Wrapped(T.BertModel(T.BertConfig(vocab_size=64, max_position_embeddings=32, **small)), "hf"), tokens, \
         "input_ids"
     yield "llama", Wrapped(T.LlamaForCausalLM(T.LlamaConfig(vocab_size=64, max_position_embeddings=32,
@@ -80,8 +95,13 @@ def architectures():
                                                             **small)), "causal_lm"), tokens, "input_ids"
     yield "vit", Wrapped(T.ViTModel(T.ViTConfig(image_size=IMAGE, patch_size=4, **small)), "hf"), image, \
         "pixel_values"
-    yield "resnet18", resnet.ResNet(resnet.BasicBlock, [2, 2, 2, 2], channels=(4, 8, 16, 32), stem_width=4,
-                                    num_classes=10), image, "x"
+    def resnet18():
+        return resnet.ResNet(resnet.BasicBlock, [2, 2, 2, 2], channels=(4, 8, 16, 32), stem_width=4, num_classes=10)
+
+    yield "resnet18", resnet18(), image, "x"
+    # 64x64 so the last stage's BatchNormalization sees 8 values per channel, not 2 (at 16x16 its statistics
+    # amplify float32 rounding past 1e-4 in torch's own float32 results)
+    yield "resnet18_bn", resnet18(), torch.randn(BATCH, 3, 64, 64, generator=torch.Generator().manual_seed(5)), "x"
     yield "encoder", Wrapped(torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True), "plain"), \
         sequence, "src"
     yield "mlp_relu", torch.nn.Sequential(torch.nn.Linear(24, 48), torch.nn.ReLU(), torch.nn.Linear(48, 10)), \
@@ -98,8 +118,24 @@ def dynamic_axes(x):
     return axes
 
 
-def export(model, x, name, path, dynamo, dynamic):
+def export(model, x, name, path, dynamo, dynamic, train_mode=False):
     kwargs = dict(input_names=[name], output_names=["y"], opset_version=18 if dynamo else 17, dynamo=dynamo)
+    if train_mode and not dynamo:
+        # Tracing runs the forward in train mode, which moves the running statistics: put them back, in
+        # the module and in the file, so the export holds the statistics the module had.
+        import onnx
+        from onnx import numpy_helper
+
+        kwargs["training"] = torch.onnx.TrainingMode.TRAINING
+        state = {k: v.clone() for k, v in model.state_dict().items()}
+        torch.onnx.export(model, (x,), path, **kwargs)
+        model.load_state_dict(state)
+        exported = onnx.load(path)
+        for init in exported.graph.initializer:
+            if init.name in state:
+                init.CopyFrom(numpy_helper.from_array(state[init.name].numpy(), init.name))
+        onnx.save(exported, path)
+        return
     if dynamo:
         kwargs["external_data"] = False
         if dynamic:
@@ -109,21 +145,36 @@ def export(model, x, name, path, dynamo, dynamic):
     torch.onnx.export(model, (x,), path, **kwargs)
 
 
+# Architectures that train in train mode (BatchNormalization on batch statistics), exported that way.
+TRAIN_MODE = {"resnet18_bn"}
+# Eval-mode exports whose convolutions carry BatchNormalization folded in: torch's trained weights (conv and
+# BatchNormalization apart) have no counterpart in the export, so none are written.
+FOLDS_BATCH_NORM = {"resnet18"}
+# SGD's learning rate where 0.05 diverges in torch itself (ResNet's loss starts at ~25).
+SGD_LR = {"resnet18": 1e-3, "resnet18_bn": 0.01}
+
 TRAIN_STEPS = 4
-OPTIMIZERS = {"sgd": lambda p: torch.optim.SGD(p, lr=0.05), "adamw": lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01)}
+OPTIMIZERS = {"sgd": lambda p, lr: torch.optim.SGD(p, lr=lr or 0.05),
+              "adamw": lambda p, lr: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01)}
 
 
-def training_reference(model, x, seed):
-    """Losses of TRAIN_STEPS steps from the exported weights, per optimizer, and the target they chase."""
+def training_reference(model, x, seed, arch, name):
+    """Losses of TRAIN_STEPS steps from the exported weights per optimizer, the target they chase, and the
+    trained weights as the TorchScript exporter writes them."""
     import copy
+    import tempfile
 
+    import onnx
+    from onnx import numpy_helper
+
+    train_mode = arch in TRAIN_MODE
     with torch.no_grad():
-        shape = model(x).shape
+        shape = copy.deepcopy(model).eval()(x).shape
     target = torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 0.5
-    losses = {}
-    for name, make in OPTIMIZERS.items():
-        trained = copy.deepcopy(model).eval()
-        optimizer = make(trained.parameters())
+    losses, weights = {}, {}
+    for opt, make in OPTIMIZERS.items():
+        trained = copy.deepcopy(model).train(train_mode)
+        optimizer = make(trained.parameters(), SGD_LR.get(arch))
         history = []
         for _ in range(TRAIN_STEPS):
             optimizer.zero_grad()
@@ -131,8 +182,17 @@ def training_reference(model, x, seed):
             loss.backward()
             optimizer.step()
             history.append(loss.item())
-        losses[name] = np.array(history, np.float64)
-    return target.numpy(), losses
+        losses[opt] = np.array(history, np.float64)
+        with tempfile.TemporaryDirectory() as work:
+            path = os.path.join(work, "trained.onnx")
+            export(trained, x, name, path, dynamo=False, dynamic=False, train_mode=train_mode)
+            for init in onnx.load(path).graph.initializer:
+                w = numpy_helper.to_array(init)
+                if w.dtype == np.float32 and w.size > 1:
+                    weights[f"{opt}/{init.name}"] = w
+    if arch in SGD_LR:
+        losses["sgd_lr"] = np.array(SGD_LR[arch], np.float64)
+    return target.numpy(), losses, weights
 
 
 def main():
@@ -140,15 +200,24 @@ def main():
     os.makedirs(out, exist_ok=True)
     manifest = []
     for seed, (arch, model, x, name) in enumerate(architectures()):
-        randomize(model, 100 + seed).eval()
+        randomize(model, 100 + seed).train(arch in TRAIN_MODE)
         np.savez(os.path.join(out, f"{arch}_inputs.npz"), **{name: x.numpy()})
-        target, losses = training_reference(model, x, 200 + seed)
+        target, losses, weights = training_reference(model, x, 200 + seed, arch, name)
         np.savez(os.path.join(out, f"{arch}_train.npz"), target=target, **losses)
-        for dynamo in (False, True):
+        if arch not in FOLDS_BATCH_NORM:
+            np.savez(os.path.join(out, f"{arch}_trained.npz"), **weights)
+        train_mode = arch in TRAIN_MODE
+        if train_mode:  # batch statistics of a batch of 2 at 1x1: ill-conditioned, so float64 is the reference
+            import copy
+            with torch.no_grad():
+                exact = copy.deepcopy(model).double()(x.double()).float().numpy()
+            np.savez(os.path.join(out, f"{arch}_f64.npz"), y=exact)
+        # The dynamo exporter has no training mode: it writes inference BatchNormalization.
+        for dynamo in (False,) if train_mode else (False, True):
             for dynamic in (False, True):
                 form = f"{'dynamo' if dynamo else 'ts'}_{'dynamic' if dynamic else 'static'}"
                 path = os.path.join(out, f"{arch}_{form}.onnx")
-                export(model, x, name, path, dynamo, dynamic)
+                export(model, x, name, path, dynamo, dynamic, train_mode)
                 session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
                 feeds = {session.get_inputs()[0].name: x.numpy()}
                 outputs = session.run(None, feeds)
@@ -157,7 +226,7 @@ def main():
                 shapes = sorted({d for i in session.get_inputs() for d in i.shape if isinstance(d, str)})
                 manifest.append({"arch": arch, "form": form, "model": os.path.basename(path),
                                  "inputs": f"{arch}_inputs.npz", "input": feeds and list(feeds)[0],
-                                 "reference": f"{arch}_{form}_ort.npz",
+                                 "reference": f"{arch}_f64.npz" if train_mode else f"{arch}_{form}_ort.npz",
                                  "shape": ",".join(f"{d}={DIMS.get(d, -1)}" for d in shapes)})
                 print(f"{arch:10s} {form:15s} {os.path.getsize(path):8d} bytes  dynamic dims: {shapes or '-'}")
     with open(os.path.join(out, "manifest.json"), "w") as f:

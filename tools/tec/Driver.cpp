@@ -244,6 +244,8 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
   plan.set_source_model(llvm::sys::path::filename(path).str());
   plan.set_producer("tec");
   plan.set_onnx_model(compiled->model.onnxWithoutParams);
+  plan.mutable_transposed_copies()->insert(compiled->model.transposedCopies.begin(),
+                                           compiled->model.transposedCopies.end());
   return compiled;
 }
 

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <random>
 
@@ -1039,27 +1040,53 @@ int exportModel() {
       if (b.role() == tec::plan::PARAM || b.role() == tec::plan::STATE)
         planParams.emplace(b.name(), &b);
   int trained = 0;
-  for (auto &init : *model.mutable_graph()->mutable_initializer()) {
-    if (init.has_raw_data() || init.float_data_size() || init.int64_data_size() || init.int32_data_size())
-      continue; // kept in the plan's model: not a param
-    if (checkpoint && checkpoint->tensors.count(init.name())) {
-      const auto &tensor = checkpoint->tensors.at(init.name());
-      if (!std::equal(tensor.shape.begin(), tensor.shape.end(), init.dims().begin(), init.dims().end())) {
-        llvm::errs() << "error: " << checkpoint->folder << ": '" << init.name() << "' does not have the model's shape\n";
-        return kExitBadInput;
+  // Null after printing why when there is none or the checkpoint's shape is not the model's.
+  auto paramData = [&](const std::string &name, llvm::ArrayRef<int64_t> dims) -> std::optional<llvm::StringRef> {
+    if (checkpoint && checkpoint->tensors.count(name)) {
+      const auto &tensor = checkpoint->tensors.at(name);
+      if (!std::equal(tensor.shape.begin(), tensor.shape.end(), dims.begin(), dims.end())) {
+        llvm::errs() << "error: " << checkpoint->folder << ": '" << name << "' does not have the model's shape\n";
+        return std::nullopt;
       }
-      init.set_raw_data(tensor.bytes.data(), tensor.bytes.size());
       ++trained;
-      continue;
+      return llvm::StringRef(reinterpret_cast<const char *>(tensor.bytes.data()), tensor.bytes.size());
     }
-    auto it = planParams.find(init.name());
+    auto it = planParams.find(name);
     if (it == planParams.end()) {
-      llvm::errs() << "error: " << exportPlan << ": no data for initializer '" << init.name() << "'\n";
-      return kExitBadInput;
+      llvm::errs() << "error: " << exportPlan << ": no data for initializer '" << name << "'\n";
+      return std::nullopt;
     }
     const auto &b = *it->second;
     int64_t offset = b.role() == tec::plan::STATE ? b.init_offset() : b.offset();
-    init.set_raw_data((*file)->data() + offset, b.bytes());
+    return llvm::StringRef((*file)->data() + offset, b.bytes());
+  };
+  for (auto &init : *model.mutable_graph()->mutable_initializer()) {
+    if (init.has_raw_data() || init.float_data_size() || init.int64_data_size() || init.int32_data_size())
+      continue; // kept in the plan's model: not a param
+    llvm::SmallVector<int64_t, 4> dims(init.dims().begin(), init.dims().end());
+    auto copyOf = plan.transposed_copies().find(init.name());
+    const bool copy = copyOf != plan.transposed_copies().end() && dims.size() == 2;
+    if (copy)
+      std::swap(dims[0], dims[1]); // the param's shape
+    auto data = paramData(copy ? copyOf->second : init.name(), dims);
+    if (!data)
+      return kExitBadInput;
+    if (!copy) {
+      init.set_raw_data(data->data(), data->size());
+      continue;
+    }
+    // The copy is written as the transpose of its f32 param [rows, cols]: trained weights stay tied.
+    const int64_t rows = dims[0], cols = dims[1];
+    if (data->size() != static_cast<size_t>(rows * cols) * 4) {
+      llvm::errs() << "error: " << exportPlan << ": '" << copyOf->second << "' is not the f32 param '"
+                   << init.name() << "' is a transposed copy of\n";
+      return kExitBadInput;
+    }
+    std::string transposed(data->size(), '\0');
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        std::memcpy(&transposed[(c * rows + r) * 4], data->data() + (r * cols + c) * 4, 4);
+    init.set_raw_data(transposed);
   }
   std::string bytes;
   if (!model.SerializeToString(&bytes)) {
