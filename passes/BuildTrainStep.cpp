@@ -34,7 +34,8 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
   }
 
   /// One output's loss against its target, a 0-D f32: mse mean((y-t)^2), l1 mean(|y-t|), cross-entropy
-  /// -mean over samples of log_softmax(y)[label].
+  /// -mean of log_softmax(y)[label] over the labels that are not `ignoreIndex` (torch's CrossEntropyLoss:
+  /// a language model's [B, T, V] logits against [B, T] labels with padding at -100).
   Value lossTerm(OpBuilder &b, Location loc, Value prediction, Value target) {
     auto type = llvm::cast<RankedTensorType>(prediction.getType());
     auto scalarType = RankedTensorType::get({}, b.getF32Type());
@@ -43,11 +44,26 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
       axes.push_back(d);
     if (loss == "cross-entropy") {
       int64_t axis = type.getRank() - 1;
+      auto labels = llvm::cast<RankedTensorType>(target.getType());
+      auto splat = [&](int64_t v) {
+        return b.create<ConstantOp>(loc, labels, DenseElementsAttr::get(labels, b.getI64IntegerAttr(v)));
+      };
+      auto countedType = RankedTensorType::get(labels.getShape(), b.getI1Type());
+      Value counted = b.create<CompareOp>(loc, countedType, target, splat(ignoreIndex), "ne");
+      Value safe = b.create<WhereOp>(loc, labels, counted, target, splat(0)); // an ignored label picks class 0
+      SmallVector<int64_t> column(labels.getShape());
+      column.push_back(1);
+      auto weightType = RankedTensorType::get(labels.getShape(), b.getF32Type());
+      Value weight = b.create<CastOp>(loc, weightType, counted);
       Value logp = b.create<LogSoftmaxOp>(loc, type, prediction, axis);
-      Value onehot = b.create<OneHotOp>(loc, type, target);
-      Value picked = b.create<ReduceSumOp>(loc, scalarType, b.create<MulOp>(loc, type, onehot, logp), axes, false);
-      int64_t samples = type.getNumElements() / std::max<int64_t>(type.getShape().back(), 1);
-      return binary<MulOp>(b, loc, picked, scalar(b, loc, -1.0 / std::max<int64_t>(samples, 1)));
+      Value onehot = b.create<OneHotOp>(loc, type, safe);
+      Value picks = binary<MulOp>(b, loc, b.create<MulOp>(loc, type, onehot, logp),
+                                  b.create<ReshapeOp>(loc, RankedTensorType::get(column, b.getF32Type()), weight));
+      Value picked = b.create<ReduceSumOp>(loc, scalarType, picks, axes, false);
+      SmallVector<int64_t> labelAxes(axes.begin(), axes.end() - 1);
+      Value count = b.create<ReduceSumOp>(loc, scalarType, weight, labelAxes, false);
+      Value mean = binary<DivOp>(b, loc, picked, binary<MaxOp>(b, loc, count, scalar(b, loc, 1.0)));
+      return binary<MulOp>(b, loc, mean, scalar(b, loc, -1.0));
     }
     Value diff = b.create<SubOp>(loc, type, prediction, target);
     Value pointwise = loss == "l1" ? b.create<AbsOp>(loc, type, diff).getResult()

@@ -28,6 +28,7 @@ struct TrainOptions {
   /// Dynamic loss scaling: the initial scale (0: off; FP16 targets turn it on) and growth interval.
   double lossScale = 0.0;
   int64_t growthInterval = 2000;
+  int64_t ignoreIndex = -100; // cross-entropy labels that count for nothing
 };
 
 /// The passes the pipelines run that `--disable-pass` may leave out.

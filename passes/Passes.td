@@ -121,7 +121,7 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
   let description = [{
     Adds `@train_step(inputs, params, targets, optimizer state, step) -> (loss, next state...)`, a pure
     function: the forward pass, the loss against one target per output (`mse`, `l1`, or `cross-entropy`
-    over int64 class labels), optionally clipped to a global norm as torch's clip_grad_norm_, its gradient with respect
+    over int64 class labels, the mean over labels other than `ignore-index`, -100 as in torch), optionally clipped to a global norm as torch's clip_grad_norm_, its gradient with respect
     to every `tec.param` (from tec-autodiff's vector-Jacobian product, seeded with 1), and the optimizer
     update at the learning rate of `tec.lr_schedule`: `sgd` (momentum, nesterov, L2 weight decay as
     torch.optim.SGD) or `adamw` (bias-corrected moments, decoupled weight decay as torch.optim.AdamW),
@@ -133,6 +133,8 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"loss", "loss", "std::string", "\"mse\"", "mse | l1 | cross-entropy (targets: class indices)">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
+           "cross-entropy: labels of this value count for nothing (torch's default)">,
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "sgd | adamw">,
     Option<"learningRate", "lr", "double", "1e-3", "base learning rate">,
     Option<"schedule", "schedule", "std::string", "\"constant\"", "constant | warmup | cosine">,

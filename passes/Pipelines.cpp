@@ -51,7 +51,7 @@ void buildTrainingPipeline(OpPassManager &pm, const PipelineOptions &options, St
   const TargetCapability *cap = lookupTarget(target);
   if (cap && cap->fallback == GemmPrecision::F16 && t.lossScale == 0.0)
     t.lossScale = 65536.0;
-  pm.addPass(createTecBuildTrainStep({t.loss, t.optimizer, t.lr, t.schedule, t.warmupSteps, t.totalSteps, t.momentum,
+  pm.addPass(createTecBuildTrainStep({t.loss, t.ignoreIndex, t.optimizer, t.lr, t.schedule, t.warmupSteps, t.totalSteps, t.momentum,
                                       t.nesterov, t.beta1, t.beta2, t.eps, t.weightDecay, t.clipNorm, t.frozen,
                                       t.trainable, t.lossScale, t.growthInterval}));
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());

@@ -132,8 +132,33 @@ def check_training(tec, folder, entry, work):
         if mismatch:
             known = KNOWN.get((entry["arch"], entry["form"], optimizer)) or KNOWN.get((entry["arch"], entry["form"]))
             return f"known difference ({known}): {mismatch}" if known else mismatch
+    if "lm_labels" in reference.files:  # next-token cross-entropy with ignored padding labels
+        mismatch = check_language_model(tec, folder, entry, base, data[:-2], reference, output)
+        if mismatch:
+            return mismatch
+        notes.append("cross-entropy over [B, T, V] with ignored labels: losses equal torch's")
     weights = f", {compared} trained tensors equal torch's" if compared else ""
     return f"ok (worst loss error {worst:.2f} of the tolerance{weights})" + "".join(f"\n    note: {n}" for n in notes)
+
+
+def check_language_model(tec, folder, entry, base, data, reference, output):
+    """SGD on --loss cross-entropy against int64 labels, -100 ignored (tec's default, as torch's)."""
+    plan, report, labels = f"{base}_lm.tecplan", f"{base}_lm.json", f"{base}_lm_labels.npy"
+    np.save(labels, reference["lm_labels"])
+    r = subprocess.run([tec, os.path.join(folder, entry["model"]), "-o", plan, "--target", "cpu", "--train", "--loss",
+                        "cross-entropy", "--optimizer", "sgd", "--lr", "0.05"], capture_output=True, text=True)
+    if r.returncode:
+        return "cross-entropy: compile failed: " + (r.stderr.strip().splitlines() or [""])[0]
+    want = reference["lm_sgd"]
+    r = subprocess.run([tec, "train", plan, "--steps", str(len(want)), "--threads", "1", "--report", report,
+                        "--target", f"{output}={labels}"] + data, capture_output=True, text=True)
+    if r.returncode:
+        return "cross-entropy: train failed: " + r.stderr.strip()
+    with open(report) as f:
+        got = np.array([np.nan if v is None else v for v in json.load(f)["loss"]])
+    if not (np.abs(got - want) <= 1e-4 * np.abs(want)).all():
+        return f"cross-entropy: losses {got.tolist()} vs torch's {want.tolist()}"
+    return None
 
 
 def compare_weights(tec, plan, checkpoints, trained, optimizer, exported, steps):

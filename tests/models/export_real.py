@@ -14,7 +14,9 @@ tests/models/real):
   <arch>_train.npz       torch's losses over 4 steps (4 updates) of the model, MSE against `target`, for SGD
                          (lr 0.05, or the arch's own `sgd_lr`) and AdamW (lr 1e-3, weight decay 0.01), in
                          eval mode (no dropout), or in train mode for the `_bn` ResNet (BatchNormalization
-                         on the batch's statistics, its running statistics moving)
+                         on the batch's statistics, its running statistics moving); for the language
+                         models also `lm_labels` ([B, T] int64, a quarter -100) and `lm_sgd`, the
+                         cross-entropy losses of 4 SGD steps (lr 0.05) ignoring the -100 labels
   <arch>_trained.npz     the weights torch trained, as the TorchScript exporter writes them (the trained model
                          exported again, so transposed and renamed initializers line up): `sgd/<name>`,
                          `adamw/<name>` for each float initializer; not for `resnet18`, whose export folds
@@ -145,6 +147,8 @@ def export(model, x, name, path, dynamo, dynamic, train_mode=False):
     torch.onnx.export(model, (x,), path, **kwargs)
 
 
+# Language models: also trained with next-token cross-entropy (labels with ignored padding).
+LANGUAGE_MODELS = {"gpt2", "gpt2_untied", "llama"}
 # Architectures that train in train mode (BatchNormalization on batch statistics), exported that way.
 TRAIN_MODE = {"resnet18_bn"}
 # Eval-mode exports whose convolutions carry BatchNormalization folded in: torch's trained weights (conv and
@@ -192,7 +196,32 @@ def training_reference(model, x, seed, arch, name):
                     weights[f"{opt}/{init.name}"] = w
     if arch in SGD_LR:
         losses["sgd_lr"] = np.array(SGD_LR[arch], np.float64)
+    if arch in LANGUAGE_MODELS:
+        losses.update(language_model_reference(model, x, seed))
     return target.numpy(), losses, weights
+
+
+def language_model_reference(model, x, seed):
+    """Next-token cross-entropy over [B, T, V] logits against [B, T] int64 labels, a quarter of them -100
+    (padding, ignored: the loss is the mean over the others), for TRAIN_STEPS SGD steps at lr 0.05."""
+    import copy
+
+    trained = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        vocab = trained(x).shape[-1]
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, vocab, x.shape, generator=g)
+    labels[torch.rand(x.shape, generator=g) < 0.25] = -100
+    optimizer = torch.optim.SGD(trained.parameters(), lr=0.05)
+    history = []
+    for _ in range(TRAIN_STEPS):
+        optimizer.zero_grad()
+        logits = trained(x)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), labels.reshape(-1), ignore_index=-100)
+        loss.backward()
+        optimizer.step()
+        history.append(loss.item())
+    return {"lm_labels": labels.numpy(), "lm_sgd": np.array(history, np.float64)}
 
 
 def main():

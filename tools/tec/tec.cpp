@@ -96,6 +96,8 @@ cl::opt<bool> fp8Emulate("fp8-emulate", cl::desc("keep FP8 GEMMs on the cpu targ
 cl::opt<bool> train("train", cl::desc("also build a training step (loss, backward, optimizer)"), cl::cat(category));
 cl::opt<std::string> lossName("loss", cl::desc("training loss: mse | l1 | cross-entropy (int64 class labels)"),
                               cl::init("mse"), cl::cat(category));
+cl::opt<int64_t> ignoreIndex("ignore-index", cl::desc("cross-entropy: labels of this value count for nothing"),
+                             cl::init(-100), cl::cat(category));
 cl::opt<std::string> frozenParams("frozen", cl::desc("regex of initializer names kept fixed in training"),
                                   cl::value_desc("regex"), cl::cat(category));
 cl::opt<std::string> trainableParams("trainable",
@@ -452,6 +454,7 @@ int compile() {
   options.pipeline.train = {lossName, optimizerName, lrSchedule, frozenParams, trainableParams, lr, momentum,
                             beta1,    beta2,         adamEps,    weightDecay,  clipNorm,   nesterov,
                             warmupSteps, totalSteps, lossScaleInit, growthInterval};
+  options.pipeline.train.ignoreIndex = ignoreIndex;
   auto resolved = tec::resolveTargets(targets);
   if (!resolved) {
     llvm::errs() << "error: " << llvm::toString(resolved.takeError()) << "\n";
