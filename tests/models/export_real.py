@@ -122,29 +122,29 @@ def dynamic_axes(x):
 
 def export(model, x, name, path, dynamo, dynamic, train_mode=False):
     kwargs = dict(input_names=[name], output_names=["y"], opset_version=18 if dynamo else 17, dynamo=dynamo)
-    if train_mode and not dynamo:
-        # Tracing runs the forward in train mode, which moves the running statistics: put them back, in
-        # the module and in the file, so the export holds the statistics the module had.
-        import onnx
-        from onnx import numpy_helper
-
-        kwargs["training"] = torch.onnx.TrainingMode.TRAINING
-        state = {k: v.clone() for k, v in model.state_dict().items()}
-        torch.onnx.export(model, (x,), path, **kwargs)
-        model.load_state_dict(state)
-        exported = onnx.load(path)
-        for init in exported.graph.initializer:
-            if init.name in state:
-                init.CopyFrom(numpy_helper.from_array(state[init.name].numpy(), init.name))
-        onnx.save(exported, path)
-        return
     if dynamo:
         kwargs["external_data"] = False
         if dynamic:
             kwargs["dynamic_shapes"] = ({d: torch.export.Dim(n, min=2, max=64) for d, n in dynamic_axes(x).items()},)
     elif dynamic:
         kwargs["dynamic_axes"] = {name: dynamic_axes(x), "y": dynamic_axes(x)}
+    if not (train_mode and not dynamo):
+        torch.onnx.export(model, (x,), path, **kwargs)
+        return
+    # Tracing runs the forward in train mode, which moves the running statistics: put them back, in the
+    # module and in the file, so the export holds the statistics the module had.
+    import onnx
+    from onnx import numpy_helper
+
+    kwargs["training"] = torch.onnx.TrainingMode.TRAINING
+    state = {k: v.clone() for k, v in model.state_dict().items()}
     torch.onnx.export(model, (x,), path, **kwargs)
+    model.load_state_dict(state)
+    exported = onnx.load(path)
+    for init in exported.graph.initializer:
+        if init.name in state:
+            init.CopyFrom(numpy_helper.from_array(state[init.name].numpy(), init.name))
+    onnx.save(exported, path)
 
 
 # Language models: also trained with next-token cross-entropy (labels with ignored padding).
