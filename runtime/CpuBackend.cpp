@@ -336,9 +336,7 @@ Status CpuBackend::cast(const plan::Step &s) {
 }
 
 Status CpuBackend::softmax(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
-  auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
+  auto split = unaryAlongAxis(s, [&](int i) { return shape(i); });
   if (!split.ok())
     return split.error();
   const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
@@ -617,9 +615,7 @@ Status CpuBackend::window(const plan::Step &s) {
 }
 
 Status CpuBackend::cumSum(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
-  auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
+  auto split = unaryAlongAxis(s, [&](int i) { return shape(i); });
   if (!split.ok())
     return split.error();
   const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
@@ -640,9 +636,7 @@ Status CpuBackend::cumSum(const plan::Step &s) {
 }
 
 Status CpuBackend::argReduce(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
-  auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
+  auto split = unaryAlongAxis(s, [&](int i) { return shape(i); });
   if (!split.ok())
     return split.error();
   const int64_t outer = split->outer, dim = split->dim, inner = split->inner;

@@ -223,6 +223,15 @@ inline Result<AxisSplit> splitAtAxis(const plan::Step &s, const std::vector<int6
   return split;
 }
 
+/// A one-input, one-output step along its `axis` attribute (softmax, log_softmax, cumsum, arg_reduce): its
+/// input split there.
+inline Result<AxisSplit> unaryAlongAxis(const plan::Step &s,
+                                        const std::function<std::vector<int64_t>(int)> &shapeOf) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  return splitAtAxis(s, shapeOf(s.inputs(0)), attrI(s, "axis"));
+}
+
 /// gather_elements' and scatter_add's operands as [outer, axisDim, inner] (the data's, or the result's)
 /// and the picks along the axis (the indices' dim there; for scatter_add of a gather, all its indices).
 struct IndexedAxis {

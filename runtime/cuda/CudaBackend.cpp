@@ -620,9 +620,7 @@ Status CudaBackend::lrSchedule(const plan::Step &s) {
 // ---- normalization and reductions -------------------------------------------------------------------------
 
 Status CudaBackend::softmax(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
-  auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
+  auto split = unaryAlongAxis(s, [&](int i) { return shape(i); });
   if (!split.ok())
     return split.error();
   const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
@@ -1231,9 +1229,7 @@ Status CudaBackend::window(const plan::Step &s) {
 }
 
 Status CudaBackend::argReduce(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
-  auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
+  auto split = unaryAlongAxis(s, [&](int i) { return shape(i); });
   if (!split.ok())
     return split.error();
   const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
@@ -1248,9 +1244,7 @@ Status CudaBackend::argReduce(const plan::Step &s) {
 }
 
 Status CudaBackend::cumSum(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
-  auto split = splitAtAxis(s, shape(s.inputs(0)), attrI(s, "axis"));
+  auto split = unaryAlongAxis(s, [&](int i) { return shape(i); });
   if (!split.ok())
     return split.error();
   const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
