@@ -81,7 +81,8 @@ TEC_HOST_DEVICE float geluTanhGrad(float x) {
 /// The ReLU gradient passes dy where x > 0.
 TEC_HOST_DEVICE float reluGrad(float dy, float x) { return x > 0.0f ? dy : 0.0f; }
 
-TEC_HOST_DEVICE float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+/// With expApprox (2 ulp) rather than libm's expf, so the CPU loops of Sigmoid, SiLU and SwiGLU vectorize.
+TEC_HOST_DEVICE float sigmoid(float x) { return 1.0f / (1.0f + expApprox(-x)); }
 
 /// SiLU (swish): x * sigmoid(x), Llama's and SwiGLU's activation.
 TEC_HOST_DEVICE float silu(float x) { return x * sigmoid(x); }

@@ -153,6 +153,11 @@ void binary(BinaryKind kind, const T *a, const Shape &aShape, const T *b, const 
       return binaryLoop(a, aShape, b, bShape, out, outShape, apply);
     else
       return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return T(x / y); });
+  case BinaryKind::SwiGlu: // Llama's MLP: a loop of its own so the sigmoid vectorizes
+    if constexpr (std::is_floating_point_v<T>)
+      return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return silu(x) * y; });
+    else
+      return binaryLoop(a, aShape, b, bShape, out, outShape, apply);
   default: return binaryLoop(a, aShape, b, bShape, out, outShape, apply);
   }
 }
