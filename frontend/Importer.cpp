@@ -169,6 +169,9 @@ private:
   Error checkDefinitionsAndOrder(std::vector<int> &order);
   Error freezeInput(llvm::StringRef name, const std::string &serialized);
   Error runOnnxShapeInference();
+  /// A convolution's or pool's strides, dilations, kernel shape and group are positive: ONNX's own shape
+  /// inference divides by them (a stride of 0 is a division by zero inside libonnx).
+  Error checkWindowAttributes(const onnx::NodeProto &node);
   Error importNode(const onnx::NodeProto &node);
   /// The node against its operator's ONNX schema: input and output counts, attribute types, unknown,
   /// duplicate and missing required attributes (ONNX's own Verify up to opset 17; after it, what a
@@ -646,6 +649,24 @@ Error GraphImporter::checkDefinitionsAndOrder(std::vector<int> &order) {
       if (pending[i])
         cycle += (cycle.empty() ? "" : ", ") + nodeLabel(node, i);
     return invalid("the graph has a cycle through " + cycle);
+  }
+  return Error::success();
+}
+
+Error GraphImporter::checkWindowAttributes(const onnx::NodeProto &node) {
+  static const llvm::StringSet<> windowed = {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool",
+                                             "AveragePool", "LpPool", "MaxUnpool", "DeformConv"};
+  if (!node.domain().empty() || !windowed.contains(node.op_type()))
+    return Error::success();
+  for (const auto &a : node.attribute()) {
+    const bool list = a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape";
+    if (list && llvm::any_of(a.ints(), [](int64_t v) { return v < 1; }))
+      return nodeInvalid(node, a.name() + " must be positive, got [" +
+                                   llvm::join(llvm::map_range(a.ints(), [](int64_t v) { return std::to_string(v); }),
+                                              ", ") +
+                                   "]");
+    if (a.name() == "group" && a.i() < 1)
+      return nodeInvalid(node, "group must be positive, got " + llvm::Twine(a.i()));
   }
   return Error::success();
 }
@@ -1993,6 +2014,9 @@ Error GraphImporter::einsum(const onnx::NodeProto &n) {
     return nodeInvalid(n, "equation '" + equation + "' names " + llvm::Twine(terms.size()) + " operands, the node has " +
                               llvm::Twine(n.input_size()));
   constexpr int kEllipsis = 256; // ellipsis dims are labels 256, 257, ... counted from the right
+  auto labelName = [&](int l) {
+    return l >= kEllipsis ? "...(" + std::to_string(l - kEllipsis) + " from the right)" : std::string(1, char(l));
+  };
   auto parse = [&](StringRef term, int64_t rank) -> Expected<std::vector<int>> {
     std::vector<int> labels;
     const size_t dots = term.find("...");
@@ -2024,14 +2048,26 @@ Error GraphImporter::einsum(const onnx::NodeProto &n) {
     for (auto [d, l] : llvm::enumerate(labels)) {
       if (llvm::count(labels, l) > 1)
         return nodeUnsupported(n, "a label repeated within one operand (a diagonal) is not supported");
-      if (auto [it, fresh] = sizes.insert({l, t.getDimSize(d)}); !fresh && it->second != t.getDimSize(d))
-        return nodeUnsupported(n, "label sizes that differ (" + llvm::Twine(it->second) + " and " +
-                                      llvm::Twine(t.getDimSize(d)) + ") are not supported");
+      auto [it, fresh] = sizes.insert({l, t.getDimSize(d)});
+      // Ellipsis dims broadcast as numpy's do (1 against n); a letter names one size.
+      const bool broadcasts = l >= kEllipsis && (it->second == 1 || t.getDimSize(d) == 1);
+      if (!fresh && it->second != t.getDimSize(d) && !broadcasts)
+        return nodeInvalid(n, "label '" + labelName(l) + "' has sizes " + llvm::Twine(it->second) + " and " +
+                                  llvm::Twine(t.getDimSize(d)));
+      it->second = std::max(it->second, t.getDimSize(d));
       ++uses[l];
       if (l >= kEllipsis)
         ellipsisDims = std::max(ellipsisDims, l - kEllipsis + 1);
     }
     operands.push_back({x, labels});
+  }
+  for (Labeled &x : operands) { // size-1 ellipsis dims expanded to the size the others have
+    auto t = typeOf(x.value);
+    shape::Dims dims(t.getShape());
+    for (auto [d, l] : llvm::enumerate(x.labels))
+      dims[d] = sizes[l];
+    if (ArrayRef<int64_t>(dims) != t.getShape())
+      x.value = create<ExpandOp>(n, RankedTensorType::get(dims, t.getElementType()), x.value);
   }
   std::vector<int> output;
   if (arrow == std::string::npos) { // implicit: the ellipsis, then the letters used once, alphabetically
@@ -2043,10 +2079,13 @@ Error GraphImporter::einsum(const onnx::NodeProto &n) {
   } else {
     StringRef term = StringRef(equation).drop_front(arrow + 2);
     const bool dots = term.contains("...");
+    if (ellipsisDims > 0 && !dots)
+      return nodeInvalid(n, "the operands have an ellipsis that the output '" + term + "' lacks");
     TRY_ASSIGN(labels, parse(term, static_cast<int64_t>(term.size()) - (dots ? 3 - ellipsisDims : 0)));
     for (int l : labels)
       if (!sizes.count(l) || llvm::count(labels, l) > 1)
-        return nodeInvalid(n, "output label '" + llvm::Twine(static_cast<char>(l)) + "' is not one operand label");
+        return nodeInvalid(n, "output label '" + labelName(l) + "' " +
+                                  (sizes.count(l) ? "appears twice" : "names no operand dim"));
     output = labels;
   }
   auto inOutput = [&](int l) { return llvm::is_contained(output, l); };
@@ -2704,9 +2743,12 @@ Error GraphImporter::run() {
   for (int i : order)
     sorted.push_back(nodes->Mutable(i));
   std::copy(sorted.begin(), sorted.end(), nodes->pointer_begin());
-  for (const auto &node : graph.node())
+  for (const auto &node : graph.node()) {
     if (auto err = checkNodeSchema(node))
       return err;
+    if (auto err = checkWindowAttributes(node))
+      return err;
+  }
   if (auto err = runOnnxShapeInference())
     return err;
 

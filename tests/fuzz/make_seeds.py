@@ -52,6 +52,23 @@ def onnx_seeds():
                            [vi("y", [2, 8])], [numpy_helper.from_array(np.ones(8, np.float32), "g")]),
         "gelu-o20": model([helper.make_node("Gelu", ["x"], ["y"], approximate="tanh")], [vi("x", [3, 4])],
                           [vi("y", [3, 4])], opset=20),
+        # The operators exporters write that parse attributes or index: equations, axes, index tuples, windows.
+        "einsum": model([helper.make_node("Einsum", ["q", "k"], ["y"], equation="bqhd,bkhd->bhqk")],
+                        [vi("q", [1, 3, 2, 4]), vi("k", [1, 5, 2, 4])], [vi("y", [1, 2, 3, 5])], opset=18),
+        "cumsum": model([helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=1, reverse=1)], [vi("x", [2, 5])],
+                        [vi("y", [2, 5])], [numpy_helper.from_array(np.array(1, np.int64), "axis")]),
+        "scatternd": model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction="add")],
+                           [vi("x", [4, 3]), vi("u", [2, 3])], [vi("y", [4, 3])],
+                           [numpy_helper.from_array(np.array([[1], [-1]], np.int64), "i")], opset=18),
+        "lrn": model([helper.make_node("LRN", ["x"], ["y"], size=3)], [vi("x", [1, 4, 3, 3])], [vi("y", [1, 4, 3, 3])]),
+        "batchnorm-training": model(
+            [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1)],
+            [vi("x", [2, 3, 4, 4])], [vi("y", [2, 3, 4, 4])],
+            [numpy_helper.from_array(np.full(3, c, np.float32), n) for n, c in [("s", 1), ("b", 0), ("m", 0), ("v", 1)]]),
+        "conv-pool": model([helper.make_node("Conv", ["x", "cw"], ["h"], pads=[1, 1, 1, 1], strides=[2, 2], group=2),
+                            helper.make_node("MaxPool", ["h"], ["y"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)],
+                           [vi("x", [1, 4, 8, 8])], [vi("y", [1, 4, 2, 2])],
+                           [numpy_helper.from_array(rng.standard_normal((4, 2, 3, 3)).astype(np.float32), "cw")]),
     }
     for name, data in seeds.items():
         write(f"{HERE}/corpus/onnx/{name}.onnx", data)
@@ -134,6 +151,11 @@ def regression_models():
     softmax = helper.make_node("Softmax", ["x"], ["y"])
     softmax.attribute.append(helper.make_attribute("axis", "last"))
     write(f"{reg}/softmax-string-axis.onnx", model([softmax], [vi("x", [2, 3])], [vi("y", [2, 3])]))
+    # A stride of 0 divided by zero inside ONNX's own shape inference (found by the fuzzer from conv-pool).
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], strides=[0, 2])
+    write(f"{reg}/conv-zero-stride.onnx",
+          model([conv], [vi("x", [1, 2, 8, 8])], [vi("y", [1, 2, 6, 3])],
+                [numpy_helper.from_array(np.ones((2, 2, 3, 3), np.float32), "w")]))
 
 
 def main():

@@ -207,6 +207,23 @@ TEST(ImporterErrors, ShapeMismatchNamesTheNode) {
   EXPECT_NE(f.message.find("bad_add"), std::string::npos) << f.message;
 }
 
+// ONNX's own shape inference divides by a window's strides and group: a zero is refused before it runs
+// (found by the ONNX fuzzer as a division by zero inside libonnx).
+TEST(ImporterErrors, WindowAttributesMustBePositive) {
+  for (auto [attr, value] : {std::pair<std::string, int64_t>{"strides", 0}, {"dilations", -1}, {"group", 0}}) {
+    OnnxBuilder b;
+    b.input("x", {1, 2, 8, 8});
+    b.initF32("w", {2, 2, 3, 3}, std::vector<float>(36, 1.0f));
+    auto &conv = b.node("Conv", {"x", "w"}, {"y"}, "stem");
+    if (attr == "group")
+      OnnxBuilder::setInt(conv, attr, value);
+    else
+      OnnxBuilder::setInts(conv, attr, {value, 1});
+    b.output("y");
+    expectRejected(b.save(), ImportErrorKind::Invalid, {"node 'stem' (Conv)", attr + " must be positive"});
+  }
+}
+
 TEST(ImporterErrors, MissingFile) {
   auto cli = runTec("/nonexistent/model.onnx");
   EXPECT_EQ(cli.exitCode, 2);
