@@ -169,9 +169,14 @@ private:
       note(stepName(s) + ": " + why + "; tec's convolution kernel runs");
       return -1;
     }
+    if (recording)
+      return -1;
+    if (!cudnn && cudnnMissing.empty()) { // loaded with the first convolution: plans without any never pay for it
+      if (const kc::CudnnApi *api = kc::loadCudnn(cudnnMissing))
+        cudnn = kc::CudnnHandle::create(*api, stream, cudnnMissing);
+    }
     if (!cudnn) {
-      if (!recording)
-        note("cuDNN unavailable (" + cudnnMissing + "): convolutions run on tec's kernels");
+      note("cuDNN unavailable (" + cudnnMissing + "): convolutions run on tec's kernels");
       return -1;
     }
     auto conv = kc::Convolution::create(*cudnn, spec, why);
@@ -360,7 +365,7 @@ private:
   std::vector<std::shared_ptr<kc::Gemm>> gemms;
   std::vector<kc::GemmSpec> gemmSpecs;
   std::unique_ptr<kc::CudnnHandle> cudnn; // null: convolutions run on tec's window kernels
-  std::string cudnnMissing;               // why cudnn is null
+  std::string cudnnMissing;               // why cudnn is null, once it was tried
   std::vector<std::shared_ptr<kc::Convolution>> convolutions; // destroyed before the handle
   std::vector<int> firstLaunchOfStep; // program index where each plan step starts (for comments)
   cudaStream_t stream = nullptr;
@@ -442,8 +447,6 @@ Status CudaBackend::init() {
     return Status::error("cannot create a CUDA stream: " + cudaText(e));
   if (cublasStatus_t s = cublasLtCreate(&lt); s != CUBLAS_STATUS_SUCCESS)
     return Status::error("cannot initialize cuBLASLt (status " + std::to_string(static_cast<int>(s)) + ")");
-  if (const kc::CudnnApi *api = kc::loadCudnn(cudnnMissing))
-    cudnn = kc::CudnnHandle::create(*api, stream, cudnnMissing);
   return Status::success();
 }
 
