@@ -17,7 +17,7 @@ def TecSimplifyShapes : Pass<"tec-simplify-shapes", "mlir::func::FuncOp"> {
 }
 
 def TecRecognizePatterns : Pass<"tec-recognize-patterns", "mlir::func::FuncOp"> {
-  let summary = "Turn the decomposed GELU, LayerNorm, RMSNorm, SiLU and SwiGLU forms exporters emit into single ops";
+  let summary = "Turn the decomposed GELU, LayerNorm, RMSNorm, SiLU and SwiGLU forms exporters emit into single ops, and share repeated K/V heads";
   let description = [{
     `torch.onnx.export` and older opsets write GELU as `x * 0.5 * (1 + erf(x / sqrt(2)))` (or with
     tanh: `x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`), LayerNorm as
@@ -29,6 +29,10 @@ def TecRecognizePatterns : Pass<"tec-recognize-patterns", "mlir::func::FuncOp"> 
     order, association, `x / sqrt(2)` vs `x * (1/sqrt(2))`, `Pow(d, 2)` vs `d * d`, the forms of an
     inverse square root, and constants rounded to float. Intermediates used elsewhere block a match:
     they must stay materialized. The fused op's location lists every source node.
+
+    Grouped-query attention's repeat_kv (Unsqueeze, Expand, Reshape of each K/V head for the query heads
+    sharing it) feeding a matmul becomes a matmul of the query heads seen as [..., G, r*M, K] by the K/V
+    head itself: no copy per query head, and one GEMM per group instead of one per head.
   }];
   let dependentDialects = ["::tec::TecDialect"];
 }

@@ -398,10 +398,75 @@ struct RecognizeRmsNorm : OpRewritePattern<MulOp> {
   }
 };
 
+/// A permutation that swaps the last two dims and keeps the others (K^T in attention).
+bool swapsLastTwo(ArrayRef<int64_t> perm) {
+  const int64_t rank = perm.size();
+  for (int64_t d = 0; d < rank; ++d)
+    if (perm[d] != (d < rank - 2 ? d : (d == rank - 2 ? rank - 1 : rank - 2)))
+      return false;
+  return rank >= 2;
+}
+
+/// Grouped-query attention repeats each K/V head for the query heads that share it (HF's repeat_kv:
+/// Unsqueeze, Expand to [..., G, r, A, B], Reshape to [..., G*r, A, B]). x [..., G*r, M, K] times that
+/// repeat of u is x seen as [..., G, r*M, K] times u itself, so the r copies of every K and V head are
+/// never made and each group's query heads share one larger GEMM. A transpose of the last two dims between
+/// the repeat and the matmul (K^T) moves onto u.
+struct ShareRepeatedHeads : OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatMulOp mm, PatternRewriter &rewriter) const override {
+    Value rhs = mm.getRhs();
+    auto transpose = rhs.getDefiningOp<TransposeOp>();
+    if (transpose && (!swapsLastTwo(transpose.getPerm()) || !absorbable(rhs)))
+      return rewriter.notifyMatchFailure(mm, "a transpose other than K^T");
+    if (transpose)
+      rhs = transpose.getInput();
+    auto reshape = rhs.getDefiningOp<ReshapeOp>();
+    auto expand = reshape && absorbable(rhs) ? reshape.getInput().getDefiningOp<ExpandOp>() : nullptr;
+    if (!expand || !absorbable(reshape.getInput()))
+      return rewriter.notifyMatchFailure(mm, "the right operand is not a repeat of heads");
+    Value u = expand.getInput();
+    auto ut = llvm::cast<RankedTensorType>(u.getType()), et = llvm::cast<RankedTensorType>(expand.getType());
+    auto rt = llvm::cast<RankedTensorType>(rhs.getType()), xt = llvm::cast<RankedTensorType>(mm.getLhs().getType());
+    auto ot = llvm::cast<RankedTensorType>(mm.getType());
+    const int64_t rank = rt.getRank(), g = rank - 3; // u: [prefix, G, 1, A, B]; the repeat: [prefix, G*r, A, B]
+    if (rank < 3 || ut.getRank() != rank + 1 || xt.getRank() != rank || ot.getRank() != rank || ut.getDimSize(g + 1) != 1)
+      return rewriter.notifyMatchFailure(mm, "not [..., G, 1, A, B] repeated into [..., G*r, A, B]");
+    const int64_t groups = ut.getDimSize(g), repeats = et.getDimSize(g + 1);
+    shape::Dims repeated(ut.getShape()), merged(ut.getShape().take_front(g));
+    repeated[g + 1] = repeats;
+    merged.push_back(groups * repeats);
+    llvm::append_range(merged, ut.getShape().take_back(2));
+    if (et.getShape() != ArrayRef<int64_t>(repeated) || rt.getShape() != ArrayRef<int64_t>(merged) ||
+        xt.getShape().take_front(g + 1) != rt.getShape().take_front(g + 1))
+      return rewriter.notifyMatchFailure(mm, "the repeat or the other operand's heads do not line up");
+    SmallVector<Location> locs{expand.getLoc(), reshape.getLoc(), mm.getLoc()};
+    if (transpose)
+      locs.push_back(transpose.getLoc());
+    Location loc = rewriter.getFusedLoc(locs);
+    shape::Dims heads(ut.getShape());
+    heads.erase(heads.begin() + g + 1);
+    Value shared = rewriter.create<ReshapeOp>(loc, RankedTensorType::get(heads, ut.getElementType()), u);
+    if (transpose) {
+      std::swap(heads[rank - 2], heads[rank - 1]);
+      shared = rewriter.create<TransposeOp>(loc, RankedTensorType::get(heads, ut.getElementType()), shared,
+                                            transpose.getPerm());
+    }
+    shape::Dims grouped(xt.getShape().take_front(g)), product(xt.getShape().take_front(g));
+    grouped.append({groups, repeats * xt.getDimSize(g + 1), xt.getDimSize(g + 2)});
+    product.append({groups, repeats * xt.getDimSize(g + 1), ot.getDimSize(g + 2)});
+    Value x = rewriter.create<ReshapeOp>(loc, RankedTensorType::get(grouped, xt.getElementType()), mm.getLhs());
+    Value y = rewriter.create<MatMulOp>(loc, RankedTensorType::get(product, ot.getElementType()), x, shared);
+    rewriter.replaceOpWithNewOp<ReshapeOp>(mm, ot, y)->setLoc(loc);
+    return success();
+  }
+};
+
 struct TecRecognizePatterns : tec::impl::TecRecognizePatternsBase<TecRecognizePatterns> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<RecognizeGelu, RecognizeLayerNorm, RecognizeRmsNorm, RecognizeSilu, RecognizeSwiglu>(&getContext());
+    patterns.add<RecognizeGelu, RecognizeLayerNorm, RecognizeRmsNorm, RecognizeSilu, RecognizeSwiglu,
+                 ShareRepeatedHeads>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -354,3 +354,40 @@ func.func @not_rms_norm(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8xf
   %17 = tec.mul %16, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   return %5, %11, %17 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Grouped-query attention (HF's repeat_kv): 2 K/V heads, each shared by 2 of the 4 query heads. Q·K^T and
+// P·V read K and V once per group instead of once per query head: no expand is left.
+// CHECK-LABEL: func @repeated_kv_heads
+//   CHECK-NOT:   tec.expand
+//       CHECK:   %[[K:.+]] = tec.reshape %arg1 : tensor<2x2x1x8x4xf32> -> tensor<2x2x8x4xf32>
+//       CHECK:   %[[KT:.+]] = tec.transpose %[[K]] {perm = array<i64: 0, 1, 3, 2>} : tensor<2x2x8x4xf32> -> tensor<2x2x4x8xf32>
+//       CHECK:   %[[Q:.+]] = tec.reshape %arg0 : tensor<2x4x8x4xf32> -> tensor<2x2x16x4xf32>
+//       CHECK:   %[[S:.+]] = tec.matmul %[[Q]], %[[KT]] : (tensor<2x2x16x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x16x8xf32>
+//       CHECK:   tec.reshape %[[S]] : tensor<2x2x16x8xf32> -> tensor<2x4x8x8xf32>
+//       CHECK:   tec.matmul %{{.+}}, %{{.+}} : (tensor<2x2x16x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x16x4xf32>
+//   CHECK-NOT:   tec.expand
+func.func @repeated_kv_heads(%q: tensor<2x4x8x4xf32>, %k: tensor<2x2x1x8x4xf32>, %v: tensor<2x2x1x8x4xf32>) -> tensor<2x4x8x4xf32> {
+  %0 = tec.expand %k : tensor<2x2x1x8x4xf32> -> tensor<2x2x2x8x4xf32>
+  %1 = tec.reshape %0 : tensor<2x2x2x8x4xf32> -> tensor<2x4x8x4xf32>
+  %2 = tec.transpose %1 {perm = array<i64: 0, 1, 3, 2>} : tensor<2x4x8x4xf32> -> tensor<2x4x4x8xf32>
+  %3 = tec.matmul %q, %2 : (tensor<2x4x8x4xf32>, tensor<2x4x4x8xf32>) -> tensor<2x4x8x8xf32>
+  %4 = tec.expand %v : tensor<2x2x1x8x4xf32> -> tensor<2x2x2x8x4xf32>
+  %5 = tec.reshape %4 : tensor<2x2x2x8x4xf32> -> tensor<2x4x8x4xf32>
+  %6 = tec.matmul %3, %5 : (tensor<2x4x8x8xf32>, tensor<2x4x8x4xf32>) -> tensor<2x4x8x4xf32>
+  return %6 : tensor<2x4x8x4xf32>
+}
+
+// -----
+
+// A repeat that the matmul's other operand does not line up with (its batch broadcasts) is left alone.
+// CHECK-LABEL: func @repeat_not_lined_up
+//       CHECK:   tec.expand
+//       CHECK:   tec.matmul %arg0, %{{.+}} : (tensor<1x4x8x4xf32>, tensor<2x4x4x8xf32>) -> tensor<2x4x8x8xf32>
+func.func @repeat_not_lined_up(%q: tensor<1x4x8x4xf32>, %k: tensor<2x2x1x4x8xf32>) -> tensor<2x4x8x8xf32> {
+  %0 = tec.expand %k : tensor<2x2x1x4x8xf32> -> tensor<2x2x2x4x8xf32>
+  %1 = tec.reshape %0 : tensor<2x2x2x4x8xf32> -> tensor<2x4x4x8xf32>
+  %2 = tec.matmul %q, %1 : (tensor<1x4x8x4xf32>, tensor<2x4x4x8xf32>) -> tensor<2x4x8x8xf32>
+  return %2 : tensor<2x4x8x8xf32>
+}
