@@ -283,12 +283,11 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
       auto buffer = newBuffer(arg, name.str(), plan::STATE, forward);
       if (!buffer)
         return buffer.takeError();
-      // The initial value, every element the same, goes into the data section.
+      // The initial value, every element the same, is described, not stored: a plan holds its params once.
       auto type = llvm::cast<RankedTensorType>(arg.getType());
       if (!type.getElementType().isF32())
         return fail(forward, "state '" + name.str() + "' is not f32");
-      std::vector<float> values(type.getNumElements(), static_cast<float>(init.getValueAsDouble()));
-      variant.mutable_buffers(*buffer)->set_init_offset(data.addCopy(values.data(), values.size() * sizeof(float)));
+      variant.mutable_buffers(*buffer)->set_init_fill(static_cast<float>(init.getValueAsDouble()));
       continue;
     }
     bool isParam = inputs.argDataOffsets[i] >= 0;

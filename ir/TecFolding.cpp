@@ -465,4 +465,33 @@ OpFoldResult CumSumOp::fold(FoldAdaptor adaptor) {
   return write(getType(), bytes, false);
 }
 
+namespace {
+
+struct ScalarSplatOperand : RewritePattern {
+  ScalarSplatOperand(StringRef opName, MLIRContext *context) : RewritePattern(opName, 1, context) {}
+  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rewriter) const override {
+    auto shapeOf = [](Value v) { return llvm::cast<RankedTensorType>(v.getType()).getShape(); };
+    for (unsigned i = 0; i < 2; ++i) {
+      Value operand = op->getOperand(i);
+      auto constant = operand.getDefiningOp<ConstantOp>();
+      auto splat = constant ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+      if (!splat || !splat.isSplat() || shapeOf(operand).empty() ||
+          shapeOf(op->getOperand(1 - i)) != shapeOf(op->getResult(0)))
+        continue;
+      auto scalarType = RankedTensorType::get({}, splat.getElementType());
+      Value scalar = rewriter.create<ConstantOp>(constant.getLoc(), scalarType,
+                                                 DenseElementsAttr::get(scalarType, splat.getSplatValue<Attribute>()));
+      rewriter.modifyOpInPlace(op, [&] { op->setOperand(i, scalar); });
+      return success();
+    }
+    return rewriter.notifyMatchFailure(op, "no full-size splat operand");
+  }
+};
+
+} // namespace
+
+void addScalarSplatOperandPattern(RewritePatternSet &patterns, MLIRContext *context, StringRef opName) {
+  patterns.add<ScalarSplatOperand>(opName, context);
+}
+
 } // namespace tec

@@ -53,10 +53,16 @@ class Tec_BinaryOp<string mnemonic, string onnxName, Type operandType,
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasFolder = 1;
+  // A splat constant operand of the result's full shape becomes a 0-D one (broadcast): gradients of
+  // means and losses write such splats, and stored at full size they would bloat plans.
+  let hasCanonicalizer = 1;
   let extraClassDefinition = [{
     ::llvm::LogicalResult $cppClass::verify() { return verifyElementwiseBinary(*this); }
     ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor adaptor) {
       return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs());
+    }
+    void $cppClass::getCanonicalizationPatterns(::mlir::RewritePatternSet &results, ::mlir::MLIRContext *context) {
+      addScalarSplatOperandPattern(results, context, getOperationName());
     }
   }];
 }

@@ -791,9 +791,15 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
     pointers[i] = const_cast<char *>(inData ? data + root.offset() : arena.get() + root.offset());
   }
   // State starts from its initial value in the plan and then carries over from run to run.
-  for (int i = 0; i < v.buffers_size(); ++i)
-    if (v.buffers(i).role() == plan::STATE && v.buffers(i).alias_of() < 0 && v.buffers(i).bytes())
-      std::memcpy(pointers[i], data + v.buffers(i).init_offset(), v.buffers(i).bytes());
+  for (int i = 0; i < v.buffers_size(); ++i) {
+    const auto &b = v.buffers(i);
+    if (b.role() != plan::STATE || b.alias_of() >= 0 || !b.bytes())
+      continue;
+    if (b.has_init_fill())
+      std::fill_n(static_cast<float *>(pointers[i]), b.bytes() / sizeof(float), b.init_fill());
+    else
+      std::memcpy(pointers[i], data + b.init_offset(), b.bytes());
+  }
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
     auto it = stepCompilers<CpuBackend>().find(step.kernel());

@@ -283,7 +283,10 @@ Status validatePlan(const plan::Plan &plan, int64_t dataBytes) {
       if (root.offset() < 0 || b.bytes() > root.bytes() || root.offset() > limit - root.bytes())
         return Status::error(where + ": buffer '" + b.name() + "' lies outside the " +
                              (inData ? "data section" : "arena"));
-      if (b.role() == plan::STATE && (b.init_offset() < 0 || b.init_offset() > dataBytes - b.bytes()))
+      if (b.role() == plan::STATE && b.has_init_fill() && b.dtype() != plan::F32)
+        return Status::error(where + ": state '" + b.name() + "' starts as a fill but is not f32");
+      if (b.role() == plan::STATE && !b.has_init_fill() &&
+          (b.init_offset() < 0 || b.init_offset() > dataBytes - b.bytes()))
         return Status::error(where + ": state '" + b.name() + "' has its initial value outside the data section");
     }
     for (const auto &s : v.steps())

@@ -15,7 +15,7 @@
 
 namespace tec {
 
-inline constexpr uint32_t kPlanFormatVersion = 1;
+inline constexpr uint32_t kPlanFormatVersion = 2; // 2: state may start as a described fill (Buffer.init_fill)
 inline constexpr int64_t kPlanAlignment = 64;
 
 /// The data section being assembled: chunks are referenced, not copied, until the file is written.

@@ -1537,13 +1537,20 @@ Status CudaBackend::prepare(const plan::Variant &v, const char *data) {
   // prepare returns (the plan's data is pageable and mapped).
   if (cudaError_t e = cudaMemcpyAsync(arena + dataBase, data, dataEnd, cudaMemcpyHostToDevice, stream); e != cudaSuccess)
     return Status::error("cannot upload the params: " + cudaText(e));
-  // State starts from its initial value in the plan and then carries over from run to run.
-  for (int i = 0; i < v.buffers_size(); ++i)
-    if (v.buffers(i).role() == plan::STATE && v.buffers(i).alias_of() < 0)
-      if (cudaError_t e = cudaMemcpyAsync(arena + slots[i].offset, data + v.buffers(i).init_offset(),
-                                          v.buffers(i).bytes(), cudaMemcpyHostToDevice, stream);
-          e != cudaSuccess)
-        return Status::error("cannot upload the state: " + cudaText(e));
+  // State starts from its initial value in the plan (stored, or a fill made here) and then carries over
+  // from run to run. The fills stay alive until the stream synchronizes below.
+  std::vector<std::vector<float>> fills;
+  for (int i = 0; i < v.buffers_size(); ++i) {
+    const auto &b = v.buffers(i);
+    if (b.role() != plan::STATE || b.alias_of() >= 0)
+      continue;
+    const char *source = data + b.init_offset();
+    if (b.has_init_fill())
+      source = reinterpret_cast<const char *>(fills.emplace_back(b.bytes() / sizeof(float), b.init_fill()).data());
+    if (cudaError_t e = cudaMemcpyAsync(arena + slots[i].offset, source, b.bytes(), cudaMemcpyHostToDevice, stream);
+        e != cudaSuccess)
+      return Status::error("cannot upload the state: " + cudaText(e));
+  }
   if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
     return Status::error("cannot upload the params and state: " + cudaText(e));
   auto rootOf = [&](int b) { return v.buffers(b).alias_of() >= 0 ? v.buffers(b).alias_of() : b; };
@@ -1782,12 +1789,19 @@ Result<std::string> CudaBackend::programSource(const plan::Variant &v, const std
   };
   tensorList("kInputs", v.inputs(), v.input_names());
   tensorList("kOutputs", v.outputs(), v.output_names());
-  o << "// State (FP8 scales and histories, trained params): arena offset, offset in the data section, bytes.\n"
+  o << "// State stored in the plan (trained params): arena offset, offset in the data section, bytes.\n"
     << "static const int64_t kState[][3] = {\n";
   for (int i = 0; i < v.buffers_size(); ++i)
-    if (v.buffers(i).role() == plan::STATE && v.buffers(i).alias_of() < 0)
+    if (v.buffers(i).role() == plan::STATE && v.buffers(i).alias_of() < 0 && !v.buffers(i).has_init_fill())
       o << "    {" << b.slots[i].offset << ", " << v.buffers(i).init_offset() << ", " << v.buffers(i).bytes() << "},\n";
   o << "    {-1, 0, 0}};\n"
+    << "// State that starts as one value (FP8 scales and histories, optimizer moments): arena offset, floats.\n"
+    << "static const struct { int64_t offset, count; float value; } kFilledState[] = {\n";
+  for (int i = 0; i < v.buffers_size(); ++i)
+    if (v.buffers(i).role() == plan::STATE && v.buffers(i).alias_of() < 0 && v.buffers(i).has_init_fill())
+      o << "    {" << b.slots[i].offset << ", " << v.buffers(i).bytes() / 4 << ", " << std::hexfloat
+        << v.buffers(i).init_fill() << std::defaultfloat << "f},\n"; // hex: the exact value
+  o << "    {-1, 0, 0.0f}};\n"
     << "static const char *kErrors[] = {";
   for (const auto &m : b.errorMessages)
     o << q(m) << ", ";
@@ -1805,6 +1819,10 @@ Result<std::string> CudaBackend::programSource(const plan::Variant &v, const std
     << "  CHECK_CUDA(cudaMemcpy(P(" << b.dataBase << "), data, " << b.dataEnd << ", cudaMemcpyHostToDevice));\n"
     << "  for (auto *s = kState; (*s)[0] >= 0; ++s)\n"
     << "    CHECK_CUDA(cudaMemcpy(P((*s)[0]), data + (*s)[1], (*s)[2], cudaMemcpyHostToDevice));\n"
+    << "  for (auto *s = kFilledState; s->offset >= 0; ++s) {\n"
+    << "    std::vector<float> fill(s->count, s->value);\n"
+    << "    CHECK_CUDA(cudaMemcpy(P(s->offset), fill.data(), fill.size() * sizeof(float), cudaMemcpyHostToDevice));\n"
+    << "  }\n"
     << "  int argument = 2;\n"
     << "  for (auto *t = kInputs; t->name; ++t) {\n"
     << "    std::vector<char> bytes(t->bytes);\n"

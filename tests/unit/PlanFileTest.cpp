@@ -146,7 +146,7 @@ TEST(PlanFile, OtherFormatVersionIsRefused) {
   std::string bytes = readAll(path);
   bytes[8] = 7; // the version field follows the 8-byte magic
   writeAll(path, bytes);
-  EXPECT_EQ(openError(path), path + ": not a usable tec plan: format version 7, but this tec reads version 1; "
+  EXPECT_EQ(openError(path), path + ": not a usable tec plan: format version 7, but this tec reads version 2; "
                                     "recompile the model with this tec");
 }
 

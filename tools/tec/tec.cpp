@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -1192,7 +1193,13 @@ int calibrate() {
       }
     }
     for (int b : states) {
-      const auto &buffer = v.buffers(b);
+      auto &buffer = *v.mutable_buffers(b);
+      if (buffer.has_init_fill()) { // calibrated values are stored: a fill no longer describes them
+        buffer.clear_init_fill();
+        const size_t at = (data.size() + 63) / 64 * 64;
+        data.resize(at + buffer.bytes());
+        buffer.set_init_offset(static_cast<int64_t>(at));
+      }
       if (tec::Status st = (*session)->readBuffer(b, data.data() + buffer.init_offset()); !st.ok()) {
         llvm::errs() << "error: " << st.message() << "\n";
         return kExitInternal;
@@ -1294,6 +1301,8 @@ int inspect() {
                           bytesString(b.bytes()));
       if (b.alias_of() >= 0)
         os << "  view of %" << b.alias_of();
+      if (b.has_init_fill())
+        os << "  starts as " << llvm::format("%g", b.init_fill());
       os << "  " << b.name() << "\n";
     }
   }

@@ -89,3 +89,20 @@ func.func @cumsum_of_constants() -> (tensor<2x4xi64>, tensor<3xf32>) {
   %r = tec.cumsum %v {axis = 0 : i64, exclusive = true, reverse = true} : tensor<3xf32>
   return %ids, %r : tensor<2x4xi64>, tensor<3xf32>
 }
+
+// -----
+
+// A splat of the result's full shape beside an operand of that shape becomes a 0-D constant (the MSE
+// gradient's 2/N at [8192, 1024] would otherwise be stored as 32 MiB); a splat that sets the result's shape stays.
+// CHECK-LABEL: func @full_size_splat_operand
+//   CHECK-DAG:   %[[S:.+]] = tec.constant dense<2.500000e-01> : tensor<f32>
+//   CHECK-DAG:   %[[ONE:.+]] = tec.constant dense<1.000000e+00> : tensor<64x32xf32>
+//       CHECK:   tec.mul %[[S]], %arg0 : (tensor<f32>, tensor<64x32xf32>) -> tensor<64x32xf32>
+//       CHECK:   tec.add %[[ONE]], %arg1
+func.func @full_size_splat_operand(%x: tensor<64x32xf32>, %b: tensor<32xf32>) -> (tensor<64x32xf32>, tensor<64x32xf32>) {
+  %s = tec.constant dense<0.25> : tensor<64x32xf32>
+  %0 = tec.mul %s, %x : (tensor<64x32xf32>, tensor<64x32xf32>) -> tensor<64x32xf32>
+  %one = tec.constant dense<1.0> : tensor<64x32xf32>
+  %1 = tec.add %one, %b : (tensor<64x32xf32>, tensor<32xf32>) -> tensor<64x32xf32>
+  return %0, %1 : tensor<64x32xf32>, tensor<64x32xf32>
+}
