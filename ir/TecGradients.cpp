@@ -315,6 +315,18 @@ LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVe
   return success();
 }
 
+LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  if (dys[1])
+    return emitOpError("expected no gradient into logsumexp");
+  auto grad = b.create<AttentionGradOp>(getLoc(), TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
+                                        dys[0], getQuery(), getKey(), getValue(), getResult(), getLogsumexp(),
+                                        getMask(), getScaleAttr(), getCausalAttr());
+  llvm::append_range(grads, grad.getResults());
+  if (getMask())
+    grads.push_back(Value()); // tec-recognize-attention keeps masks that depend on params decomposed
+  return success();
+}
+
 /// The normalized dims (axis..rank-1) and the leading ones of a LayerNorm or RMSNorm input.
 static void splitDims(int64_t rank, int64_t axis, SmallVectorImpl<int64_t> &leading, SmallVectorImpl<int64_t> &normalized) {
   for (int64_t d = 0; d < rank; ++d)

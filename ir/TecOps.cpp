@@ -358,6 +358,64 @@ LogicalResult RmsNormOp::verify() {
                              {getScale()}, getEpsilon().convertToFloat());
 }
 
+/// tec.attention's and tec.attention_grad's operands: [B, H, Tq, D] queries, [B, Hk, Tk, D] keys and
+/// [B, Hk, Tk, Dv] values of one float type, H a multiple of Hk, a mask broadcasting to [B, H, Tq, Tk];
+/// `output` [B, H, Tq, Dv] and `logsumexp` [B, H, Tq].
+static LogicalResult verifyAttention(Operation *op, RankedTensorType q, RankedTensorType k, RankedTensorType v,
+                                     Value mask, RankedTensorType output, RankedTensorType logsumexp) {
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
+    return op->emitOpError("expected 4-D query, key and value [B, H, T, D], got ranks ")
+           << q.getRank() << ", " << k.getRank() << " and " << v.getRank();
+  if (k.getElementType() != q.getElementType() || v.getElementType() != q.getElementType() ||
+      output.getElementType() != q.getElementType())
+    return op->emitOpError("expected query, key, value and result of one element type");
+  auto qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  if (ks[0] != qs[0] || vs[0] != qs[0] || vs[1] != ks[1] || ks[3] != qs[3] || vs[2] != ks[2])
+    return op->emitOpError("expected key [") << qs[0] << ", Hk, Tk, " << qs[3] << "] and value [" << qs[0]
+                                             << ", Hk, Tk, Dv] for query " << shape::str(qs) << ", got "
+                                             << shape::str(ks) << " and " << shape::str(vs);
+  if (ks[1] <= 0 || qs[1] % ks[1] != 0)
+    return op->emitOpError("expected the query heads (") << qs[1] << ") to be a multiple of the key heads ("
+                                                         << ks[1] << ")";
+  const int64_t expected[] = {qs[0], qs[1], qs[2], vs[3]};
+  if (output.getShape() != ArrayRef<int64_t>(expected))
+    return op->emitOpError("expected result shape ") << shape::str(expected) << ", got "
+                                                      << shape::str(output.getShape());
+  if (logsumexp.getShape() != ArrayRef<int64_t>(expected).drop_back())
+    return op->emitOpError("expected logsumexp shape ") << shape::str(ArrayRef<int64_t>(expected).drop_back())
+                                                         << ", got " << shape::str(logsumexp.getShape());
+  if (!mask)
+    return success();
+  auto m = llvm::cast<RankedTensorType>(mask.getType());
+  if (!m.getElementType().isInteger(1) && m.getElementType() != q.getElementType())
+    return op->emitOpError("expected a boolean mask or one of the query's element type, got ") << m.getElementType();
+  const int64_t scores[] = {qs[0], qs[1], qs[2], ks[2]};
+  bool fits = m.getRank() == 4;
+  for (int64_t d = 0; fits && d < 4; ++d)
+    fits = m.getDimSize(d) == 1 || m.getDimSize(d) == scores[d];
+  if (!fits)
+    return op->emitOpError("expected a 4-D mask broadcasting to the scores ")
+           << shape::str(scores) << ", got " << shape::str(m.getShape());
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(*this, getQuery().getType(), getKey().getType(), getValue().getType(), getMask(),
+                         getResult().getType(), getLogsumexp().getType());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttention(*this, getQuery().getType(), getKey().getType(), getValue().getType(), getMask(),
+                             getResult().getType(), getLogsumexp().getType())))
+    return failure();
+  if (getGrad().getType() != getResult().getType())
+    return emitOpError("expected grad of the result's type ") << getResult().getType() << ", got " << getGrad().getType();
+  if (getQueryGrad().getType() != getQuery().getType() || getKeyGrad().getType() != getKey().getType() ||
+      getValueGrad().getType() != getValue().getType())
+    return emitOpError("expected gradients of the query's, key's and value's types");
+  return success();
+}
+
 LogicalResult MatMulOp::verify() {
   if (failed(verifyBinaryElementTypes(*this)))
     return failure();

@@ -343,6 +343,59 @@ def Tec_RmsNormOp : Tec_Op<"rms_norm", [Pure, DeclareOpInterfaceMethods<Tec_Diff
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Tec_AttentionOp : Tec_Op<"attention", [Pure, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
+  let summary = "scaled dot-product attention: softmax(scale * Q K^T + mask) V";
+  let description = [{
+    `query` [B, H, Tq, D], `key` [B, Hk, Tk, D], `value` [B, Hk, Tk, Dv] give `result` [B, H, Tq, Dv]:
+    for each query row, `softmax_j(scale * q . k_j + mask[.., i, j]) v_j`. H is a multiple of Hk: query
+    head h reads K/V head h / (H / Hk) (grouped-query and multi-query attention, with no copy of K and
+    V per head). The optional `mask` broadcasts to [B, H, Tq, Tk]: a float mask is added to the scores,
+    a boolean one hides the keys where it is false. With `causal`, key j is hidden from query i when
+    j > i (PyTorch's `is_causal`). A row with every key hidden is NaN, as the decomposed softmax gives.
+
+    Recognized by tec-recognize-attention from the decomposed forms exporters write. The kernels never
+    hold the [Tq, Tk] scores: they walk the keys in blocks with an online softmax (FlashAttention), and
+    yield the f32 `logsumexp` [B, H, Tq] of each row, from which the backward pass recomputes the
+    probabilities.
+
+    Example:
+    ```mlir
+    %o, %lse = tec.attention %q, %k, %v {scale = 0.125 : f32, causal = true}
+        : (tensor<2x8x128x64xf32>, tensor<2x2x128x64xf32>, tensor<2x2x128x64xf32>)
+        -> (tensor<2x8x128x64xf32>, tensor<2x8x128xf32>)
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$query, Tec_FloatTensor:$key, Tec_FloatTensor:$value,
+                   Optional<StaticShapeTensorOf<[F32, F16, BF16, I1]>>:$mask, F32Attr:$scale,
+                   DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Tec_FloatTensor:$result, StaticShapeTensorOf<[F32]>:$logsumexp);
+  let assemblyFormat = "$query `,` $key `,` $value (`,` $mask^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_AttentionGradOp : Tec_Op<"attention_grad", [Pure]> {
+  let summary = "the gradients of tec.attention with respect to query, key and value";
+  let description = [{
+    FlashAttention-2's backward: from `grad` (dL/d result) and the forward's operands, `result` and
+    `logsumexp`, the probabilities are recomputed a block at a time; `delta_i = grad_i . result_i`,
+    `ds = p * (grad . v_j - delta_i)`, `dq = scale * ds K`, `dk = scale * ds^T Q`, `dv = p^T grad`,
+    each K/V head's gradients summed over the query heads sharing it. Same attributes as tec.attention.
+  }];
+  let arguments = (ins Tec_FloatTensor:$grad, Tec_FloatTensor:$query, Tec_FloatTensor:$key, Tec_FloatTensor:$value,
+                   Tec_FloatTensor:$result, StaticShapeTensorOf<[F32]>:$logsumexp,
+                   Optional<StaticShapeTensorOf<[F32, F16, BF16, I1]>>:$mask, F32Attr:$scale,
+                   DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Tec_FloatTensor:$query_grad, Tec_FloatTensor:$key_grad, Tec_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $grad `,` $query `,` $key `,` $value `,` $result `,` $logsumexp (`,` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 class Tec_ReduceOp<string mnemonic, string onnxName,
                    list<Trait> traits = [DeclareOpInterfaceMethods<Tec_Differentiable>]>
     : Tec_Op<mnemonic, !listconcat([Pure], traits)> {

@@ -16,6 +16,28 @@ def TecSimplifyShapes : Pass<"tec-simplify-shapes", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tec::TecDialect"];
 }
 
+def TecRecognizeAttention : Pass<"tec-recognize-attention", "mlir::func::FuncOp"> {
+  let summary = "Turn Softmax(scale * Q K^T + mask) V, as exporters write it, into tec.attention";
+  let description = [{
+    Exporters write attention as MatMul, a scale, masks, Softmax and MatMul, which materializes the
+    [Tq, Tk] scores of every head (and in training keeps them for the backward pass). tec.attention
+    computes the same in blocks with an online softmax and saves only O(Tq) per head.
+
+    Matched: a MatMul whose left operand is a Softmax over the last dim, read by nothing else, of
+    Q·K^T under any chain of Mul/Div by constants (also on Q and K^T, as exporters of
+    scaled_dot_product_attention write sqrt(scale) on each), Adds of float masks and a Where that
+    hides keys with a fill at or below -1e4 (HF's `torch.where(causal, w, finfo.min)`,
+    `masked_fill(-1e9)`; only a row with every key hidden then differs: NaN, as in PyTorch's SDPA). Q, K^T, V
+    of rank 2 to 5 ([B*H, T, D] from nn.MultiheadAttention, [B, H, T, D] from HF) become [B, H, T, D];
+    K^T's transpose folds into K's; HF's repeat_kv on K and V becomes grouped-query heads. A constant
+    mask that is exactly the causal rule (key j for query i iff j <= i, boolean or 0 / <= -1e4)
+    becomes `causal`, so no [Tq, Tk] mask is stored. Left decomposed: a softmax or an intermediate
+    read elsewhere (e.g. returned attention weights), more than one non-causal mask, and a mask
+    computed from a trained parameter (a learned position bias needs its gradient).
+  }];
+  let dependentDialects = ["::tec::TecDialect"];
+}
+
 def TecRecognizePatterns : Pass<"tec-recognize-patterns", "mlir::func::FuncOp"> {
   let summary = "Turn the decomposed GELU, LayerNorm, RMSNorm, SiLU and SwiGLU forms exporters emit into single ops, and share repeated K/V heads";
   let description = [{

@@ -10,7 +10,7 @@ namespace tec {
 
 const std::vector<std::string> &pipelinePassNames() {
   static const std::vector<std::string> names = {"tec-simplify-shapes",  "canonicalize",   "cse",
-                                                 "tec-recognize-patterns", "tec-fuse-linear", "tec-insert-fp8",
+                                                 "tec-recognize-attention", "tec-recognize-patterns", "tec-fuse-linear", "tec-insert-fp8",
                                                  "tec-lower-for-target"};
   return names;
 }
@@ -23,6 +23,8 @@ void buildInferencePipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   if (enabled("cse"))
     pm.addNestedPass<func::FuncOp>(createCSEPass());
+  if (enabled("tec-recognize-attention"))
+    pm.addNestedPass<func::FuncOp>(createTecRecognizeAttention());
   if (enabled("tec-recognize-patterns"))
     pm.addNestedPass<func::FuncOp>(createTecRecognizePatterns());
   if (enabled("tec-fuse-linear"))

@@ -398,15 +398,6 @@ struct RecognizeRmsNorm : OpRewritePattern<MulOp> {
   }
 };
 
-/// A permutation that swaps the last two dims and keeps the others (K^T in attention).
-bool swapsLastTwo(ArrayRef<int64_t> perm) {
-  const int64_t rank = perm.size();
-  for (int64_t d = 0; d < rank; ++d)
-    if (perm[d] != (d < rank - 2 ? d : (d == rank - 2 ? rank - 1 : rank - 2)))
-      return false;
-  return rank >= 2;
-}
-
 /// Grouped-query attention repeats each K/V head for the query heads that share it (HF's repeat_kv:
 /// Unsqueeze, Expand to [..., G, r, A, B], Reshape to [..., G*r, A, B]). x [..., G*r, M, K] times that
 /// repeat of u is x seen as [..., G, r*M, K] times u itself, so the r copies of every K and V head are
@@ -421,25 +412,18 @@ struct ShareRepeatedHeads : OpRewritePattern<MatMulOp> {
       return rewriter.notifyMatchFailure(mm, "a transpose other than K^T");
     if (transpose)
       rhs = transpose.getInput();
-    auto reshape = rhs.getDefiningOp<ReshapeOp>();
-    auto expand = reshape && absorbable(rhs) ? reshape.getInput().getDefiningOp<ExpandOp>() : nullptr;
-    if (!expand || !absorbable(reshape.getInput()))
+    auto repeat = matchRepeatedHeads(rhs);
+    if (!repeat)
       return rewriter.notifyMatchFailure(mm, "the right operand is not a repeat of heads");
-    Value u = expand.getInput();
-    auto ut = llvm::cast<RankedTensorType>(u.getType()), et = llvm::cast<RankedTensorType>(expand.getType());
-    auto rt = llvm::cast<RankedTensorType>(rhs.getType()), xt = llvm::cast<RankedTensorType>(mm.getLhs().getType());
-    auto ot = llvm::cast<RankedTensorType>(mm.getType());
+    Value u = repeat->source;
+    auto ut = llvm::cast<RankedTensorType>(u.getType()), rt = llvm::cast<RankedTensorType>(rhs.getType());
+    auto xt = llvm::cast<RankedTensorType>(mm.getLhs().getType()), ot = llvm::cast<RankedTensorType>(mm.getType());
     const int64_t rank = rt.getRank(), g = rank - 3; // u: [prefix, G, 1, A, B]; the repeat: [prefix, G*r, A, B]
-    if (rank < 3 || ut.getRank() != rank + 1 || xt.getRank() != rank || ot.getRank() != rank || ut.getDimSize(g + 1) != 1)
-      return rewriter.notifyMatchFailure(mm, "not [..., G, 1, A, B] repeated into [..., G*r, A, B]");
-    const int64_t groups = ut.getDimSize(g), repeats = et.getDimSize(g + 1);
-    shape::Dims repeated(ut.getShape()), merged(ut.getShape().take_front(g));
-    repeated[g + 1] = repeats;
-    merged.push_back(groups * repeats);
-    llvm::append_range(merged, ut.getShape().take_back(2));
-    if (et.getShape() != ArrayRef<int64_t>(repeated) || rt.getShape() != ArrayRef<int64_t>(merged) ||
-        xt.getShape().take_front(g + 1) != rt.getShape().take_front(g + 1))
-      return rewriter.notifyMatchFailure(mm, "the repeat or the other operand's heads do not line up");
+    const int64_t groups = repeat->groups, repeats = repeat->repeats;
+    if (xt.getRank() != rank || ot.getRank() != rank || xt.getShape().take_front(g + 1) != rt.getShape().take_front(g + 1))
+      return rewriter.notifyMatchFailure(mm, "the other operand's heads do not line up with the repeat");
+    ExpandOp expand = repeat->expand;
+    ReshapeOp reshape = repeat->reshape;
     SmallVector<Location> locs{expand.getLoc(), reshape.getLoc(), mm.getLoc()};
     if (transpose)
       locs.push_back(transpose.getLoc());

@@ -102,6 +102,7 @@ private:
   Status cast(const plan::Step &s);
   Status softmax(const plan::Step &s);
   Status layerNorm(const plan::Step &s);
+  Status attention(const plan::Step &s);
   Status reduce(const plan::Step &s);
   Status matmul(const plan::Step &s);
   Status gemm(const plan::Step &s);
@@ -368,6 +369,31 @@ Status CpuBackend::layerNorm(const plan::Step &s) {
   float *rstd = floatOut(s.outputs(rms ? 1 : 2));
   emit([=] {
     k::layerNorm(x, g, b, y, mean, rstd, rows, cols, eps, !rms);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+/// attention and attention_grad; a boolean mask is read as bytes, a float one widened like any input.
+Status CpuBackend::attention(const plan::Step &s) {
+  auto step = readAttentionStep(s, [&](int i) { return shape(i); }, [&](int i) { return dtype(i); });
+  if (!step.ok())
+    return Status::error("step '" + s.kernel() + "' (from " + s.source() + "): " + step.error().message());
+  const AttentionStep a = *step;
+  const void *mask = a.mask < 0 ? nullptr : dtype(a.mask) == plan::BOOL ? ptr(a.mask) : floatIn(a.mask);
+  float *q = floatIn(a.q), *k = floatIn(a.k), *v = floatIn(a.v), *lse = ptr<float>(a.lse);
+  if (!a.grad) {
+    float *out = floatOut(a.out);
+    emit([=] {
+      k::attention(a.shape, q, k, v, mask, out, lse);
+      return Status::success();
+    });
+    return Status::success();
+  }
+  float *dout = floatIn(a.dout), *out = floatIn(a.out);
+  float *dq = floatOut(a.dq), *dk = floatOut(a.dk), *dv = floatOut(a.dv);
+  emit([=] {
+    k::attentionGrad(a.shape, dout, q, k, v, out, lse, mask, dq, dk, dv);
     return Status::success();
   });
   return Status::success();

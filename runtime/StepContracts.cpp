@@ -34,6 +34,7 @@ public:
         {"loss_scale_update", &Contract::scalars<3, 2>}, {"one_hot", &Contract::oneHot},
         {"all_finite", &Contract::allFinite}, {"cast", &Contract::cast}, {"softmax", &Contract::alongAxis},
         {"log_softmax", &Contract::alongAxis}, {"layer_norm", &Contract::layerNorm}, {"rms_norm", &Contract::layerNorm},
+        {"attention", &Contract::attention}, {"attention_grad", &Contract::attention},
         {"reduce_mean", &Contract::reduce}, {"reduce_sum", &Contract::reduce},
         {"reduce_max", &Contract::reduce}, {"reduce_min", &Contract::reduce}, {"reduce_prod", &Contract::reduce}, {"matmul", &Contract::matmul},
         {"gemm", &Contract::gemm}, {"linear", &Contract::linear}, {"transpose", &Contract::transpose},
@@ -210,6 +211,10 @@ private:
         !statsFit)
       return "scale, bias or statistics do not fit the normalized shape";
     return "";
+  }
+  std::string attention() {
+    auto step = steps::readAttentionStep(s, [&](int i) { return shape(i); }, [&](int i) { return dtype(i); });
+    return step.ok() ? "" : step.error().message();
   }
   std::string reduce() {
     if (auto e = arity(1, 1, 1, 1); !e.empty())

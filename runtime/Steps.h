@@ -6,6 +6,7 @@
 #include "runtime/plan.pb.h"
 
 #include "kernels/common/Activations.h"
+#include "kernels/common/Attention.h"
 #include "kernels/common/Fp8.h"
 #include "kernels/common/Ops.h"
 #include "kernels/common/Window.h"
@@ -177,6 +178,7 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"all_finite", &B::allFinite}, {"loss_scale_update", &B::lossScaleUpdate},
       {"cast", &B::cast},          {"softmax", &B::softmax},
       {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm}, {"rms_norm", &B::layerNorm},
+      {"attention", &B::attention}, {"attention_grad", &B::attention},
       {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},
       {"reduce_max", &B::reduce},  {"reduce_min", &B::reduce},
       {"reduce_prod", &B::reduce},
@@ -311,6 +313,76 @@ inline Result<WindowStep> readWindowStep(const plan::Step &s,
   w.padTop = pads[0], w.padLeft = pads[1], w.padBottom = pads[2], w.padRight = pads[3];
   w.dilationH = dilations[0], w.dilationW = dilations[1];
   w.groups = pool ? 1 : attrI(s, "group", 1);
+  return r;
+}
+
+/// A tec.attention step (q, k, v, mask? -> out, lse) or tec.attention_grad (dout, q, k, v, out, lse, mask?
+/// -> dq, dk, dv): buffer indices (-1 when absent) and the geometry, every shape checked against it, so
+/// the plan contracts and both backends read one definition. Errors say what is wrong, not which step.
+struct AttentionStep {
+  kernels::AttentionShape shape;
+  bool grad = false;
+  int q = -1, k = -1, v = -1, mask = -1, out = -1, lse = -1, dout = -1, dq = -1, dk = -1, dv = -1;
+};
+inline Result<AttentionStep> readAttentionStep(const plan::Step &s,
+                                               const std::function<std::vector<int64_t>(int)> &shapeOf,
+                                               const std::function<plan::DType(int)> &dtypeOf) {
+  AttentionStep r;
+  r.grad = s.kernel() == "attention_grad";
+  auto bad = [](const std::string &why) { return Status::error(why); }; // the caller names the step
+  const int inputs = r.grad ? 6 : 3;
+  if (s.inputs_size() < inputs || s.inputs_size() > inputs + 1 || s.outputs_size() != (r.grad ? 3 : 2))
+    return bad("has the wrong number of operands");
+  int at = 0;
+  if (r.grad)
+    r.dout = s.inputs(at++);
+  r.q = s.inputs(at++), r.k = s.inputs(at++), r.v = s.inputs(at++);
+  if (r.grad)
+    r.out = s.inputs(at++), r.lse = s.inputs(at++);
+  r.mask = at < s.inputs_size() ? s.inputs(at) : -1;
+  if (r.grad)
+    r.dq = s.outputs(0), r.dk = s.outputs(1), r.dv = s.outputs(2);
+  else
+    r.out = s.outputs(0), r.lse = s.outputs(1);
+  auto q = shapeOf(r.q), k = shapeOf(r.k), v = shapeOf(r.v), o = shapeOf(r.out), lse = shapeOf(r.lse);
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4)
+    return bad("expected 4-D query, key and value");
+  kernels::AttentionShape &a = r.shape;
+  a.batch = q[0], a.heads = q[1], a.queries = q[2], a.headDim = q[3];
+  a.kvHeads = k[1], a.keys = k[2], a.valueDim = v[3];
+  if (k[0] != a.batch || v[0] != a.batch || v[1] != a.kvHeads || v[2] != a.keys || k[3] != a.headDim ||
+      a.kvHeads <= 0 || a.heads % a.kvHeads != 0)
+    return bad("key and value do not fit the query's batch, heads and head size");
+  if (o != std::vector<int64_t>{a.batch, a.heads, a.queries, a.valueDim} ||
+      lse != std::vector<int64_t>{a.batch, a.heads, a.queries})
+    return bad("the output or logsumexp does not fit the query and value");
+  if (r.grad && (shapeOf(r.dout) != o || shapeOf(r.dq) != q || shapeOf(r.dk) != k || shapeOf(r.dv) != v))
+    return bad("a gradient does not fit its operand");
+  const plan::DType type = dtypeOf(r.q);
+  for (int b : {r.k, r.v, r.out, r.dout, r.dq, r.dk, r.dv})
+    if (b >= 0 && dtypeOf(b) != type)
+      return bad("expected one float type for query, key, value, output and gradients");
+  if (!isFloat(type) || dtypeOf(r.lse) != plan::F32)
+    return bad("expected float operands and an f32 logsumexp");
+  a.scale = static_cast<float>(attrF(s, "scale", 1.0));
+  a.causal = attrI(s, "causal") != 0;
+  if (r.mask >= 0) {
+    auto m = shapeOf(r.mask);
+    const int64_t scores[] = {a.batch, a.heads, a.queries, a.keys};
+    if (m.size() != 4)
+      return bad("expected a 4-D mask");
+    int64_t stride = 1;
+    for (int d = 3; d >= 0; --d) {
+      if (m[d] != 1 && m[d] != scores[d])
+        return bad("the mask does not broadcast to the scores");
+      a.maskStrides[d] = m[d] == 1 ? 0 : stride;
+      stride *= m[d];
+    }
+    const plan::DType mt = dtypeOf(r.mask);
+    if (mt != plan::BOOL && mt != type)
+      return bad("expected a boolean mask or one of the query's type");
+    a.mask = mt == plan::BOOL ? kernels::AttentionMask::Boolean : kernels::AttentionMask::Additive;
+  }
   return r;
 }
 

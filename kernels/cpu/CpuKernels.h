@@ -5,6 +5,7 @@
 #define TEC_KERNELS_CPU_CPUKERNELS_H
 
 #include "kernels/common/Activations.h"
+#include "kernels/common/Attention.h"
 #include "kernels/common/Fp8.h"
 #include "kernels/common/Ops.h"
 #include "kernels/common/Window.h"
@@ -20,6 +21,8 @@ using Shape = std::vector<int64_t>;
 int64_t numElements(const Shape &shape);
 
 using kernels::ActivationGradKind;
+using kernels::AttentionMask;
+using kernels::AttentionShape;
 using kernels::BinaryKind;
 using kernels::CompareKind;
 using kernels::ElementType;
@@ -67,6 +70,16 @@ void layerNorm(const float *x, const float *scale, const float *bias, float *y, 
                int64_t rows, int64_t cols, float epsilon, bool center);
 template <typename T>
 void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<int64_t> &axes, T *y);
+
+// Attention (kernels/common/Attention.h), tiled with an online softmax: memory per thread is one block
+// of scores, never queries x keys. `mask` is null, f32 (additive) or bool, as the shape says.
+/// out and lse [batch, heads, queries] (the softmax's log-normalizer, which the backward pass reuses).
+void attention(const AttentionShape &shape, const float *q, const float *k, const float *v, const void *mask,
+               float *out, float *lse);
+/// FlashAttention-2's backward: the probabilities recomputed from lse, dq over blocks of queries, then dk
+/// and dv over blocks of keys (each written by one task: deterministic, no atomics).
+void attentionGrad(const AttentionShape &shape, const float *dout, const float *q, const float *k, const float *v,
+                   const float *out, const float *lse, const void *mask, float *dq, float *dk, float *dv);
 
 // GEMMs (row-major float).
 /// numpy matmul with 1-D promotion and batch broadcasting.

@@ -455,6 +455,167 @@ __global__ void softmaxKernel(ConstRef x, Ref y, int64_t axis, int64_t inner, bo
   }
 }
 
+/// Attention's score of key j for query row (b, h, i): scale q.k_j, masked (kernels/common/Attention.h).
+__device__ float attentionScore(const AttentionShape &a, const float *q, ConstRef k, int64_t keyRow, ConstRef mask,
+                                int64_t maskRow, int64_t j) {
+  float s = 0.0f;
+  for (int64_t d = 0; d < a.headDim; ++d)
+    s += q[d] * load(k, (keyRow + j) * a.headDim + d);
+  s *= a.scale;
+  if (a.mask == AttentionMask::Additive)
+    s = maskedScore(s, load(mask, maskRow + j * a.maskStrides[3]), true);
+  else if (a.mask == AttentionMask::Boolean)
+    s = maskedScore(s, 0.0f, static_cast<const bool *>(mask.data)[maskRow + j * a.maskStrides[3]]);
+  return s;
+}
+
+/// One block per query row: the keys a block's width at a time, with the online softmax of the CPU kernel.
+/// Shared: the query [D], the output accumulator [Dv], a tile of probabilities, the reduction scratch.
+__global__ void attentionKernel(AttentionShape a, ConstRef q, ConstRef k, ConstRef v, ConstRef mask, Ref out, float *lse) {
+  extern __shared__ float smem[];
+  float *qRow = smem, *acc = qRow + a.headDim, *tile = acc + a.valueDim, *scratch = tile + blockDim.x;
+  const int64_t row = blockIdx.x, b = row / (a.heads * a.queries), h = row / a.queries % a.heads, i = row % a.queries;
+  const int64_t keyRow = (b * a.kvHeads + a.kvHeadOf(h)) * a.keys, maskRow = a.maskRow(b, h, i);
+  for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x)
+    qRow[d] = load(q, row * a.headDim + d);
+  for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x)
+    acc[d] = 0.0f;
+  __syncthreads();
+  float m = -INFINITY, l = 0.0f;
+  const int64_t end = a.visibleKeys(i);
+  for (int64_t j0 = 0; j0 < end; j0 += blockDim.x) {
+    const int64_t j = j0 + threadIdx.x, width = min(int64_t(blockDim.x), end - j0);
+    const float s = j < end ? attentionScore(a, qRow, k, keyRow, mask, maskRow, j) : -INFINITY;
+    const float mNew = fmaxf(m, blockMax(s, scratch));
+    const float p = mNew == -INFINITY ? 0.0f : expApprox(s - mNew);
+    const float correction = mNew == -INFINITY ? 1.0f : expApprox(m - mNew);
+    l = l * correction + blockSum(p, scratch);
+    m = mNew;
+    tile[threadIdx.x] = p;
+    __syncthreads();
+    for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x) {
+      float sum = 0.0f;
+      for (int64_t t = 0; t < width; ++t)
+        sum += tile[t] * load(v, (keyRow + j0 + t) * a.valueDim + d);
+      acc[d] = acc[d] * correction + sum;
+    }
+    __syncthreads();
+  }
+  for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x)
+    store(out, row * a.valueDim + d, l == 0.0f ? NAN : acc[d] / l);
+  if (threadIdx.x == 0)
+    lse[row] = m + logf(l);
+}
+
+/// dq for one query row, and its delta = dout . out (kept for attentionKeyGradKernel).
+__global__ void attentionQueryGradKernel(AttentionShape a, ConstRef dout, ConstRef q, ConstRef k, ConstRef v,
+                                         ConstRef out, const float *lse, ConstRef mask, Ref dq, float *delta) {
+  extern __shared__ float smem[];
+  float *qRow = smem, *doRow = qRow + a.headDim, *acc = doRow + a.valueDim, *tile = acc + a.headDim,
+        *scratch = tile + blockDim.x;
+  const int64_t row = blockIdx.x, b = row / (a.heads * a.queries), h = row / a.queries % a.heads, i = row % a.queries;
+  const int64_t keyRow = (b * a.kvHeads + a.kvHeadOf(h)) * a.keys, maskRow = a.maskRow(b, h, i);
+  float dot = 0.0f;
+  for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x) {
+    qRow[d] = load(q, row * a.headDim + d);
+    acc[d] = 0.0f;
+  }
+  for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x) {
+    doRow[d] = load(dout, row * a.valueDim + d);
+    dot += doRow[d] * load(out, row * a.valueDim + d);
+  }
+  const float rowDelta = blockSum(dot, scratch), rowLse = lse[row];
+  if (threadIdx.x == 0)
+    delta[row] = rowDelta;
+  const int64_t end = a.visibleKeys(i);
+  for (int64_t j0 = 0; j0 < end; j0 += blockDim.x) {
+    const int64_t j = j0 + threadIdx.x, width = min(int64_t(blockDim.x), end - j0);
+    float ds = 0.0f;
+    if (j < end) {
+      const float p = expApprox(attentionScore(a, qRow, k, keyRow, mask, maskRow, j) - rowLse);
+      float dp = 0.0f;
+      for (int64_t d = 0; d < a.valueDim; ++d)
+        dp += doRow[d] * load(v, (keyRow + j) * a.valueDim + d);
+      ds = p * (dp - rowDelta);
+    }
+    tile[threadIdx.x] = ds;
+    __syncthreads();
+    for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x) {
+      float sum = 0.0f;
+      for (int64_t t = 0; t < width; ++t)
+        sum += tile[t] * load(k, (keyRow + j0 + t) * a.headDim + d);
+      acc[d] += sum;
+    }
+    __syncthreads();
+  }
+  for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x)
+    store(dq, row * a.headDim + d, a.scale * acc[d]);
+}
+
+/// dk and dv for one key row, over every query head of its group that sees it; one block writes each row.
+__global__ void attentionKeyGradKernel(AttentionShape a, ConstRef dout, ConstRef q, ConstRef k, ConstRef v,
+                                       const float *lse, const float *delta, ConstRef mask, Ref dk, Ref dv) {
+  extern __shared__ float smem[];
+  float *kRow = smem, *vRow = kRow + a.headDim, *dkAcc = vRow + a.valueDim, *dvAcc = dkAcc + a.headDim,
+        *pTile = dvAcc + a.valueDim, *dsTile = pTile + blockDim.x;
+  const int64_t keyIndex = blockIdx.x, b = keyIndex / (a.kvHeads * a.keys), kvHead = keyIndex / a.keys % a.kvHeads,
+                j = keyIndex % a.keys;
+  for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x) {
+    kRow[d] = load(k, keyIndex * a.headDim + d);
+    dkAcc[d] = 0.0f;
+  }
+  for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x) {
+    vRow[d] = load(v, keyIndex * a.valueDim + d);
+    dvAcc[d] = 0.0f;
+  }
+  __syncthreads();
+  const int64_t group = a.heads / a.kvHeads, first = a.causal ? min(j, a.queries) : 0;
+  for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h)
+    for (int64_t i0 = first; i0 < a.queries; i0 += blockDim.x) {
+      const int64_t i = i0 + threadIdx.x, width = min(int64_t(blockDim.x), a.queries - i0);
+      const int64_t row = (b * a.heads + h) * a.queries + i;
+      float p = 0.0f, ds = 0.0f;
+      if (i < a.queries) {
+        float s = 0.0f, dp = 0.0f;
+        for (int64_t d = 0; d < a.headDim; ++d)
+          s += load(q, row * a.headDim + d) * kRow[d];
+        s *= a.scale;
+        const int64_t at = a.maskRow(b, h, i) + j * a.maskStrides[3];
+        if (a.mask == AttentionMask::Additive)
+          s = maskedScore(s, load(mask, at), true);
+        else if (a.mask == AttentionMask::Boolean)
+          s = maskedScore(s, 0.0f, static_cast<const bool *>(mask.data)[at]);
+        if (a.causal && j > i)
+          s = -INFINITY;
+        p = expApprox(s - lse[row]);
+        for (int64_t d = 0; d < a.valueDim; ++d)
+          dp += load(dout, row * a.valueDim + d) * vRow[d];
+        ds = p * (dp - delta[row]);
+      }
+      pTile[threadIdx.x] = p;
+      dsTile[threadIdx.x] = ds;
+      __syncthreads();
+      const int64_t rows = (b * a.heads + h) * a.queries + i0;
+      for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x) {
+        float sum = 0.0f;
+        for (int64_t t = 0; t < width; ++t)
+          sum += pTile[t] * load(dout, (rows + t) * a.valueDim + d);
+        dvAcc[d] += sum;
+      }
+      for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x) {
+        float sum = 0.0f;
+        for (int64_t t = 0; t < width; ++t)
+          sum += dsTile[t] * load(q, (rows + t) * a.headDim + d);
+        dkAcc[d] += sum;
+      }
+      __syncthreads();
+    }
+  for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x)
+    store(dk, keyIndex * a.headDim + d, a.scale * dkAcc[d]);
+  for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x)
+    store(dv, keyIndex * a.valueDim + d, dvAcc[d]);
+}
+
 /// One block per row; mean and variance accumulated in double, as on the CPU.
 __global__ void layerNormKernel(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref rstd, int64_t cols,
                                 float epsilon, bool center) {
@@ -937,6 +1098,32 @@ void softmax(ConstRef x, Ref y, int64_t outer, int64_t axis, int64_t inner, bool
   if (outer * inner * axis == 0)
     return;
   softmaxKernel<<<static_cast<unsigned>(outer * inner), kThreads, 0, asStream(stream)>>>(x, y, axis, inner, logSoftmax);
+}
+
+size_t attentionSharedBytes(const AttentionShape &a, bool grad) {
+  const int64_t floats = grad ? 2 * (a.headDim + a.valueDim) + 3 * kThreads : a.headDim + a.valueDim + 2 * kThreads;
+  return static_cast<size_t>(floats) * sizeof(float);
+}
+
+void attention(const AttentionShape &a, ConstRef q, ConstRef k, ConstRef v, ConstRef mask, Ref out, float *lse,
+               void *stream) {
+  const int64_t rows = a.batch * a.heads * a.queries;
+  if (rows == 0)
+    return;
+  attentionKernel<<<static_cast<unsigned>(rows), kThreads, attentionSharedBytes(a, false), asStream(stream)>>>(
+      a, q, k, v, mask, out, lse);
+}
+
+void attentionGrad(const AttentionShape &a, ConstRef dout, ConstRef q, ConstRef k, ConstRef v, ConstRef out,
+                   const float *lse, ConstRef mask, Ref dq, Ref dk, Ref dv, float *delta, void *stream) {
+  const int64_t rows = a.batch * a.heads * a.queries, keyRows = a.batch * a.kvHeads * a.keys;
+  if (rows == 0 || keyRows == 0)
+    return;
+  const size_t shared = attentionSharedBytes(a, true);
+  attentionQueryGradKernel<<<static_cast<unsigned>(rows), kThreads, shared, asStream(stream)>>>(a, dout, q, k, v, out,
+                                                                                               lse, mask, dq, delta);
+  attentionKeyGradKernel<<<static_cast<unsigned>(keyRows), kThreads, shared, asStream(stream)>>>(a, dout, q, k, v, lse,
+                                                                                                delta, mask, dk, dv);
 }
 
 void layerNorm(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref rstd, int64_t rows, int64_t cols,

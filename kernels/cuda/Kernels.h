@@ -7,6 +7,7 @@
 #define TEC_KERNELS_CUDA_KERNELS_H
 
 #include "kernels/common/Activations.h"
+#include "kernels/common/Attention.h"
 #include "kernels/common/Ops.h"
 #include "kernels/common/Window.h"
 #include "kernels/cuda/LaunchShapes.h"
@@ -66,6 +67,18 @@ void scatterAdd(ConstRef updates, int64_t outer, int64_t axisDim, int64_t inner,
 void oneHot(const void *labels, bool labels64, int64_t n, int64_t depth, float *y, int *error, void *stream);
 
 void softmax(ConstRef x, Ref y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax, void *stream);
+/// Dynamic shared memory one attention block needs: the kernels refuse none, the backend checks the
+/// device limit (kMaxAttentionSharedBytes) before it launches.
+size_t attentionSharedBytes(const AttentionShape &shape, bool grad);
+inline constexpr size_t kMaxAttentionSharedBytes = 48 * 1024;
+/// tec's own attention (kernels/common/Attention.h): one block per query row walking the keys with an
+/// online softmax, as the CPU kernel does; lse [batch, heads, queries]. The fallback where cuDNN has none.
+void attention(const AttentionShape &shape, ConstRef q, ConstRef k, ConstRef v, ConstRef mask, Ref out, float *lse,
+               void *stream);
+/// Its backward: dq and delta = dout . out per query row, then dk and dv per key row; `delta` is f32
+/// scratch of lse's size.
+void attentionGrad(const AttentionShape &shape, ConstRef dout, ConstRef q, ConstRef k, ConstRef v, ConstRef out,
+                   const float *lse, ConstRef mask, Ref dq, Ref dk, Ref dv, float *delta, void *stream);
 /// mean and rstd (one per row) may have null data; without `center`, RMSNorm (see kernels/cpu's layerNorm).
 void layerNorm(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref rstd, int64_t rows, int64_t cols,
                float epsilon, bool center, void *stream);

@@ -332,6 +332,7 @@ private:
   Status cast(const plan::Step &s);
   Status softmax(const plan::Step &s);
   Status layerNorm(const plan::Step &s);
+  Status attention(const plan::Step &s);
   Status reduce(const plan::Step &s);
   Status matmul(const plan::Step &s);
   Status gemm(const plan::Step &s);
@@ -654,6 +655,36 @@ Status CudaBackend::layerNorm(const plan::Step &s) {
   emit([=](const Context &c) {
     c.k->layerNorm(cref(c, x), cref(c, g), b >= 0 ? cref(c, b) : kc::ConstRef{}, ref(c, y),
                    mean >= 0 ? ref(c, mean) : kc::Ref{}, ref(c, rstd), rows, cols, eps, !rms);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+/// attention and attention_grad on tec's own kernels (one block per query row; dk, dv one per key row).
+Status CudaBackend::attention(const plan::Step &s) {
+  auto step = readAttentionStep(s, [&](int i) { return shape(i); }, [&](int i) { return dtype(i); });
+  if (!step.ok())
+    return unsupported(s, step.error().message());
+  const AttentionStep a = *step;
+  if (kc::attentionSharedBytes(a.shape, a.grad) > kc::kMaxAttentionSharedBytes)
+    return unsupported(s, "head sizes " + std::to_string(a.shape.headDim) + " and " + std::to_string(a.shape.valueDim) +
+                              " need more shared memory than tec's attention kernel has");
+  note("attention: tec's own CUDA kernels (one block per row, no tensor cores): cuDNN's fused attention is "
+       "not used yet");
+  const int mask = a.mask;
+  if (!a.grad) {
+    emit([=](const Context &c) {
+      c.k->attention(a.shape, cref(c, a.q), cref(c, a.k), cref(c, a.v), mask >= 0 ? cref(c, mask) : kc::ConstRef{},
+                     ref(c, a.out), c.at<float>(slot(a.lse)));
+      return Status::success();
+    });
+    return Status::success();
+  }
+  const Slot delta = stepScratch(count(a.lse) * 4);
+  emit([=](const Context &c) {
+    c.k->attentionGrad(a.shape, cref(c, a.dout), cref(c, a.q), cref(c, a.k), cref(c, a.v), cref(c, a.out),
+                       c.at<float>(slot(a.lse)), mask >= 0 ? cref(c, mask) : kc::ConstRef{}, ref(c, a.dq), ref(c, a.dk),
+                       ref(c, a.dv), c.at<float>(delta));
     return Status::success();
   });
   return Status::success();

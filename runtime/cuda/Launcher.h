@@ -57,6 +57,11 @@ public:
   virtual void softmax(kc::ConstRef x, kc::Ref y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax) = 0;
   virtual void layerNorm(kc::ConstRef x, kc::ConstRef scale, kc::ConstRef bias, kc::Ref y, kc::Ref mean, kc::Ref rstd,
                          int64_t rows, int64_t cols, float epsilon, bool center) = 0;
+  virtual void attention(const kernels::AttentionShape &shape, kc::ConstRef q, kc::ConstRef k, kc::ConstRef v,
+                         kc::ConstRef mask, kc::Ref out, float *lse) = 0;
+  virtual void attentionGrad(const kernels::AttentionShape &shape, kc::ConstRef dout, kc::ConstRef q, kc::ConstRef k,
+                             kc::ConstRef v, kc::ConstRef out, const float *lse, kc::ConstRef mask, kc::Ref dq,
+                             kc::Ref dk, kc::Ref dv, float *delta) = 0;
   virtual void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
                       const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type,
                       void *partials, int multiprocessors) = 0;

@@ -72,6 +72,15 @@ public:
                  int64_t rows, int64_t cols, float epsilon, bool center) override {
     kc::layerNorm(x, scale, bias, y, mean, rstd, rows, cols, epsilon, center, stream);
   }
+  void attention(const kernels::AttentionShape &shape, kc::ConstRef q, kc::ConstRef k, kc::ConstRef v, kc::ConstRef mask,
+                 kc::Ref out, float *lse) override {
+    kc::attention(shape, q, k, v, mask, out, lse, stream);
+  }
+  void attentionGrad(const kernels::AttentionShape &shape, kc::ConstRef dout, kc::ConstRef q, kc::ConstRef k,
+                     kc::ConstRef v, kc::ConstRef out, const float *lse, kc::ConstRef mask, kc::Ref dq, kc::Ref dk,
+                     kc::Ref dv, float *delta) override {
+    kc::attentionGrad(shape, dout, q, k, v, out, lse, mask, dq, dk, dv, delta, stream);
+  }
   void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
               const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type, void *partials,
               int multiprocessors) override {
@@ -239,6 +248,16 @@ public:
     call("kc::layerNorm", {ref(x), ref(scale), ref(bias), ref(y), ref(mean), ref(rstd), num(rows), num(cols),
                            floatLiteral(epsilon), boolean(center)});
   }
+  void attention(const kernels::AttentionShape &shape, kc::ConstRef q, kc::ConstRef k, kc::ConstRef v, kc::ConstRef mask,
+                 kc::Ref out, float *lse) override {
+    call("kc::attention", {attentionShape(shape), ref(q), ref(k), ref(v), ref(mask), ref(out), f32(lse)});
+  }
+  void attentionGrad(const kernels::AttentionShape &shape, kc::ConstRef dout, kc::ConstRef q, kc::ConstRef k,
+                     kc::ConstRef v, kc::ConstRef out, const float *lse, kc::ConstRef mask, kc::Ref dq, kc::Ref dk,
+                     kc::Ref dv, float *delta) override {
+    call("kc::attentionGrad", {attentionShape(shape), ref(dout), ref(q), ref(k), ref(v), ref(out), f32(lse), ref(mask),
+                               ref(dq), ref(dk), ref(dv), f32(delta)});
+  }
   void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
               const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type, void *partials,
               int multiprocessors) override {
@@ -339,6 +358,14 @@ private:
     for (int i = 0; i < n; ++i)
       s += (i ? ", " : "") + std::to_string(v[i]);
     return s + "}";
+  }
+  static std::string attentionShape(const kernels::AttentionShape &a) {
+    static const char *masks[] = {"None", "Additive", "Boolean"};
+    std::string fields;
+    for (int64_t d : {a.batch, a.heads, a.kvHeads, a.queries, a.keys, a.headDim, a.valueDim})
+      fields += num(d) + ", ";
+    return "AttentionShape{" + fields + floatLiteral(a.scale) + ", " + boolean(a.causal) + ", " +
+           enumValue("AttentionMask", masks, a.mask) + ", " + list(a.maskStrides, 4) + "}";
   }
   static std::string extentText(const kc::Extent &e) { return "extent(" + list(e.dims, e.rank) + ")"; }
   static std::string strided(const kc::Strided &s, const kc::Extent &e) {

@@ -259,6 +259,20 @@ const GradCase kCases[] = {
        %0 = tec.conv %x, %w, %b {strides = array<i64: 2, 1>, pads = array<i64: 1, 0, 0, 1>, dilations = array<i64: 1, 2>, group = 2 : i64}
             : (tensor<2x4x7x6xf32>, tensor<6x2x3x2xf32>, tensor<6xf32>) -> tensor<2x6x3x5xf32>
        return %0 : tensor<2x6x3x5xf32> })"},
+    // Grouped-query causal attention (2 query heads per K/V head), and a masked one with Tq != Tk, Dv != D.
+    {"attention_causal_grouped", R"(func.func @forward(%q: tensor<1x4x5x3xf32>, %k: tensor<1x2x5x3xf32>, %v: tensor<1x2x5x3xf32>) -> tensor<1x4x5x3xf32> {
+       %o, %lse = tec.attention %q, %k, %v {causal = true, scale = 0.5 : f32}
+            : (tensor<1x4x5x3xf32>, tensor<1x2x5x3xf32>, tensor<1x2x5x3xf32>) -> (tensor<1x4x5x3xf32>, tensor<1x4x5xf32>)
+       return %o : tensor<1x4x5x3xf32> })"},
+    {"attention_masked", R"(func.func @forward(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x6x4xf32>, %v: tensor<2x2x6x5xf32>) -> tensor<2x2x3x5xf32> {
+       %keep = tec.constant dense<[[[[true, true, false, true, false, true], [false, true, true, true, true, false], [true, false, false, false, true, true]]]]> : tensor<1x1x3x6xi1>
+       %bias = tec.constant dense<[[[[0.0, -1.0, 0.5, 0.0, 2.0, -0.5]]], [[[1.0, 0.0, 0.0, -2.0, 0.0, 0.25]]]]> : tensor<2x1x1x6xf32>
+       %o, %lse = tec.attention %q, %k, %v, %keep {scale = 0.7 : f32}
+            : (tensor<2x2x3x4xf32>, tensor<2x2x6x4xf32>, tensor<2x2x6x5xf32>, tensor<1x1x3x6xi1>) -> (tensor<2x2x3x5xf32>, tensor<2x2x3xf32>)
+       %o2, %lse2 = tec.attention %q, %k, %v, %bias {scale = 0.7 : f32}
+            : (tensor<2x2x3x4xf32>, tensor<2x2x6x4xf32>, tensor<2x2x6x5xf32>, tensor<2x1x1x6xf32>) -> (tensor<2x2x3x5xf32>, tensor<2x2x3xf32>)
+       %sum = tec.add %o, %o2 : (tensor<2x2x3x5xf32>, tensor<2x2x3x5xf32>) -> tensor<2x2x3x5xf32>
+       return %sum : tensor<2x2x3x5xf32> })"},
     {"max_and_average_pool", R"(func.func @forward(%x: tensor<2x3x7x7xf32>) -> (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) {
        %0 = tec.pool %x {kind = "max", kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<2x3x7x7xf32> -> tensor<2x3x4x4xf32>
        %1 = tec.pool %x {kind = "avg", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 1, 1>, dilations = array<i64: 1, 1>, count_include_pad = false} : tensor<2x3x7x7xf32> -> tensor<2x3x4x4xf32>

@@ -288,6 +288,8 @@ void printFusions(func::FuncOp forward) {
     std::string what = op->getName().stripDialect().str();
     if (auto epilogue = op->getAttrOfType<StringAttr>("epilogue"); epilogue && epilogue.getValue() != "none")
       what += " (epilogue " + epilogue.getValue().str() + ")";
+    if (auto causal = op->getAttrOfType<BoolAttr>("causal"); causal && causal.getValue())
+      what += " (causal)";
     lines.push_back(what + " <- " + llvm::join(nodes, ", "));
   });
   llvm::outs() << "  fusions  " << lines.size() << (lines.empty() ? "\n" : ":\n");

@@ -390,3 +390,43 @@ func.func @cumsum_axis(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %0 = tec.cumsum %x {axis = 2 : i64} : tensor<2x8xf32>
   return %0 : tensor<2x8xf32>
 }
+
+// -----
+
+func.func @attention_heads(%q: tensor<1x6x4x8xf32>, %k: tensor<1x4x4x8xf32>) -> tensor<1x6x4x8xf32> {
+  // expected-error @+1 {{'tec.attention' op expected the query heads (6) to be a multiple of the key heads (4)}}
+  %o, %lse = tec.attention %q, %k, %k {scale = 1.0 : f32} : (tensor<1x6x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> (tensor<1x6x4x8xf32>, tensor<1x6x4xf32>)
+  return %o : tensor<1x6x4x8xf32>
+}
+
+// -----
+
+func.func @attention_head_size(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32> {
+  // expected-error @+1 {{'tec.attention' op expected key [1, Hk, Tk, 8] and value [1, Hk, Tk, Dv] for query 1x2x4x8, got 1x2x4x16 and 1x2x4x16}}
+  %o, %lse = tec.attention %q, %k, %k {scale = 1.0 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>) -> (tensor<1x2x4x16xf32>, tensor<1x2x4xf32>)
+  return %o : tensor<1x2x4x16xf32>
+}
+
+// -----
+
+func.func @attention_mask(%q: tensor<1x2x4x8xf32>, %m: tensor<1x1x3x4xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'tec.attention' op expected a 4-D mask broadcasting to the scores 1x2x4x4, got 1x1x3x4}}
+  %o, %lse = tec.attention %q, %q, %q, %m {scale = 1.0 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x3x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_logsumexp(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'tec.attention' op expected logsumexp shape 1x2x4, got 1x2x4x1}}
+  %o, %lse = tec.attention %q, %q, %q {scale = 1.0 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x1xf32>)
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_grad_types(%q: tensor<1x2x4x8xf32>, %lse: tensor<1x2x4xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'tec.attention_grad' op expected gradients of the query's, key's and value's types}}
+  %dq, %dk, %dv = tec.attention_grad %q, %q, %q, %q, %q, %lse {scale = 1.0 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>)
+  return %dq : tensor<1x2x4x8xf32>
+}

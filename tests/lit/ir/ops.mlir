@@ -243,3 +243,13 @@ func.func @arg_reduce(%x: tensor<8x10xf32>) -> tensor<8xi64> {
   %0 = tec.arg_reduce %x {kind = "max", axis = 1 : i64, keepdims = false} : tensor<8x10xf32> -> tensor<8xi64>
   return %0 : tensor<8xi64>
 }
+
+// Grouped-query attention with a boolean mask, and its gradient: both round-trip.
+// CHECK-LABEL: func @attention
+func.func @attention(%q: tensor<2x4x8x16xf32>, %kv: tensor<2x2x8x16xf32>, %m: tensor<2x1x1x8xi1>, %do: tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>) {
+  // CHECK: tec.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {causal = true, scale = 2.500000e-01 : f32}
+  %o, %lse = tec.attention %q, %kv, %kv, %m {causal = true, scale = 0.25 : f32} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x1x1x8xi1>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  // CHECK: tec.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {causal = true, scale = 2.500000e-01 : f32}
+  %dq, %dk, %dv = tec.attention_grad %do, %q, %kv, %kv, %o, %lse, %m {causal = true, scale = 0.25 : f32} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8xf32>, tensor<2x1x1x8xi1>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+  return %dq, %dk : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>
+}

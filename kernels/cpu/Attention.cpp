@@ -1,0 +1,209 @@
+// Attention on the CPU, tiled as FlashAttention is on GPUs: a block of queries walks the keys a block
+// at a time with an online softmax, so a step holds one block of scores per thread, never the
+// queries x keys matrix. The block products are BLAS GEMMs.
+#include "kernels/cpu/Blas.h"
+#include "kernels/cpu/CpuKernels.h"
+
+#include "kernels/common/Activations.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace tec::kernels::cpu {
+
+namespace {
+
+constexpr int64_t kQueryBlock = 64, kKeyBlock = 128;
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+int64_t blocks(int64_t n, int64_t block) { return (n + block - 1) / block; }
+
+/// The rows of one (batch, head) in q/out/lse, and of its K/V head in k/v.
+struct Head {
+  const AttentionShape &a;
+  int64_t b, h;
+  int64_t queryRow(int64_t i) const { return (b * a.heads + h) * a.queries + i; }
+  int64_t keyRow(int64_t j) const { return (b * a.kvHeads + a.kvHeadOf(h)) * a.keys + j; }
+};
+
+/// Keys [j0, j0 + nk) for queries [i0, i0 + nq): s[r * kKeyBlock + c] = scale q.k, masked.
+void blockScores(const Head &hd, const float *q, const float *k, const void *mask, int64_t i0, int64_t nq, int64_t j0,
+                 int64_t nk, float *s) {
+  const AttentionShape &a = hd.a;
+  sgemm(false, true, nq, nk, a.headDim, a.scale, q + hd.queryRow(i0) * a.headDim, a.headDim,
+        k + hd.keyRow(j0) * a.headDim, a.headDim, 0.0f, s, kKeyBlock);
+  const int64_t ms = a.maskStrides[3];
+  for (int64_t r = 0; r < nq; ++r) {
+    float *row = s + r * kKeyBlock;
+    const int64_t i = i0 + r, first = a.maskRow(hd.b, hd.h, i) + j0 * ms;
+    if (a.mask == AttentionMask::Additive) {
+      const float *m = static_cast<const float *>(mask) + first;
+      for (int64_t c = 0; c < nk; ++c)
+        row[c] = maskedScore(row[c], m[c * ms], true);
+    } else if (a.mask == AttentionMask::Boolean) {
+      const bool *m = static_cast<const bool *>(mask) + first;
+      for (int64_t c = 0; c < nk; ++c)
+        row[c] = maskedScore(row[c], 0.0f, m[c * ms]);
+    }
+    for (int64_t c = std::max<int64_t>(0, a.visibleKeys(i) - j0); c < nk; ++c)
+      row[c] = kMinusInf;
+  }
+}
+
+/// The keys a block of queries [i0, i0 + nq) can see: all, or under the causal rule those up to its last row.
+int64_t keysSeen(const AttentionShape &a, int64_t i0, int64_t nq) { return a.visibleKeys(i0 + nq - 1); }
+
+/// p = e^(s - lse) in place (0 where s is -inf), for a block whose rows' lse are known.
+void probabilities(float *s, const float *lse, int64_t nq, int64_t nk) {
+  for (int64_t r = 0; r < nq; ++r) {
+    float *row = s + r * kKeyBlock;
+    const float shift = lse[r];
+#pragma omp simd
+    for (int64_t c = 0; c < nk; ++c)
+      row[c] = expApprox(row[c] - shift);
+  }
+}
+
+/// delta[r] = dout_r . out_r: the softmax backward's row term.
+void rowDots(const float *dout, const float *out, int64_t nq, int64_t width, float *delta) {
+  for (int64_t r = 0; r < nq; ++r) {
+    float sum = 0.0f;
+    for (int64_t d = 0; d < width; ++d)
+      sum += dout[r * width + d] * out[r * width + d];
+    delta[r] = sum;
+  }
+}
+
+/// ds = p * (dp - delta) in place over dp.
+void scoreGradients(const float *p, float *dp, const float *delta, int64_t nq, int64_t nk) {
+  for (int64_t r = 0; r < nq; ++r)
+#pragma omp simd
+    for (int64_t c = 0; c < nk; ++c)
+      dp[r * kKeyBlock + c] = p[r * kKeyBlock + c] * (dp[r * kKeyBlock + c] - delta[r]);
+}
+
+/// Scratch reused across steps by each thread: no allocation per step once it has grown.
+float *threadScratch(size_t floats) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < floats)
+    scratch.resize(floats);
+  return scratch.data();
+}
+
+bool worthThreads(const AttentionShape &a) {
+  return a.batch * a.heads * a.queries * a.keys * (a.headDim + a.valueDim) > kParallelThreshold;
+}
+
+} // namespace
+
+void attention(const AttentionShape &a, const float *q, const float *k, const float *v, const void *mask, float *out,
+               float *lse) {
+  const int64_t queryBlocks = blocks(a.queries, kQueryBlock), tasks = a.batch * a.heads * queryBlocks;
+#pragma omp parallel for schedule(dynamic) if (worthThreads(a))
+  for (int64_t t = 0; t < tasks; ++t) {
+    const Head hd{a, t / queryBlocks / a.heads, t / queryBlocks % a.heads};
+    const int64_t i0 = t % queryBlocks * kQueryBlock, nq = std::min(kQueryBlock, a.queries - i0);
+    float *s = threadScratch(kQueryBlock * kKeyBlock + 2 * kQueryBlock), *m = s + kQueryBlock * kKeyBlock,
+          *l = m + kQueryBlock;
+    float *o = out + hd.queryRow(i0) * a.valueDim; // accumulates the unnormalized output
+    std::fill(o, o + nq * a.valueDim, 0.0f);
+    std::fill(m, m + nq, kMinusInf);
+    std::fill(l, l + nq, 0.0f);
+    for (int64_t j0 = 0, end = keysSeen(a, i0, nq); j0 < end; j0 += kKeyBlock) {
+      const int64_t nk = std::min(kKeyBlock, end - j0);
+      blockScores(hd, q, k, mask, i0, nq, j0, nk, s);
+      for (int64_t r = 0; r < nq; ++r) {
+        float *row = s + r * kKeyBlock;
+        float mx = m[r];
+        for (int64_t c = 0; c < nk; ++c)
+          mx = row[c] > mx ? row[c] : mx;
+        if (mx == kMinusInf) { // every key so far hidden: nothing to add
+          std::fill(row, row + nk, 0.0f);
+          continue;
+        }
+        const float correction = expApprox(m[r] - mx);
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t c = 0; c < nk; ++c) {
+          row[c] = expApprox(row[c] - mx);
+          sum += row[c];
+        }
+        l[r] = l[r] * correction + sum;
+        m[r] = mx;
+        if (correction != 1.0f)
+          for (int64_t d = 0; d < a.valueDim; ++d)
+            o[r * a.valueDim + d] *= correction;
+      }
+      sgemm(false, false, nq, a.valueDim, nk, 1.0f, s, kKeyBlock, v + hd.keyRow(j0) * a.valueDim, a.valueDim, 1.0f, o,
+            a.valueDim);
+    }
+    for (int64_t r = 0; r < nq; ++r) {
+      const float inv = 1.0f / l[r]; // a row with every key hidden is 0/0: NaN, as the decomposed softmax gives
+      for (int64_t d = 0; d < a.valueDim; ++d)
+        o[r * a.valueDim + d] = l[r] == 0.0f ? std::numeric_limits<float>::quiet_NaN() : o[r * a.valueDim + d] * inv;
+      lse[hd.queryRow(i0 + r)] = m[r] + std::log(l[r]);
+    }
+  }
+}
+
+void attentionGrad(const AttentionShape &a, const float *dout, const float *q, const float *k, const float *v,
+                   const float *out, const float *lse, const void *mask, float *dq, float *dk, float *dv) {
+  const int64_t scratchFloats = 2 * kQueryBlock * kKeyBlock + kQueryBlock;
+  // dq: each block of queries over the keys it sees.
+  const int64_t queryBlocks = blocks(a.queries, kQueryBlock), queryTasks = a.batch * a.heads * queryBlocks;
+#pragma omp parallel for schedule(dynamic) if (worthThreads(a))
+  for (int64_t t = 0; t < queryTasks; ++t) {
+    const Head hd{a, t / queryBlocks / a.heads, t / queryBlocks % a.heads};
+    const int64_t i0 = t % queryBlocks * kQueryBlock, nq = std::min(kQueryBlock, a.queries - i0);
+    float *p = threadScratch(scratchFloats), *ds = p + kQueryBlock * kKeyBlock, *delta = ds + kQueryBlock * kKeyBlock;
+    const float *dob = dout + hd.queryRow(i0) * a.valueDim;
+    rowDots(dob, out + hd.queryRow(i0) * a.valueDim, nq, a.valueDim, delta);
+    float *dqb = dq + hd.queryRow(i0) * a.headDim;
+    std::fill(dqb, dqb + nq * a.headDim, 0.0f);
+    for (int64_t j0 = 0, end = keysSeen(a, i0, nq); j0 < end; j0 += kKeyBlock) {
+      const int64_t nk = std::min(kKeyBlock, end - j0);
+      blockScores(hd, q, k, mask, i0, nq, j0, nk, p);
+      probabilities(p, lse + hd.queryRow(i0), nq, nk);
+      sgemm(false, true, nq, nk, a.valueDim, 1.0f, dob, a.valueDim, v + hd.keyRow(j0) * a.valueDim, a.valueDim, 0.0f,
+            ds, kKeyBlock);
+      scoreGradients(p, ds, delta, nq, nk);
+      sgemm(false, false, nq, a.headDim, nk, a.scale, ds, kKeyBlock, k + hd.keyRow(j0) * a.headDim, a.headDim, 1.0f,
+            dqb, a.headDim);
+    }
+  }
+  // dk, dv: each block of keys over every query head of its group that sees it; no two tasks write one row.
+  const int64_t keyBlocks = blocks(a.keys, kKeyBlock), keyTasks = a.batch * a.kvHeads * keyBlocks,
+                group = a.heads / a.kvHeads;
+#pragma omp parallel for schedule(dynamic) if (worthThreads(a))
+  for (int64_t t = 0; t < keyTasks; ++t) {
+    const int64_t b = t / keyBlocks / a.kvHeads, kvHead = t / keyBlocks % a.kvHeads;
+    const int64_t j0 = t % keyBlocks * kKeyBlock, nk = std::min(kKeyBlock, a.keys - j0);
+    float *p = threadScratch(scratchFloats), *ds = p + kQueryBlock * kKeyBlock, *delta = ds + kQueryBlock * kKeyBlock;
+    const Head kv{a, b, kvHead * group};
+    float *dkb = dk + kv.keyRow(j0) * a.headDim, *dvb = dv + kv.keyRow(j0) * a.valueDim;
+    std::fill(dkb, dkb + nk * a.headDim, 0.0f);
+    std::fill(dvb, dvb + nk * a.valueDim, 0.0f);
+    // Under the causal rule, queries before j0 see none of these keys.
+    const int64_t firstQuery = a.causal ? std::min(j0, a.queries) / kQueryBlock * kQueryBlock : 0;
+    for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
+      const Head hd{a, b, h};
+      for (int64_t i0 = firstQuery; i0 < a.queries; i0 += kQueryBlock) {
+        const int64_t nq = std::min(kQueryBlock, a.queries - i0);
+        const float *dob = dout + hd.queryRow(i0) * a.valueDim;
+        blockScores(hd, q, k, mask, i0, nq, j0, nk, p);
+        probabilities(p, lse + hd.queryRow(i0), nq, nk);
+        sgemm(true, false, nk, a.valueDim, nq, 1.0f, p, kKeyBlock, dob, a.valueDim, 1.0f, dvb, a.valueDim);
+        rowDots(dob, out + hd.queryRow(i0) * a.valueDim, nq, a.valueDim, delta);
+        sgemm(false, true, nq, nk, a.valueDim, 1.0f, dob, a.valueDim, v + hd.keyRow(j0) * a.valueDim, a.valueDim, 0.0f,
+              ds, kKeyBlock);
+        scoreGradients(p, ds, delta, nq, nk);
+        sgemm(true, false, nk, a.headDim, nq, a.scale, ds, kKeyBlock, q + hd.queryRow(i0) * a.headDim, a.headDim, 1.0f,
+              dkb, a.headDim);
+      }
+    }
+  }
+}
+
+} // namespace tec::kernels::cpu
