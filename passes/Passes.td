@@ -31,7 +31,8 @@ def TecRecognizeAttention : Pass<"tec-recognize-attention", "mlir::func::FuncOp"
     of rank 2 to 5 ([B*H, T, D] from nn.MultiheadAttention, [B, H, T, D] from HF) become [B, H, T, D];
     K^T's transpose folds into K's; HF's repeat_kv on K and V becomes grouped-query heads. A constant
     mask that is exactly the causal rule (key j for query i iff j <= i, boolean or 0 / <= -1e4)
-    becomes `causal`, so no [Tq, Tk] mask is stored. Left decomposed: a softmax or an intermediate
+    becomes `causal`, so no [Tq, Tk] mask is stored. The dynamo exporter's guard on the probabilities,
+    Where(IsNaN(p), 0, p), moves onto the output, where it does the same. Left decomposed: a softmax or an intermediate
     read elsewhere (e.g. returned attention weights), more than one non-causal mask, and a mask
     computed from a trained parameter (a learned position bias needs its gradient).
   }];

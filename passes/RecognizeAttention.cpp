@@ -208,17 +208,36 @@ Value maskAsFourDims(PatternRewriter &rewriter, Location loc, Value mask, ArrayR
   return reshapeTo(rewriter, loc, mask, asFourDims(dims));
 }
 
+/// The dynamo exporter's guard on the probabilities, Where(IsNaN(p), 0, p) (IsNaN as p != p): a row with
+/// every key hidden gives 0 instead of NaN. The guarded probabilities' softmax, with the guard's ops.
+SoftmaxOp unguarded(Value probs, SmallVectorImpl<Operation *> &ops) {
+  auto where = probs.getDefiningOp<WhereOp>();
+  auto compare = where ? where.getCondition().getDefiningOp<CompareOp>() : nullptr;
+  auto zero = where ? splatConstant(where.getX()) : std::nullopt;
+  if (!compare || !zero || *zero != 0.0 || !absorbable(probs) || !absorbable(where.getCondition()))
+    return nullptr;
+  Value p = where.getY();
+  if (compare.getPredicate() != "ne" || compare.getLhs() != p || compare.getRhs() != p ||
+      !llvm::all_of(p.getUsers(), [&](Operation *u) { return u == compare || u == where; }))
+    return nullptr;
+  ops.append({where, compare});
+  return p.getDefiningOp<SoftmaxOp>();
+}
+
 /// Softmax(scale * Q·K^T + masks) · V, with the scores' scale, additive masks and a hiding Where in any
 /// order, becomes tec.attention; a causal constant mask becomes `causal`.
 struct RecognizeAttention : OpRewritePattern<MatMulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MatMulOp pv, PatternRewriter &rewriter) const override {
-    auto softmax = pv.getLhs().getDefiningOp<SoftmaxOp>();
-    auto scoresType = softmax ? softmax.getType() : nullptr;
-    if (!softmax || !absorbable(pv.getLhs()) || scoresType.getRank() < 2 || softmax.getAxis() != scoresType.getRank() - 1)
-      return rewriter.notifyMatchFailure(pv, "not a product of a softmax over the last dim");
     Scores s;
-    s.ops = {pv, softmax};
+    s.ops = {pv};
+    auto softmax = pv.getLhs().getDefiningOp<SoftmaxOp>();
+    const bool guarded = !softmax && (softmax = unguarded(pv.getLhs(), s.ops));
+    auto scoresType = softmax ? softmax.getType() : nullptr;
+    if (!softmax || (!guarded && !absorbable(pv.getLhs())) || scoresType.getRank() < 2 ||
+        softmax.getAxis() != scoresType.getRank() - 1)
+      return rewriter.notifyMatchFailure(pv, "not a product of a softmax over the last dim");
+    s.ops.push_back(softmax);
     if (!matchScores(softmax.getInput(), scoresType, s))
       return rewriter.notifyMatchFailure(pv, "the softmax's input is not scaled, masked Q·K^T");
     auto q = llvm::cast<RankedTensorType>(s.query.getType()), kt = llvm::cast<RankedTensorType>(s.keyTransposed.getType());
@@ -274,7 +293,14 @@ struct RecognizeAttention : OpRewritePattern<MatMulOp> {
         fused, TypeRange{RankedTensorType::get(out, o.getElementType()),
                        RankedTensorType::get(ArrayRef<int64_t>(out).drop_back(), rewriter.getF32Type())},
         query, key, value, mask, rewriter.getF32FloatAttr(static_cast<float>(s.scale)), rewriter.getBoolAttr(causal));
-    rewriter.replaceOp(pv, reshapeTo(rewriter, loc, attention.getResult(), o.getShape()));
+    Value result = attention.getResult();
+    if (guarded) { // the guard on the output instead: a hidden row's NaNs become 0
+      auto where = pv.getLhs().getDefiningOp<WhereOp>();
+      auto isNaN = rewriter.create<CompareOp>(loc, RankedTensorType::get(out, rewriter.getI1Type()), result, result,
+                                              rewriter.getStringAttr("ne"));
+      result = rewriter.create<WhereOp>(loc, result.getType(), isNaN, where.getX(), result);
+    }
+    rewriter.replaceOp(pv, reshapeTo(rewriter, loc, result, o.getShape()));
     return success();
   }
 };

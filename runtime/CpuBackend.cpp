@@ -833,8 +833,9 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
       return Status::error("the cpu backend has no kernel '" + step.kernel() + "' (step from " + step.source() + ")");
     bool isGemm = step.kernel() == "matmul" || step.kernel() == "linear" || step.kernel() == "gemm" ||
                   step.kernel() == "fp8_gemm";
-    bool isConv = step.kernel() == "conv" || step.kernel() == "conv_input_grad" || step.kernel() == "conv_weight_grad";
-    if ((isGemm || isConv) && !k::blas().loaded)
+    bool usesBlas = step.kernel() == "conv" || step.kernel() == "conv_input_grad" ||
+                    step.kernel() == "conv_weight_grad" || step.kernel() == "attention" || step.kernel() == "attention_grad";
+    if ((isGemm || usesBlas) && !k::blas().loaded)
       return Status::error("step '" + step.kernel() + "' needs BLAS: " + k::blas().library);
     for (int i : step.inputs())
       if (isGemm && step.kernel() != "fp8_gemm" && !isFloat(dtype(i)))

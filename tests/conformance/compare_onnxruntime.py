@@ -14,7 +14,8 @@ import onnxruntime as ort
 
 RTOL, ATOL = 1e-4, 1e-5
 FUSED_TOLERANCE = 1e-5
-UNFUSED = ["--disable-pass=tec-recognize-patterns", "--disable-pass=tec-fuse-linear"]
+UNFUSED = ["--disable-pass=tec-recognize-attention", "--disable-pass=tec-recognize-patterns",
+           "--disable-pass=tec-fuse-linear"]
 
 
 def run_plan(tec, model, plan, flags, out_dir, compile_flags=()):

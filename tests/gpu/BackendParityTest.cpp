@@ -239,6 +239,28 @@ void buildCases() {
   add("softmax_rows", Builder("softmax").in(F32, {32, 1000}).out(F32, {32, 1000}).i("axis", 1), kF32);
   add("softmax_strided", Builder("softmax").in(F32, {4, 17, 6}).out(F32, {4, 17, 6}).i("axis", 1), kF32);
   add("log_softmax", Builder("log_softmax").in(F32, {8, 100}).out(F32, {8, 100}).i("axis", 1), kF32);
+  // Attention: the CPU's blocked BLAS products against the CUDA kernels' per-row sums, across the CPU's
+  // 64-query and 128-key blocks; the backward from the forward's own output and logsumexp.
+  add("attention_causal_grouped",
+      Builder("attention").in(F32, {2, 4, 70, 16}).in(F32, {2, 2, 130, 16}).in(F32, {2, 2, 130, 24})
+          .out(F32, {2, 4, 70, 24}).out(F32, {2, 4, 70}).i("causal", 1).f("scale", 0.25),
+      gemmBound(130, kF32Unit));
+  add("attention_padding_bf16",
+      Builder("attention").in(BF16, {2, 2, 33, 8}).in(BF16, {2, 2, 33, 8}).in(BF16, {2, 2, 33, 8})
+          .in(BF16, {2, 1, 1, 33}).out(BF16, {2, 2, 33, 8}).out(F32, {2, 2, 33}).f("scale", 0.35),
+      kHalf);
+  {
+    Builder b("attention");
+    b.in(F32, {1, 4, 66, 8}).in(F32, {1, 2, 66, 8}).in(F32, {1, 2, 66, 8}).in(F32, {1, 1, 66, 66});
+    const int q = b.variant.inputs(0), k = b.variant.inputs(1), v = b.variant.inputs(2), mask = b.variant.inputs(3);
+    b.temp(F32, {1, 4, 66, 8});
+    const int out = b.last;
+    b.temp(F32, {1, 4, 66}).f("scale", 0.3);
+    const int lse = b.last;
+    b.then("attention_grad").in(F32, {1, 4, 66, 8}).use(q).use(k).use(v).use(out).use(lse).use(mask)
+        .out(F32, {1, 4, 66, 8}).out(F32, {1, 2, 66, 8}).out(F32, {1, 2, 66, 8}).f("scale", 0.3);
+    add("attention_grad_masked", std::move(b), gemmBound(4 * 66, kF32Unit));
+  }
   add("layer_norm",
       Builder("layer_norm").in(F32, {3, 5, 256}).in(F32, {256}).in(F32, {256}).out(F32, {3, 5, 256})
           .out(F32, {3, 5, 1}).out(F32, {3, 5, 1}).i("axis", 2).f("epsilon", 1e-5),

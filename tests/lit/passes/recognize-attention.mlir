@@ -156,3 +156,27 @@ func.func @frozen_mask(%q: tensor<1x2x4x8xf32>, %kt: tensor<1x2x8x4xf32>, %v: te
   %o = tec.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %o : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// The dynamo exporter's scaled_dot_product_attention: Where(IsNaN(p), 0, p) guards the probabilities, so
+// a row with every key hidden gives 0; the guard moves onto the output, where it does the same.
+// CHECK-LABEL: func @dynamo_nan_guard
+//       CHECK:   %[[O:.+]], %{{.+}} = tec.attention %arg0, %{{.+}}, %arg2, %arg3 {scale = 0.353553{{[0-9]+}} : f32}
+//       CHECK:   %[[NAN:.+]] = tec.compare %[[O]], %[[O]] {predicate = "ne"}
+//       CHECK:   %[[Z:.+]] = tec.where %[[NAN]], %{{.+}}, %[[O]]
+//       CHECK:   return %[[Z]]
+//   CHECK-NOT:   tec.softmax
+func.func @dynamo_nan_guard(%q: tensor<1x2x4x8xf32>, %kt: tensor<1x2x8x4xf32>, %v: tensor<1x2x4x8xf32>, %mask: tensor<1x1x4x4xf32>) -> tensor<1x2x4x8xf32> {
+  %c = tec.constant dense<0.594603539> : tensor<f32>
+  %zero = tec.constant dense<0.0> : tensor<f32>
+  %qs = tec.mul %q, %c : (tensor<1x2x4x8xf32>, tensor<f32>) -> tensor<1x2x4x8xf32>
+  %ks = tec.mul %kt, %c : (tensor<1x2x8x4xf32>, tensor<f32>) -> tensor<1x2x8x4xf32>
+  %s = tec.matmul %qs, %ks : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %masked = tec.add %s, %mask : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = tec.softmax %masked {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %nan = tec.compare %p, %p {predicate = "ne"} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xi1>
+  %guarded = tec.where %nan, %zero, %p : (tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = tec.matmul %guarded, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
