@@ -70,6 +70,7 @@ private:
   llvm::Error addConstant(ConstantOp op);
   llvm::Error addStep(Operation *op, int position);
   void planArena();
+  void assignKinds(int lossPosition);
 
   func::FuncOp forward;
   const CodegenInputs &inputs;
@@ -114,6 +115,7 @@ llvm::Error VariantBuilder::addConstant(ConstantOp op) {
   auto buffer = newBuffer(op.getResult(), locationName(op.getLoc()), plan::CONSTANT, op);
   if (!buffer)
     return buffer.takeError();
+  variant.mutable_buffers(*buffer)->set_kind(plan::KIND_CONSTANT);
   auto attr = llvm::dyn_cast<DenseElementsAttr>(op.getValue());
   if (!attr)
     return fail(op, "only dense constants can be stored");
@@ -221,6 +223,22 @@ llvm::Error VariantBuilder::addStep(Operation *op, int position) {
   return llvm::Error::success();
 }
 
+/// What each buffer holds: args and constants by their tags; an arena temporary computed before the loss
+/// (at `lossPosition`, 0 outside training) and read after it is saved for the backward pass.
+void VariantBuilder::assignKinds(int lossPosition) {
+  for (int i = 0; i < variant.buffers_size(); ++i) {
+    auto *b = variant.mutable_buffers(i);
+    if (b->role() == plan::TEMP && b->alias_of() < 0)
+      b->set_kind(lossPosition > 0 && firstDef[i] <= lossPosition && lastUse[i] > lossPosition ? plan::KIND_SAVED
+                                                                                               : plan::KIND_TEMPORARY);
+    else if (b->role() == plan::OUTPUT && b->alias_of() < 0)
+      b->set_kind(plan::KIND_OUTPUT);
+  }
+  for (auto &b : *variant.mutable_buffers())
+    if (b.alias_of() >= 0)
+      b.set_kind(variant.buffers(b.alias_of()).kind());
+}
+
 void VariantBuilder::planArena() {
   // Greedy: largest roots first, each at the lowest 64-byte-aligned offset that no root alive at the
   // same time occupies.
@@ -288,6 +306,11 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
       if (!type.getElementType().isF32())
         return fail(forward, "state '" + name.str() + "' is not f32");
       variant.mutable_buffers(*buffer)->set_init_fill(static_cast<float>(init.getValueAsDouble()));
+      auto kind = forward.getArgAttrOfType<StringAttr>(i, kStateKindAttrName);
+      variant.mutable_buffers(*buffer)->set_kind(!kind                         ? plan::KIND_TRAINING_STATE
+                                                 : kind.getValue() == "optimizer" ? plan::KIND_OPTIMIZER_STATE
+                                                 : kind.getValue() == "fp8"       ? plan::KIND_FP8_STATE
+                                                                                  : plan::KIND_TRAINING_STATE);
       continue;
     }
     bool isParam = inputs.argDataOffsets[i] >= 0;
@@ -298,6 +321,7 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
                             forward);
     if (!buffer)
       return buffer.takeError();
+    variant.mutable_buffers(*buffer)->set_kind(isParam ? plan::KIND_PARAM : plan::KIND_INPUT);
     if (updated)
       variant.mutable_buffers(*buffer)->set_init_offset(inputs.argDataOffsets[i]);
     else if (isParam)
@@ -325,6 +349,10 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
   }
   // Outputs live in the arena to the end; one that is an input, a param or a constant is copied out.
   auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+  int lossPosition = 0;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+    if (Operation *def = v.getDefiningOp(); def && forward.getResultAttr(i, kLossAttrName))
+      lossPosition = static_cast<int>(std::distance(body.begin(), def->getIterator())) + 1;
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     int buffer = bufferOf.lookup(v);
     // The next value of a state argument is copied over it after every other step has read it.
@@ -367,6 +395,7 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
       firstDef[i] = -1;
       lastUse[i] = end + 1;
     }
+  assignKinds(lossPosition);
   planArena();
   return variant;
 }

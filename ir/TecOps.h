@@ -31,6 +31,11 @@ inline constexpr llvm::StringLiteral kFrozenAttrName = "tec.frozen";
 /// A state argument (FP8 meta state, optimizer state): its name, and the value every element starts at.
 inline constexpr llvm::StringLiteral kStateAttrName = "tec.state";
 inline constexpr llvm::StringLiteral kStateInitAttrName = "tec.state_init";
+/// What a state argument holds, for the memory report: "optimizer" (moments), "fp8" (scaling meta state) or
+/// "training" (the step counter, the loss scale).
+inline constexpr llvm::StringLiteral kStateKindAttrName = "tec.state_kind";
+/// On train_step's result: the loss. Temporaries computed before it and read after it are saved activations.
+inline constexpr llvm::StringLiteral kLossAttrName = "tec.loss";
 /// On a function result: the index of the state argument this result is the next value of.
 inline constexpr llvm::StringLiteral kStateUpdateAttrName = "tec.state_update";
 /// On a @forward result: the index of the param (a BatchNormalization running statistic) it is the next

@@ -108,11 +108,13 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
   }
 
   /// A state argument of train_step, every element starting at `init`.
-  Value addState(func::FuncOp f, Block *body, RankedTensorType type, const std::string &name, float init = 0.0f) {
+  Value addState(func::FuncOp f, Block *body, RankedTensorType type, const std::string &name, float init = 0.0f,
+                 StringRef kind = "training") {
     Value arg = body->addArgument(type, f.getLoc());
     f.setType(FunctionType::get(f.getContext(), body->getArgumentTypes(), f.getResultTypes()));
     Builder b(f.getContext());
     f.setArgAttr(body->getNumArguments() - 1, kStateAttrName, b.getStringAttr(name));
+    f.setArgAttr(body->getNumArguments() - 1, kStateKindAttrName, b.getStringAttr(kind));
     f.setArgAttr(body->getNumArguments() - 1, kStateInitAttrName, b.getF32FloatAttr(init));
     return arg;
   }
@@ -300,9 +302,10 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
       std::string name = step.getArgAttrOfType<StringAttr>(argIndex, kParamAttrName).str();
       SmallVector<Value> moments;
       if (optimizer == "adamw")
-        moments = {addState(step, body, type, name + "/adam_m"), addState(step, body, type, name + "/adam_v")};
+        moments = {addState(step, body, type, name + "/adam_m", 0.0f, "optimizer"),
+                   addState(step, body, type, name + "/adam_v", 0.0f, "optimizer")};
       else if (momentum != 0.0)
-        moments = {addState(step, body, type, name + "/momentum")};
+        moments = {addState(step, body, type, name + "/momentum", 0.0f, "optimizer")};
       SmallVector<Type> types(1 + moments.size(), type);
       auto fused = b.create<OptimizerUpdateOp>(
           loc, types, p, g, moments, lr, stepCount, clip, finite, b.getStringAttr(optimizer),
@@ -324,6 +327,7 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     update(nextStep, stepCount);
     b.create<func::ReturnOp>(loc, results);
     step.setType(b.getFunctionType(body->getArgumentTypes(), TypeRange(ValueRange(results))));
+    step.setResultAttr(0, kLossAttrName, b.getUnitAttr());
     for (auto [i, arg] : llvm::enumerate(updates))
       if (arg >= 0)
         step.setResultAttr(i, kStateUpdateAttrName, b.getI64IntegerAttr(arg));

@@ -60,6 +60,7 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
     Builder b(f.getContext());
     f.setArgAttr(index, kStateAttrName, b.getStringAttr(name));
     f.setArgAttr(index, kStateInitAttrName, b.getF32FloatAttr(init));
+    f.setArgAttr(index, kStateKindAttrName, b.getStringAttr("fp8"));
     return arg;
   }
 

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/Blas.h"
 #include "runtime/Doctor.h"
+#include "runtime/MemoryReport.h"
 #include "runtime/Session.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -278,6 +279,15 @@ std::string opsString(const std::map<std::string, int> &counts, int &total) {
   return s;
 }
 
+/// "peak at step N: X live: params A, saved activations B, ..." for tec inspect and the compile summary.
+std::string memoryLine(const tec::MemoryReport &m) {
+  std::string line = (m.savedBytes ? "saved for the backward pass " + bytesString(m.savedBytes) + "; " : std::string()) +
+                     "peak at step " + std::to_string(m.peakStep) + ": " + bytesString(m.peakBytes) + " live";
+  for (auto [i, entry] : llvm::enumerate(m.atPeak))
+    line += std::string(i ? ", " : ": ") + tec::kindName(entry.first) + " " + bytesString(entry.second);
+  return line;
+}
+
 /// Which source nodes became which op, for every op built from more than one node.
 void printFusions(func::FuncOp forward) {
   std::vector<std::string> lines;
@@ -383,9 +393,13 @@ void printSummary(const tec::CompiledModel &c, const std::string &planPath) {
   os << "  pipeline " << llvm::join(c.passes, " -> ") << "\n";
   printFusions(forward);
   printTrainedParams(c);
-  for (const auto &v : c.plan.variants())
+  for (const auto &v : c.plan.variants()) {
     os << "  variant  " << v.target() << (v.kind() == "train" ? " train step" : "") << " (" << v.precision()
-       << "): " << v.steps_size() << " steps, arena " << bytesString(v.arena_bytes()) << "\n";
+       << "): " << v.steps_size() << " steps, arena " << bytesString(v.arena_bytes());
+    if (v.kind() == "train") // what the backward pass keeps, the first thing lower precision should shrink
+      os << ", saved activations " << bytesString(tec::memoryReport(v).savedBytes);
+    os << "\n";
+  }
   printPrecisions(c);
   if (!planPath.empty())
     os << "  plan     " << planPath << " (data " << bytesString(c.data.size()) << ")\n";
@@ -965,7 +979,13 @@ int trainLoop() {
     json << "], \"step_ms\": [";
     for (size_t i = 0; i < stepMs.size(); ++i)
       json << (i ? ", " : "") << llvm::formatv("{0:f4}", stepMs[i]);
-    json << "], \"peak_memory_bytes\": " << memory << ", \"fp8\": [";
+    const tec::MemoryReport mem = tec::memoryReport(s.variant());
+    json << "], \"peak_memory_bytes\": " << memory << ", \"memory\": {\"arena\": " << mem.arena
+         << ", \"peak_step\": " << mem.peakStep << ", \"live_at_peak\": " << mem.peakBytes
+         << ", \"saved_activations\": " << mem.savedBytes;
+    for (auto [kind, bytes] : mem.atPeak)
+      json << ", \"" << tec::kindName(kind) << "\": " << bytes;
+    json << "}, \"fp8\": [";
     for (size_t i = 0; i < health.size(); ++i) {
       const auto &e = health[i];
       json << (i ? ", " : "") << "{\"tensor\": \"" << e.tensor << "\", \"amax\": " << llvm::formatv("{0:e6}", e.amax)
@@ -1282,6 +1302,7 @@ int inspect() {
        << v.buffers_size() << " buffers\n";
     os << "  memory: arena " << bytesString(v.arena_bytes()) << ", params " << bytesString(params) << ", constants "
        << bytesString(constants) << "\n";
+    os << "  " << memoryLine(tec::memoryReport(v)) << "\n";
     os << "  steps:\n";
     for (auto [i, st] : llvm::enumerate(v.steps())) {
       std::string ins, outs;

@@ -6,9 +6,9 @@
 // An eligible GEMM: both operands quantized with their current scale, the FP8 GEMM takes the
 // scale_invs, the amaxes feed delayed scaling at the end, and the state is explicit.
 // CHECK-LABEL: func @eligible
-//  CHECK-SAME:   %[[H:[a-z0-9]+]]: tensor<16xf32> {tec.state = "fc1/input/amax_history", tec.state_init = 0.000000e+00 : f32}
-//  CHECK-SAME:   %[[S:[a-z0-9]+]]: tensor<f32> {tec.state = "fc1/input/scale", tec.state_init = 1.000000e+00 : f32}
-//  CHECK-SAME:   %[[SI:[a-z0-9]+]]: tensor<f32> {tec.state = "fc1/input/scale_inv", tec.state_init = 1.000000e+00 : f32}
+//  CHECK-SAME:   %[[H:[a-z0-9]+]]: tensor<16xf32> {tec.state = "fc1/input/amax_history", tec.state_init = 0.000000e+00 : f32, tec.state_kind = "fp8"}
+//  CHECK-SAME:   %[[S:[a-z0-9]+]]: tensor<f32> {tec.state = "fc1/input/scale", tec.state_init = 1.000000e+00 : f32, tec.state_kind = "fp8"}
+//  CHECK-SAME:   %[[SI:[a-z0-9]+]]: tensor<f32> {tec.state = "fc1/input/scale_inv", tec.state_init = 1.000000e+00 : f32, tec.state_kind = "fp8"}
 //  CHECK-SAME:   {tec.state = "fc1/weight/amax_history"
 //  CHECK-SAME:   -> (tensor<64x128xf32>, tensor<16xf32> {tec.state_update = 3 : i64}, tensor<f32> {tec.state_update = 4 : i64}
 //       CHECK:   %[[A:.+]] = tec.amax %arg0
