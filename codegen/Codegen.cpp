@@ -328,6 +328,8 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
       variant.mutable_buffers(*buffer)->set_offset(inputs.argDataOffsets[i]);
     else
       variant.add_inputs(*buffer);
+    if (forward.getArgAttr(i, kHostF32AttrName))
+      variant.mutable_buffers(*buffer)->set_host_f32(true);
   }
   position = 0;
   for (Operation &op : body.getOperations()) {

@@ -158,7 +158,10 @@ static LogicalResult verifyReduction(Operation *op, RankedTensorType input, Arra
     if (i > 0 && axes[i - 1] >= a)
       return op->emitOpError("expected sorted unique axes");
   }
-  if (input.getElementType() != result.getElementType())
+  // A 16-bit float input may be reduced into f32 (a loss, a bias gradient: the kernel sums in f32 anyway).
+  const bool widens = result.getElementType().isF32() && llvm::isa<FloatType>(input.getElementType()) &&
+                      input.getElementType().getIntOrFloatBitWidth() == 16;
+  if (input.getElementType() != result.getElementType() && !widens)
     return op->emitOpError("expected result element type ") << input.getElementType() << ", got "
                                                           << result.getElementType();
   auto expected = shape::reduce(input.getShape(), axes, keepdims);
@@ -453,7 +456,11 @@ LogicalResult GemmOp::verify() {
 }
 
 LogicalResult LinearOp::verify() {
-  if (failed(verifyBinaryElementTypes(*this)) || failed(verifyEpilogue(*this, getEpilogue())))
+  // 16-bit operands may give an f32 result without a bias (a weight gradient for the optimizer).
+  auto element = [](Value v) { return llvm::cast<RankedTensorType>(v.getType()).getElementType(); };
+  const bool widens = !getBias() && getType().getElementType().isF32() && element(getInput()) == element(getWeight()) &&
+                      llvm::isa<FloatType>(element(getInput())) && element(getInput()).getIntOrFloatBitWidth() == 16;
+  if ((!widens && failed(verifyBinaryElementTypes(*this))) || failed(verifyEpilogue(*this, getEpilogue())))
     return failure();
   return verifyLinearShapes(*this, getInput(), getWeight(), getBias(), getTransposeB());
 }

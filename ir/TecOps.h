@@ -34,6 +34,8 @@ inline constexpr llvm::StringLiteral kStateInitAttrName = "tec.state_init";
 /// What a state argument holds, for the memory report: "optimizer" (moments), "fp8" (scaling meta state) or
 /// "training" (the step counter, the loss scale).
 inline constexpr llvm::StringLiteral kStateKindAttrName = "tec.state_kind";
+/// On an input argument taken in 16 bits: the caller still gives f32, which the session rounds as it writes.
+inline constexpr llvm::StringLiteral kHostF32AttrName = "tec.host_f32";
 /// On train_step's result: the loss. Temporaries computed before it and read after it are saved activations.
 inline constexpr llvm::StringLiteral kLossAttrName = "tec.loss";
 /// On a function result: the index of the state argument this result is the next value of.

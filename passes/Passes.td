@@ -60,6 +60,24 @@ def TecRecognizePatterns : Pass<"tec-recognize-patterns", "mlir::func::FuncOp"> 
   let dependentDialects = ["::tec::TecDialect"];
 }
 
+def TecNarrowActivations : Pass<"tec-narrow-activations", "mlir::func::FuncOp"> {
+  let summary = "Keep activations, saved tensors and gradients in 16 bits on BF16/FP16 targets";
+  let description = [{
+    tec-lower-for-target runs GEMMs in 16 bits and casts their results back to f32, so every activation,
+    every tensor the backward pass keeps and every gradient would still take 4 bytes per element. This
+    pass moves the widening casts down through the ops whose kernels compute in f32 from 16-bit operands
+    anyway (elementwise ops, activations and their gradients, data movement, softmax, LayerNorm and
+    RMSNorm with f32 statistics, attention with an f32 logsumexp, reductions that write f32), so that
+    tensors stay 16-bit until an op that must see f32: the optimizer, a GEMM bias, an output. It folds
+    narrow(widen(x)) to x, moves a narrowing cast above a transpose or reshape read only by it, lets a
+    bias-free GEMM write f32 directly (weight gradients reach the optimizer unrounded), and takes an
+    input read only narrowed in 16 bits (the session rounds the caller's f32 as it writes it: what the
+    first GEMM did anyway). Master weights and optimizer state stay f32.
+  }];
+  let options = [Option<"precision", "precision", "std::string", "\"bf16\"", "bf16 or f16">];
+  let dependentDialects = ["::tec::TecDialect"];
+}
+
 def TecFuseLinear : Pass<"tec-fuse-linear", "mlir::func::FuncOp"> {
   let summary = "Fuse GEMM + bias + activation into tec.linear";
   let description = [{

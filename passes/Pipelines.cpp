@@ -11,7 +11,7 @@ namespace tec {
 const std::vector<std::string> &pipelinePassNames() {
   static const std::vector<std::string> names = {"tec-simplify-shapes",  "canonicalize",   "cse",
                                                  "tec-recognize-attention", "tec-recognize-patterns", "tec-fuse-linear", "tec-insert-fp8",
-                                                 "tec-lower-for-target"};
+                                                 "tec-lower-for-target", "tec-narrow-activations"};
   return names;
 }
 
@@ -38,6 +38,10 @@ void buildTargetPipeline(OpPassManager &pm, const PipelineOptions &options, Stri
         {options.fp8, options.keepPrecision, options.amaxHistory, options.margin, options.amaxAlgo, options.fp8Format}));
   if (enabled("tec-lower-for-target"))
     pm.addPass(createTecLowerForTarget({target.str(), options.fp8Emulate}));
+  // GPU targets keep activations in 16 bits; the CPU computes in f32 (its BF16 would only emulate).
+  const TargetCapability *cap = lookupTarget(target);
+  if (enabled("tec-narrow-activations") && cap && cap->name != "cpu" && cap->fallback == GemmPrecision::BF16)
+    pm.addNestedPass<func::FuncOp>(createTecNarrowActivations({"bf16"}));
   if (enabled("canonicalize"))
     pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   if (enabled("cse"))

@@ -1,4 +1,9 @@
 #include "runtime/Session.h"
+#include "runtime/Steps.h"
+
+#include "kernels/cpu/CpuKernels.h"
+
+#include <cstring>
 
 namespace tec {
 
@@ -145,12 +150,19 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
   }
   auto describe = [&](const std::string &name, int buffer) {
     const auto &b = variant.buffers(buffer);
+    if (b.host_f32()) // the caller's view: f32
+      return TensorInfo{name, plan::F32, {b.shape().begin(), b.shape().end()}, b.bytes() / dtypeBytes(b.dtype()) * 4,
+                        buffer};
     return TensorInfo{name, b.dtype(), {b.shape().begin(), b.shape().end()}, b.bytes(), buffer};
   };
   const auto &inputNames = variant.input_names_size() ? variant.input_names() : p.input_names();
   const auto &outputNames = variant.output_names_size() ? variant.output_names() : p.output_names();
-  for (int i = 0; i < variant.inputs_size(); ++i)
+  for (int i = 0; i < variant.inputs_size(); ++i) {
     session->inputInfo.push_back(describe(inputNames.Get(i), variant.inputs(i)));
+    const auto &b = variant.buffers(variant.inputs(i));
+    session->staging.emplace_back(b.host_f32() ? session->inputInfo.back().bytes / 4 : 0);
+  }
+  session->pending.assign(variant.inputs_size(), false);
   for (int i = 0; i < variant.outputs_size(); ++i)
     session->outputInfo.push_back(describe(outputNames.Get(i), variant.outputs(i)));
   return session;
@@ -166,6 +178,24 @@ Status Session::setInput(size_t index, const void *data, int64_t bytes) {
   if (bytes) // an empty input may have no storage
     std::memcpy(inputData(index), data, bytes);
   return Status::success();
+}
+
+void *Session::inputData(size_t index) {
+  if (staging[index].empty())
+    return backend->hostData(inputInfo[index].buffer);
+  pending[index] = true;
+  return staging[index].data();
+}
+
+Status Session::run(std::vector<double> *stepMillis) {
+  for (size_t i = 0; i < staging.size(); ++i)
+    if (pending[i]) {
+      const int buffer = inputInfo[i].buffer;
+      kernels::cpu::cast(staging[i].data(), kernels::ElementType::F32, backend->hostData(buffer),
+                         steps::elementType(variant().buffers(buffer).dtype()), static_cast<int64_t>(staging[i].size()));
+      pending[i] = false;
+    }
+  return backend->run(stepMillis);
 }
 
 } // namespace tec

@@ -72,9 +72,10 @@ public:
   /// Copies `bytes` (which must equal the input's size) into input `index`.
   Status setInput(size_t index, const void *data, int64_t bytes);
   /// Where input `index` lives, to fill in place before the next run (ask again to change it later: a
-  /// GPU backend uploads the inputs asked for since the last run).
-  void *inputData(size_t index) { return backend->hostData(inputInfo[index].buffer); }
-  Status run(std::vector<double> *stepMillis = nullptr) { return backend->run(stepMillis); }
+  /// GPU backend uploads the inputs asked for since the last run). An input the plan holds in 16 bits
+  /// is filled in f32 here and rounded before the run.
+  void *inputData(size_t index);
+  Status run(std::vector<double> *stepMillis = nullptr);
   const std::vector<QuantizeStats> &quantizeStats() const { return backend->quantizeStats(); }
   /// What the backend ran instead of a faster path, and why (Backend::notes).
   std::vector<std::string> notes() const { return backend->notes(); }
@@ -101,6 +102,10 @@ private:
   std::unique_ptr<Backend> backend;
   VariantChoice choice;
   std::vector<TensorInfo> inputInfo, outputInfo;
+  /// Per input: its f32 staging where the plan holds it in 16 bits (plan::Buffer.host_f32), else empty;
+  /// `pending` marks the ones written since the last run.
+  std::vector<std::vector<float>> staging;
+  std::vector<bool> pending;
 };
 
 } // namespace tec

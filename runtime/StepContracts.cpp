@@ -232,7 +232,8 @@ private:
     for (int d = 0; d < rank(in(0)); ++d)
       if (!reduced[d])
         kept *= shape(in(0))[d];
-    if (count(out(0)) != kept || dtype(out(0)) != dtype(in(0)))
+    const bool widens = dtype(out(0)) == plan::F32 && (dtype(in(0)) == plan::BF16 || dtype(in(0)) == plan::F16);
+    if (count(out(0)) != kept || (dtype(out(0)) != dtype(in(0)) && !widens))
       return "the output does not hold the kept dims";
     return "";
   }

@@ -1135,7 +1135,7 @@ void layerNorm(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref r
 }
 
 void reduce(ReduceKind kind, const void *x, Extent kept, Strided keptStrides, Extent reduced, Strided reducedStrides,
-            void *y, ElementType type, void *partials, int multiprocessors, void *stream) {
+            void *y, ElementType type, ElementType outType, void *partials, int multiprocessors, void *stream) {
   const ReductionPlan p = planReduction(kept, keptStrides, reduced, reducedStrides, multiprocessors);
   if (p.outputs == 0)
     return;
@@ -1148,7 +1148,7 @@ void reduce(ReduceKind kind, const void *x, Extent kept, Strided keptStrides, Ex
                              reducedStrides, IntWrite<int64_t>{static_cast<int64_t *>(y)}, partials, s);
   else
     launchReduction<double>(p, kind, FloatRead{ConstRef{x, type}}, kept, keptStrides, reduced, reducedStrides,
-                            FloatWrite{Ref{y, type}}, partials, s);
+                            FloatWrite{Ref{y, outType}}, partials, s);
 }
 
 void biasActivation(Ref y, ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue, void *stream) {

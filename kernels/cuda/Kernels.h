@@ -82,11 +82,12 @@ void attentionGrad(const AttentionShape &shape, ConstRef dout, ConstRef q, Const
 /// mean and rstd (one per row) may have null data; without `center`, RMSNorm (see kernels/cpu's layerNorm).
 void layerNorm(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref rstd, int64_t rows, int64_t cols,
                float epsilon, bool center, void *stream);
-/// Sums (or averages) x over `reduced` for each index of `kept`; `type` is x's and y's (float or I32/I64).
+/// Sums (or averages) x over `reduced` for each index of `kept`; `type` is x's (float or I32/I64), `outType`
+/// y's: the same, or f32 for a 16-bit float x (the sums are f32 or wider inside).
 /// Launched as planReduction(..., multiprocessors) says; `partials` holds its plan's partial sums (8 bytes
 /// each; may be null when the plan has none).
 void reduce(ReduceKind kind, const void *x, Extent kept, Strided keptStrides, Extent reduced, Strided reducedStrides,
-            void *y, ElementType type, void *partials, int multiprocessors, void *stream);
+            void *y, ElementType type, ElementType outType, void *partials, int multiprocessors, void *stream);
 /// y[r, c] = epilogue(y[r, c] + bias[c]): the bias and activation where a GEMM could not fuse them.
 void biasActivation(Ref y, ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue, void *stream);
 /// max |x| into *out (NaN wins), for an x that is not quantized in the same pass.

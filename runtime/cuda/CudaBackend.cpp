@@ -713,11 +713,12 @@ Status CudaBackend::reduce(const plan::Step &s) {
   kc::makeExtent(keptDims, keptExtent);
   kc::makeExtent(reducedDims, reducedExtent);
   int x = s.inputs(0), o = s.outputs(0);
-  auto t = type(x);
+  auto t = type(x), outType = type(o);
   const Slot partials = reductionPartials(keptExtent, kept, reducedExtent, reduced);
   const int sms = multiprocessors;
   emit([=](const Context &c) {
-    c.k->reduce(kind, c.at(slot(x)), keptExtent, kept, reducedExtent, reduced, c.at(slot(o)), t, c.at(partials), sms);
+    c.k->reduce(kind, c.at(slot(x)), keptExtent, kept, reducedExtent, reduced, c.at(slot(o)), t, outType,
+                c.at(partials), sms);
     return Status::success();
   });
   return Status::success();
@@ -841,7 +842,9 @@ Status CudaBackend::linear(const plan::Step &s) {
   if (Status st = expectArity(s, 2, 3, 1); !st.ok())
     return st;
   int x = s.inputs(0), w = s.inputs(1), b = s.inputs_size() > 2 ? s.inputs(2) : -1, y = s.outputs(0);
-  if (dtype(x) != dtype(y) || dtype(w) != dtype(y))
+  // 16-bit operands may write f32 without a bias (a weight gradient for the optimizer: cuBLASLt's D type).
+  const bool widens = b < 0 && dtype(y) == plan::F32 && (dtype(x) == plan::BF16 || dtype(x) == plan::F16);
+  if (dtype(w) != dtype(x) || (dtype(x) != dtype(y) && !widens))
     return unsupported(s, "operands of different element types");
   kc::GemmSpec spec;
   spec.transposeB = attrI(s, "transpose_b");
@@ -849,7 +852,8 @@ Status CudaBackend::linear(const plan::Step &s) {
   spec.n = shape(y).back();
   spec.k = spec.transposeB ? ws[1] : ws[0];
   spec.m = spec.n ? count(y) / spec.n : 0;
-  spec.a = spec.b = spec.d = type(y);
+  spec.a = spec.b = type(x);
+  spec.d = type(y);
   // x is a transpose the GEMM reads untransposed, from storage in the source's layout ([K, M]).
   if (auto folded = transposedOperand.find(currentStep); folded != transposedOperand.end()) {
     spec.transposeA = true;
@@ -930,7 +934,7 @@ Status CudaBackend::emitWeightGradWithBiasGrad(const plan::Step &s, kc::GemmSpec
     if (!c.k->gemm(plain, o, error))
       return unsupported(s, error);
     c.k->reduce(kernels::ReduceKind::Sum, c.at(slot(grad.source)), kept, keptStrides, reduced, reducedStrides,
-                c.at(grad.out), ElementType::F32, c.at(partials), sms);
+                c.at(grad.out), ElementType::F32, ElementType::F32, c.at(partials), sms);
     return Status::success();
   });
   return Status::success();

@@ -64,7 +64,7 @@ public:
                              kc::Ref dk, kc::Ref dv, float *delta) = 0;
   virtual void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
                       const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type,
-                      void *partials, int multiprocessors) = 0;
+                      ElementType outType, void *partials, int multiprocessors) = 0;
   virtual void biasActivation(kc::Ref y, kc::ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue) = 0;
   virtual void amax(kc::ConstRef x, int64_t n, float *out) = 0;
   virtual void setFlag(uint8_t *flag) = 0;

@@ -82,9 +82,10 @@ public:
     kc::attentionGrad(shape, dout, q, k, v, out, lse, mask, dq, dk, dv, delta, stream);
   }
   void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
-              const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type, void *partials,
-              int multiprocessors) override {
-    kc::reduce(kind, x, kept, keptStrides, reduced, reducedStrides, y, type, partials, multiprocessors, stream);
+              const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type, ElementType outType,
+              void *partials, int multiprocessors) override {
+    kc::reduce(kind, x, kept, keptStrides, reduced, reducedStrides, y, type, outType, partials, multiprocessors,
+               stream);
   }
   void biasActivation(kc::Ref y, kc::ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue) override {
     kc::biasActivation(y, bias, rows, cols, epilogue, stream);
@@ -259,12 +260,12 @@ public:
                                ref(dq), ref(dk), ref(dv), f32(delta)});
   }
   void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
-              const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type, void *partials,
-              int multiprocessors) override {
+              const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type, ElementType outType,
+              void *partials, int multiprocessors) override {
     static const char *kinds[] = {"Sum", "Mean", "Max", "Min", "Prod"};
     call("kc::reduce", {enumValue("ReduceKind", kinds, kind), ptr(x), extentText(kept), strided(keptStrides, kept),
                         extentText(reduced), strided(reducedStrides, reduced), ptr(y), elementType(type),
-                        ptr(partials), num(multiprocessors)});
+                        elementType(outType), ptr(partials), num(multiprocessors)});
   }
   void biasActivation(kc::Ref y, kc::ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue) override {
     static const char *kinds[] = {"None", "Relu", "Gelu", "GeluTanh"};

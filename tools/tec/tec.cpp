@@ -1326,6 +1326,8 @@ int inspect() {
         os << "  view of %" << b.alias_of();
       if (b.has_init_fill())
         os << "  starts as " << llvm::format("%g", b.init_fill());
+      if (b.host_f32())
+        os << "  given as f32";
       os << "  " << b.name() << "\n";
     }
   }

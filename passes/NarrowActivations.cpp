@@ -1,0 +1,207 @@
+#include "passes/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace tec {
+#define GEN_PASS_DEF_TECNARROWACTIVATIONS
+#include "passes/Passes.h.inc"
+} // namespace tec
+
+using namespace mlir;
+using namespace tec;
+
+namespace {
+
+RankedTensorType withElement(Type t, Type element) {
+  auto ranked = llvm::cast<RankedTensorType>(t);
+  return RankedTensorType::get(ranked.getShape(), element);
+}
+
+bool isFloatTensor(Value v) {
+  auto t = llvm::dyn_cast<RankedTensorType>(v.getType());
+  return t && llvm::isa<FloatType>(t.getElementType());
+}
+
+/// `v` is `narrow` widened to f32: the value it was is `narrow`'s 16-bit input.
+CastOp wideningCast(Value v, Type narrow) {
+  auto cast = v.getDefiningOp<CastOp>();
+  if (!cast || cast.getInput().getType().getElementType() != narrow || !cast.getType().getElementType().isF32())
+    return nullptr;
+  return cast;
+}
+
+/// The ops computed as well from 16-bit operands as from their f32 widening: the kernels read 16-bit
+/// values, compute in f32 and round only what they write. Their float operands and results share one
+/// type, except the f32 statistics some keep (keepsF32).
+bool narrowable(Operation *op) {
+  return llvm::isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, SwigluOp, ReluOp, TanhOp, SigmoidOp, ErfOp, SqrtOp, ExpOp,
+                   AbsOp, NegOp, ReciprocalOp, LogOp, SinOp, CosOp, SoftplusOp, SiluOp, GeluOp, ReluGradOp, GeluGradOp,
+                   WhereOp, TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SplitOp, SliceOp, GatherOp, SoftmaxOp,
+                   LayerNormOp, RmsNormOp, AttentionOp, AttentionGradOp, ReduceSumOp, ReduceMeanOp>(op);
+}
+
+/// Results that stay f32 (normalization statistics, attention's logsumexp, a reduction: a loss or a bias
+/// gradient summed in f32 inside the kernel), and operands that must (attention_grad's logsumexp).
+bool keepsF32Result(Operation *op, unsigned i) {
+  return (llvm::isa<LayerNormOp, RmsNormOp, AttentionOp>(op) && i > 0) || llvm::isa<ReduceSumOp, ReduceMeanOp>(op);
+}
+bool keepsF32Operand(Operation *op, unsigned i) { return llvm::isa<AttentionGradOp>(op) && i == 5; }
+
+/// A function input the step's caller provides, not a param or state: narrowed when all its uses are.
+bool isPlainInput(Value v) {
+  auto arg = llvm::dyn_cast<BlockArgument>(v);
+  auto f = arg ? llvm::dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
+  return f && !f.getArgAttr(arg.getArgNumber(), kParamAttrName) && !f.getArgAttr(arg.getArgNumber(), kStateAttrName);
+}
+
+/// Few enough elements that a 16-bit copy costs nothing worth counting (a LayerNorm's scale, a bias).
+bool isSmall(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getNumElements() <= (1 << 16); }
+
+/// `v` in the 16-bit type, where that costs no new full-size tensor: a widening cast's input, a constant
+/// converted, a cast of a function input (which then becomes a 16-bit input) or of a small tensor; else null.
+Value narrowed(PatternRewriter &rewriter, Value v, Type narrow) {
+  if (auto cast = wideningCast(v, narrow))
+    return cast.getInput();
+  if (auto constant = v.getDefiningOp<ConstantOp>())
+    if (auto dense = llvm::dyn_cast<DenseFPElementsAttr>(constant.getValue())) {
+      const auto &semantics = llvm::cast<FloatType>(narrow).getFloatSemantics();
+      auto converted = dense.mapValues(narrow, [&](const APFloat &x) {
+        APFloat y = x;
+        bool lost;
+        y.convert(semantics, APFloat::rmNearestTiesToEven, &lost);
+        return y.bitcastToAPInt();
+      });
+      return rewriter.create<ConstantOp>(constant.getLoc(), converted.getType(), converted);
+    }
+  if (isPlainInput(v) || isSmall(v))
+    return rewriter.create<CastOp>(v.getLoc(), withElement(v.getType(), narrow), v);
+  return nullptr;
+}
+
+/// op(widen(a), widen(b), ...) -> widen(op(a, b, ...)): the op reads and writes 16-bit tensors, and the
+/// widening moves on to its readers, until an op that must stay f32 (a GEMM's bias, the optimizer, an
+/// output). At least one operand must already be narrow, so f32 computations stay f32.
+struct SinkWideningCasts : RewritePattern {
+  SinkWideningCasts(MLIRContext *ctx, Type narrow) : RewritePattern(MatchAnyOpTypeTag(), 1, ctx), narrow(narrow) {}
+  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rewriter) const override {
+    if (!narrowable(op) || op->getNumRegions())
+      return failure();
+    bool anyNarrow = false;
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      if (!isFloatTensor(v) || keepsF32Operand(op, i))
+        continue;
+      if (!llvm::cast<RankedTensorType>(v.getType()).getElementType().isF32())
+        return failure();
+      anyNarrow |= static_cast<bool>(wideningCast(v, narrow));
+      if (!wideningCast(v, narrow) && !v.getDefiningOp<ConstantOp>() && !isPlainInput(v) && !isSmall(v))
+        return failure();
+    }
+    for (auto [i, r] : llvm::enumerate(op->getResults()))
+      if (isFloatTensor(r) && !keepsF32Result(op, i) && !llvm::cast<RankedTensorType>(r.getType()).getElementType().isF32())
+        return failure();
+    if (!anyNarrow)
+      return failure();
+    SmallVector<Value> operands;
+    for (auto [i, v] : llvm::enumerate(op->getOperands()))
+      operands.push_back(isFloatTensor(v) && !keepsF32Operand(op, i) ? narrowed(rewriter, v, narrow) : v);
+    SmallVector<Type> types;
+    for (auto [i, r] : llvm::enumerate(op->getResults()))
+      types.push_back(isFloatTensor(r) && !keepsF32Result(op, i) ? withElement(r.getType(), narrow) : r.getType());
+    Operation *narrowOp = rewriter.create(op->getLoc(), op->getName().getIdentifier(), operands, types, op->getAttrs());
+    SmallVector<Value> replacements;
+    for (auto [old, now] : llvm::zip(op->getResults(), narrowOp->getResults()))
+      replacements.push_back(old.getType() == now.getType()
+                                 ? Value(now)
+                                 : rewriter.create<CastOp>(op->getLoc(), old.getType(), now).getResult());
+    rewriter.replaceOp(op, replacements);
+    return success();
+  }
+  Type narrow;
+};
+
+/// narrow(widen(x)) -> x: the round trip is exact.
+struct FoldRoundTrip : OpRewritePattern<CastOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(CastOp cast, PatternRewriter &rewriter) const override {
+    auto inner = cast.getInput().getDefiningOp<CastOp>();
+    if (!inner || inner.getInput().getType() != cast.getType() || !llvm::isa<FloatType>(cast.getType().getElementType()) ||
+        !inner.getType().getElementType().isF32())
+      return failure();
+    rewriter.replaceOp(cast, inner.getInput());
+    return success();
+  }
+};
+
+/// narrow(move(x)) -> move(narrow(x)) for data movement read only by the narrowing (a wgrad GEMM's
+/// transposed operand): the copy moves half the bytes, and narrow(x) is usually there already.
+struct HoistNarrowingCast : OpRewritePattern<CastOp> {
+  HoistNarrowingCast(MLIRContext *ctx, Type narrow) : OpRewritePattern(ctx), narrow(narrow) {}
+  LogicalResult matchAndRewrite(CastOp cast, PatternRewriter &rewriter) const override {
+    Operation *move = cast.getInput().getDefiningOp();
+    if (cast.getType().getElementType() != narrow || !move || !llvm::isa<TransposeOp, ReshapeOp, ExpandOp, SliceOp>(move) ||
+        !cast.getInput().hasOneUse() ||
+        !llvm::cast<RankedTensorType>(move->getOperand(0).getType()).getElementType().isF32())
+      return failure();
+    Value source = rewriter.create<CastOp>(cast.getLoc(), withElement(move->getOperand(0).getType(), narrow),
+                                           move->getOperand(0));
+    Operation *moved = rewriter.create(move->getLoc(), move->getName().getIdentifier(), ValueRange{source},
+                                       TypeRange{cast.getType()}, move->getAttrs());
+    rewriter.replaceOp(cast, moved->getResults());
+    return success();
+  }
+  Type narrow;
+};
+
+/// widen(linear(a, b)) without a bias -> linear(a, b) writing f32: a weight gradient leaves the GEMM in
+/// f32 for the optimizer, not rounded to 16 bits first (cuBLASLt's 16-bit inputs, f32 output).
+struct WidenGemmOutput : OpRewritePattern<CastOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(CastOp cast, PatternRewriter &rewriter) const override {
+    auto linear = cast.getInput().getDefiningOp<LinearOp>();
+    if (!linear || linear.getBias() || linear.getEpilogue() != "none" || !cast.getInput().hasOneUse() ||
+        !cast.getType().getElementType().isF32())
+      return failure();
+    auto wide = rewriter.create<LinearOp>(linear.getLoc(), cast.getType(), linear.getInput(), linear.getWeight(),
+                                          Value(), linear.getEpilogueAttr(), linear.getTransposeBAttr());
+    wide->setAttrs(linear->getAttrs());
+    rewriter.replaceOp(cast, wide.getResult());
+    return success();
+  }
+};
+
+struct TecNarrowActivations : tec::impl::TecNarrowActivationsBase<TecNarrowActivations> {
+  using TecNarrowActivationsBase::TecNarrowActivationsBase;
+  void runOnOperation() override {
+    func::FuncOp f = getOperation();
+    Type narrow = precision == "f16" ? Type(Float16Type::get(&getContext())) : Type(BFloat16Type::get(&getContext()));
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FoldRoundTrip, WidenGemmOutput>(&getContext());
+    patterns.add<SinkWideningCasts, HoistNarrowingCast>(&getContext(), narrow);
+    if (failed(applyPatternsAndFoldGreedily(f, std::move(patterns))))
+      return signalPassFailure();
+    // An input read only through narrowing casts is taken narrow: the session rounds what the caller
+    // gives as it writes it (tec.host_f32).
+    SmallVector<Type> argTypes(f.getArgumentTypes());
+    for (BlockArgument arg : f.getArguments()) {
+      if (!isPlainInput(arg) || arg.use_empty() || !llvm::cast<RankedTensorType>(arg.getType()).getElementType().isF32())
+        continue;
+      auto narrowing = [&](Operation *u) {
+        auto cast = llvm::dyn_cast<CastOp>(u);
+        return cast && cast.getType().getElementType() == narrow;
+      };
+      if (!llvm::all_of(arg.getUsers(), narrowing))
+        continue;
+      arg.setType(withElement(arg.getType(), narrow));
+      for (Operation *u : llvm::make_early_inc_range(arg.getUsers())) {
+        u->getResult(0).replaceAllUsesWith(arg);
+        u->erase();
+      }
+      argTypes[arg.getArgNumber()] = arg.getType();
+      f.setArgAttr(arg.getArgNumber(), kHostF32AttrName, UnitAttr::get(&getContext()));
+    }
+    f.setType(FunctionType::get(&getContext(), argTypes, f.getResultTypes()));
+  }
+};
+
+} // namespace
