@@ -78,6 +78,18 @@ def TecNarrowActivations : Pass<"tec-narrow-activations", "mlir::func::FuncOp"> 
   let dependentDialects = ["::tec::TecDialect"];
 }
 
+def TecRecastWeights : Pass<"tec-recast-weights", "mlir::func::FuncOp"> {
+  let summary = "Give each reader of a weight's 16-bit copy its own cast, made just before it";
+  let description = [{
+    A training step reads each weight's 16-bit copy in the forward GEMM and again in the backward's
+    data-gradient GEMM: one shared copy lives across the whole step, the size of a saved activation
+    per weight. Casting again before each reader (the weight read at 4 bytes per element, written at
+    2) keeps each copy alive only around its GEMM, as Transformer Engine's cast-on-use does. Runs last,
+    after CSE would have merged the copies.
+  }];
+  let dependentDialects = ["::tec::TecDialect"];
+}
+
 def TecFuseLinear : Pass<"tec-fuse-linear", "mlir::func::FuncOp"> {
   let summary = "Fuse GEMM + bias + activation into tec.linear";
   let description = [{

@@ -11,7 +11,8 @@ namespace tec {
 const std::vector<std::string> &pipelinePassNames() {
   static const std::vector<std::string> names = {"tec-simplify-shapes",  "canonicalize",   "cse",
                                                  "tec-recognize-attention", "tec-recognize-patterns", "tec-fuse-linear", "tec-insert-fp8",
-                                                 "tec-lower-for-target", "tec-narrow-activations"};
+                                                 "tec-lower-for-target", "tec-narrow-activations",
+                                                 "tec-recast-weights"};
   return names;
 }
 
@@ -40,12 +41,15 @@ void buildTargetPipeline(OpPassManager &pm, const PipelineOptions &options, Stri
     pm.addPass(createTecLowerForTarget({target.str(), options.fp8Emulate}));
   // GPU targets keep activations in 16 bits; the CPU computes in f32 (its BF16 would only emulate).
   const TargetCapability *cap = lookupTarget(target);
-  if (enabled("tec-narrow-activations") && cap && cap->name != "cpu" && cap->fallback == GemmPrecision::BF16)
+  const bool narrow = cap && cap->name != "cpu" && cap->fallback == GemmPrecision::BF16;
+  if (enabled("tec-narrow-activations") && narrow)
     pm.addNestedPass<func::FuncOp>(createTecNarrowActivations({"bf16"}));
   if (enabled("canonicalize"))
     pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   if (enabled("cse"))
     pm.addNestedPass<func::FuncOp>(createCSEPass());
+  if (enabled("tec-recast-weights") && narrow && options.training)
+    pm.addNestedPass<func::FuncOp>(createTecRecastWeights());
 }
 
 void buildTrainingPipeline(OpPassManager &pm, const PipelineOptions &options, StringRef target) {
@@ -64,7 +68,7 @@ void buildTrainingPipeline(OpPassManager &pm, const PipelineOptions &options, St
   pm.addNestedPass<func::FuncOp>(createCSEPass());
   // On cpu FP8 training is emulated, so only with --fp8-emulate; GPU targets follow their capability.
   if (target != "cpu" || (options.fp8 != "none" && options.fp8Emulate))
-    buildTargetPipeline(pm, options, target);
+    buildTargetPipeline(pm, forward, target);
 }
 
 void registerTecPassesAndPipelines() {
