@@ -730,9 +730,13 @@ LogicalResult QuantizeOp::verify() {
   Type out = getType().getElementType();
   if (!isFp8(out))
     return emitOpError("expected f8E4M3FN or f8E5M2 result, got ") << out;
-  if (getInput().getType().getShape() != getType().getShape())
-    return emitOpError("expected result shape ") << shape::str(getInput().getType().getShape())
-                                                 << ", got " << shape::str(getType().getShape());
+  shape::Dims expected(getInput().getType().getShape());
+  if (getTransposeInput() && expected.size() != 2)
+    return emitOpError("expected a 2-D input to read transposed, got rank ") << expected.size();
+  if (getTransposeInput())
+    std::swap(expected[0], expected[1]);
+  if (ArrayRef<int64_t>(expected) != getType().getShape())
+    return emitOpError("expected result shape ") << shape::str(expected) << ", got " << shape::str(getType().getShape());
   return success();
 }
 

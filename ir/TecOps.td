@@ -949,14 +949,16 @@ def Tec_QuantizeOp : Tec_Op<"quantize", [Pure]> {
   let description = [{
     `result = fp8(input * scale)`, bit for bit CUDA's `__nv_cvt_float_to_fp8(x, __NV_SATFINITE, …)`:
     E4M3 saturates at ±448, E5M2 at ±57344, NaN stays NaN. `scale` is the tensor's per-tensor
-    delayed-scaling scale.
+    delayed-scaling scale. With `transpose_input` a 2-D input [R, C] is read transposed into a [C, R]
+    result: the TN operand of a backward GEMM in one pass, without the transposed copy in between.
 
     Example:
     ```mlir
     %0 = tec.quantize %x, %scale : (tensor<64x256xf32>, tensor<f32>) -> tensor<64x256xf8E4M3FN>
     ```
   }];
-  let arguments = (ins Tec_FloatTensor:$input, Tec_Scalar:$scale);
+  let arguments = (ins Tec_FloatTensor:$input, Tec_Scalar:$scale,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_input);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

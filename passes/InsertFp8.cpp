@@ -80,9 +80,17 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
     Value scaleInv = addState(f, scalar, name + "/scale_inv", 1.0f);
     Location loc = v.getLoc();
     auto type = llvm::cast<RankedTensorType>(v.getType());
-    Value amax = b.create<AmaxOp>(loc, scalar, v);
+    // A 2-D transpose (a backward GEMM's TN operand) is read transposed by the quantize: no transposed
+    // copy in between, and the amax of a transpose is its source's.
+    Value source = v;
+    auto transpose = v.getDefiningOp<TransposeOp>();
+    const bool transposed = transpose && transpose.getPerm() == ArrayRef<int64_t>{1, 0};
+    if (transposed)
+      source = transpose.getInput();
+    Value amax = b.create<AmaxOp>(loc, scalar, source);
     Type fp8 = e5m2 ? Type(b.getFloat8E5M2Type()) : Type(b.getFloat8E4M3FNType());
-    Value q = b.create<QuantizeOp>(loc, RankedTensorType::get(type.getShape(), fp8), v, scale);
+    Value q = b.create<QuantizeOp>(loc, RankedTensorType::get(type.getShape(), fp8), source, scale,
+                                   b.getBoolAttr(transposed));
     updates.push_back({history, scale, scaleInv, amax, e5m2 ? 57344.0f : 448.0f});
     return {q, scaleInv};
   }
@@ -103,6 +111,53 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
       f.walk([&](LinearOp op) { linears.push_back(op); });
       SmallVector<PendingUpdate> updates;
       llvm::StringSet<> usedNames;
+      // A tensor two GEMMs read in one format is quantized once, with one scale (Transformer Engine's
+      // recipe), in each layout they read it in: a wgrad GEMM's transposed activation is quantized with
+      // the forward's scale, right after the forward's copy, so the FP8 copies are what the backward keeps
+      // and the high-precision activation dies in the forward. Weights are quantized per GEMM: a shared
+      // copy would live across the step, and quantizing a weight again costs little.
+      struct Quantized {
+        Value scale, scaleInv;
+        Operation *first = nullptr;
+        llvm::DenseMap<Type, Value> copies; // by the GEMM operand's type: its layout and view
+      };
+      llvm::DenseMap<std::pair<Value, int>, Quantized> quantized;
+      auto unique = [&](const std::string &base) {
+        std::string name = base;
+        for (int k = 2; !usedNames.insert(name).second; ++k)
+          name = base + "#" + std::to_string(k);
+        return name;
+      };
+      auto quantizeOnce = [&](OpBuilder &b, Value v, const std::string &name, bool e5m2) -> std::pair<Value, Value> {
+        auto transpose = v.getDefiningOp<TransposeOp>();
+        const bool transposed = transpose && transpose.getPerm() == ArrayRef<int64_t>{1, 0};
+        Value source = transposed ? transpose.getInput() : v;
+        // The same bytes seen through reshapes (a GEMM's 3-D input and its 2-D view) are one tensor.
+        Value root = source;
+        while (auto reshape = root.getDefiningOp<ReshapeOp>())
+          root = reshape.getInput();
+        auto arg = llvm::dyn_cast<BlockArgument>(root);
+        if (arg && (f.getArgAttr(arg.getArgNumber(), kParamAttrName) || f.getArgAttr(arg.getArgNumber(), kStateAttrName)))
+          return quantize(f, b, v, unique(name), e5m2, updates);
+        Quantized &entry = quantized[{root, e5m2 ? 1 : 0}];
+        if (!entry.first) {
+          auto [q, scaleInv] = quantize(f, b, v, unique(name), e5m2, updates);
+          entry = {q.getDefiningOp()->getOperand(1), scaleInv, q.getDefiningOp(), {}};
+          entry.copies[v.getType()] = q;
+          return {q, scaleInv};
+        }
+        Value &copy = entry.copies[v.getType()];
+        if (!copy) { // another layout or view: quantized right after the first copy, with its scale
+          OpBuilder after(entry.first->getBlock(), std::next(entry.first->getIterator()));
+          Value view = source;
+          if (root != source)
+            view = after.create<ReshapeOp>(source.getLoc(), source.getType(), root);
+          Type fp8 = llvm::cast<RankedTensorType>(entry.first->getResult(0).getType()).getElementType();
+          copy = after.create<QuantizeOp>(v.getLoc(), llvm::cast<RankedTensorType>(v.getType()).clone(fp8), view,
+                                          entry.scale, after.getBoolAttr(transposed));
+        }
+        return {copy, entry.scaleInv};
+      };
       for (auto [i, linear] : llvm::enumerate(linears)) {
         if (std::string why = fp8Blocker(linear, policy); !why.empty()) {
           linear->setAttr(kPrecisionAttrName, attrs.getStringAttr(why));
@@ -120,16 +175,10 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
           bool isGrad = gradOperand && gradOperand.getInt() == operand;
           return layer + "/" + role.str() + "/" + (isGrad ? "grad" : role.getValue() == "dgrad" ? "weight" : "activation");
         };
-        auto unique = [&](const std::string &base) {
-          std::string name = base;
-          for (int k = 2; !usedNames.insert(name).second; ++k)
-            name = base + "#" + std::to_string(k);
-          return name;
-        };
         auto isE5m2 = [&](int operand) { return hybrid && gradOperand && gradOperand.getInt() == operand; };
         OpBuilder b(linear);
-        auto [xq, xsi] = quantize(f, b, linear.getInput(), unique(operandName(0)), isE5m2(0), updates);
-        auto [wq, wsi] = quantize(f, b, linear.getWeight(), unique(operandName(1)), isE5m2(1), updates);
+        auto [xq, xsi] = quantizeOnce(b, linear.getInput(), operandName(0), isE5m2(0));
+        auto [wq, wsi] = quantizeOnce(b, linear.getWeight(), operandName(1), isE5m2(1));
         auto gemm = b.create<Fp8GemmOp>(linear.getLoc(), linear.getType(), xq, wq, xsi, wsi, linear.getBias(),
                                         linear.getEpilogueAttr(), linear.getTransposeBAttr());
         std::string formats = std::string(isE5m2(0) ? "E5M2" : "E4M3") + " x " + (isE5m2(1) ? "E5M2" : "E4M3");

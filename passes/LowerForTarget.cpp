@@ -105,7 +105,16 @@ struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
           return signalPassFailure();
         }
         OpBuilder b(op);
-        Value y = gemmIn(b, op, xq.getInput(), wq.getInput(), op.getBias(), op.getEpilogueAttr(),
+        // What each quantize read, in the GEMM's layout again (a transposed read is a transpose).
+        auto unquantized = [&](QuantizeOp q) -> Value {
+          if (!q.getTransposeInput())
+            return q.getInput();
+          auto in = q.getInput().getType();
+          return b.create<TransposeOp>(q.getLoc(), RankedTensorType::get({in.getDimSize(1), in.getDimSize(0)},
+                                                                         in.getElementType()),
+                                       q.getInput(), ArrayRef<int64_t>{1, 0});
+        };
+        Value y = gemmIn(b, op, unquantized(xq), unquantized(wq), op.getBias(), op.getEpilogueAttr(),
                          op.getTransposeBAttr(), fallback, fallbackName + ": FP8 asked; " + cap->note.str());
         op.replaceAllUsesWith(y);
         op.erase();

@@ -38,15 +38,24 @@ bool narrowable(Operation *op) {
   return llvm::isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, SwigluOp, ReluOp, TanhOp, SigmoidOp, ErfOp, SqrtOp, ExpOp,
                    AbsOp, NegOp, ReciprocalOp, LogOp, SinOp, CosOp, SoftplusOp, SiluOp, GeluOp, ReluGradOp, GeluGradOp,
                    WhereOp, TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SplitOp, SliceOp, GatherOp, SoftmaxOp,
-                   LayerNormOp, RmsNormOp, AttentionOp, AttentionGradOp, ReduceSumOp, ReduceMeanOp>(op);
+                   LayerNormOp, RmsNormOp, AttentionOp, AttentionGradOp, ReduceSumOp, ReduceMeanOp, QuantizeOp,
+                   AmaxOp>(op);
 }
 
 /// Results that stay f32 (normalization statistics, attention's logsumexp, a reduction: a loss or a bias
-/// gradient summed in f32 inside the kernel), and operands that must (attention_grad's logsumexp).
+/// gradient summed in f32 inside the kernel; an amax), and operands that must (attention_grad's
+/// logsumexp, a quantize's scale). Results of other types (FP8) keep theirs.
 bool keepsF32Result(Operation *op, unsigned i) {
-  return (llvm::isa<LayerNormOp, RmsNormOp, AttentionOp>(op) && i > 0) || llvm::isa<ReduceSumOp, ReduceMeanOp>(op);
+  return (llvm::isa<LayerNormOp, RmsNormOp, AttentionOp>(op) && i > 0) ||
+         llvm::isa<ReduceSumOp, ReduceMeanOp, AmaxOp>(op);
 }
-bool keepsF32Operand(Operation *op, unsigned i) { return llvm::isa<AttentionGradOp>(op) && i == 5; }
+bool keepsF32Operand(Operation *op, unsigned i) {
+  return (llvm::isa<AttentionGradOp>(op) && i == 5) || (llvm::isa<QuantizeOp>(op) && i == 1);
+}
+bool narrowsResult(Operation *op, unsigned i) {
+  auto t = llvm::dyn_cast<RankedTensorType>(op->getResult(i).getType());
+  return t && t.getElementType().isF32() && !keepsF32Result(op, i);
+}
 
 /// A function input the step's caller provides, not a param or state: narrowed when all its uses are.
 bool isPlainInput(Value v) {
@@ -97,9 +106,6 @@ struct SinkWideningCasts : RewritePattern {
       if (!wideningCast(v, narrow) && !v.getDefiningOp<ConstantOp>() && !isPlainInput(v) && !isSmall(v))
         return failure();
     }
-    for (auto [i, r] : llvm::enumerate(op->getResults()))
-      if (isFloatTensor(r) && !keepsF32Result(op, i) && !llvm::cast<RankedTensorType>(r.getType()).getElementType().isF32())
-        return failure();
     if (!anyNarrow)
       return failure();
     SmallVector<Value> operands;
@@ -107,7 +113,7 @@ struct SinkWideningCasts : RewritePattern {
       operands.push_back(isFloatTensor(v) && !keepsF32Operand(op, i) ? narrowed(rewriter, v, narrow) : v);
     SmallVector<Type> types;
     for (auto [i, r] : llvm::enumerate(op->getResults()))
-      types.push_back(isFloatTensor(r) && !keepsF32Result(op, i) ? withElement(r.getType(), narrow) : r.getType());
+      types.push_back(narrowsResult(op, i) ? withElement(r.getType(), narrow) : r.getType());
     Operation *narrowOp = rewriter.create(op->getLoc(), op->getName().getIdentifier(), operands, types, op->getAttrs());
     SmallVector<Value> replacements;
     for (auto [old, now] : llvm::zip(op->getResults(), narrowOp->getResults()))
@@ -115,6 +121,28 @@ struct SinkWideningCasts : RewritePattern {
                                  ? Value(now)
                                  : rewriter.create<CastOp>(op->getLoc(), old.getType(), now).getResult());
     rewriter.replaceOp(op, replacements);
+    return success();
+  }
+  Type narrow;
+};
+
+/// An FP8 GEMM writing f32 for what computes on in 16 bits writes 16 bits (cuBLASLt's FP8 GEMMs take a
+/// bias of their output's type): its readers then narrow too. Weight gradients keep f32 for the optimizer,
+/// and a model output its f32.
+struct NarrowFp8GemmOutput : OpRewritePattern<Fp8GemmOp> {
+  NarrowFp8GemmOutput(MLIRContext *ctx, Type narrow) : OpRewritePattern(ctx), narrow(narrow) {}
+  LogicalResult matchAndRewrite(Fp8GemmOp gemm, PatternRewriter &rewriter) const override {
+    auto role = gemm->getAttrOfType<StringAttr>(kGemmRoleAttrName);
+    const bool onlyReturned = llvm::all_of(gemm->getUsers(), [](Operation *u) { return llvm::isa<func::ReturnOp>(u); });
+    if (!gemm.getType().getElementType().isF32() || (role && role.getValue() == "wgrad") || onlyReturned ||
+        (gemm.getBias() && !isSmall(gemm.getBias())))
+      return failure();
+    Value bias = gemm.getBias() ? narrowed(rewriter, gemm.getBias(), narrow) : Value();
+    auto narrowGemm = rewriter.create<Fp8GemmOp>(gemm.getLoc(), withElement(gemm.getType(), narrow), gemm.getInput(),
+                                                 gemm.getWeight(), gemm.getInputScaleInv(), gemm.getWeightScaleInv(),
+                                                 bias, gemm.getEpilogueAttr(), gemm.getTransposeBAttr());
+    narrowGemm->setAttrs(gemm->getAttrs());
+    rewriter.replaceOpWithNewOp<CastOp>(gemm, gemm.getType(), narrowGemm.getResult());
     return success();
   }
   Type narrow;
@@ -177,7 +205,7 @@ struct TecNarrowActivations : tec::impl::TecNarrowActivationsBase<TecNarrowActiv
     Type narrow = precision == "f16" ? Type(Float16Type::get(&getContext())) : Type(BFloat16Type::get(&getContext()));
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldRoundTrip, WidenGemmOutput>(&getContext());
-    patterns.add<SinkWideningCasts, HoistNarrowingCast>(&getContext(), narrow);
+    patterns.add<SinkWideningCasts, HoistNarrowingCast, NarrowFp8GemmOutput>(&getContext(), narrow);
     if (failed(applyPatternsAndFoldGreedily(f, std::move(patterns))))
       return signalPassFailure();
     // An input read only through narrowing casts is taken narrow: the session rounds what the caller
@@ -186,17 +214,20 @@ struct TecNarrowActivations : tec::impl::TecNarrowActivationsBase<TecNarrowActiv
     for (BlockArgument arg : f.getArguments()) {
       if (!isPlainInput(arg) || arg.use_empty() || !llvm::cast<RankedTensorType>(arg.getType()).getElementType().isF32())
         continue;
+      // Readers that take it narrow: its narrowing casts, and FP8 quantizes and amaxes, which read any
+      // float type (quantizing the bf16 rounding of x, as Transformer Engine does from bf16 inputs).
       auto narrowing = [&](Operation *u) {
         auto cast = llvm::dyn_cast<CastOp>(u);
-        return cast && cast.getType().getElementType() == narrow;
+        return (cast && cast.getType().getElementType() == narrow) || llvm::isa<QuantizeOp, AmaxOp>(u);
       };
       if (!llvm::all_of(arg.getUsers(), narrowing))
         continue;
       arg.setType(withElement(arg.getType(), narrow));
-      for (Operation *u : llvm::make_early_inc_range(arg.getUsers())) {
-        u->getResult(0).replaceAllUsesWith(arg);
-        u->erase();
-      }
+      for (Operation *u : llvm::make_early_inc_range(arg.getUsers()))
+        if (llvm::isa<CastOp>(u)) {
+          u->getResult(0).replaceAllUsesWith(arg);
+          u->erase();
+        }
       argTypes[arg.getArgNumber()] = arg.getType();
       f.setArgAttr(arg.getArgNumber(), kHostF32AttrName, UnitAttr::get(&getContext()));
     }

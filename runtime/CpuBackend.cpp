@@ -699,6 +699,15 @@ Status CpuBackend::quantize(const plan::Step &s) {
   int64_t n = count(s.outputs(0));
   auto format = fp8Format(dtype(s.outputs(0)));
   float *x = floatIn(s.inputs(0));
+  if (attrI(s, "transpose_input")) { // read transposed: through f32 scratch, transposed before the quantize
+    const auto in = shape(s.inputs(0));
+    float *t = scratch.emplace_back(n).data(), *source = x;
+    emit([=] {
+      k::transpose(source, in, {1, 0}, t, sizeof(float));
+      return Status::success();
+    });
+    x = t;
+  }
   if (countQuantized) {
     std::string name = buf(s.inputs(1)).name();
     const std::string suffix = "/scale";

@@ -490,6 +490,9 @@ private:
       return e;
     if (!steps::isFloat(dtype(in(0))) || !isFp8(dtype(out(0))) || dtype(in(1)) != plan::F32)
       return "expected a float input, an f32 scale and an FP8 output";
+    if (steps::attrI(s, "transpose_input") &&
+        (rank(in(0)) != 2 || shape(out(0)) != Shape{shape(in(0))[1], shape(in(0))[0]}))
+      return "a transposed quantize needs a 2-D input and its transpose's shape";
     return first({scalar(in(1)), sameCount(in(0), out(0))});
   }
   std::string dequantize() {

@@ -1,6 +1,8 @@
 #include "kernels/cuda/Fp8Kernels.h"
 #include "kernels/cuda/LaunchShapes.h"
 
+#include "kernels/common/Half.h"
+
 #include <cfloat>
 #include <cuda_runtime.h>
 
@@ -9,6 +11,15 @@ namespace tec::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+
+/// Element i of an f32, bf16 or f16 tensor as f32 (exact).
+__device__ __forceinline__ float loadWide(const void *x, ElementType type, int64_t i) {
+  switch (type) {
+  case ElementType::BF16: return bf16ToFloat(static_cast<const uint16_t *>(x)[i]);
+  case ElementType::F16: return f16ToFloat(static_cast<const uint16_t *>(x)[i]);
+  default: return static_cast<const float *>(x)[i];
+  }
+}
 
 int blocksFor(int64_t n) { return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
 
@@ -46,14 +57,14 @@ __device__ void finishQuantizeBlock(float local, unsigned long long saturated, u
     atomicMaxAbs(amax, shared[0]);
 }
 
-__global__ void quantizeAmaxKernel(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n,
-                                   Fp8Format format, unsigned long long *counts) {
+__global__ void quantizeAmaxKernel(const void *x, ElementType xType, const float *scale, uint8_t *y, float *amax,
+                                   int64_t n, Fp8Format format, unsigned long long *counts) {
   __shared__ float blockMax[kThreads];
   float local = 0.0f;
   const float s = *scale;
   unsigned long long saturated = 0, flushed = 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float v = x[i], scaled = v * s;
+    const float v = loadWide(x, xType, i), scaled = v * s;
     const uint8_t q = floatToFp8(scaled, format);
     y[i] = q;
     local = maxAbsNanWins(local, v);
@@ -67,8 +78,9 @@ constexpr int kTileRows = 8;
 
 /// 32x32 tiles: read along x's rows, write along y's rows (both coalesced). Row tiles on blockIdx.x (the
 /// long dimension: tokens), column tiles from blockIdx.y by a grid-stride loop (transposeGrid).
-__global__ void quantizeTransposedKernel(const float *x, int64_t rows, int64_t cols, const float *scale, uint8_t *y,
-                                         float *amax, Fp8Format format, unsigned long long *counts) {
+__global__ void quantizeTransposedKernel(const void *x, ElementType xType, int64_t rows, int64_t cols,
+                                         const float *scale, uint8_t *y, float *amax, Fp8Format format,
+                                         unsigned long long *counts) {
   __shared__ float tile[kTile][kTile + 1];
   __shared__ float blockMax[kTile * kTileRows];
   const int64_t r0 = int64_t(blockIdx.x) * kTile;
@@ -80,7 +92,7 @@ __global__ void quantizeTransposedKernel(const float *x, int64_t rows, int64_t c
       const int64_t r = r0 + i, c = c0 + threadIdx.x;
       float v = 0.0f;
       if (r < rows && c < cols) {
-        v = x[r * cols + c];
+        v = loadWide(x, xType, r * cols + c);
         local = maxAbsNanWins(local, v);
       }
       tile[i][threadIdx.x] = v;
@@ -143,20 +155,20 @@ __global__ void delayedScalingKernel(const float *history, int64_t length, const
 
 } // namespace
 
-void quantizeWithAmax(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
-                      void *stream, unsigned long long *counts) {
+void quantizeWithAmax(const void *x, ElementType xType, const float *scale, uint8_t *y, float *amax, int64_t n,
+                      Fp8Format format, void *stream, unsigned long long *counts) {
   if (n)
-    quantizeAmaxKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, scale, y, amax, n, format,
-                                                                                        counts);
+    quantizeAmaxKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, xType, scale, y, amax, n,
+                                                                                        format, counts);
 }
 
-void quantizeTransposedWithAmax(const float *x, int64_t rows, int64_t cols, const float *scale, uint8_t *y,
-                                float *amax, Fp8Format format, void *stream, unsigned long long *counts) {
+void quantizeTransposedWithAmax(const void *x, ElementType xType, int64_t rows, int64_t cols, const float *scale,
+                                uint8_t *y, float *amax, Fp8Format format, void *stream, unsigned long long *counts) {
   if (rows == 0 || cols == 0)
     return;
   const TileGrid grid = transposeGrid(rows, cols);
   quantizeTransposedKernel<<<dim3(grid.x, grid.y), dim3(kTile, kTileRows), 0, static_cast<cudaStream_t>(stream)>>>(
-      x, rows, cols, scale, y, amax, format, counts);
+      x, xType, rows, cols, scale, y, amax, format, counts);
 }
 
 void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream) {

@@ -4,20 +4,23 @@
 #define TEC_KERNELS_CUDA_FP8KERNELS_H
 
 #include "kernels/common/Fp8.h"
+#include "kernels/common/Ops.h"
 
 #include <cstdint>
 
 namespace tec::kernels::cuda {
 
 /// y = fp8(x * *scale) and *amax = max(*amax, max |x|) in one pass (NaN wins); *amax must start at 0.
-/// A null `amax` skips it. With `counts` (two device int64s, added to): the values that saturated and
-/// the nonzero values that flushed to zero, as kernels/cpu's quantizeCounting.
-void quantizeWithAmax(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
-                      void *stream, unsigned long long *counts = nullptr);
+/// x is f32, bf16 or f16 (`xType`: 16-bit activations quantize without widening first). A null `amax`
+/// skips it. With `counts` (two device int64s, added to): the values that saturated and the nonzero
+/// values that flushed to zero, as kernels/cpu's quantizeCounting.
+void quantizeWithAmax(const void *x, ElementType xType, const float *scale, uint8_t *y, float *amax, int64_t n,
+                      Fp8Format format, void *stream, unsigned long long *counts = nullptr);
 /// The same over x[rows, cols] read transposed: y[cols, rows] = fp8(xᵀ * *scale), for the TN operands
 /// of backward GEMMs (transpose and cast in one pass, through shared-memory tiles).
-void quantizeTransposedWithAmax(const float *x, int64_t rows, int64_t cols, const float *scale, uint8_t *y,
-                                float *amax, Fp8Format format, void *stream, unsigned long long *counts = nullptr);
+void quantizeTransposedWithAmax(const void *x, ElementType xType, int64_t rows, int64_t cols, const float *scale,
+                                uint8_t *y, float *amax, Fp8Format format, void *stream,
+                                unsigned long long *counts = nullptr);
 void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream);
 /// Transformer Engine's delayed scaling on device state (see kernels/cpu/CpuKernels.h). Histories up to
 /// kMaxHistory slots; false (nothing launched) for a longer one.

@@ -1057,7 +1057,7 @@ Status CudaBackend::transpose(const plan::Step &s) {
   if (quantizeStep < variant->steps_size() && variant->steps(quantizeStep).kernel() == "amax" &&
       variant->steps(quantizeStep).inputs(0) == t)
     ++quantizeStep;
-  if (perm == std::vector<int64_t>{1, 0} && dtype(x) == plan::F32 && quantizeStep < variant->steps_size() &&
+  if (perm == std::vector<int64_t>{1, 0} && isFloat(dtype(x)) && quantizeStep < variant->steps_size() &&
       variant->steps(quantizeStep).kernel() == "quantize" && variant->steps(quantizeStep).inputs(0) == t &&
       readers(t) == quantizeStep - currentStep) {
     transposedQuantize[quantizeStep] = {x, in[0], in[1]};
@@ -1318,7 +1318,7 @@ Status CudaBackend::amax(const plan::Step &s) {
   // Folded into the quantize right after it, when that one reads the same f32 tensor: one pass, not two.
   if (currentStep + 1 < variant->steps_size()) {
     const auto &next = variant->steps(currentStep + 1);
-    if (next.kernel() == "quantize" && next.inputs_size() == 2 && next.inputs(0) == x && dtype(x) == plan::F32 &&
+    if (next.kernel() == "quantize" && next.inputs_size() == 2 && next.inputs(0) == x && isFloat(dtype(x)) &&
         next.inputs(1) != o) {
       fusedAmax[currentStep + 1] = o;
       return Status::success();
@@ -1338,15 +1338,8 @@ Status CudaBackend::quantize(const plan::Step &s) {
   int x = s.inputs(0), scale = s.inputs(1), y = s.outputs(0);
   int64_t n = count(y);
   auto format = fp8Format(dtype(y));
-  Slot input = slot(x);
-  if (dtype(x) != plan::F32) { // widen first; the FP8 kernels read f32
-    input = stepScratch(n * 4);
-    auto from = type(x);
-    emit([=](const Context &c) {
-      c.k->cast(c.at(slot(x)), from, c.at(input), ElementType::F32, n);
-      return Status::success();
-    });
-  }
+  if (!isFloat(dtype(x)))
+    return unsupported(s, "expected an f32, bf16 or f16 input to quantize");
   Slot amaxOut = fusedAmax.count(currentStep) ? slot(fusedAmax[currentStep]) : Slot{};
   int64_t counter = -1;
   if (options.quantizeStats) {
@@ -1357,13 +1350,15 @@ Status CudaBackend::quantize(const plan::Step &s) {
     counter = static_cast<int64_t>(stats.size());
     stats.push_back({name, n, 0, 0});
   }
-  if (auto fold = transposedQuantize.find(currentStep); fold != transposedQuantize.end()) {
-    const int source = std::get<0>(fold->second);
-    const int64_t rows = std::get<1>(fold->second), cols = std::get<2>(fold->second);
+  auto fold = transposedQuantize.find(currentStep);
+  if (fold != transposedQuantize.end() || attrI(s, "transpose_input")) {
+    const bool own = fold == transposedQuantize.end(); // the quantize reads its own input transposed
+    const int source = own ? x : std::get<0>(fold->second);
+    const int64_t rows = own ? shape(x)[0] : std::get<1>(fold->second), cols = own ? shape(x)[1] : std::get<2>(fold->second);
     emit([=](const Context &c) {
       if (!amaxOut.null())
         c.k->memset(c.at(amaxOut), 0, sizeof(float));
-      c.k->quantizeTransposed(c.at<float>(slot(source)), rows, cols, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)),
+      c.k->quantizeTransposed(cref(c, source), rows, cols, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)),
                               c.at<float>(amaxOut), format,
                               counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
       return Status::success();
@@ -1373,7 +1368,7 @@ Status CudaBackend::quantize(const plan::Step &s) {
   emit([=](const Context &c) {
     if (!amaxOut.null())
       c.k->memset(c.at(amaxOut), 0, sizeof(float));
-    c.k->quantize(c.at<float>(input), c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)), c.at<float>(amaxOut), n, format,
+    c.k->quantize(cref(c, x), c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)), c.at<float>(amaxOut), n, format,
                   counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
     return Status::success();
   });

@@ -73,9 +73,9 @@ public:
   virtual void lossScaleUpdate(const float *scale, const float *clean, const uint8_t *finite, float interval,
                                float growth, float backoff, float *nextScale, float *nextClean) = 0;
   virtual void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out) = 0;
-  virtual void quantize(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
+  virtual void quantize(kc::ConstRef x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
                         unsigned long long *counts) = 0;
-  virtual void quantizeTransposed(const float *x, int64_t rows, int64_t cols, const float *scale, uint8_t *y,
+  virtual void quantizeTransposed(kc::ConstRef x, int64_t rows, int64_t cols, const float *scale, uint8_t *y,
                                   float *amax, Fp8Format format, unsigned long long *counts) = 0;
   virtual void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) = 0;
   virtual void delayedScaling(const float *history, int64_t length, const float *scale, const float *amax,

@@ -103,13 +103,13 @@ public:
   void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out) override {
     kc::learningRate(schedule, lr, step, warmup, total, out, stream);
   }
-  void quantize(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
+  void quantize(kc::ConstRef x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
                 unsigned long long *counts) override {
-    kc::quantizeWithAmax(x, scale, y, amax, n, format, stream, counts);
+    kc::quantizeWithAmax(x.data, x.type, scale, y, amax, n, format, stream, counts);
   }
-  void quantizeTransposed(const float *x, int64_t rows, int64_t cols, const float *scale, uint8_t *y, float *amax,
+  void quantizeTransposed(kc::ConstRef x, int64_t rows, int64_t cols, const float *scale, uint8_t *y, float *amax,
                           Fp8Format format, unsigned long long *counts) override {
-    kc::quantizeTransposedWithAmax(x, rows, cols, scale, y, amax, format, stream, counts);
+    kc::quantizeTransposedWithAmax(x.data, x.type, rows, cols, scale, y, amax, format, stream, counts);
   }
   void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) override {
     kc::dequantize(x, scaleInv, y, n, format, stream);
@@ -288,15 +288,15 @@ public:
     call("kc::learningRate", {num(schedule), floatLiteral(lr), f32(step), floatLiteral(warmup), floatLiteral(total),
                               f32(out)});
   }
-  void quantize(const float *x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
+  void quantize(kc::ConstRef x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
                 unsigned long long *counts) override {
-    call("kc::quantizeWithAmax", {f32(x), f32(scale), u8(y), f32(amax), num(n), fp8(format), "stream",
+    call("kc::quantizeWithAmax", {ptr(x.data), elementType(x.type), f32(scale), u8(y), f32(amax), num(n), fp8(format), "stream",
                                   "(unsigned long long *)" + ptr(counts)},
          /*stream=*/false);
   }
-  void quantizeTransposed(const float *x, int64_t rows, int64_t cols, const float *scale, uint8_t *y, float *amax,
+  void quantizeTransposed(kc::ConstRef x, int64_t rows, int64_t cols, const float *scale, uint8_t *y, float *amax,
                           Fp8Format format, unsigned long long *counts) override {
-    call("kc::quantizeTransposedWithAmax", {f32(x), num(rows), num(cols), f32(scale), u8(y), f32(amax), fp8(format),
+    call("kc::quantizeTransposedWithAmax", {ptr(x.data), elementType(x.type), num(rows), num(cols), f32(scale), u8(y), f32(amax), fp8(format),
                                             "stream", "(unsigned long long *)" + ptr(counts)},
          /*stream=*/false);
   }

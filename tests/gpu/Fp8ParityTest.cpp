@@ -54,7 +54,7 @@ TEST_P(Fp8Parity, QuantizeAmaxDequantizeMatchTheCpuBitForBit) {
   float *dx = toDevice(x), *dScale = toDevice(std::vector<float>{scale}), *dAmax = toDevice(std::vector<float>{0.0f});
   uint8_t *dq = nullptr;
   cudaMalloc(&dq, n);
-  cuda::quantizeWithAmax(dx, dScale, dq, dAmax, n, format, nullptr);
+  cuda::quantizeWithAmax(dx, ElementType::F32, dScale, dq, dAmax, n, format, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(toHost(dq, n), cpuQ);
   EXPECT_EQ(toHost(dAmax, 1)[0], cpuAmax);
@@ -122,7 +122,8 @@ TEST(QuantizeTransposedParity, EqualsTransposeThenQuantizeWithCounts) {
   cudaMemset(dCounts, 0, 2 * sizeof(unsigned long long));
   uint8_t *dq = nullptr;
   cudaMalloc(&dq, x.size());
-  cuda::quantizeTransposedWithAmax(dx, rows, cols, dScale, dq, dAmax, Fp8Format::E5M2, nullptr, dCounts);
+  cuda::quantizeTransposedWithAmax(dx, ElementType::F32, rows, cols, dScale, dq, dAmax, Fp8Format::E5M2, nullptr,
+                                   dCounts);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(toHost(dq, x.size()), cpuQ);
   EXPECT_EQ(toHost(dAmax, 1)[0], cpu::amax(x.data(), x.size()));

@@ -939,7 +939,9 @@ int trainLoop() {
     };
     for (const auto &q : s.quantizeStats()) {
       int history = find(q.tensor + "/amax_history"), scale = find(q.tensor + "/scale");
-      if (history < 0 || scale < 0)
+      // A tensor quantized in two layouts (a wgrad's transposed copy) has one scale: one line.
+      auto seen = [&](const Health &e) { return e.tensor == q.tensor; };
+      if (history < 0 || scale < 0 || std::any_of(health.begin(), health.end(), seen))
         continue;
       auto h = s.bufferValues<float>(history), scaleValue = s.bufferValues<float>(scale);
       int64_t length = static_cast<int64_t>(h.size());

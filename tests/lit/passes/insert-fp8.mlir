@@ -71,3 +71,26 @@ func.func @backward_gemms(%dy: tensor<64x128xf32>, %w: tensor<128x256xf32>, %dyt
   %1 = tec.linear %dyt, %x {tec.gemm_role = "wgrad", tec.grad_operand = 0 : i64} : (tensor<128x64xf32>, tensor<64x256xf32>) -> tensor<128x256xf32> loc("fc1")
   return %0, %1 : tensor<64x256xf32>, tensor<128x256xf32>
 }
+
+// -----
+
+// A tensor two GEMMs read is quantized once per layout with one scale (Transformer Engine's recipe): the
+// forward's activation %h and the wgrad's transposed view of it share fc2/input's scale, the transposed
+// copy is made right after the forward's (so %h dies in the forward), the gradient %dy is one E5M2
+// tensor for both backward GEMMs, and the weight is quantized per GEMM.
+// CHECK-LABEL: func @shared_quantization
+//       CHECK:   %[[HQ:.+]] = tec.quantize %arg0, %[[S:[a-z0-9]+]] : (tensor<64x128xf32>, tensor<f32>) -> tensor<64x128xf8E4M3FN>
+//  CHECK-NEXT:   %[[HT:.+]] = tec.quantize %arg0, %[[S]] {transpose_input = true} : (tensor<64x128xf32>, tensor<f32>) -> tensor<128x64xf8E4M3FN>
+//       CHECK:   tec.fp8_gemm %[[HQ]]
+//       CHECK:   %[[DYQ:.+]] = tec.quantize %arg2, %{{.+}} : (tensor<64x32xf32>, tensor<f32>) -> tensor<64x32xf8E5M2>
+//       CHECK:   tec.quantize %arg1
+//       CHECK:   tec.fp8_gemm %[[DYQ]], {{.*}}tec.gemm_role = "dgrad"
+//       CHECK:   tec.fp8_gemm %[[HT]], %[[DYQ]], {{.*}}tec.gemm_role = "wgrad"
+//   CHECK-NOT:   fc2/wgrad/activation
+func.func @shared_quantization(%h: tensor<64x128xf32>, %w: tensor<128x32xf32> {tec.param = "fc2.weight"}, %dy: tensor<64x32xf32>) -> (tensor<64x32xf32>, tensor<64x128xf32>, tensor<128x32xf32>) {
+  %y = tec.linear %h, %w : (tensor<64x128xf32>, tensor<128x32xf32>) -> tensor<64x32xf32> loc("fc2")
+  %dh = tec.linear %dy, %w {tec.gemm_role = "dgrad", tec.grad_operand = 0 : i64, transpose_b = true} : (tensor<64x32xf32>, tensor<128x32xf32>) -> tensor<64x128xf32> loc("fc2")
+  %ht = tec.transpose %h {perm = array<i64: 1, 0>} : tensor<64x128xf32> -> tensor<128x64xf32>
+  %dw = tec.linear %ht, %dy {tec.gemm_role = "wgrad", tec.grad_operand = 1 : i64} : (tensor<128x64xf32>, tensor<64x32xf32>) -> tensor<128x32xf32> loc("fc2")
+  return %y, %dh, %dw : tensor<64x32xf32>, tensor<64x128xf32>, tensor<128x32xf32>
+}
