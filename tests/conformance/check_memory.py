@@ -1,11 +1,9 @@
 #!/usr/bin/env python3
 """Memory that drops with precision (issue 13's targets), measured from the plans as `tec inspect --json`
 gives them: the training step's arena of the FP8 (sm_90) and BF16 (sm_80) variants against the FP32
-(cpu) one, on the hidden-1024 MLP at 8,192 tokens (bench/gpu/make_models.py's) and on a 2-layer GPT
-block (hidden 1024, seq 512, 16 heads, batch 8; tests/models/gen_models.py's block twice). Prints each
-ratio and the saved activations; fails above a model's bound: for the MLP the targets (FP8 <= 0.55,
-BF16 <= 0.6), for the GPT block the ratios reached so far (FP8 0.60, BF16 0.66: its FP32 master
-weights and AdamW moments, 29% of the FP32 arena, do not shrink), a guard against regressions."""
+(cpu) one, with AdamW, at 8,192 tokens, on the hidden-1024 MLP (bench/gpu/make_models.py's) and on a
+2-layer GPT block (hidden 1024, seq 512, 16 heads, batch 16; tests/models/gen_models.py's block twice).
+Prints each ratio and the saved activations; fails above the targets (FP8 <= 0.55, BF16 <= 0.6)."""
 import argparse
 import json
 import os
@@ -22,11 +20,11 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
 import gen_models  # noqa: E402
 import make_models  # noqa: E402
 
-BOUNDS = {"mlp_h1024": {"sm_90": 0.55, "sm_80": 0.60}, "gpt_2layer": {"sm_90": 0.61, "sm_80": 0.67}}
+BOUNDS = {"mlp_h1024": {"sm_90": 0.55, "sm_80": 0.60}, "gpt_2layer": {"sm_90": 0.55, "sm_80": 0.60}}
 
 
 def gpt_2layer():
-    blocks = [gen_models.gpt_block(decomposed=False, batch=8, seq=512, dim=1024, heads=16, seed=s) for s in (2, 3)]
+    blocks = [gen_models.gpt_block(decomposed=False, batch=16, seq=512, dim=1024, heads=16, seed=s) for s in (2, 3)]
     return compose.merge_models(blocks[0], blocks[1], io_map=[("y", "x")], prefix1="l0.", prefix2="l1.")
 
 
