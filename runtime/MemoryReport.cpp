@@ -31,6 +31,12 @@ MemoryReport memoryReport(const plan::Variant &v) {
   // Each arena root's live steps: from its first write (or the start, for what the step does not write
   // first) to its last read (or the end, for what outlives the step).
   std::vector<int> first(n, steps), last(n, -1);
+  for (const auto &step : v.steps()) {
+    for (int b : step.inputs())
+      r.readBytes += b >= 0 && b < n ? v.buffers(b).bytes() : 0;
+    for (int b : step.outputs())
+      r.writtenBytes += b >= 0 && b < n ? v.buffers(b).bytes() : 0;
+  }
   for (int s = 0; s < steps; ++s) {
     for (int b : v.steps(s).outputs())
       if (b >= 0 && b < n)

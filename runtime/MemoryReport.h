@@ -18,6 +18,9 @@ struct MemoryReport {
   int64_t peakBytes = 0;  // live at that step
   int64_t dataBytes = 0;  // params and constants in the mapped data section, outside the arena
   int64_t savedBytes = 0; // what the backward pass keeps: all live at once, at the loss
+  /// Bytes the steps read and write, each operand once per step: the memory traffic a step costs at
+  /// least, which fusion lowers (a view moves nothing).
+  int64_t readBytes = 0, writtenBytes = 0;
   /// Bytes live at the peak per kind, in plan::Kind order, kinds with none left out.
   std::vector<std::pair<plan::Kind, int64_t>> atPeak;
 };

@@ -984,7 +984,8 @@ int trainLoop() {
     const tec::MemoryReport mem = tec::memoryReport(s.variant());
     json << "], \"peak_memory_bytes\": " << memory << ", \"memory\": {\"arena\": " << mem.arena
          << ", \"peak_step\": " << mem.peakStep << ", \"live_at_peak\": " << mem.peakBytes
-         << ", \"saved_activations\": " << mem.savedBytes;
+         << ", \"saved_activations\": " << mem.savedBytes << ", \"bytes_read\": " << mem.readBytes
+         << ", \"bytes_written\": " << mem.writtenBytes;
     for (auto [kind, bytes] : mem.atPeak)
       json << ", \"" << tec::kindName(kind) << "\": " << bytes;
     json << "}, \"fp8\": [";
@@ -1304,7 +1305,10 @@ int inspect() {
        << v.buffers_size() << " buffers\n";
     os << "  memory: arena " << bytesString(v.arena_bytes()) << ", params " << bytesString(params) << ", constants "
        << bytesString(constants) << "\n";
-    os << "  " << memoryLine(tec::memoryReport(v)) << "\n";
+    const tec::MemoryReport report = tec::memoryReport(v);
+    os << "  " << memoryLine(report) << "\n";
+    os << "  moved per run: " << bytesString(report.readBytes + report.writtenBytes) << " (read "
+       << bytesString(report.readBytes) << ", written " << bytesString(report.writtenBytes) << ")\n";
     os << "  steps:\n";
     for (auto [i, st] : llvm::enumerate(v.steps())) {
       std::string ins, outs;
