@@ -1,5 +1,7 @@
 #include "runtime/Device.h"
 
+#include "kernels/common/CudnnLocations.h"
+
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -62,19 +64,19 @@ CudaProbe probeCuda() {
 std::vector<LibraryProbe> probeCudaLibraries() {
   struct Candidate {
     const char *name;
-    std::vector<const char *> files;
+    std::vector<std::string> files;
     const char *versionSymbol;
   };
   const Candidate candidates[] = {
       {"CUDA runtime", {"libcudart.so.13", "libcudart.so.12", "/usr/local/cuda/lib64/libcudart.so"}, "cudaRuntimeGetVersion"},
       {"cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so.12", "/usr/local/cuda/lib64/libcublasLt.so"}, "cublasLtGetVersion"},
-      {"cuDNN", {"libcudnn.so.9", "/usr/local/cuda/lib64/libcudnn.so"}, "cudnnGetVersion"},
+      {"cuDNN", kernels::cudnnCandidates(), "cudnnGetVersion"},
   };
   std::vector<LibraryProbe> found;
   for (const auto &c : candidates) {
     LibraryProbe probe{c.name, "", "not found"};
-    for (const char *file : c.files) {
-      void *lib = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+    for (const std::string &file : c.files) {
+      void *lib = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!lib)
         continue;
       probe.file = file;

@@ -2,6 +2,8 @@
 // point), nothing is linked, so the plugin loads where cuDNN is absent.
 #include "kernels/cuda/Cudnn.h"
 
+#include "kernels/common/CudnnLocations.h"
+
 #include <cudnn.h>
 #include <dlfcn.h>
 
@@ -46,20 +48,18 @@ struct CudnnApi {
 
 namespace {
 
-/// Where cuDNN 9 is found: the loader's search path (LD_LIBRARY_PATH, as PyTorch's nvidia-cudnn wheel
-/// is usually reached), then the CUDA toolkit's folder.
-constexpr const char *kLibraries[] = {"libcudnn.so.9", "/usr/local/cuda/lib64/libcudnn.so.9"};
-
 struct Loaded {
   CudnnApi api;
   std::string why; // empty when loaded
+  void *library = nullptr;
 };
 
+/// The first of kernels::cudnnCandidates() that loads (doctor reports the same file).
 Loaded load() {
   Loaded r;
-  void *library = nullptr;
-  for (const char *name : kLibraries)
-    if ((library = dlopen(name, RTLD_NOW | RTLD_LOCAL)))
+  void *&library = r.library;
+  for (const std::string &name : cudnnCandidates())
+    if ((library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)))
       break;
   if (!library) {
     r.why = "libcudnn.so.9 not found";
@@ -96,11 +96,19 @@ std::string statusText(const CudnnApi &api, cudnnStatus_t s) { return api.cudnnG
 
 } // namespace
 
-const CudnnApi *loadCudnn(std::string &why) {
-  static Loaded loaded = load();
-  why = loaded.why;
-  return loaded.why.empty() ? &loaded.api : nullptr;
+namespace {
+const Loaded &loaded() {
+  static Loaded library = load();
+  return library;
 }
+} // namespace
+
+const CudnnApi *loadCudnn(std::string &why) {
+  why = loaded().why;
+  return loaded().why.empty() ? &loaded().api : nullptr;
+}
+
+void *cudnnLibrary(const CudnnApi &) { return loaded().library; }
 
 size_t cudnnLoadedVersion(const CudnnApi &api) { return api.cudnnGetVersion(); }
 

@@ -42,6 +42,8 @@ struct CudnnApi;
 const CudnnApi *loadCudnn(std::string &why);
 /// cudnnGetVersion() of the loaded library (e.g. 91000 for 9.10.0).
 size_t cudnnLoadedVersion(const CudnnApi &api);
+/// The loaded library's dlopen handle: cuDNN's frontend resolves the graph API from it.
+void *cudnnLibrary(const CudnnApi &api);
 
 /// A cuDNN handle bound to one stream.
 class CudnnHandle {

@@ -160,6 +160,35 @@ private:
     gemmSpecs.push_back(spec);
     return static_cast<int>(gemms.size() - 1);
   }
+  /// The cuDNN handle, made with the first step that wants one: plans without any never pay for cuDNN.
+  bool loadCudnnHandle() {
+    if (!cudnn && cudnnMissing.empty())
+      if (const kc::CudnnApi *api = kc::loadCudnn(cudnnMissing))
+        cudnn = kc::CudnnHandle::create(*api, stream, cudnnMissing);
+    return cudnn != nullptr;
+  }
+  /// An attention in the cuDNN table with its graph and plan built now, or -1 with a note saying why tec's
+  /// attention kernels run instead. Recording for --emit=cuda has no cuDNN.
+  int makeAttention(const plan::Step &s, const kc::AttentionSpec &spec) {
+    std::string why;
+    if (!kc::cudnnAttentionTakes(spec, why)) {
+      note(stepName(s) + ": " + why + "; tec's attention kernel runs");
+      return -1;
+    }
+    if (recording)
+      return -1;
+    if (!loadCudnnHandle()) {
+      note("cuDNN unavailable (" + cudnnMissing + "): attention runs on tec's kernels");
+      return -1;
+    }
+    auto attention = kc::CudnnAttention::create(*cudnn, spec, why);
+    if (!attention) {
+      note(stepName(s) + ": cuDNN's fused attention declined (" + why + "); tec's attention kernel runs");
+      return -1;
+    }
+    attentions.push_back(std::move(attention));
+    return static_cast<int>(attentions.size() - 1);
+  }
   /// A convolution in the cuDNN table with its descriptors and algorithm chosen now, or -1 with a note
   /// saying why tec's window kernel runs instead (no cuDNN, a shape it cannot express, no deterministic
   /// algorithm). Recording for --emit=cuda has no cuDNN: the program runs tec's kernels.
@@ -171,11 +200,7 @@ private:
     }
     if (recording)
       return -1;
-    if (!cudnn && cudnnMissing.empty()) { // loaded with the first convolution: plans without any never pay for it
-      if (const kc::CudnnApi *api = kc::loadCudnn(cudnnMissing))
-        cudnn = kc::CudnnHandle::create(*api, stream, cudnnMissing);
-    }
-    if (!cudnn) {
+    if (!loadCudnnHandle()) {
       note("cuDNN unavailable (" + cudnnMissing + "): convolutions run on tec's kernels");
       return -1;
     }
@@ -368,6 +393,7 @@ private:
   std::unique_ptr<kc::CudnnHandle> cudnn; // null: convolutions run on tec's window kernels
   std::string cudnnMissing;               // why cudnn is null, once it was tried
   std::vector<std::shared_ptr<kc::Convolution>> convolutions; // destroyed before the handle
+  std::vector<std::shared_ptr<kc::CudnnAttention>> attentions; // likewise
   std::vector<int> firstLaunchOfStep; // program index where each plan step starts (for comments)
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
@@ -660,7 +686,8 @@ Status CudaBackend::layerNorm(const plan::Step &s) {
   return Status::success();
 }
 
-/// attention and attention_grad on tec's own kernels (one block per query row; dk, dv one per key row).
+/// attention and attention_grad: cuDNN's fused attention where it takes the step (16-bit, see
+/// kc::cudnnAttentionTakes), else tec's own kernels (one block per query row; dk, dv one per key row).
 Status CudaBackend::attention(const plan::Step &s) {
   auto step = readAttentionStep(s, [&](int i) { return shape(i); }, [&](int i) { return dtype(i); });
   if (!step.ok())
@@ -669,9 +696,24 @@ Status CudaBackend::attention(const plan::Step &s) {
   if (kc::attentionSharedBytes(a.shape, a.grad) > kc::kMaxAttentionSharedBytes)
     return unsupported(s, "head sizes " + std::to_string(a.shape.headDim) + " and " + std::to_string(a.shape.valueDim) +
                               " need more shared memory than tec's attention kernel has");
-  note("attention: tec's own CUDA kernels (one block per row, no tensor cores): cuDNN's fused attention is "
-       "not used yet");
   const int mask = a.mask;
+  if (const int index = makeAttention(s, {a.shape, type(a.q), a.grad}); index >= 0) {
+    const Slot workspace = stepScratch(static_cast<int64_t>(attentions[index]->workspaceBytes()));
+    const std::string name = stepName(s);
+    emit([=](const Context &c) {
+      kc::AttentionOperands o;
+      o.q = c.at(slot(a.q)), o.k = c.at(slot(a.k)), o.v = c.at(slot(a.v)), o.out = c.at(slot(a.out));
+      o.lse = c.at<float>(slot(a.lse));
+      o.mask = mask >= 0 ? c.at(slot(mask)) : nullptr;
+      if (a.grad)
+        o.dout = c.at(slot(a.dout)), o.dq = c.at(slot(a.dq)), o.dk = c.at(slot(a.dk)), o.dv = c.at(slot(a.dv));
+      std::string error;
+      if (!c.k->cudnnAttention(index, o, c.at(workspace), error))
+        return Status::error(name + ": cuDNN's fused attention failed: " + error);
+      return Status::success();
+    });
+    return Status::success();
+  }
   if (!a.grad) {
     emit([=](const Context &c) {
       c.k->attention(a.shape, cref(c, a.q), cref(c, a.k), cref(c, a.v), mask >= 0 ? cref(c, mask) : kc::ConstRef{},
@@ -1683,7 +1725,7 @@ Status CudaBackend::checkErrors() {
 }
 
 Status CudaBackend::run(std::vector<double> *stepMillis) {
-  auto launcher = deviceLauncher(stream, gemms, convolutions, arena + workspace.offset);
+  auto launcher = deviceLauncher(stream, gemms, convolutions, attentions, arena + workspace.offset);
   Context c{arena, launcher.get(), stepScratchSlot.offset};
   // Inputs the caller may have changed since they last went up; unchanged ones stay on the device.
   for (int root : staleInputs)

@@ -5,6 +5,7 @@
 #define TEC_RUNTIME_CUDA_LAUNCHER_H
 
 #include "kernels/cuda/Cudnn.h"
+#include "kernels/cuda/CudnnAttention.h"
 #include "kernels/cuda/Fp8Kernels.h"
 #include "kernels/cuda/Gemm.h"
 #include "kernels/cuda/Kernels.h"
@@ -91,12 +92,16 @@ public:
   /// Convolution number `conv` of the backend's cuDNN table (see kc::Convolution::run for a, b, out);
   /// false with `error` when cuDNN fails.
   virtual bool convolution(int conv, const void *a, const void *b, void *out, void *workspace, std::string &error) = 0;
+  /// Attention number `index` of the backend's cuDNN table; false with `error` when cuDNN fails.
+  virtual bool cudnnAttention(int index, const kc::AttentionOperands &operands, void *workspace,
+                              std::string &error) = 0;
 };
 
 /// Enqueues on `stream`; GEMMs run from `gemms` with the cuBLASLt workspace at `workspace`, convolutions
 /// from `convolutions` (on the cuDNN handle's stream, the same one).
 std::unique_ptr<Launcher> deviceLauncher(void *stream, const std::vector<std::shared_ptr<kc::Gemm>> &gemms,
                                          const std::vector<std::shared_ptr<kc::Convolution>> &convolutions,
+                                         const std::vector<std::shared_ptr<kc::CudnnAttention>> &attentions,
                                          void *workspace);
 
 /// Writes each call as a line of C++ (pointers as P(arena offset), relative to `base`) into `lines`.

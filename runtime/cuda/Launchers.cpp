@@ -13,8 +13,9 @@ namespace {
 class DeviceLauncher final : public Launcher {
 public:
   DeviceLauncher(void *stream, const std::vector<std::shared_ptr<kc::Gemm>> &gemms,
-                 const std::vector<std::shared_ptr<kc::Convolution>> &convolutions, void *workspace)
-      : stream(stream), gemms(gemms), convolutions(convolutions), workspace(workspace) {}
+                 const std::vector<std::shared_ptr<kc::Convolution>> &convolutions,
+                 const std::vector<std::shared_ptr<kc::CudnnAttention>> &attentions, void *workspace)
+      : stream(stream), gemms(gemms), convolutions(convolutions), attentions(attentions), workspace(workspace) {}
   void binary(BinaryKind kind, const void *a, kc::Strided as, const void *b, kc::Strided bs, void *out,
               const kc::Extent &extent, ElementType type) override {
     kc::binary(kind, a, as, b, bs, out, extent, type, stream);
@@ -136,11 +137,16 @@ public:
                    std::string &error) override {
     return convolutions[conv]->run(a, b, out, convWorkspace, error);
   }
+  bool cudnnAttention(int index, const kc::AttentionOperands &operands, void *attentionWorkspace,
+                      std::string &error) override {
+    return attentions[index]->run(operands, attentionWorkspace, error);
+  }
 
 private:
   void *stream;
   const std::vector<std::shared_ptr<kc::Gemm>> &gemms;
   const std::vector<std::shared_ptr<kc::Convolution>> &convolutions;
+  const std::vector<std::shared_ptr<kc::CudnnAttention>> &attentions;
   void *workspace;
 };
 
@@ -333,6 +339,10 @@ public:
     return true;
   }
   /// A recording backend has no cuDNN handle, so its convolutions are tec's window kernels: never called.
+  bool cudnnAttention(int, const kc::AttentionOperands &, void *, std::string &error) override {
+    error = "--emit=cuda programs run attention on tec's kernels";
+    return false;
+  }
   bool convolution(int, const void *, const void *, void *, void *, std::string &error) override {
     error = "--emit=cuda programs run convolutions on tec's kernels";
     return false;
@@ -386,8 +396,9 @@ private:
 
 std::unique_ptr<Launcher> deviceLauncher(void *stream, const std::vector<std::shared_ptr<kc::Gemm>> &gemms,
                                          const std::vector<std::shared_ptr<kc::Convolution>> &convolutions,
+                                         const std::vector<std::shared_ptr<kc::CudnnAttention>> &attentions,
                                          void *workspace) {
-  return std::make_unique<DeviceLauncher>(stream, gemms, convolutions, workspace);
+  return std::make_unique<DeviceLauncher>(stream, gemms, convolutions, attentions, workspace);
 }
 
 std::unique_ptr<Launcher> sourceWriter(const char *base, std::vector<std::string> &lines) {

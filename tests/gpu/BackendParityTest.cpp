@@ -261,6 +261,24 @@ void buildCases() {
         .out(F32, {1, 4, 66, 8}).out(F32, {1, 2, 66, 8}).out(F32, {1, 2, 66, 8}).f("scale", 0.3);
     add("attention_grad_masked", std::move(b), gemmBound(4 * 66, kF32Unit));
   }
+  // The same in bf16, where cuDNN's fused attention runs (kc::cudnnAttentionTakes): forward, and the
+  // backward from the forward's output (bf16 rounding on both sides: normalized MSE ~ 2^-16).
+  add("attention_bf16_cudnn",
+      Builder("attention").in(BF16, {2, 4, 128, 64}).in(BF16, {2, 2, 128, 64}).in(BF16, {2, 2, 128, 64})
+          .out(BF16, {2, 4, 128, 64}).out(F32, {2, 4, 128}).i("causal", 1).f("scale", 0.125),
+      kHalf);
+  {
+    Builder b("attention");
+    b.in(BF16, {1, 4, 96, 64}).in(BF16, {1, 4, 96, 64}).in(BF16, {1, 4, 96, 64});
+    const int q = b.variant.inputs(0), k = b.variant.inputs(1), v = b.variant.inputs(2);
+    b.temp(BF16, {1, 4, 96, 64});
+    const int out = b.last;
+    b.temp(F32, {1, 4, 96}).f("scale", 0.125).i("causal", 1);
+    const int lse = b.last;
+    b.then("attention_grad").in(BF16, {1, 4, 96, 64}).use(q).use(k).use(v).use(out).use(lse)
+        .out(BF16, {1, 4, 96, 64}).out(BF16, {1, 4, 96, 64}).out(BF16, {1, 4, 96, 64}).f("scale", 0.125).i("causal", 1);
+    add("attention_grad_bf16_cudnn", std::move(b), 4 * kHalf);
+  }
   add("layer_norm",
       Builder("layer_norm").in(F32, {3, 5, 256}).in(F32, {256}).in(F32, {256}).out(F32, {3, 5, 256})
           .out(F32, {3, 5, 1}).out(F32, {3, 5, 1}).i("axis", 2).f("epsilon", 1e-5),

@@ -2,6 +2,7 @@
 // a GPU, with cuBLASLt's epilogue rules and which convolutions cuDNN takes. The oracle for coalescing is
 // brute force: every index's address before and after.
 #include "kernels/cuda/Cudnn.h"
+#include "kernels/cuda/CudnnAttention.h"
 #include "kernels/cuda/Gemm.h"
 #include "kernels/cuda/LaunchShapes.h"
 
@@ -228,4 +229,50 @@ TEST(ConvRules, TecKernelsRunWhatCudnnCannotExpress) {
   ConvSpec uneven = stem(WindowKind::Conv);
   uneven.window.groups = 2; // 3 channels do not split in two
   EXPECT_FALSE(cudnnTakes(uneven, why));
+}
+
+namespace {
+
+AttentionSpec gptAttention(ElementType type, bool grad) {
+  AttentionSpec spec;
+  spec.shape.batch = 2, spec.shape.heads = 16, spec.shape.kvHeads = 4, spec.shape.queries = 512,
+  spec.shape.keys = 512, spec.shape.headDim = 64, spec.shape.valueDim = 64, spec.shape.causal = true;
+  spec.type = type;
+  spec.grad = grad;
+  return spec;
+}
+
+} // namespace
+
+TEST(AttentionRules, CudnnTakesSixteenBitAttentionWithAFullBias) {
+  std::string why;
+  for (ElementType type : {ElementType::BF16, ElementType::F16})
+    for (bool grad : {false, true})
+      EXPECT_TRUE(cudnnAttentionTakes(gptAttention(type, grad), why)) << why;
+  AttentionSpec biased = gptAttention(ElementType::BF16, true);
+  biased.shape.mask = AttentionMask::Additive;
+  biased.shape.maskStrides[0] = 512 * 512, biased.shape.maskStrides[2] = 512, biased.shape.maskStrides[3] = 1;
+  EXPECT_TRUE(cudnnAttentionTakes(biased, why)) << why; // [B, 1, Tq, Tk]: broadcast over heads
+}
+
+TEST(AttentionRules, TecKernelsRunWhatCudnnDoesNotTake) {
+  std::string why;
+  EXPECT_FALSE(cudnnAttentionTakes(gptAttention(ElementType::F32, false), why));
+  EXPECT_NE(why.find("bf16 or f16"), std::string::npos) << why;
+  AttentionSpec wide = gptAttention(ElementType::BF16, true);
+  wide.shape.headDim = wide.shape.valueDim = 192; // forward only up to 256, backward up to 128
+  EXPECT_FALSE(cudnnAttentionTakes(wide, why));
+  wide.grad = false;
+  EXPECT_TRUE(cudnnAttentionTakes(wide, why)) << why;
+  AttentionSpec odd = gptAttention(ElementType::BF16, false);
+  odd.shape.headDim = 20;
+  EXPECT_FALSE(cudnnAttentionTakes(odd, why));
+  AttentionSpec padding = gptAttention(ElementType::BF16, false); // HF's [B, 1, 1, Tk] padding mask
+  padding.shape.mask = AttentionMask::Additive;
+  padding.shape.maskStrides[0] = 512, padding.shape.maskStrides[3] = 1;
+  EXPECT_FALSE(cudnnAttentionTakes(padding, why));
+  EXPECT_NE(why.find("spans queries and keys"), std::string::npos) << why;
+  AttentionSpec boolean = gptAttention(ElementType::BF16, false);
+  boolean.shape.mask = AttentionMask::Boolean;
+  EXPECT_FALSE(cudnnAttentionTakes(boolean, why));
 }
