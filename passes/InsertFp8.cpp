@@ -142,7 +142,9 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
         Quantized &entry = quantized[{root, e5m2 ? 1 : 0}];
         if (!entry.first) {
           auto [q, scaleInv] = quantize(f, b, v, unique(name), e5m2, updates);
-          entry = {q.getDefiningOp()->getOperand(1), scaleInv, q.getDefiningOp(), {}};
+          entry.first = q.getDefiningOp();
+          entry.scale = entry.first->getOperand(1);
+          entry.scaleInv = scaleInv;
           entry.copies[v.getType()] = q;
           return {q, scaleInv};
         }
