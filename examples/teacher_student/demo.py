@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""tec's main job, end to end: a student MLP learns to imitate a teacher MLP (distillation), trained by
-tec twice - with the FP32 plan and with the FP8 plan - and compared side by side.
+"""tec's main job, end to end: a student learns to imitate a teacher (distillation), trained by tec with
+the FP32 plan and with the FP8 plan, compared side by side - first an MLP, then a GPT-style transformer
+block (LayerNorm, causal attention, GELU MLP), which also trains with the BF16 plan.
 
-FP8 runs where the machine has it; on this CPU backend it is emulated bit for bit (E4M3/E5M2 with
-delayed scaling), which shows FP8's numerics, not its speed. Writes OUT/report.json, OUT/loss.png and
-OUT/speed_memory.png.
+FP8 and BF16 run where the machine has them; on this CPU backend they are emulated bit for bit (E4M3/E5M2
+with delayed scaling; bf16 rounding of activations), which shows their numerics and the memory their plans
+take on a GPU, not their speed. Writes OUT/report.json, OUT/loss.png, OUT/speed_memory.png and the
+transformer's OUT/loss_transformer.png, OUT/speed_memory_transformer.png.
 """
 import argparse
 import json
@@ -16,6 +18,7 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+COLORS = {"FP32": ("tab:blue", "-"), "FP8": ("tab:orange", "--"), "BF16": ("tab:green", ":")}
 
 
 def tec(binary, *args):
@@ -23,94 +26,120 @@ def tec(binary, *args):
     return result.stdout
 
 
+def smooth(values, k=20):
+    v = np.asarray(values)
+    return np.convolve(v, np.ones(k) / k, mode="valid")
+
+
+def distill(args, name, teacher, student, runs):
+    """Trains `student` on `teacher`'s outputs once per run (name -> compile flags, train flags); returns
+    per run its median step time, arena, losses, and the line saying how it ran."""
+    common = ["--train", "--optimizer", "adamw", "--lr", "3e-3", "--schedule", "cosine", "--warmup-steps", "20",
+              "--total-steps", str(args.steps)]
+    rows = {}
+    for run, (compile_flags, train_flags) in runs.items():
+        plan = os.path.join(args.out, f"{name}_{run.lower()}.tecplan")
+        summary = tec(args.tec, student, "-o", plan, *common, *compile_flags)
+        if run == "FP8":
+            print(summary)
+        report = os.path.join(args.out, f"train_{name}_{run.lower()}.json")
+        log = tec(args.tec, "train", plan, "--teacher", teacher, "--steps", str(args.steps), "--seed", "0",
+                  "--report", report, *train_flags)
+        with open(report) as f:
+            r = json.load(f)
+        rows[run] = {"step_ms": float(np.median(np.asarray(r["step_ms"][10:]))), "arena_bytes": r["peak_memory_bytes"],
+                     "saved_bytes": r["memory"]["saved_activations"], "final_loss": float(np.mean(r["loss"][-20:])),
+                     "loss": r["loss"], "how": log.splitlines()[0]}
+    return rows
+
+
+def compare(title, rows, steps):
+    """Prints the table; returns each low-precision run's final-loss and curve gaps to FP32."""
+    names = list(rows)
+    print(f"{title}: how each student was run:")
+    for n in names:
+        print(f"  {n}: {rows[n]['how']}")
+    print(f"{'':24s}" + "".join(f"{n:>14s}" for n in names))
+    print(f"{'step time (median)':24s}" + "".join(f"{rows[n]['step_ms']:>12.3f}ms" for n in names))
+    print(f"{'arena (the plan)':24s}" + "".join(f"{rows[n]['arena_bytes'] / 2**20:>11.2f}MiB" for n in names))
+    print(f"{'saved for backward':24s}" + "".join(f"{rows[n]['saved_bytes'] / 2**10:>11.1f}KiB" for n in names))
+    print(f"{'final loss (last 20)':24s}" + "".join(f"{rows[n]['final_loss']:>14.5f}" for n in names))
+    gaps = {}
+    s32 = smooth(rows["FP32"]["loss"])
+    for n in names[1:]:
+        final = abs(rows[n]["final_loss"] - rows["FP32"]["final_loss"]) / rows["FP32"]["final_loss"]
+        curve = float(np.max(np.abs(smooth(rows[n]["loss"]) - s32) / s32))
+        gaps[n] = {"final_loss_gap": final, "max_curve_gap": curve}
+        print(f"{n} vs FP32: final loss {100 * final:.2f}% apart; smoothed loss curves at most {100 * curve:.2f}% "
+              f"apart over {steps} steps.")
+    print()
+    return gaps
+
+
+def plot(out, suffix, title, rows):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, r in rows.items():
+        color, style = COLORS[name]
+        ax.plot(r["loss"], color=color, alpha=0.25, label=f"{name} per step")
+        smoothed = smooth(r["loss"])
+        ax.plot(np.arange(19, 19 + len(smoothed)), smoothed, color=color, linestyle=style, label=f"{name} (mean of 20)")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("distillation loss (MSE)")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, f"loss{suffix}.png"), dpi=110)
+    fig, axes = plt.subplots(1, 2, figsize=(7, 3.2))
+    names = list(rows)
+    colors = [COLORS[n][0] for n in names]
+    axes[0].bar(names, [rows[n]["step_ms"] for n in names], color=colors)
+    axes[0].set_ylabel("ms per step (median)")
+    axes[1].bar(names, [rows[n]["arena_bytes"] / 2**20 for n in names], color=colors)
+    axes[1].set_ylabel("arena MiB (the plan's)")
+    fig.suptitle("Step time and memory (CPU: low precision emulated)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, f"speed_memory{suffix}.png"), dpi=110)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tec", required=True)
     parser.add_argument("--out", default="demo-out")
     parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--check", action="store_true", help="fail unless FP8's final loss is within 5% of FP32's")
+    parser.add_argument("--check", action="store_true",
+                        help="fail unless each low-precision run's final loss is within 5% (MLP) or 10% "
+                             "(transformer) of FP32's and the losses at least halve")
     args = parser.parse_args()
     start = time.time()
     models = os.path.join(args.out, "models")
     subprocess.run([sys.executable, os.path.join(HERE, "make_models.py"), models], check=True)
-    teacher, student = os.path.join(models, "teacher.onnx"), os.path.join(models, "student.onnx")
+    model = lambda name: os.path.join(models, name + ".onnx")  # noqa: E731
 
-    runs = {"FP32": [], "FP8": ["--fp8=all", "--fp8-emulate"]}
-    reports, lines = {}, {}
-    common = ["--target", "cpu", "--train", "--optimizer", "adamw", "--lr", "3e-3", "--schedule", "cosine",
-              "--warmup-steps", "20", "--total-steps", str(args.steps)]
-    for name, flags in runs.items():
-        plan = os.path.join(args.out, f"student_{name.lower()}.tecplan")
-        summary = tec(args.tec, student, "-o", plan, *common, *flags)
-        if name == "FP8":
-            print(summary)
-        report = os.path.join(args.out, f"train_{name.lower()}.json")
-        log = tec(args.tec, "train", plan, "--teacher", teacher, "--steps", str(args.steps), "--seed", "0",
-                  "--report", report)
-        lines[name] = log.splitlines()[0]
-        with open(report) as f:
-            reports[name] = json.load(f)
+    fp8 = (["--target", "sm_90", "--fp8=all"], ["--variant", "sm_90"])  # the Hopper plan, emulated here
+    mlp = distill(args, "mlp", model("teacher"), model("student"), {"FP32": (["--target", "cpu"], []), "FP8": fp8})
+    gpt = distill(args, "gpt", model("gpt_teacher"), model("gpt_student"),
+                  {"FP32": (["--target", "cpu"], []), "FP8": fp8,
+                   "BF16": (["--target", "sm_80"], ["--variant", "sm_80"])})
+    gaps = {"mlp": compare("MLP", mlp, args.steps), "transformer": compare("GPT-style block", gpt, args.steps)}
+    print("On the CPU the FP8 (sm_90) and BF16 (sm_80) plans are emulated: FP8 GEMMs as quantize/dequantize "
+          "around FP32 ones, bf16 tensors widened for f32 kernels. They show the accuracy and the memory the plans "
+          "take on a GPU, and cost time here; the speed-up needs an FP8 (or BF16) GPU.")
 
-    def smooth(values, k=20):
-        v = np.asarray(values)
-        return np.convolve(v, np.ones(k) / k, mode="valid")
-
-    rows = {}
-    for name, r in reports.items():
-        ms = np.asarray(r["step_ms"][10:])
-        rows[name] = {"step_ms": float(np.median(ms)), "peak_memory_bytes": r["peak_memory_bytes"],
-                      "final_loss": float(np.mean(r["loss"][-20:])), "loss": r["loss"]}
-    s32, s8 = smooth(rows["FP32"]["loss"]), smooth(rows["FP8"]["loss"])
-    curve_gap = float(np.max(np.abs(s8 - s32) / s32))
-    final_gap = abs(rows["FP8"]["final_loss"] - rows["FP32"]["final_loss"]) / rows["FP32"]["final_loss"]
-
-    print("How each student was run:")
-    for name, line in lines.items():
-        print(f"  {name}: {line}")
-    print()
-    print(f"{'':22s}{'FP32':>14s}{'FP8':>14s}")
-    print(f"{'step time (median)':22s}{rows['FP32']['step_ms']:>12.3f}ms{rows['FP8']['step_ms']:>12.3f}ms")
-    print(f"{'peak memory (arena)':22s}{rows['FP32']['peak_memory_bytes'] / 2**20:>11.2f}MiB"
-          f"{rows['FP8']['peak_memory_bytes'] / 2**20:>11.2f}MiB")
-    print(f"{'final loss (last 20)':22s}{rows['FP32']['final_loss']:>14.5f}{rows['FP8']['final_loss']:>14.5f}")
-    print(f"FP8 vs FP32: final loss {100 * final_gap:.2f}% apart; smoothed loss curves at most "
-          f"{100 * curve_gap:.2f}% apart over {args.steps} steps.")
-    print("On the CPU FP8 is emulated (quantize/dequantize around FP32 GEMMs): it shows FP8's accuracy, and "
-          "costs time here; the speed-up needs an FP8 GPU.")
-
-    report = {"steps": args.steps, "runs": {k: {kk: vv for kk, vv in v.items()} for k, v in rows.items()},
-              "fp8_final_loss_gap": final_gap, "fp8_max_curve_gap": curve_gap, "how": lines}
+    report = {"steps": args.steps, "mlp": mlp, "transformer": gpt, "gaps": gaps}
     with open(os.path.join(args.out, "report.json"), "w") as f:
         json.dump(report, f, indent=2)
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, color, style in [("FP32", "tab:blue", "-"), ("FP8", "tab:orange", "--")]:
-        ax.plot(rows[name]["loss"], color=color, alpha=0.25, label=f"{name} per step")
-        smoothed = smooth(rows[name]["loss"])
-        ax.plot(np.arange(19, 19 + len(smoothed)), smoothed, color=color, linestyle=style, label=f"{name} (mean of 20)")
-    ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel("distillation loss (MSE)")
-    ax.set_title("Student imitating the teacher: FP32 vs FP8 training")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(args.out, "loss.png"), dpi=110)
-    fig, axes = plt.subplots(1, 2, figsize=(7, 3.2))
-    names = list(rows)
-    axes[0].bar(names, [rows[n]["step_ms"] for n in names], color=["tab:blue", "tab:orange"])
-    axes[0].set_ylabel("ms per step (median)")
-    axes[1].bar(names, [rows[n]["peak_memory_bytes"] / 2**20 for n in names], color=["tab:blue", "tab:orange"])
-    axes[1].set_ylabel("arena MiB")
-    fig.suptitle("Step time and memory (CPU; FP8 emulated)")
-    fig.tight_layout()
-    fig.savefig(os.path.join(args.out, "speed_memory.png"), dpi=110)
-    print(f"\nwrote {args.out}/report.json, {args.out}/loss.png, {args.out}/speed_memory.png "
-          f"({time.time() - start:.1f} s)")
+    plot(args.out, "", "Student MLP imitating the teacher: FP32 vs FP8 training", mlp)
+    plot(args.out, "_transformer", "GPT-style student imitating its teacher: FP32 vs FP8 vs BF16", gpt)
+    print(f"\nwrote {args.out}/report.json, loss.png, speed_memory.png, loss_transformer.png, "
+          f"speed_memory_transformer.png ({time.time() - start:.1f} s)")
     if args.check:
-        ok = final_gap <= 0.05 and rows["FP8"]["final_loss"] < rows["FP8"]["loss"][0] / 2
+        checks = [(mlp, "FP8", 0.05), (gpt, "FP8", 0.10), (gpt, "BF16", 0.10)]
+        ok = all(abs(rows[n]["final_loss"] - rows["FP32"]["final_loss"]) <= bound * rows["FP32"]["final_loss"] and
+                 rows[n]["final_loss"] < rows[n]["loss"][0] / 2 for rows, n, bound in checks)
         print(f"{int(ok)} passed, {int(not ok)} failed")
         return 0 if ok else 1
     return 0

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The teacher and the student of the demo, as ONNX models (seeded), into the folder given.
 
-teacher.onnx  x[64, 64] -> 256 -> 256 -> 16, GELU (the function to learn)
-student.onnx  x[64, 64] -> 128 -> 16, ReLU (smaller; trained by tec to imitate the teacher)
+teacher.onnx      x[64, 64] -> 256 -> 256 -> 16, GELU (the function to learn)
+student.onnx      x[64, 64] -> 128 -> 16, ReLU (smaller; trained by tec to imitate the teacher)
+gpt_teacher.onnx  a GPT-style block (LayerNorm, causal attention, GELU MLP; x[2, 16, 64]): the test suite's
+gpt_student.onnx  block (tests/models/gen_models.py) with two seeds, the student imitating the teacher
 Every GEMM dim is a multiple of 16, so every layer can run in FP8.
 """
 import os
@@ -11,6 +13,9 @@ import sys
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "models"))
+import gen_models  # noqa: E402  (the GPT-style block)
 
 BATCH, D_IN, D_OUT = 64, 64, 16
 
@@ -41,6 +46,8 @@ def main():
     os.makedirs(out, exist_ok=True)
     onnx.save(mlp("teacher", [D_IN, 256, 256, D_OUT], "Gelu", seed=1), os.path.join(out, "teacher.onnx"))
     onnx.save(mlp("student", [D_IN, 128, D_OUT], "Relu", seed=2), os.path.join(out, "student.onnx"))
+    onnx.save(gen_models.gpt_block(decomposed=False, seed=3), os.path.join(out, "gpt_teacher.onnx"))
+    onnx.save(gen_models.gpt_block(decomposed=False, seed=2), os.path.join(out, "gpt_student.onnx"))
 
 
 if __name__ == "__main__":
