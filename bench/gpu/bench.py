@@ -5,7 +5,13 @@
    tec's FP8 plan (variant sm_90) and BF16 plan (variant sm_80) against PyTorch BF16 eager (same shapes,
    torch.optim.AdamW), each timed per step after warm-up. Ratio = PyTorch ms / tec ms (above 1: tec faster).
 2. Raw GEMM throughput: tec's cuBLASLt path (tec-gemm-bench) against torch._scaled_mm (FP8 E4M3, fast
-   accumulation, BF16 out) and torch.matmul (BF16), square sizes. Ratio = tec TFLOP/s / torch TFLOP/s.
+   accumulation, BF16 out) and torch.matmul (BF16), square sizes. Ratio = tec TFLOP/s / torch TFLOP/s, and
+   FP8 against the H100/H200 SXM's dense FP8 peak (1979 TFLOP/s; goal: 75%).
+3. Transformer Engine's benchmark ("te"): the GPT-style layer of make_models.py (hidden 4096, FFN 16384, 32
+   heads, seq 2048, batch 2, causal), one AdamW training step: tec's FP8 plan (variant sm_90) against the same
+   layer in PyTorch BF16, eager and torch.compile'd (scaled_dot_product_attention, causal), with each one's
+   peak memory (tec: the plan's arena; torch: max_memory_allocated). Goals: >= 2.2x eager (TE reports
+   2.06-2.23x on H100), >= 1.2x torch.compile.
 Writes OUT/bench.json after every case (a run that is cut keeps what it finished) and prints each result
 as it comes. tec's binaries run with TEC_LD_LIBRARY_PATH as their LD_LIBRARY_PATH; this process keeps its
 own, so that PyTorch loads its own CUDA libraries.
@@ -17,6 +23,8 @@ import subprocess
 import time
 
 import torch
+
+FP8_PEAK_TFLOPS = 1979.0  # H100/H200 SXM, dense FP8
 
 
 def torch_train_ms(hidden, batch, steps, warmup):
@@ -69,6 +77,63 @@ def torch_gemm_tflops(size, fp8, iterations=50):
     return 2.0 * size ** 3 / seconds / 1e12
 
 
+class GptLayer(torch.nn.Module):
+    """tests/models/gen_models.py's block in PyTorch: pre-LayerNorm, causal attention, exact GELU MLP."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
+        self.qkv, self.proj = torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim)
+        self.fc, self.out = torch.nn.Linear(dim, 4 * dim), torch.nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        heads = lambda z: z.view(b, t, self.heads, d // self.heads).transpose(1, 2)  # noqa: E731
+        a = torch.nn.functional.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.out(torch.nn.functional.gelu(self.fc(self.ln2(x))))
+
+
+def torch_layer_step(layer, compiled, steps, warmup):
+    """Median ms of one BF16 AdamW training step, and the peak memory allocated."""
+    torch.manual_seed(0)
+    model = GptLayer(layer["dim"], layer["heads"]).cuda().to(torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    run = torch.compile(model) if compiled else model
+    shape = (layer["batch"], layer["seq"], layer["dim"])
+    x = torch.rand(shape, device="cuda", dtype=torch.bfloat16) * 2 - 1
+    target = torch.rand(shape, device="cuda", dtype=torch.bfloat16) * 2 - 1
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(run(x), target).backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
+    times.sort()
+    peak = torch.cuda.max_memory_allocated()
+    del model, opt, run
+    torch.cuda.empty_cache()
+    return times[len(times) // 2], peak
+
+
+def layer_gemm_flops(layer):
+    """FLOPs of one training step's GEMMs (forward, dgrad, wgrad: 3x the forward's 2 * tokens * weights)."""
+    d, tokens = layer["dim"], layer["batch"] * layer["seq"]
+    return 3 * 2 * tokens * (3 * d * d + d * d + 8 * d * d)
+
+
 def tec_env():
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.environ.get("TEC_LD_LIBRARY_PATH", env.get("LD_LIBRARY_PATH", ""))
@@ -92,16 +157,17 @@ def main():
     parser.add_argument("--hidden", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--batch", type=int, default=8192)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--cases", default="train,gemm", help="train, gemm or both (comma-separated)")
+    parser.add_argument("--cases", default="train,gemm", help="train, gemm, te (comma-separated)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "bench.json")
-    result = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "train": [], "gemm": []}
+    result = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "train": [], "gemm": [], "te": {}}
     if os.path.exists(path):  # the other cases of this run, written by an earlier call
         with open(path) as f:
             previous = json.load(f)
         result["train"], result["gemm"] = previous.get("train", []), previous.get("gemm", [])
+        result["te"] = previous.get("te", {})
 
     def save():
         with open(path + ".tmp", "w") as f:
@@ -133,6 +199,8 @@ def main():
             if "tflops" in g:
                 g["torch_tflops"] = torch_gemm_tflops(g["size"], g["gemm"].startswith("fp8"))
                 g["ratio_vs_torch"] = g["tflops"] / g["torch_tflops"]
+            if g["gemm"].startswith("fp8") and "tflops" in g:
+                g["share_of_fp8_peak"] = g["tflops"] / FP8_PEAK_TFLOPS
             result["gemm"].append(g)
             save()
             print(f"gemm {g['gemm']} {g['size']}^3: tec {g.get('tflops', float('nan')):.0f} TFLOP/s, "
@@ -140,6 +208,30 @@ def main():
                   f"ratio {g.get('ratio_vs_torch', float('nan')):.2f}", flush=True)
         if gemm.returncode != 0:
             raise SystemExit(f"tec-gemm-bench failed: {gemm.stderr.strip()}")
+    if "te" in cases:
+        plan = os.path.join(args.plans, "te_gpt_fp8.tecplan")
+        with open(os.path.join(args.plans, "te_gpt_fp8.json")) as f:  # tests/gpu/bundle.sh: the layer, the arena
+            info = json.load(f)
+        layer = info["layer"]
+        te = result["te"] = {"layer": layer, "tec_fp8_arena_bytes": info["arena_bytes"]}
+        tec = te["tec_fp8"] = tec_bench(args.tec_bench, plan, "sm_90", args.steps, 3)
+        save()
+        for name, compiled in (("torch_bf16_eager", False), ("torch_bf16_compile", True)):
+            ms, peak = torch_layer_step(layer, compiled, args.steps, 10 if compiled else 3)
+            te[name] = {"median_ms": ms, "peak_memory_bytes": peak}
+            if tec.get("median_ms"):
+                te[f"speedup_vs_{name}"] = ms / tec["median_ms"]
+            save()
+        if tec.get("median_ms"):
+            te["tec_gemm_tflops"] = layer_gemm_flops(layer) / (tec["median_ms"] / 1e3) / 1e12
+        save()
+        print(f"TE layer (hidden {layer['dim']}, seq {layer['seq']}, batch {layer['batch']}): tec fp8 "
+              f"{tec.get('median_ms', float('nan')):.2f} ms ({tec.get('backend', tec.get('error'))}, arena "
+              f"{te['tec_fp8_arena_bytes'] / 2**30:.2f} GiB), torch bf16 eager {te['torch_bf16_eager']['median_ms']:.2f} ms "
+              f"({te['torch_bf16_eager']['peak_memory_bytes'] / 2**30:.2f} GiB), torch.compile "
+              f"{te['torch_bf16_compile']['median_ms']:.2f} ms ({te['torch_bf16_compile']['peak_memory_bytes'] / 2**30:.2f}"
+              f" GiB); speedup {te.get('speedup_vs_torch_bf16_eager', float('nan')):.2f}x eager (goal 2.2), "
+              f"{te.get('speedup_vs_torch_bf16_compile', float('nan')):.2f}x compile (goal 1.2)", flush=True)
 
 
 if __name__ == "__main__":

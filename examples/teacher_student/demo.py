@@ -38,7 +38,7 @@ def distill(args, name, teacher, student, runs):
               "--total-steps", str(args.steps)]
     rows = {}
     for run, (compile_flags, train_flags) in runs.items():
-        plan = os.path.join(args.out, f"{name}_{run.lower()}.tecplan")
+        plan = os.path.join(args.out, f"{name}_{run.lower()}.tecplan")  # tests/gpu/bundle.sh takes these
         summary = tec(args.tec, student, "-o", plan, *common, *compile_flags)
         if run == "FP8":
             print(summary)
@@ -120,8 +120,8 @@ def main():
     model = lambda name: os.path.join(models, name + ".onnx")  # noqa: E731
 
     fp8 = (["--target", "sm_90", "--fp8=all"], ["--variant", "sm_90"])  # the Hopper plan, emulated here
-    mlp = distill(args, "mlp", model("teacher"), model("student"), {"FP32": (["--target", "cpu"], []), "FP8": fp8})
-    gpt = distill(args, "gpt", model("gpt_teacher"), model("gpt_student"),
+    mlp = distill(args, "student", model("teacher"), model("student"), {"FP32": (["--target", "cpu"], []), "FP8": fp8})
+    gpt = distill(args, "gpt_student", model("gpt_teacher"), model("gpt_student"),
                   {"FP32": (["--target", "cpu"], []), "FP8": fp8,
                    "BF16": (["--target", "sm_80"], ["--variant", "sm_80"])})
     gaps = {"mlp": compare("MLP", mlp, args.steps), "transformer": compare("GPT-style block", gpt, args.steps)}

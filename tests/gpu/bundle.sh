@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 if [ $# -gt 0 ]; then hidden=("$@"); else hidden=(4096 8192); fi
 build=build/release
 ./dev build > /dev/null
-[ -f demo-out/student_fp8.tecplan ] || ./dev demo > /dev/null
+[ -f demo-out/gpt_student_bf16.tecplan ] || ./dev demo > /dev/null
 stage=$(mktemp -d)
 mkdir -p "$stage"/{bin,lib,plans}
 cp $build/bin/tec-bench $build/bin/tec-gemm-bench $build/tests/gpu/tec-backend-parity-tests \
@@ -26,13 +26,28 @@ for h in "${hidden[@]}"; do
   $build/bin/tec "$stage/models/mlp_h$h.onnx" --train --loss mse --optimizer adamw --target sm_80 \
     -o "$stage/plans/bf16_h$h.tecplan" > /dev/null
 done
+# Transformer Engine's benchmark layer (bench/gpu/bench.py --cases te), with its config and arena beside it.
+.venv/bin/python bench/gpu/make_models.py "$stage/models" --hidden --gpt-layer > /dev/null
+$build/bin/tec "$stage/models/gpt_layer.onnx" --train --loss mse --optimizer adamw --target sm_90 \
+  -o "$stage/plans/te_gpt_fp8.tecplan" > /dev/null
+.venv/bin/python - "$stage/plans" <<'PY'
+import json, subprocess, sys
+sys.path.insert(0, "bench/gpu")
+import make_models
+plans = sys.argv[1]
+info = json.loads(subprocess.run(["build/release/bin/tec", "inspect", "--json", f"{plans}/te_gpt_fp8.tecplan"],
+                                 check=True, capture_output=True, text=True).stdout)
+arena = next(int(v["arenaBytes"]) for v in info["variants"] if v.get("kind") == "train")
+json.dump({"layer": make_models.TE_LAYER, "arena_bytes": arena}, open(f"{plans}/te_gpt_fp8.json", "w"))
+PY
 rm -rf "$stage/models"
 # The test models' plans for tec-backend-parity-tests' ModelParity (flags as in BackendParityTest.cpp).
 for model in mlp gpt_block gpt_block_decomposed; do
   $build/bin/tec tests/models/$model.onnx --target sm_90,sm_80,cpu --train --loss mse \
     -o "$stage/plans/$model.tecplan" > /dev/null
 done
-cp demo-out/student_fp8.tecplan demo-out/student_fp32.tecplan "$stage/plans/"
+cp demo-out/student_fp8.tecplan demo-out/student_fp32.tecplan demo-out/gpt_student_fp8.tecplan \
+   demo-out/gpt_student_bf16.tecplan "$stage/plans/"
 tar -C "$stage" -cf - . | xz -T2 -1 > gpu-bundle.tar.xz
 rm -rf "$stage"
 ls -la gpu-bundle.tar.xz

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check, for a machine with an NVIDIA GPU, in order of value: what the machine and tec see
 # (nvidia-smi, the plugin's ldd, tec-bench --doctor), the CPU-vs-CUDA parity tests, tec's FP8 and BF16
-# training steps against PyTorch (bench/gpu), the demo's plans trained on the GPU, the GEMM throughput.
+# training steps against PyTorch (bench/gpu), Transformer Engine's GPT-layer benchmark, the demo's plans
+# trained on the GPU, the GEMM throughput.
 # One budget for everything (TEC_GPU_BUDGET seconds, default 300, to fit a 420 s device call with the
 # unpacking and a margin): each stage runs under its own cap cut to what is left, and writes its results
 # to OUTDIR as it ends, so a run that is cut short leaves what it had. Where nvidia-smi sees a GPU, a GPU
@@ -95,8 +96,13 @@ bench() {
 }
 [ -n "$hidden" ] && bench train 120
 
-# 4. The demo's student plans (examples/teacher_student): 200 training steps on the GPU, 20 on the CPU.
-for p in student_fp32 student_fp8; do
+# 4. Transformer Engine's benchmark: the GPT-style layer (hidden 4096, seq 2048), tec FP8 vs PyTorch BF16
+# eager and torch.compile, with peak memory.
+[ -f "$plans/te_gpt_fp8.tecplan" ] && bench te 100
+
+# 5. The demo's student plans (examples/teacher_student, the MLP and the GPT-style block): 200 training
+# steps on the GPU, 20 on the CPU.
+for p in student_fp32 student_fp8 gpt_student_fp8 gpt_student_bf16; do
   [ -f "$plans/$p.tecplan" ] || continue
   for device in cuda cpu; do
     iterations=$([ $device = cuda ] && echo 200 || echo 20)
@@ -106,7 +112,8 @@ for p in student_fp32 student_fp8; do
   done
 done
 
-# 5. Raw GEMM throughput against torch._scaled_mm and torch.matmul.
+# 6. Raw GEMM throughput against torch._scaled_mm and torch.matmul.
 [ -n "$hidden" ] && bench gemm 60
+
 log "done in $((SECONDS - started)) s of ${budget}, status $status"
 exit $status

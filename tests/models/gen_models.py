@@ -57,7 +57,8 @@ def mlp(batch=64, d_in=256, hidden=512, d_out=16):
     return model(graph)
 
 
-def gpt_block(decomposed, batch=2, seq=16, dim=64, heads=4, seed=2):
+def gpt_block(decomposed, batch=2, seq=16, dim=64, heads=4, seed=2, init=init):
+    """`init(rng, name, shape, scale=None)` makes each weight (bench/gpu tiles a small random block)."""
     rng = np.random.default_rng(seed)
     hd = dim // heads
     inits = [
