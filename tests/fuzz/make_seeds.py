@@ -69,6 +69,22 @@ def onnx_seeds():
                             helper.make_node("MaxPool", ["h"], ["y"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)],
                            [vi("x", [1, 4, 8, 8])], [vi("y", [1, 4, 2, 2])],
                            [numpy_helper.from_array(rng.standard_normal((4, 2, 3, 3)).astype(np.float32), "cw")]),
+        # FP8-eligible GEMMs (dims multiples of 16) for an sm_90 plan seed.
+        "mlp16": model([helper.make_node("Gemm", ["x", "w16", "b16"], ["h"], transB=1),
+                        helper.make_node("Relu", ["h"], ["y"])], [vi("x", [16, 16])], [vi("y", [16, 16])],
+                       [numpy_helper.from_array(rng.standard_normal((16, 16)).astype(np.float32), "w16"),
+                        numpy_helper.from_array(np.zeros(16, np.float32), "b16")]),
+        # Attention as exporters write it (recognized as tec.attention): scaled Q.K^T, a causal Where, softmax.
+        "attention": model([helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+                            helper.make_node("MatMul", ["q", "kt"], ["s"]),
+                            helper.make_node("Mul", ["s", "scale"], ["ss"]),
+                            helper.make_node("Where", ["causal", "ss", "fill"], ["m"]),
+                            helper.make_node("Softmax", ["m"], ["p"], axis=-1),
+                            helper.make_node("MatMul", ["p", "v"], ["y"])],
+                           [vi("q", [1, 2, 4, 8]), vi("k", [1, 2, 4, 8]), vi("v", [1, 2, 4, 8])], [vi("y", [1, 2, 4, 8])],
+                           [numpy_helper.from_array(np.array(0.35, np.float32), "scale"),
+                            numpy_helper.from_array(np.tril(np.ones((4, 4), bool)), "causal"),
+                            numpy_helper.from_array(np.array(-1e9, np.float32), "fill")]),
     }
     for name, data in seeds.items():
         write(f"{HERE}/corpus/onnx/{name}.onnx", data)
@@ -108,12 +124,20 @@ def tensor_seeds():
 def plan_seeds(tec, seeds):
     os.makedirs(f"{HERE}/corpus/plan", exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("relu", "mlp", "softmax", "layernorm"):
+        for name in ("relu", "mlp", "softmax", "layernorm", "attention"):
             src = os.path.join(tmp, name + ".onnx")
             write(src, seeds[name])
             for flags, suffix in (([], ""), (["--train", "--loss", "mse"], "-train")):
                 out = f"{HERE}/corpus/plan/{name}{suffix}.tecplan"
                 subprocess.run([tec, src, "--target", "cpu", "-o", out, *flags], check=True, stdout=subprocess.DEVNULL)
+        # GPU plans, emulated on the CPU: bf16 activations and inputs given as f32 (sm_80), FP8 copies read
+        # transposed (sm_90).
+        for name, target in (("mlp", "sm_80"), ("attention", "sm_80"), ("mlp16", "sm_90")):
+            src = os.path.join(tmp, name + ".onnx")
+            write(src, seeds[name])
+            out = f"{HERE}/corpus/plan/{name}-{target}-train.tecplan"
+            subprocess.run([tec, src, "--target", target, "--fp8=all", "--train", "--loss", "mse", "-o", out],
+                           check=True, stdout=subprocess.DEVNULL)
 
 
 def fnv1a(data, h=1469598103934665603):
