@@ -740,6 +740,30 @@ LogicalResult QuantizeOp::verify() {
   return success();
 }
 
+LogicalResult CastFp8Op::verify() {
+  if (getActivation() != "none" && getActivation() != "gelu" && getActivation() != "gelu_tanh")
+    return emitOpError("expected activation none, gelu or gelu_tanh, got '") << getActivation() << "'";
+  if (getInput().getType().getShape() != getResult().getType().getShape())
+    return emitOpError("expected result shape ") << shape::str(getInput().getType().getShape()) << ", got "
+                                                 << shape::str(getResult().getType().getShape());
+  return success();
+}
+
+LogicalResult LayerNormFp8Op::verify() {
+  if (getInput().getType().getShape() != getResult().getType().getShape())
+    return emitOpError("expected result shape ") << shape::str(getInput().getType().getShape()) << ", got "
+                                                 << shape::str(getResult().getType().getShape());
+  auto in = getInput().getType();
+  if (failed(verifyNormalization(*this, in, in, getAxis(), {getMean(), getInvStdDev()}, {}, getEpsilon().convertToFloat())))
+    return failure();
+  for (Value v : {getWeight(), getBias()})
+    if (v && (rankedType(v).getElementType() != in.getElementType() ||
+              rankedType(v).getShape() != in.getShape().drop_front(getAxis())))
+      return emitOpError("expected weight and bias of the input's element type and normalized shape ")
+             << shape::str(in.getShape().drop_front(getAxis())) << ", got " << rankedType(v);
+  return success();
+}
+
 LogicalResult DequantizeOp::verify() {
   Type in = getInput().getType().getElementType(), out = getType().getElementType();
   if (!isFp8(in))

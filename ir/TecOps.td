@@ -996,6 +996,51 @@ def Tec_AmaxOp : Tec_Op<"amax", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
+def Tec_CastFp8Op : Tec_Op<"cast_fp8", [Pure]> {
+  let summary = "an activation, its amax and its FP8 quantize in one pass";
+  let description = [{
+    `result = fp8(activation(input) * scale)` and `amax = max |activation(input)|` (NaN wins), computed
+    from the f32 activation: what `tec.amax` and `tec.quantize` give on the activation's output, without
+    that output in memory (Transformer Engine's fused GELU + cast). `activation` is `none`, `gelu` or
+    `gelu_tanh`. Made by tec-fuse-quantize.
+
+    Example:
+    ```mlir
+    %q, %amax = tec.cast_fp8 %h, %scale {activation = "gelu"}
+        : (tensor<64x256xbf16>, tensor<f32>) -> (tensor<64x256xf8E4M3FN>, tensor<f32>)
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$input, Tec_Scalar:$scale, DefaultValuedAttr<StrAttr, "\"none\"">:$activation);
+  let results = (outs Tec_Fp8Tensor:$result, Tec_Scalar:$amax);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_LayerNormFp8Op : Tec_Op<"layer_norm_fp8", [Pure]> {
+  let summary = "LayerNorm with its output quantized to FP8 in the same pass";
+  let description = [{
+    `tec.layer_norm` whose normalized output goes straight to FP8, `result = fp8(y * fp8_scale)` with its
+    `amax = max |y|`, y never in memory (Transformer Engine's LayerNormLinear); `mean` and `inv_std_dev`
+    as tec.layer_norm's, for the backward pass. Made by tec-fuse-quantize.
+
+    Example:
+    ```mlir
+    %q, %amax, %mean, %rstd = tec.layer_norm_fp8 %x, %s, %g, %b {axis = 1 : i64, epsilon = 1.0e-05 : f32}
+        : (tensor<64x256xbf16>, tensor<256xbf16>, tensor<256xbf16>, tensor<f32>)
+        -> (tensor<64x256xf8E4M3FN>, tensor<f32>, tensor<64x1xf32>, tensor<64x1xf32>)
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$input, Tec_FloatTensor:$weight, Optional<Tec_FloatTensor>:$bias,
+                   Tec_Scalar:$fp8_scale, I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Tec_Fp8Tensor:$result, Tec_Scalar:$amax, StaticShapeTensorOf<[F32]>:$mean,
+                 StaticShapeTensorOf<[F32]>:$inv_std_dev);
+  // The FP8 scale printed second: an optional bias before it could not be told from it.
+  let assemblyFormat = [{
+    $input `,` $fp8_scale `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tec_Fp8GemmOp : Tec_Op<"fp8_gemm", [Pure]> {
   let summary = "FP8 GEMM with per-tensor scale_inv operands and a fused epilogue";
   let description = [{

@@ -95,8 +95,10 @@ struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
       for (Fp8GemmOp op : fp8Gemms) {
         if (keepFp8) {
           std::string note = cap->name == "cpu" ? "emulated" : cap->note.str();
-          op->setAttr(kPrecisionAttrName, attrs.getStringAttr("fp8: E4M3 x E4M3, delayed scaling" +
-                                                              (note.empty() ? "" : " (" + note + ")")));
+          auto formats = op->getAttrOfType<StringAttr>(kPrecisionAttrName); // tec-insert-fp8's, e.g. E5M2 x E4M3
+          op->setAttr(kPrecisionAttrName,
+                      attrs.getStringAttr("fp8: " + (formats ? formats.str() : std::string("E4M3 x E4M3, delayed scaling")) +
+                                          (note.empty() ? "" : " (" + note + ")")));
           continue;
         }
         auto xq = op.getInput().getDefiningOp<QuantizeOp>(), wq = op.getWeight().getDefiningOp<QuantizeOp>();

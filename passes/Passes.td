@@ -78,6 +78,23 @@ def TecNarrowActivations : Pass<"tec-narrow-activations", "mlir::func::FuncOp"> 
   let dependentDialects = ["::tec::TecDialect"];
 }
 
+def TecFuseQuantize : Pass<"tec-fuse-quantize", "mlir::func::FuncOp"> {
+  let summary = "Quantize to FP8 in the pass that computes the tensor: LayerNorm + quantize, GELU + quantize";
+  let description = [{
+    FP8 GEMM inputs are produced by a kernel, read again for their amax and read again for the quantize,
+    and kept in 16 bits meanwhile. Transformer Engine fuses these; so does this pass:
+    - a tensor's transposed FP8 copy (a wgrad GEMM's TN operand) quantized with the scale of its FP8 copy
+      becomes that copy transposed (the same bits, from 1 byte per element);
+    - `gelu(x)` read only by its amax and its quantize becomes `tec.cast_fp8 {activation = gelu}`: one
+      pass, the GELU's output never stored (the backward reads the pre-activation and the FP8 copy);
+    - a LayerNorm whose output only its amax and its quantize read becomes `tec.layer_norm_fp8`
+      (Transformer Engine's LayerNormLinear).
+    The fused ops quantize the f32 value the kernel computed, so they round once where the unfused chain
+    rounded to 16 bits first.
+  }];
+  let dependentDialects = ["::tec::TecDialect"];
+}
+
 def TecRecastWeights : Pass<"tec-recast-weights", "mlir::func::FuncOp"> {
   let summary = "Give each reader of a weight's 16-bit copy its own cast, made just before it";
   let description = [{

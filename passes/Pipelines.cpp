@@ -12,7 +12,7 @@ const std::vector<std::string> &pipelinePassNames() {
   static const std::vector<std::string> names = {"tec-simplify-shapes",  "canonicalize",   "cse",
                                                  "tec-recognize-attention", "tec-recognize-patterns", "tec-fuse-linear", "tec-insert-fp8",
                                                  "tec-lower-for-target", "tec-narrow-activations",
-                                                 "tec-recast-weights"};
+                                                 "tec-fuse-quantize", "tec-recast-weights"};
   return names;
 }
 
@@ -48,6 +48,10 @@ void buildTargetPipeline(OpPassManager &pm, const PipelineOptions &options, Stri
     pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   if (enabled("cse"))
     pm.addNestedPass<func::FuncOp>(createCSEPass());
+  const bool keepsFp8 = cap && options.fp8 != "none" &&
+                        (cap->gemms == GemmPrecision::Fp8 || (cap->name == "cpu" && options.fp8Emulate));
+  if (enabled("tec-fuse-quantize") && keepsFp8)
+    pm.addNestedPass<func::FuncOp>(createTecFuseQuantize());
   if (enabled("tec-recast-weights") && narrow && options.training)
     pm.addNestedPass<func::FuncOp>(createTecRecastWeights());
 }

@@ -120,6 +120,9 @@ private:
   Status scatterAdd(const plan::Step &s);
   Status copy(const plan::Step &s);
   Status quantize(const plan::Step &s);
+  Status castFp8(const plan::Step &s);
+  Status layerNormFp8(const plan::Step &s);
+  Closure quantizeInto(int scale, int y, const float *x, int64_t n);
   Status dequantize(const plan::Step &s);
   Status amax(const plan::Step &s);
   Status fp8Gemm(const plan::Step &s);
@@ -693,11 +696,31 @@ Status CpuBackend::copy(const plan::Step &s) {
   return Status::success();
 }
 
+/// y = fp8(x * scale) over n elements, counting FP8 health (per scale's tensor) when asked.
+CpuBackend::Closure CpuBackend::quantizeInto(int scale, int y, const float *x, int64_t n) {
+  auto format = fp8Format(dtype(y));
+  if (countQuantized) {
+    std::string name = buf(scale).name();
+    const std::string suffix = "/scale";
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      name.resize(name.size() - suffix.size());
+    size_t index = stats.size();
+    stats.push_back({name, n, 0, 0});
+    return [=, this, scale = ptr<float>(scale), y = ptr<uint8_t>(y)] {
+      k::quantizeCounting(x, *scale, y, n, format, stats[index].saturated, stats[index].flushed);
+      return Status::success();
+    };
+  }
+  return [=, scale = ptr<float>(scale), y = ptr<uint8_t>(y)] {
+    k::quantize(x, *scale, y, n, format);
+    return Status::success();
+  };
+}
+
 Status CpuBackend::quantize(const plan::Step &s) {
   if (Status st = expectArity(s, 2, 2, 1); !st.ok())
     return st;
   int64_t n = count(s.outputs(0));
-  auto format = fp8Format(dtype(s.outputs(0)));
   float *x = floatIn(s.inputs(0));
   if (attrI(s, "transpose_input")) { // read transposed: through f32 scratch, transposed before the quantize
     const auto in = shape(s.inputs(0));
@@ -708,22 +731,48 @@ Status CpuBackend::quantize(const plan::Step &s) {
     });
     x = t;
   }
-  if (countQuantized) {
-    std::string name = buf(s.inputs(1)).name();
-    const std::string suffix = "/scale";
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      name.resize(name.size() - suffix.size());
-    size_t index = stats.size();
-    stats.push_back({name, n, 0, 0});
-    emit([=, this, scale = ptr<float>(s.inputs(1)), y = ptr<uint8_t>(s.outputs(0))] {
-      k::quantizeCounting(x, *scale, y, n, format, stats[index].saturated, stats[index].flushed);
-      return Status::success();
-    });
-    return Status::success();
-  }
-  emit([=, scale = ptr<float>(s.inputs(1)), y = ptr<uint8_t>(s.outputs(0))] {
-    k::quantize(x, *scale, y, n, format);
-    return Status::success();
+  emit(quantizeInto(s.inputs(1), s.outputs(0), x, n));
+  return Status::success();
+}
+
+/// cast_fp8: the activation into f32 scratch (the CUDA kernel's per-element function), its amax, its quantize.
+Status CpuBackend::castFp8(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 2); !st.ok())
+    return st;
+  const int64_t n = count(s.outputs(0));
+  const auto activation = castActivation(s);
+  const float *x = floatIn(s.inputs(0));
+  float *a = scratch.emplace_back(n).data(), *amax = ptr<float>(s.outputs(1));
+  Closure quantize = quantizeInto(s.inputs(1), s.outputs(0), a, n);
+  emit([=] {
+    for (int64_t i = 0; i < n; ++i)
+      a[i] = kernels::applyEpilogue(x[i], activation);
+    *amax = k::amax(a, n);
+    return quantize();
+  });
+  return Status::success();
+}
+
+/// layer_norm_fp8 (x, weight, bias?, scale -> q, amax, mean, rstd): the LayerNorm into f32 scratch, then
+/// its amax and its quantize.
+Status CpuBackend::layerNormFp8(const plan::Step &s) {
+  if (Status st = expectArity(s, 3, 4, 4); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0));
+  const int64_t axis = attrI(s, "axis"), n = count(s.inputs(0));
+  int64_t rows = 1, cols = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d)
+    (d < axis ? rows : cols) *= in[d];
+  const float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
+  const bool hasBias = s.inputs_size() == 4;
+  float *x = floatIn(s.inputs(0)), *g = floatIn(s.inputs(1)), *b = hasBias ? floatIn(s.inputs(2)) : nullptr;
+  float *y = scratch.emplace_back(n).data(), *amax = ptr<float>(s.outputs(1));
+  float *mean = floatOut(s.outputs(2)), *rstd = floatOut(s.outputs(3));
+  Closure quantize = quantizeInto(s.inputs(s.inputs_size() - 1), s.outputs(0), y, n);
+  emit([=] {
+    k::layerNorm(x, g, b, y, mean, rstd, rows, cols, eps, true);
+    *amax = k::amax(y, n);
+    return quantize();
   });
   return Status::success();
 }

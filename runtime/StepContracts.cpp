@@ -45,6 +45,7 @@ public:
         {"pool", &Contract::window}, {"pool_grad", &Contract::window}, {"arg_reduce", &Contract::argReduce},
         {"cumsum", &Contract::cumSum},
         {"quantize", &Contract::quantize}, {"dequantize", &Contract::dequantize}, {"amax", &Contract::amax},
+        {"cast_fp8", &Contract::castFp8}, {"layer_norm_fp8", &Contract::layerNormFp8},
         {"fp8_gemm", &Contract::fp8Gemm}, {"delayed_scaling", &Contract::delayedScaling},
         {"optimizer_update", &Contract::optimizerUpdate},
     };
@@ -494,6 +495,35 @@ private:
         (rank(in(0)) != 2 || shape(out(0)) != Shape{shape(in(0))[1], shape(in(0))[0]}))
       return "a transposed quantize needs a 2-D input and its transpose's shape";
     return first({scalar(in(1)), sameCount(in(0), out(0))});
+  }
+  std::string castFp8() {
+    if (auto e = arity(2, 2, 2, 2); !e.empty())
+      return e;
+    const std::string a = steps::attrS(s, "activation", "none");
+    if (a != "none" && a != "gelu" && a != "gelu_tanh")
+      return "unknown activation '" + a + "'";
+    if (!steps::isFloat(dtype(in(0))) || !isFp8(dtype(out(0))) || dtype(in(1)) != plan::F32 || dtype(out(1)) != plan::F32)
+      return "expected a float input, an f32 scale, an FP8 output and an f32 amax";
+    return first({scalar(in(1)), scalar(out(1)), sameCount(in(0), out(0))});
+  }
+  /// x, weight, bias?, scale -> q, amax, mean, rstd.
+  std::string layerNormFp8() {
+    if (auto e = arity(3, 4, 4, 4); !e.empty())
+      return e;
+    const int scale = in(s.inputs_size() - 1);
+    const int64_t axis = steps::attrI(s, "axis");
+    if (auto e = axisIn(axis, rank(in(0))); !e.empty())
+      return e;
+    int64_t rows = 1, cols = 1;
+    for (int d = 0; d < rank(in(0)); ++d)
+      (d < axis ? rows : cols) *= shape(in(0))[d];
+    if (!steps::isFloat(dtype(in(0))) || !isFp8(dtype(out(0))) || dtype(scale) != plan::F32 || dtype(out(1)) != plan::F32 ||
+        dtype(out(2)) != plan::F32 || dtype(out(3)) != plan::F32)
+      return "expected a float input, an f32 scale, an FP8 output and f32 amax and statistics";
+    if (count(in(1)) != cols || (s.inputs_size() == 4 && count(in(2)) != cols) || count(out(2)) != rows ||
+        count(out(3)) != rows)
+      return "weight, bias or statistics do not fit the normalized shape";
+    return first({scalar(scale), scalar(out(1)), sameCount(in(0), out(0))});
   }
   std::string dequantize() {
     if (auto e = arity(2, 2, 1, 1); !e.empty())

@@ -147,6 +147,12 @@ inline kernels::UnaryKind unaryKind(const plan::Step &s) {
   return attrS(s, "approximate", "none") == "tanh" ? kernels::UnaryKind::GeluTanh : kernels::UnaryKind::Gelu;
 }
 
+/// tec.cast_fp8's activation as a GEMM epilogue's (the same per-element functions).
+inline kernels::Epilogue castActivation(const plan::Step &s) {
+  const std::string a = attrS(s, "activation", "none");
+  return a == "gelu" ? kernels::Epilogue::Gelu : a == "gelu_tanh" ? kernels::Epilogue::GeluTanh : kernels::Epilogue::None;
+}
+
 inline kernels::ActivationGradKind activationGradKind(const plan::Step &s) {
   if (s.kernel() == "relu_grad")
     return kernels::ActivationGradKind::Relu;
@@ -193,6 +199,7 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"pool_grad", &B::window},   {"arg_reduce", &B::argReduce},
       {"cumsum", &B::cumSum},
       {"quantize", &B::quantize},  {"dequantize", &B::dequantize},
+      {"cast_fp8", &B::castFp8},   {"layer_norm_fp8", &B::layerNormFp8},
       {"amax", &B::amax},          {"fp8_gemm", &B::fp8Gemm},
       {"delayed_scaling", &B::delayedScaling}, {"optimizer_update", &B::optimizerUpdate},
   };

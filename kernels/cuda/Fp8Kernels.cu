@@ -1,6 +1,7 @@
 #include "kernels/cuda/Fp8Kernels.h"
 #include "kernels/cuda/LaunchShapes.h"
 
+#include "kernels/common/Activations.h"
 #include "kernels/common/Half.h"
 
 #include <cfloat>
@@ -58,13 +59,13 @@ __device__ void finishQuantizeBlock(float local, unsigned long long saturated, u
 }
 
 __global__ void quantizeAmaxKernel(const void *x, ElementType xType, const float *scale, uint8_t *y, float *amax,
-                                   int64_t n, Fp8Format format, unsigned long long *counts) {
+                                   int64_t n, Fp8Format format, unsigned long long *counts, Epilogue activation) {
   __shared__ float blockMax[kThreads];
   float local = 0.0f;
   const float s = *scale;
   unsigned long long saturated = 0, flushed = 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float v = loadWide(x, xType, i), scaled = v * s;
+    const float v = applyEpilogue(loadWide(x, xType, i), activation), scaled = v * s;
     const uint8_t q = floatToFp8(scaled, format);
     y[i] = q;
     local = maxAbsNanWins(local, v);
@@ -114,6 +115,60 @@ __global__ void quantizeTransposedKernel(const void *x, ElementType xType, int64
                       kTile * kTileRows);
 }
 
+/// One block per row: the LayerNorm of kernels/cuda's layerNormKernel (mean and variance in double), each
+/// normalized value quantized as it is made, and the row's max |y| into *amax.
+__global__ void layerNormQuantizeKernel(const void *x, ElementType xType, const void *weight, const void *bias,
+                                        ElementType affineType, const float *scale, uint8_t *y, float *amax,
+                                        float *mean, float *rstd, int64_t cols, float epsilon, Fp8Format format,
+                                        unsigned long long *counts) {
+  __shared__ double sums[kThreads];
+  __shared__ float blockMax[kThreads];
+  const int64_t base = blockIdx.x * cols;
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    sum += loadWide(x, xType, base + j);
+  sums[threadIdx.x] = sum;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride)
+      sums[threadIdx.x] += sums[threadIdx.x + stride];
+    __syncthreads();
+  }
+  const double mu = sums[0] / cols;
+  __syncthreads();
+  double sq = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const double d = loadWide(x, xType, base + j) - mu;
+    sq += d * d;
+  }
+  sums[threadIdx.x] = sq;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride)
+      sums[threadIdx.x] += sums[threadIdx.x + stride];
+    __syncthreads();
+  }
+  const float inv = static_cast<float>(1.0 / sqrt(sums[0] / cols + epsilon)), m = static_cast<float>(mu);
+  const float s = *scale;
+  float local = 0.0f;
+  unsigned long long saturated = 0, flushed = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float v = (loadWide(x, xType, base + j) - m) * inv * loadWide(weight, affineType, j) +
+                    (bias ? loadWide(bias, affineType, j) : 0.0f);
+    const float scaled = v * s;
+    const uint8_t q = floatToFp8(scaled, format);
+    y[base + j] = q;
+    local = maxAbsNanWins(local, v);
+    if (counts)
+      countHealth(scaled, q, format, saturated, flushed);
+  }
+  if (threadIdx.x == 0) {
+    mean[blockIdx.x] = m;
+    rstd[blockIdx.x] = inv;
+  }
+  finishQuantizeBlock(local, saturated, flushed, amax, counts, blockMax, threadIdx.x, blockDim.x);
+}
+
 __global__ void dequantizeKernel(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) {
   const float s = *scaleInv;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
@@ -156,10 +211,18 @@ __global__ void delayedScalingKernel(const float *history, int64_t length, const
 } // namespace
 
 void quantizeWithAmax(const void *x, ElementType xType, const float *scale, uint8_t *y, float *amax, int64_t n,
-                      Fp8Format format, void *stream, unsigned long long *counts) {
+                      Fp8Format format, void *stream, unsigned long long *counts, Epilogue activation) {
   if (n)
     quantizeAmaxKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, xType, scale, y, amax, n,
-                                                                                        format, counts);
+                                                                                        format, counts, activation);
+}
+
+void layerNormQuantize(const void *x, ElementType xType, const void *weight, const void *bias, ElementType affineType,
+                       const float *scale, uint8_t *y, float *amax, float *mean, float *rstd, int64_t rows,
+                       int64_t cols, float epsilon, Fp8Format format, void *stream, unsigned long long *counts) {
+  if (rows * cols)
+    layerNormQuantizeKernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        x, xType, weight, bias, affineType, scale, y, amax, mean, rstd, cols, epsilon, format, counts);
 }
 
 void quantizeTransposedWithAmax(const void *x, ElementType xType, int64_t rows, int64_t cols, const float *scale,

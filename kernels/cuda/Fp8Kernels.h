@@ -3,6 +3,7 @@
 #ifndef TEC_KERNELS_CUDA_FP8KERNELS_H
 #define TEC_KERNELS_CUDA_FP8KERNELS_H
 
+#include "kernels/common/Activations.h"
 #include "kernels/common/Fp8.h"
 #include "kernels/common/Ops.h"
 
@@ -14,8 +15,15 @@ namespace tec::kernels::cuda {
 /// x is f32, bf16 or f16 (`xType`: 16-bit activations quantize without widening first). A null `amax`
 /// skips it. With `counts` (two device int64s, added to): the values that saturated and the nonzero
 /// values that flushed to zero, as kernels/cpu's quantizeCounting.
+/// With `activation` (tec.cast_fp8), y = fp8(act(x) * *scale) and the amax of act(x).
 void quantizeWithAmax(const void *x, ElementType xType, const float *scale, uint8_t *y, float *amax, int64_t n,
-                      Fp8Format format, void *stream, unsigned long long *counts = nullptr);
+                      Fp8Format format, void *stream, unsigned long long *counts = nullptr,
+                      Epilogue activation = Epilogue::None);
+/// tec.layer_norm_fp8 over rows x cols: LayerNorm (weight, bias of `affineType`; bias may be null) quantized
+/// as it is computed, *amax the max |y| (it must start at 0), mean and rstd per row.
+void layerNormQuantize(const void *x, ElementType xType, const void *weight, const void *bias, ElementType affineType,
+                       const float *scale, uint8_t *y, float *amax, float *mean, float *rstd, int64_t rows,
+                       int64_t cols, float epsilon, Fp8Format format, void *stream, unsigned long long *counts = nullptr);
 /// The same over x[rows, cols] read transposed: y[cols, rows] = fp8(xᵀ * *scale), for the TN operands
 /// of backward GEMMs (transpose and cast in one pass, through shared-memory tiles).
 void quantizeTransposedWithAmax(const void *x, ElementType xType, int64_t rows, int64_t cols, const float *scale,

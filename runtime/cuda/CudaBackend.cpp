@@ -375,6 +375,10 @@ private:
   Status scatterAdd(const plan::Step &s);
   Status copy(const plan::Step &s);
   Status quantize(const plan::Step &s);
+  Status castFp8(const plan::Step &s);
+  Status layerNormFp8(const plan::Step &s);
+  /// The FP8 health counter of a quantize with this scale (-1 when not counting).
+  int64_t healthCounter(int scale, int64_t n);
   Status dequantize(const plan::Step &s);
   Status amax(const plan::Step &s);
   Status fp8Gemm(const plan::Step &s);
@@ -1374,6 +1378,63 @@ Status CudaBackend::amax(const plan::Step &s) {
   return Status::success();
 }
 
+int64_t CudaBackend::healthCounter(int scale, int64_t n) {
+  if (!options.quantizeStats)
+    return -1;
+  std::string name = buf(scale).name();
+  const std::string suffix = "/scale";
+  if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    name.resize(name.size() - suffix.size());
+  stats.push_back({name, n, 0, 0});
+  return static_cast<int64_t>(stats.size()) - 1;
+}
+
+/// cast_fp8: the activation, its amax and its quantize in one kernel.
+Status CudaBackend::castFp8(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 2); !st.ok())
+    return st;
+  const int x = s.inputs(0), scale = s.inputs(1), y = s.outputs(0), amax = s.outputs(1);
+  const int64_t n = count(y), counter = healthCounter(scale, n);
+  const auto format = fp8Format(dtype(y));
+  const auto activation = castActivation(s);
+  emit([=](const Context &c) {
+    c.k->memset(c.at(slot(amax)), 0, sizeof(float));
+    c.k->castFp8(cref(c, x), activation, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)), c.at<float>(slot(amax)), n,
+                 format, counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+/// layer_norm_fp8 (x, weight, bias?, scale -> q, amax, mean, rstd) in one kernel.
+Status CudaBackend::layerNormFp8(const plan::Step &s) {
+  if (Status st = expectArity(s, 3, 4, 4); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0));
+  const int64_t axis = attrI(s, "axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
+    return unsupported(s, "axis out of range");
+  int64_t rows = 1, cols = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d)
+    (d < axis ? rows : cols) *= in[d];
+  const float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
+  const int x = s.inputs(0), g = s.inputs(1), b = s.inputs_size() == 4 ? s.inputs(2) : -1,
+            scale = s.inputs(s.inputs_size() - 1);
+  const int y = s.outputs(0), amax = s.outputs(1), mean = s.outputs(2), rstd = s.outputs(3);
+  if (b >= 0 && dtype(b) != dtype(g))
+    return unsupported(s, "weight and bias of different element types");
+  const int64_t counter = healthCounter(scale, count(y));
+  const auto format = fp8Format(dtype(y));
+  emit([=](const Context &c) {
+    c.k->memset(c.at(slot(amax)), 0, sizeof(float));
+    c.k->layerNormFp8(cref(c, x), cref(c, g), b >= 0 ? cref(c, b) : kc::ConstRef{}, c.at<float>(slot(scale)),
+                      c.at<uint8_t>(slot(y)), c.at<float>(slot(amax)), c.at<float>(slot(mean)), c.at<float>(slot(rstd)),
+                      rows, cols, eps, format, counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+    return Status::success();
+  });
+  return Status::success();
+}
+
 Status CudaBackend::quantize(const plan::Step &s) {
   if (Status st = expectArity(s, 2, 2, 1); !st.ok())
     return st;
@@ -1383,15 +1444,7 @@ Status CudaBackend::quantize(const plan::Step &s) {
   if (!isFloat(dtype(x)))
     return unsupported(s, "expected an f32, bf16 or f16 input to quantize");
   Slot amaxOut = fusedAmax.count(currentStep) ? slot(fusedAmax[currentStep]) : Slot{};
-  int64_t counter = -1;
-  if (options.quantizeStats) {
-    std::string name = buf(scale).name();
-    const std::string suffix = "/scale";
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      name.resize(name.size() - suffix.size());
-    counter = static_cast<int64_t>(stats.size());
-    stats.push_back({name, n, 0, 0});
-  }
+  const int64_t counter = healthCounter(scale, n);
   auto fold = transposedQuantize.find(currentStep);
   if (fold != transposedQuantize.end() || attrI(s, "transpose_input")) {
     const bool own = fold == transposedQuantize.end(); // the quantize reads its own input transposed

@@ -78,6 +78,11 @@ public:
                         unsigned long long *counts) = 0;
   virtual void quantizeTransposed(kc::ConstRef x, int64_t rows, int64_t cols, const float *scale, uint8_t *y,
                                   float *amax, Fp8Format format, unsigned long long *counts) = 0;
+  virtual void castFp8(kc::ConstRef x, Epilogue activation, const float *scale, uint8_t *y, float *amax, int64_t n,
+                       Fp8Format format, unsigned long long *counts) = 0;
+  virtual void layerNormFp8(kc::ConstRef x, kc::ConstRef weight, kc::ConstRef bias, const float *scale, uint8_t *y,
+                            float *amax, float *mean, float *rstd, int64_t rows, int64_t cols, float epsilon,
+                            Fp8Format format, unsigned long long *counts) = 0;
   virtual void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) = 0;
   virtual void delayedScaling(const float *history, int64_t length, const float *scale, const float *amax,
                               float fp8Max, int64_t margin, bool mostRecent, float *newHistory, float *newScale,

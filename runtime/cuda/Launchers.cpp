@@ -112,6 +112,16 @@ public:
                           Fp8Format format, unsigned long long *counts) override {
     kc::quantizeTransposedWithAmax(x.data, x.type, rows, cols, scale, y, amax, format, stream, counts);
   }
+  void castFp8(kc::ConstRef x, Epilogue activation, const float *scale, uint8_t *y, float *amax, int64_t n,
+               Fp8Format format, unsigned long long *counts) override {
+    kc::quantizeWithAmax(x.data, x.type, scale, y, amax, n, format, stream, counts, activation);
+  }
+  void layerNormFp8(kc::ConstRef x, kc::ConstRef weight, kc::ConstRef bias, const float *scale, uint8_t *y,
+                    float *amax, float *mean, float *rstd, int64_t rows, int64_t cols, float epsilon, Fp8Format format,
+                    unsigned long long *counts) override {
+    kc::layerNormQuantize(x.data, x.type, weight.data, bias.data, weight.type, scale, y, amax, mean, rstd, rows, cols,
+                          epsilon, format, stream, counts);
+  }
   void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) override {
     kc::dequantize(x, scaleInv, y, n, format, stream);
   }
@@ -304,6 +314,22 @@ public:
                           Fp8Format format, unsigned long long *counts) override {
     call("kc::quantizeTransposedWithAmax", {ptr(x.data), elementType(x.type), num(rows), num(cols), f32(scale), u8(y), f32(amax), fp8(format),
                                             "stream", "(unsigned long long *)" + ptr(counts)},
+         /*stream=*/false);
+  }
+  void castFp8(kc::ConstRef x, Epilogue activation, const float *scale, uint8_t *y, float *amax, int64_t n,
+               Fp8Format format, unsigned long long *counts) override {
+    static const char *kinds[] = {"None", "Relu", "Gelu", "GeluTanh"};
+    call("kc::quantizeWithAmax", {ptr(x.data), elementType(x.type), f32(scale), u8(y), f32(amax), num(n), fp8(format),
+                                  "stream", "(unsigned long long *)" + ptr(counts), enumValue("Epilogue", kinds, activation)},
+         /*stream=*/false);
+  }
+  void layerNormFp8(kc::ConstRef x, kc::ConstRef weight, kc::ConstRef bias, const float *scale, uint8_t *y,
+                    float *amax, float *mean, float *rstd, int64_t rows, int64_t cols, float epsilon, Fp8Format format,
+                    unsigned long long *counts) override {
+    call("kc::layerNormQuantize", {ptr(x.data), elementType(x.type), ptr(weight.data), ptr(bias.data),
+                                   elementType(weight.type), f32(scale), u8(y), f32(amax), f32(mean), f32(rstd),
+                                   num(rows), num(cols), floatLiteral(epsilon), fp8(format), "stream",
+                                   "(unsigned long long *)" + ptr(counts)},
          /*stream=*/false);
   }
   void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) override {

@@ -368,6 +368,17 @@ void buildCases() {
         kExact);
   }
   add("amax", Builder("amax").in(F32, {100003}, "wide").out(F32, {}), kExact);
+  // tec-fuse-quantize's fused ops: GELU + amax + quantize, LayerNorm + amax + quantize, from bf16 inputs
+  // (a value on an FP8 rounding boundary may round to the neighbouring code where the GPU's f32 differs
+  // in its last bit: 2^-4 relative, on a few elements).
+  add("cast_fp8_gelu",
+      Builder("cast_fp8").in(BF16, {64, 256}).in(F32, {}, "scale").out(F8E4M3FN, {64, 256}).out(F32, {})
+          .s("activation", "gelu"),
+      1e-3);
+  add("layer_norm_fp8",
+      Builder("layer_norm_fp8").in(BF16, {32, 512}).in(BF16, {512}).in(BF16, {512}).in(F32, {}, "scale")
+          .out(F8E4M3FN, {32, 512}).out(F32, {}).out(F32, {32, 1}).out(F32, {32, 1}).i("axis", 1).f("epsilon", 1e-5),
+      1e-3);
   add("quantize_bf16_input", Builder("quantize").in(BF16, {999}).in(F32, {}, "scale").out(F8E4M3FN, {999}), kExact);
   add("delayed_scaling", Builder("delayed_scaling").in(F32, {16}, "positive").in(F32, {}, "positive").in(F32, {}, "positive")
                              .out(F32, {16}).out(F32, {}).out(F32, {}).i("margin", 1).f("fp8_max", 448.0),

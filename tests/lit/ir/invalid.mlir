@@ -430,3 +430,11 @@ func.func @attention_grad_types(%q: tensor<1x2x4x8xf32>, %lse: tensor<1x2x4xf32>
   %dq, %dk, %dv = tec.attention_grad %q, %q, %q, %q, %q, %lse {scale = 1.0 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>)
   return %dq : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+func.func @cast_fp8_activation(%x: tensor<4x8xbf16>, %s: tensor<f32>) -> tensor<4x8xf8E4M3FN> {
+  // expected-error @+1 {{'tec.cast_fp8' op expected activation none, gelu or gelu_tanh, got 'relu'}}
+  %q, %a = tec.cast_fp8 %x, %s {activation = "relu"} : (tensor<4x8xbf16>, tensor<f32>) -> (tensor<4x8xf8E4M3FN>, tensor<f32>)
+  return %q : tensor<4x8xf8E4M3FN>
+}

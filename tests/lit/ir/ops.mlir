@@ -253,3 +253,13 @@ func.func @attention(%q: tensor<2x4x8x16xf32>, %kv: tensor<2x2x8x16xf32>, %m: te
   %dq, %dk, %dv = tec.attention_grad %do, %q, %kv, %kv, %o, %lse, %m {causal = true, scale = 0.25 : f32} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8xf32>, tensor<2x1x1x8xi1>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
   return %dq, %dk : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>
 }
+
+// The fused FP8 casts: round-trip.
+// CHECK-LABEL: func @fused_fp8_casts
+func.func @fused_fp8_casts(%x: tensor<4x8xbf16>, %g: tensor<8xbf16>, %s: tensor<f32>) -> (tensor<4x8xf8E4M3FN>, tensor<4x8xf8E4M3FN>) {
+  // CHECK: tec.cast_fp8 %{{.*}}, %{{.*}} {activation = "gelu_tanh"}
+  %q, %a = tec.cast_fp8 %x, %s {activation = "gelu_tanh"} : (tensor<4x8xbf16>, tensor<f32>) -> (tensor<4x8xf8E4M3FN>, tensor<f32>)
+  // CHECK: tec.layer_norm_fp8 %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64, epsilon = 9.99999974E-6 : f32}
+  %q2, %a2, %m, %r = tec.layer_norm_fp8 %x, %s, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x8xbf16>, tensor<8xbf16>, tensor<f32>) -> (tensor<4x8xf8E4M3FN>, tensor<f32>, tensor<4x1xf32>, tensor<4x1xf32>)
+  return %q, %q2 : tensor<4x8xf8E4M3FN>, tensor<4x8xf8E4M3FN>
+}
