@@ -362,9 +362,7 @@ Status CpuBackend::layerNorm(const plan::Step &s) {
   int64_t axis = attrI(s, "axis");
   if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
     return Status::error("layer_norm axis out of range");
-  int64_t rows = 1, cols = 1;
-  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d)
-    (d < axis ? rows : cols) *= in[d];
+  const auto [rows, cols] = rowsAndCols(in, axis);
   float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
   float *x = floatIn(s.inputs(0)), *g = floatIn(s.inputs(1));
   float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
@@ -760,9 +758,7 @@ Status CpuBackend::layerNormFp8(const plan::Step &s) {
     return st;
   auto in = shape(s.inputs(0));
   const int64_t axis = attrI(s, "axis"), n = count(s.inputs(0));
-  int64_t rows = 1, cols = 1;
-  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d)
-    (d < axis ? rows : cols) *= in[d];
+  const auto [rows, cols] = rowsAndCols(in, axis);
   const float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
   const bool hasBias = s.inputs_size() == 4;
   float *x = floatIn(s.inputs(0)), *g = floatIn(s.inputs(1)), *b = hasBias ? floatIn(s.inputs(2)) : nullptr;

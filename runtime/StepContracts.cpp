@@ -202,9 +202,7 @@ private:
     const int64_t axis = steps::attrI(s, "axis");
     if (auto e = axisIn(axis, rank(in(0))); !e.empty())
       return e;
-    int64_t rows = 1, cols = 1;
-    for (int d = 0; d < rank(in(0)); ++d)
-      (d < axis ? rows : cols) *= shape(in(0))[d];
+    const auto [rows, cols] = steps::rowsAndCols(shape(in(0)), axis);
     bool statsFit = true;
     for (int k = 1; k < s.outputs_size(); ++k)
       statsFit = statsFit && count(out(k)) == rows;
@@ -514,9 +512,7 @@ private:
     const int64_t axis = steps::attrI(s, "axis");
     if (auto e = axisIn(axis, rank(in(0))); !e.empty())
       return e;
-    int64_t rows = 1, cols = 1;
-    for (int d = 0; d < rank(in(0)); ++d)
-      (d < axis ? rows : cols) *= shape(in(0))[d];
+    const auto [rows, cols] = steps::rowsAndCols(shape(in(0)), axis);
     if (!steps::isFloat(dtype(in(0))) || !isFp8(dtype(out(0))) || dtype(scale) != plan::F32 || dtype(out(1)) != plan::F32 ||
         dtype(out(2)) != plan::F32 || dtype(out(3)) != plan::F32)
       return "expected a float input, an f32 scale, an FP8 output and f32 amax and statistics";

@@ -215,6 +215,14 @@ inline kernels::ReduceKind reduceKind(const plan::Step &s) {
                               : kernels::ReduceKind::Sum;
 }
 
+/// A normalization's rows (the dims before `axis`) and columns (from `axis` on), as element counts.
+inline std::pair<int64_t, int64_t> rowsAndCols(const std::vector<int64_t> &shape, int64_t axis) {
+  int64_t rows = 1, cols = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+    (d < axis ? rows : cols) *= shape[d];
+  return {rows, cols};
+}
+
 /// A shape split at `axis` into (outer, the axis, inner) element counts: softmax's rows and columns.
 struct AxisSplit {
   int64_t outer = 1, dim = 1, inner = 1;

@@ -41,6 +41,11 @@ def torch_train_ms(hidden, batch, steps, warmup):
         loss.backward()
         opt.step()
 
+    return median_ms(step, steps, warmup)
+
+
+def median_ms(step, steps, warmup):
+    """The median wall time of `step` after `warmup` calls, each synchronized."""
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
@@ -111,21 +116,15 @@ def torch_layer_step(layer, compiled, steps, warmup):
         torch.nn.functional.mse_loss(run(x), target).backward()
         opt.step()
 
-    for _ in range(warmup):
+    for _ in range(warmup):  # compiles, and allocates the optimizer's moments, which the peak then counts
         step()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e3)
-    times.sort()
+    ms = median_ms(step, steps, 0)
     peak = torch.cuda.max_memory_allocated()
     del model, opt, run
     torch.cuda.empty_cache()
-    return times[len(times) // 2], peak
+    return ms, peak
 
 
 def layer_gemm_flops(layer):

@@ -1,4 +1,5 @@
 #include "kernels/cuda/Fp8Kernels.h"
+#include "kernels/cuda/BlockSum.cuh"
 #include "kernels/cuda/LaunchShapes.h"
 
 #include "kernels/common/Activations.h"
@@ -127,28 +128,13 @@ __global__ void layerNormQuantizeKernel(const void *x, ElementType xType, const 
   double sum = 0;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     sum += loadWide(x, xType, base + j);
-  sums[threadIdx.x] = sum;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride)
-      sums[threadIdx.x] += sums[threadIdx.x + stride];
-    __syncthreads();
-  }
-  const double mu = sums[0] / cols;
-  __syncthreads();
+  const double mu = blockSum(sum, sums) / cols;
   double sq = 0;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     const double d = loadWide(x, xType, base + j) - mu;
     sq += d * d;
   }
-  sums[threadIdx.x] = sq;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride)
-      sums[threadIdx.x] += sums[threadIdx.x + stride];
-    __syncthreads();
-  }
-  const float inv = static_cast<float>(1.0 / sqrt(sums[0] / cols + epsilon)), m = static_cast<float>(mu);
+  const float inv = static_cast<float>(1.0 / sqrt(blockSum(sq, sums) / cols + epsilon)), m = static_cast<float>(mu);
   const float s = *scale;
   float local = 0.0f;
   unsigned long long saturated = 0, flushed = 0;

@@ -1,4 +1,5 @@
 #include "kernels/cuda/Kernels.h"
+#include "kernels/cuda/BlockSum.cuh"
 
 #include "kernels/common/Cast.h"
 #include "kernels/common/Fp8.h"
@@ -415,19 +416,6 @@ template <typename T> __device__ T blockReduce(ReduceKind kind, T v, T *shared) 
   for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
     if (threadIdx.x < stride)
       shared[threadIdx.x] = reduceCombine(kind, shared[threadIdx.x], shared[threadIdx.x + stride]);
-    __syncthreads();
-  }
-  const T r = shared[0];
-  __syncthreads();
-  return r;
-}
-
-template <typename T> __device__ T blockSum(T v, T *shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride)
-      shared[threadIdx.x] += shared[threadIdx.x + stride];
     __syncthreads();
   }
   const T r = shared[0];

@@ -676,9 +676,7 @@ Status CudaBackend::layerNorm(const plan::Step &s) {
   int64_t axis = attrI(s, "axis");
   if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
     return unsupported(s, "axis out of range");
-  int64_t rows = 1, cols = 1;
-  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d)
-    (d < axis ? rows : cols) *= in[d];
+  const auto [rows, cols] = rowsAndCols(in, axis);
   float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
   int x = s.inputs(0), g = s.inputs(1), b = s.inputs_size() > 2 ? s.inputs(2) : -1;
   int y = s.outputs(0), mean = rms ? -1 : s.outputs(1), rstd = s.outputs(rms ? 1 : 2);
@@ -1414,9 +1412,7 @@ Status CudaBackend::layerNormFp8(const plan::Step &s) {
   const int64_t axis = attrI(s, "axis");
   if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
     return unsupported(s, "axis out of range");
-  int64_t rows = 1, cols = 1;
-  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d)
-    (d < axis ? rows : cols) *= in[d];
+  const auto [rows, cols] = rowsAndCols(in, axis);
   const float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
   const int x = s.inputs(0), g = s.inputs(1), b = s.inputs_size() == 4 ? s.inputs(2) : -1,
             scale = s.inputs(s.inputs_size() - 1);
