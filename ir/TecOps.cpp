@@ -749,6 +749,16 @@ LogicalResult CastFp8Op::verify() {
   return success();
 }
 
+LogicalResult CastFp8BiasGradOp::verify() {
+  auto in = getInput().getType();
+  if (in.getRank() < 2 || in.getShape() != getResult().getType().getShape())
+    return emitOpError("expected a result of the input's shape (rank 2 or more), got ") << getResult().getType();
+  if (getBiasGrad().getType().getShape() != in.getShape().take_back())
+    return emitOpError("expected bias_grad shape ") << in.getDimSize(in.getRank() - 1) << ", got "
+                                                    << shape::str(getBiasGrad().getType().getShape());
+  return success();
+}
+
 LogicalResult LayerNormFp8Op::verify() {
   if (getInput().getType().getShape() != getResult().getType().getShape())
     return emitOpError("expected result shape ") << shape::str(getInput().getType().getShape()) << ", got "

@@ -1016,6 +1016,25 @@ def Tec_CastFp8Op : Tec_Op<"cast_fp8", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tec_CastFp8BiasGradOp : Tec_Op<"cast_fp8_dbias", [Pure]> {
+  let summary = "a gradient's FP8 quantize, its amax and the bias gradient in one pass";
+  let description = [{
+    For a GEMM's output gradient dY [..., C]: `result = fp8(dY * scale)`, `amax = max |dY|`, and
+    `bias_grad[c] = sum of dY[..., c]` (f32, summed in f64 inside), reading dY once (Transformer
+    Engine's cast + dbias). Made by tec-fuse-quantize.
+
+    Example:
+    ```mlir
+    %q, %amax, %db = tec.cast_fp8_dbias %dy, %scale
+        : (tensor<64x256xbf16>, tensor<f32>) -> (tensor<64x256xf8E5M2>, tensor<f32>, tensor<256xf32>)
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$input, Tec_Scalar:$scale);
+  let results = (outs Tec_Fp8Tensor:$result, Tec_Scalar:$amax, StaticShapeTensorOf<[F32]>:$bias_grad);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Tec_LayerNormFp8Op : Tec_Op<"layer_norm_fp8", [Pure]> {
   let summary = "LayerNorm with its output quantized to FP8 in the same pass";
   let description = [{

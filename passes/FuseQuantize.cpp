@@ -88,10 +88,47 @@ struct FuseLayerNormQuantize : OpRewritePattern<LayerNormOp> {
   }
 };
 
+/// dY read only by its amax, its quantize and a sum over all but its last dim (the bias gradient): one
+/// tec.cast_fp8_dbias, placed where the first of them was.
+struct FuseBiasGradQuantize : OpRewritePattern<ReduceSumOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReduceSumOp sum, PatternRewriter &rewriter) const override {
+    Value dy = sum.getInput();
+    const int64_t rank = llvm::cast<RankedTensorType>(dy.getType()).getRank();
+    if (rank < 2 || sum.getKeepdims() || !sum.getType().getElementType().isF32() ||
+        !llvm::equal(sum.getAxes(), llvm::seq<int64_t>(0, rank - 1)))
+      return failure();
+    AmaxOp amax;
+    QuantizeOp quantize;
+    for (Operation *user : dy.getUsers()) {
+      if (auto a = llvm::dyn_cast<AmaxOp>(user); a && !amax)
+        amax = a;
+      else if (auto q = llvm::dyn_cast<QuantizeOp>(user); q && !quantize && !q.getTransposeInput())
+        quantize = q;
+      else if (user != sum)
+        return failure();
+    }
+    if (!amax || !quantize)
+      return failure();
+    Operation *first = sum;
+    for (Operation *op : {amax.getOperation(), quantize.getOperation()})
+      first = op->isBeforeInBlock(first) ? op : first;
+    rewriter.setInsertionPoint(first);
+    auto fused = rewriter.create<CastFp8BiasGradOp>(
+        rewriter.getFusedLoc({quantize.getLoc(), sum.getLoc()}),
+        TypeRange{quantize.getType(), amax.getType(), sum.getType()}, dy, quantize.getScale());
+    rewriter.replaceOp(quantize, fused.getResult());
+    rewriter.replaceOp(amax, fused.getAmax());
+    rewriter.replaceOp(sum, fused.getBiasGrad());
+    return success();
+  }
+};
+
 struct TecFuseQuantize : tec::impl::TecFuseQuantizeBase<TecFuseQuantize> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<TransposeTheFp8Copy, FuseActivationQuantize, FuseLayerNormQuantize>(&getContext());
+    patterns.add<TransposeTheFp8Copy, FuseActivationQuantize, FuseLayerNormQuantize, FuseBiasGradQuantize>(
+        &getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

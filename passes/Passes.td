@@ -88,7 +88,9 @@ def TecFuseQuantize : Pass<"tec-fuse-quantize", "mlir::func::FuncOp"> {
     - `gelu(x)` read only by its amax and its quantize becomes `tec.cast_fp8 {activation = gelu}`: one
       pass, the GELU's output never stored (the backward reads the pre-activation and the FP8 copy);
     - a LayerNorm whose output only its amax and its quantize read becomes `tec.layer_norm_fp8`
-      (Transformer Engine's LayerNormLinear).
+      (Transformer Engine's LayerNormLinear);
+    - a gradient dY read only by its amax, its quantize and the bias gradient's sum becomes
+      `tec.cast_fp8_dbias` (TE's cast + dbias: dY read once).
     The fused ops quantize the f32 value the kernel computed, so they round once where the unfused chain
     rounded to 16 bits first.
   }];

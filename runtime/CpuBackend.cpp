@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <unordered_map>
 
 namespace tec {
@@ -122,6 +123,7 @@ private:
   Status quantize(const plan::Step &s);
   Status castFp8(const plan::Step &s);
   Status layerNormFp8(const plan::Step &s);
+  Status castFp8BiasGrad(const plan::Step &s);
   Closure quantizeInto(int scale, int y, const float *x, int64_t n);
   Status dequantize(const plan::Step &s);
   Status amax(const plan::Step &s);
@@ -746,6 +748,28 @@ Status CpuBackend::castFp8(const plan::Step &s) {
     for (int64_t i = 0; i < n; ++i)
       a[i] = kernels::applyEpilogue(x[i], activation);
     *amax = k::amax(a, n);
+    return quantize();
+  });
+  return Status::success();
+}
+
+/// cast_fp8_dbias: the quantize and amax of dY, and its column sums in f64 in row order.
+Status CpuBackend::castFp8BiasGrad(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 3); !st.ok())
+    return st;
+  const int64_t n = count(s.inputs(0)), cols = shape(s.inputs(0)).back(), rows = cols ? n / cols : 0;
+  const float *x = floatIn(s.inputs(0));
+  float *amax = ptr<float>(s.outputs(1)), *dbias = ptr<float>(s.outputs(2));
+  Closure quantize = quantizeInto(s.inputs(1), s.outputs(0), x, n);
+  auto sums = std::make_shared<std::vector<double>>(cols);
+  emit([=] {
+    *amax = k::amax(x, n);
+    std::fill(sums->begin(), sums->end(), 0.0);
+    for (int64_t r = 0; r < rows; ++r) // along rows: each column's sum in row order
+      for (int64_t c = 0; c < cols; ++c)
+        (*sums)[c] += x[r * cols + c];
+    for (int64_t c = 0; c < cols; ++c)
+      dbias[c] = static_cast<float>((*sums)[c]);
     return quantize();
   });
   return Status::success();

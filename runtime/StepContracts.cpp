@@ -46,6 +46,7 @@ public:
         {"cumsum", &Contract::cumSum},
         {"quantize", &Contract::quantize}, {"dequantize", &Contract::dequantize}, {"amax", &Contract::amax},
         {"cast_fp8", &Contract::castFp8}, {"layer_norm_fp8", &Contract::layerNormFp8},
+        {"cast_fp8_dbias", &Contract::castFp8BiasGrad},
         {"fp8_gemm", &Contract::fp8Gemm}, {"delayed_scaling", &Contract::delayedScaling},
         {"optimizer_update", &Contract::optimizerUpdate},
     };
@@ -502,6 +503,17 @@ private:
       return "unknown activation '" + a + "'";
     if (!steps::isFloat(dtype(in(0))) || !isFp8(dtype(out(0))) || dtype(in(1)) != plan::F32 || dtype(out(1)) != plan::F32)
       return "expected a float input, an f32 scale, an FP8 output and an f32 amax";
+    return first({scalar(in(1)), scalar(out(1)), sameCount(in(0), out(0))});
+  }
+  /// dy [..., C], scale -> q, amax, bias_grad [C].
+  std::string castFp8BiasGrad() {
+    if (auto e = arity(2, 2, 3, 3); !e.empty())
+      return e;
+    if (!steps::isFloat(dtype(in(0))) || !isFp8(dtype(out(0))) || dtype(in(1)) != plan::F32 ||
+        dtype(out(1)) != plan::F32 || dtype(out(2)) != plan::F32)
+      return "expected a float input, an f32 scale, an FP8 output and f32 amax and bias gradient";
+    if (rank(in(0)) < 2 || count(out(2)) != shape(in(0)).back())
+      return "the bias gradient does not hold the input's last dim";
     return first({scalar(in(1)), scalar(out(1)), sameCount(in(0), out(0))});
   }
   /// x, weight, bias?, scale -> q, amax, mean, rstd.

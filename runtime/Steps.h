@@ -200,6 +200,7 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"cumsum", &B::cumSum},
       {"quantize", &B::quantize},  {"dequantize", &B::dequantize},
       {"cast_fp8", &B::castFp8},   {"layer_norm_fp8", &B::layerNormFp8},
+      {"cast_fp8_dbias", &B::castFp8BiasGrad},
       {"amax", &B::amax},          {"fp8_gemm", &B::fp8Gemm},
       {"delayed_scaling", &B::delayedScaling}, {"optimizer_update", &B::optimizerUpdate},
   };

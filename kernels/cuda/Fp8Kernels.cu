@@ -155,6 +155,43 @@ __global__ void layerNormQuantizeKernel(const void *x, ElementType xType, const 
   finishQuantizeBlock(local, saturated, flushed, amax, counts, blockMax, threadIdx.x, blockDim.x);
 }
 
+/// cast_fp8_dbias, pass 1: a thread per column over a chunk of kBiasGradRows rows (reads coalesced along
+/// the row), quantizing each value, its column's partial sum in f64 into partials[chunk, column].
+__global__ void quantizeBiasGradKernel(const void *x, ElementType xType, int64_t rows, int64_t cols, const float *scale,
+                                       uint8_t *y, float *amax, double *partials, Fp8Format format,
+                                       unsigned long long *counts) {
+  __shared__ float blockMax[kThreads];
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, r0 = int64_t(blockIdx.y) * kBiasGradRows;
+  const float s = *scale;
+  float local = 0.0f;
+  unsigned long long saturated = 0, flushed = 0;
+  if (c < cols) {
+    double sum = 0;
+    for (int64_t r = r0; r < rows && r < r0 + kBiasGradRows; ++r) {
+      const float v = loadWide(x, xType, r * cols + c), scaled = v * s;
+      const uint8_t q = floatToFp8(scaled, format);
+      y[r * cols + c] = q;
+      local = maxAbsNanWins(local, v);
+      sum += v;
+      if (counts)
+        countHealth(scaled, q, format, saturated, flushed);
+    }
+    partials[blockIdx.y * cols + c] = sum;
+  }
+  finishQuantizeBlock(local, saturated, flushed, amax, counts, blockMax, threadIdx.x, blockDim.x);
+}
+
+/// Pass 2: each column's partial sums, in chunk order.
+__global__ void sumBiasGradKernel(const double *partials, int64_t chunks, int64_t cols, float *dbias) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= cols)
+    return;
+  double sum = 0;
+  for (int64_t k = 0; k < chunks; ++k)
+    sum += partials[k * cols + c];
+  dbias[c] = static_cast<float>(sum);
+}
+
 __global__ void dequantizeKernel(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format) {
   const float s = *scaleInv;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
@@ -201,6 +238,19 @@ void quantizeWithAmax(const void *x, ElementType xType, const float *scale, uint
   if (n)
     quantizeAmaxKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, xType, scale, y, amax, n,
                                                                                         format, counts, activation);
+}
+
+void quantizeWithBiasGrad(const void *x, ElementType xType, int64_t rows, int64_t cols, const float *scale, uint8_t *y,
+                          float *amax, float *dbias, double *partials, Fp8Format format, void *stream,
+                          unsigned long long *counts) {
+  if (rows * cols == 0)
+    return;
+  const int64_t chunks = biasGradChunks(rows);
+  const auto s = static_cast<cudaStream_t>(stream);
+  quantizeBiasGradKernel<<<dim3(static_cast<unsigned>((cols + kThreads - 1) / kThreads), static_cast<unsigned>(chunks)),
+                           kThreads, 0, s>>>(x, xType, rows, cols, scale, y, amax, partials, format, counts);
+  sumBiasGradKernel<<<static_cast<unsigned>((cols + kThreads - 1) / kThreads), kThreads, 0, s>>>(partials, chunks, cols,
+                                                                                                  dbias);
 }
 
 void layerNormQuantize(const void *x, ElementType xType, const void *weight, const void *bias, ElementType affineType,

@@ -29,6 +29,14 @@ void layerNormQuantize(const void *x, ElementType xType, const void *weight, con
 void quantizeTransposedWithAmax(const void *x, ElementType xType, int64_t rows, int64_t cols, const float *scale,
                                 uint8_t *y, float *amax, Fp8Format format, void *stream,
                                 unsigned long long *counts = nullptr);
+/// tec.cast_fp8_dbias over x [rows, cols]: y = fp8(x * *scale), *amax (it must start at 0) and dbias[c] the
+/// sum of column c, in f64: a pass over row chunks writing `partials` (biasGradChunks(rows) x cols
+/// doubles), then one summing them in chunk order (deterministic).
+inline constexpr int64_t kBiasGradRows = 64;
+inline int64_t biasGradChunks(int64_t rows) { return (rows + kBiasGradRows - 1) / kBiasGradRows; }
+void quantizeWithBiasGrad(const void *x, ElementType xType, int64_t rows, int64_t cols, const float *scale, uint8_t *y,
+                          float *amax, float *dbias, double *partials, Fp8Format format, void *stream,
+                          unsigned long long *counts = nullptr);
 void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream);
 /// Transformer Engine's delayed scaling on device state (see kernels/cpu/CpuKernels.h). Histories up to
 /// kMaxHistory slots; false (nothing launched) for a longer one.

@@ -377,6 +377,7 @@ private:
   Status quantize(const plan::Step &s);
   Status castFp8(const plan::Step &s);
   Status layerNormFp8(const plan::Step &s);
+  Status castFp8BiasGrad(const plan::Step &s);
   /// The FP8 health counter of a quantize with this scale (-1 when not counting).
   int64_t healthCounter(int scale, int64_t n);
   Status dequantize(const plan::Step &s);
@@ -1399,6 +1400,24 @@ Status CudaBackend::castFp8(const plan::Step &s) {
     c.k->memset(c.at(slot(amax)), 0, sizeof(float));
     c.k->castFp8(cref(c, x), activation, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)), c.at<float>(slot(amax)), n,
                  format, counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+/// cast_fp8_dbias: dY's quantize, amax and column sums in one pass (and one over the partial sums).
+Status CudaBackend::castFp8BiasGrad(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 3); !st.ok())
+    return st;
+  const int x = s.inputs(0), scale = s.inputs(1), y = s.outputs(0), amax = s.outputs(1), dbias = s.outputs(2);
+  const int64_t n = count(x), cols = shape(x).back(), rows = cols ? n / cols : 0, counter = healthCounter(scale, n);
+  const auto format = fp8Format(dtype(y));
+  const Slot partials = stepScratch(kc::biasGradChunks(rows) * cols * 8);
+  emit([=](const Context &c) {
+    c.k->memset(c.at(slot(amax)), 0, sizeof(float));
+    c.k->castFp8BiasGrad(cref(c, x), rows, cols, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)),
+                         c.at<float>(slot(amax)), c.at<float>(slot(dbias)), c.at<double>(partials), format,
+                         counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
     return Status::success();
   });
   return Status::success();

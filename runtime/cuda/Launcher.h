@@ -80,6 +80,8 @@ public:
                                   float *amax, Fp8Format format, unsigned long long *counts) = 0;
   virtual void castFp8(kc::ConstRef x, Epilogue activation, const float *scale, uint8_t *y, float *amax, int64_t n,
                        Fp8Format format, unsigned long long *counts) = 0;
+  virtual void castFp8BiasGrad(kc::ConstRef x, int64_t rows, int64_t cols, const float *scale, uint8_t *y, float *amax,
+                               float *dbias, double *partials, Fp8Format format, unsigned long long *counts) = 0;
   virtual void layerNormFp8(kc::ConstRef x, kc::ConstRef weight, kc::ConstRef bias, const float *scale, uint8_t *y,
                             float *amax, float *mean, float *rstd, int64_t rows, int64_t cols, float epsilon,
                             Fp8Format format, unsigned long long *counts) = 0;

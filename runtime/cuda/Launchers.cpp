@@ -116,6 +116,10 @@ public:
                Fp8Format format, unsigned long long *counts) override {
     kc::quantizeWithAmax(x.data, x.type, scale, y, amax, n, format, stream, counts, activation);
   }
+  void castFp8BiasGrad(kc::ConstRef x, int64_t rows, int64_t cols, const float *scale, uint8_t *y, float *amax,
+                       float *dbias, double *partials, Fp8Format format, unsigned long long *counts) override {
+    kc::quantizeWithBiasGrad(x.data, x.type, rows, cols, scale, y, amax, dbias, partials, format, stream, counts);
+  }
   void layerNormFp8(kc::ConstRef x, kc::ConstRef weight, kc::ConstRef bias, const float *scale, uint8_t *y,
                     float *amax, float *mean, float *rstd, int64_t rows, int64_t cols, float epsilon, Fp8Format format,
                     unsigned long long *counts) override {
@@ -321,6 +325,13 @@ public:
     static const char *kinds[] = {"None", "Relu", "Gelu", "GeluTanh"};
     call("kc::quantizeWithAmax", {ptr(x.data), elementType(x.type), f32(scale), u8(y), f32(amax), num(n), fp8(format),
                                   "stream", "(unsigned long long *)" + ptr(counts), enumValue("Epilogue", kinds, activation)},
+         /*stream=*/false);
+  }
+  void castFp8BiasGrad(kc::ConstRef x, int64_t rows, int64_t cols, const float *scale, uint8_t *y, float *amax,
+                       float *dbias, double *partials, Fp8Format format, unsigned long long *counts) override {
+    call("kc::quantizeWithBiasGrad", {ptr(x.data), elementType(x.type), num(rows), num(cols), f32(scale), u8(y), f32(amax),
+                                      f32(dbias), "(double *)" + ptr(partials), fp8(format), "stream",
+                                      "(unsigned long long *)" + ptr(counts)},
          /*stream=*/false);
   }
   void layerNormFp8(kc::ConstRef x, kc::ConstRef weight, kc::ConstRef bias, const float *scale, uint8_t *y,

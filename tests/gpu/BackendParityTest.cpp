@@ -379,6 +379,10 @@ void buildCases() {
       Builder("layer_norm_fp8").in(BF16, {32, 512}).in(BF16, {512}).in(BF16, {512}).in(F32, {}, "scale")
           .out(F8E4M3FN, {32, 512}).out(F32, {}).out(F32, {32, 1}).out(F32, {32, 1}).i("axis", 1).f("epsilon", 1e-5),
       1e-3);
+  add("cast_fp8_dbias",
+      Builder("cast_fp8_dbias").in(BF16, {300, 96}).in(F32, {}, "scale").out(F8E5M2, {300, 96}).out(F32, {})
+          .out(F32, {96}),
+      1e-3);
   add("quantize_bf16_input", Builder("quantize").in(BF16, {999}).in(F32, {}, "scale").out(F8E4M3FN, {999}), kExact);
   add("delayed_scaling", Builder("delayed_scaling").in(F32, {16}, "positive").in(F32, {}, "positive").in(F32, {}, "positive")
                              .out(F32, {16}).out(F32, {}).out(F32, {}).i("margin", 1).f("fp8_max", 448.0),

@@ -46,3 +46,18 @@ func.func @gelu_read_elsewhere(%h: tensor<16x32xbf16>, %s: tensor<f32>) -> (tens
   %q = tec.quantize %gelu, %s : (tensor<16x32xbf16>, tensor<f32>) -> tensor<16x32xf8E4M3FN>
   return %q, %a, %gelu : tensor<16x32xf8E4M3FN>, tensor<f32>, tensor<16x32xbf16>
 }
+
+// -----
+
+// A GEMM output's gradient read by its amax, its quantize (the dgrad's E5M2 operand) and the bias
+// gradient's sum: one tec.cast_fp8_dbias where the first of them was.
+// CHECK-LABEL: func @bias_gradient
+//       CHECK:   %[[Q:.+]], %[[A:.+]], %[[DB:.+]] = tec.cast_fp8_dbias %arg0, %arg1 : (tensor<16x32xbf16>, tensor<f32>) -> (tensor<16x32xf8E5M2>, tensor<f32>, tensor<32xf32>)
+//   CHECK-NOT:   tec.reduce_sum
+//       CHECK:   return %[[Q]], %[[A]], %[[DB]]
+func.func @bias_gradient(%dy: tensor<16x32xbf16>, %s: tensor<f32>) -> (tensor<16x32xf8E5M2>, tensor<f32>, tensor<32xf32>) {
+  %a = tec.amax %dy : tensor<16x32xbf16> -> tensor<f32>
+  %q = tec.quantize %dy, %s : (tensor<16x32xbf16>, tensor<f32>) -> tensor<16x32xf8E5M2>
+  %db = tec.reduce_sum %dy {axes = array<i64: 0>, keepdims = false} : tensor<16x32xbf16> -> tensor<32xf32>
+  return %q, %a, %db : tensor<16x32xf8E5M2>, tensor<f32>, tensor<32xf32>
+}
