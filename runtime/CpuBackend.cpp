@@ -700,12 +700,8 @@ Status CpuBackend::copy(const plan::Step &s) {
 CpuBackend::Closure CpuBackend::quantizeInto(int scale, int y, const float *x, int64_t n) {
   auto format = fp8Format(dtype(y));
   if (countQuantized) {
-    std::string name = buf(scale).name();
-    const std::string suffix = "/scale";
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      name.resize(name.size() - suffix.size());
     size_t index = stats.size();
-    stats.push_back({name, n, 0, 0});
+    stats.push_back({quantizedTensor(buf(scale).name()), n, 0, 0});
     return [=, this, scale = ptr<float>(scale), y = ptr<uint8_t>(y)] {
       k::quantizeCounting(x, *scale, y, n, format, stats[index].saturated, stats[index].flushed);
       return Status::success();

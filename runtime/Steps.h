@@ -147,6 +147,14 @@ inline kernels::UnaryKind unaryKind(const plan::Step &s) {
   return attrS(s, "approximate", "none") == "tanh" ? kernels::UnaryKind::GeluTanh : kernels::UnaryKind::Gelu;
 }
 
+/// The quantized tensor an FP8 scale state belongs to ("fc1/input/scale" -> "fc1/input"): FP8 health's name.
+inline std::string quantizedTensor(const std::string &scaleName) {
+  const std::string suffix = "/scale";
+  const bool tagged = scaleName.size() > suffix.size() &&
+                      scaleName.compare(scaleName.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return tagged ? scaleName.substr(0, scaleName.size() - suffix.size()) : scaleName;
+}
+
 /// tec.cast_fp8's activation as a GEMM epilogue's (the same per-element functions).
 inline kernels::Epilogue castActivation(const plan::Step &s) {
   const std::string a = attrS(s, "activation", "none");

@@ -1380,11 +1380,7 @@ Status CudaBackend::amax(const plan::Step &s) {
 int64_t CudaBackend::healthCounter(int scale, int64_t n) {
   if (!options.quantizeStats)
     return -1;
-  std::string name = buf(scale).name();
-  const std::string suffix = "/scale";
-  if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-    name.resize(name.size() - suffix.size());
-  stats.push_back({name, n, 0, 0});
+  stats.push_back({quantizedTensor(buf(scale).name()), n, 0, 0});
   return static_cast<int64_t>(stats.size()) - 1;
 }
 
