@@ -488,10 +488,58 @@ struct ScalarSplatOperand : RewritePattern {
   }
 };
 
+RankedTensorType rankedType(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+/// binary(expand(x), y) -> binary(x, y) where broadcasting x with y already gives the result's shape: the
+/// op broadcasts, the expanded copy is never made.
+struct BroadcastExpandedOperand : RewritePattern {
+  BroadcastExpandedOperand(StringRef opName, MLIRContext *context) : RewritePattern(opName, 1, context) {}
+  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rewriter) const override {
+    for (unsigned i = 0; i < 2; ++i) {
+      auto expand = op->getOperand(i).getDefiningOp<ExpandOp>();
+      if (!expand)
+        continue;
+      auto shape = shape::broadcast(rankedType(expand.getInput()).getShape(), rankedType(op->getOperand(1 - i)).getShape());
+      if (!shape || ArrayRef<int64_t>(*shape) != rankedType(op->getResult(0)).getShape())
+        continue;
+      rewriter.modifyOpInPlace(op, [&] { op->setOperand(i, expand.getInput()); });
+      return success();
+    }
+    return rewriter.notifyMatchFailure(op, "no expanded operand the op could broadcast");
+  }
+};
+
+/// binary(expand(x), s) -> expand(binary(x, s)) where s broadcasts into x: a gradient of a mean (an expanded
+/// scalar times 1/N, times a loss scale) stays a scalar until the op that needs its full shape.
+struct SinkExpand : RewritePattern {
+  SinkExpand(StringRef opName, MLIRContext *context) : RewritePattern(opName, 1, context) {}
+  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rewriter) const override {
+    for (unsigned i = 0; i < 2; ++i) {
+      auto expand = op->getOperand(i).getDefiningOp<ExpandOp>();
+      Value other = op->getOperand(1 - i);
+      if (!expand || rankedType(op->getResult(0)).getShape() != expand.getType().getShape())
+        continue;
+      auto small = rankedType(expand.getInput());
+      auto shape = shape::broadcast(small.getShape(), rankedType(other).getShape());
+      if (!shape || ArrayRef<int64_t>(*shape) != small.getShape())
+        continue;
+      SmallVector<Value> operands{expand.getInput(), other};
+      if (i == 1)
+        std::swap(operands[0], operands[1]);
+      auto resultType = small.clone(rankedType(op->getResult(0)).getElementType());
+      Operation *narrow = rewriter.create(op->getLoc(), op->getName().getIdentifier(), operands, TypeRange{resultType},
+                                          op->getAttrs());
+      rewriter.replaceOpWithNewOp<ExpandOp>(op, op->getResult(0).getType(), narrow->getResult(0));
+      return success();
+    }
+    return rewriter.notifyMatchFailure(op, "no expanded operand beside a broadcast one");
+  }
+};
+
 } // namespace
 
 void addScalarSplatOperandPattern(RewritePatternSet &patterns, MLIRContext *context, StringRef opName) {
-  patterns.add<ScalarSplatOperand>(opName, context);
+  patterns.add<ScalarSplatOperand, BroadcastExpandedOperand, SinkExpand>(opName, context);
 }
 
 } // namespace tec

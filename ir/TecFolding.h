@@ -17,7 +17,9 @@ mlir::OpFoldResult foldUnary(mlir::Operation *op, mlir::Attribute input);
 mlir::OpFoldResult foldBinary(mlir::Operation *op, mlir::Attribute lhs, mlir::Attribute rhs);
 
 /// The binary elementwise ops' canonicalization: a splat constant operand of the result's full shape beside
-/// an operand that has that shape becomes a 0-D constant the op broadcasts, so the plan stores one value.
+/// an operand that has that shape becomes a 0-D constant the op broadcasts, so the plan stores one value;
+/// likewise an expanded operand is read unexpanded where the op's broadcasting gives the same result, and
+/// an op of an expanded tensor and a value broadcasting into the unexpanded one runs before the expand.
 void addScalarSplatOperandPattern(mlir::RewritePatternSet &patterns, mlir::MLIRContext *context,
                                   llvm::StringRef opName);
 

@@ -64,6 +64,22 @@ bool isPlainInput(Value v) {
   return f && !f.getArgAttr(arg.getArgNumber(), kParamAttrName) && !f.getArgAttr(arg.getArgNumber(), kStateAttrName);
 }
 
+/// Training state (a loss scale, the step count): its readers compute in f32. A loss scale of 2^17 is past
+/// FP16's range, and the weight gradients it unscales reach the optimizer in f32.
+bool isState(Value v) {
+  auto arg = llvm::dyn_cast<BlockArgument>(v);
+  auto f = arg ? llvm::dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
+  return f && f.getArgAttr(arg.getArgNumber(), kStateAttrName);
+}
+
+/// FP16's range ends at 65504: ops that leave it on ordinary inputs compute from and write f32 there, as
+/// autocast does: exp, reciprocal, softplus, and a square (an MSE loss's (y - t)^2 past |y - t| = 256).
+/// BF16 has f32's range.
+bool overflowsF16(Operation *op) {
+  auto mul = llvm::dyn_cast<MulOp>(op);
+  return llvm::isa<ExpOp, ReciprocalOp, SoftplusOp>(op) || (mul && mul.getLhs() == mul.getRhs());
+}
+
 /// Few enough elements that a 16-bit copy costs nothing worth counting (a LayerNorm's scale, a bias).
 bool isSmall(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getNumElements() <= (1 << 16); }
 
@@ -94,13 +110,13 @@ Value narrowed(PatternRewriter &rewriter, Value v, Type narrow) {
 struct SinkWideningCasts : RewritePattern {
   SinkWideningCasts(MLIRContext *ctx, Type narrow) : RewritePattern(MatchAnyOpTypeTag(), 1, ctx), narrow(narrow) {}
   LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rewriter) const override {
-    if (!narrowable(op) || op->getNumRegions())
+    if (!narrowable(op) || op->getNumRegions() || (narrow.isF16() && overflowsF16(op)))
       return failure();
     bool anyNarrow = false;
     for (auto [i, v] : llvm::enumerate(op->getOperands())) {
       if (!isFloatTensor(v) || keepsF32Operand(op, i))
         continue;
-      if (!llvm::cast<RankedTensorType>(v.getType()).getElementType().isF32())
+      if (!llvm::cast<RankedTensorType>(v.getType()).getElementType().isF32() || isState(v))
         return failure();
       anyNarrow |= static_cast<bool>(wideningCast(v, narrow));
       if (!wideningCast(v, narrow) && !v.getDefiningOp<ConstantOp>() && !isPlainInput(v) && !isSmall(v))

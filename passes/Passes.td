@@ -72,7 +72,10 @@ def TecNarrowActivations : Pass<"tec-narrow-activations", "mlir::func::FuncOp"> 
     narrow(widen(x)) to x, moves a narrowing cast above a transpose or reshape read only by it, lets a
     bias-free GEMM write f32 directly (weight gradients reach the optimizer unrounded), and takes an
     input read only narrowed in 16 bits (the session rounds the caller's f32 as it writes it: what the
-    first GEMM did anyway). Master weights and optimizer state stay f32.
+    first GEMM did anyway). Master weights and optimizer state stay f32, and so do the readers of training
+    state (a loss scale). On FP16 targets (precision=f16) the ops that leave FP16's range on ordinary
+    inputs stay f32, as under autocast: exp, reciprocal, softplus and squares (an MSE loss past
+    |y - t| = 256); losses and gradients of FP16 runs are scaled dynamically (tec-build-train-step).
   }];
   let options = [Option<"precision", "precision", "std::string", "\"bf16\"", "bf16 or f16">];
   let dependentDialects = ["::tec::TecDialect"];

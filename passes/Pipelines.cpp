@@ -41,9 +41,11 @@ void buildTargetPipeline(OpPassManager &pm, const PipelineOptions &options, Stri
     pm.addPass(createTecLowerForTarget({target.str(), options.fp8Emulate}));
   // GPU targets keep activations in 16 bits; the CPU computes in f32 (its BF16 would only emulate).
   const TargetCapability *cap = lookupTarget(target);
-  const bool narrow = cap && cap->name != "cpu" && cap->fallback == GemmPrecision::BF16;
+  const bool narrow =
+      cap && cap->name != "cpu" && (cap->fallback == GemmPrecision::BF16 || cap->fallback == GemmPrecision::F16);
   if (enabled("tec-narrow-activations") && narrow)
-    pm.addNestedPass<func::FuncOp>(createTecNarrowActivations({"bf16"}));
+    pm.addNestedPass<func::FuncOp>(
+        createTecNarrowActivations({cap->fallback == GemmPrecision::F16 ? "f16" : "bf16"}));
   if (enabled("canonicalize"))
     pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   if (enabled("cse"))

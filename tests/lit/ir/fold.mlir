@@ -106,3 +106,25 @@ func.func @full_size_splat_operand(%x: tensor<64x32xf32>, %b: tensor<32xf32>) ->
   %1 = tec.add %one, %b : (tensor<64x32xf32>, tensor<32xf32>) -> tensor<64x32xf32>
   return %0, %1 : tensor<64x32xf32>, tensor<64x32xf32>
 }
+
+// -----
+
+// A mean's gradient under loss scaling: the scale expanded to the full shape, times 1/N, times the
+// difference. The product with 1/N runs on the scalar, and the last product broadcasts it: no full-size
+// copy of the scale. Where the expand sets the result's shape, the op runs first and the expand after.
+// CHECK-LABEL: func @expanded_operands
+//       CHECK:   %[[R:.+]] = tec.reshape %arg0 : tensor<f32> -> tensor<1x1xf32>
+//       CHECK:   %[[S:.+]] = tec.mul %[[R]], %{{.+}} : (tensor<1x1xf32>, tensor<f32>) -> tensor<1x1xf32>
+//       CHECK:   tec.mul %[[S]], %arg1 : (tensor<1x1xf32>, tensor<64x32xf32>) -> tensor<64x32xf32>
+//       CHECK:   %[[A:.+]] = tec.add %arg2, %arg2 : (tensor<32xf32>, tensor<32xf32>) -> tensor<32xf32>
+//       CHECK:   tec.expand %[[A]] : tensor<32xf32> -> tensor<64x32xf32>
+func.func @expanded_operands(%scale: tensor<f32>, %d: tensor<64x32xf32>, %b: tensor<32xf32>) -> (tensor<64x32xf32>, tensor<64x32xf32>) {
+  %inv = tec.constant dense<0.25> : tensor<f32>
+  %r = tec.reshape %scale : tensor<f32> -> tensor<1x1xf32>
+  %e = tec.expand %r : tensor<1x1xf32> -> tensor<64x32xf32>
+  %0 = tec.mul %e, %inv : (tensor<64x32xf32>, tensor<f32>) -> tensor<64x32xf32>
+  %1 = tec.mul %0, %d : (tensor<64x32xf32>, tensor<64x32xf32>) -> tensor<64x32xf32>
+  %eb = tec.expand %b : tensor<32xf32> -> tensor<64x32xf32>
+  %2 = tec.add %eb, %b : (tensor<64x32xf32>, tensor<32xf32>) -> tensor<64x32xf32>
+  return %1, %2 : tensor<64x32xf32>, tensor<64x32xf32>
+}
