@@ -390,7 +390,10 @@ static LogicalResult verifyAttention(Operation *op, RankedTensorType q, RankedTe
   if (!mask)
     return success();
   auto m = llvm::cast<RankedTensorType>(mask.getType());
-  if (!m.getElementType().isInteger(1) && m.getElementType() != q.getElementType())
+  // FP8 attention's additive mask is a float tensor of its own type (the codes are not values).
+  const bool fp8 = llvm::isa<Float8E4M3FNType, Float8E5M2Type>(q.getElementType());
+  if (!m.getElementType().isInteger(1) && m.getElementType() != q.getElementType() &&
+      !(fp8 && llvm::isa<FloatType>(m.getElementType())))
     return op->emitOpError("expected a boolean mask or one of the query's element type, got ") << m.getElementType();
   const int64_t scores[] = {qs[0], qs[1], qs[2], ks[2]};
   bool fits = m.getRank() == 4;
@@ -416,6 +419,27 @@ LogicalResult AttentionGradOp::verify() {
   if (getQueryGrad().getType() != getQuery().getType() || getKeyGrad().getType() != getKey().getType() ||
       getValueGrad().getType() != getValue().getType())
     return emitOpError("expected gradients of the query's, key's and value's types");
+  return success();
+}
+
+LogicalResult AttentionFp8Op::verify() {
+  return verifyAttention(*this, getQuery().getType(), getKey().getType(), getValue().getType(), getMask(),
+                         getResult().getType(), getLogsumexp().getType());
+}
+
+LogicalResult AttentionFp8GradOp::verify() {
+  if (failed(verifyAttention(*this, getQuery().getType(), getKey().getType(), getValue().getType(), getMask(),
+                             getResult().getType(), getLogsumexp().getType())))
+    return failure();
+  if (getGrad().getType().getShape() != getResult().getType().getShape())
+    return emitOpError("expected grad of the result's shape ") << shape::str(getResult().getType().getShape())
+                                                               << ", got " << shape::str(getGrad().getType().getShape());
+  auto format = getQueryGrad().getType().getElementType();
+  if (getQueryGrad().getType().getShape() != getQuery().getType().getShape() ||
+      getKeyGrad().getType().getShape() != getKey().getType().getShape() ||
+      getValueGrad().getType().getShape() != getValue().getType().getShape() ||
+      getKeyGrad().getType().getElementType() != format || getValueGrad().getType().getElementType() != format)
+    return emitOpError("expected gradients of the query's, key's and value's shapes, in one FP8 format");
   return success();
 }
 

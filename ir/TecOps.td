@@ -396,6 +396,68 @@ def Tec_AttentionGradOp : Tec_Op<"attention_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tec_AttentionFp8Op : Tec_Op<"attention_fp8", [Pure]> {
+  let summary = "tec.attention on FP8 operands with per-tensor scales (cuDNN's FP8 fused attention)";
+  let description = [{
+    `query`, `key` and `value` hold E4M3 codes, each worth its code times its `*_scale_inv`. As in
+    tec.attention, `p = softmax(scale * q . k + mask)` with the f32 `logsumexp`; then p goes through E4M3
+    with `probs_scale` (`fp8(p * probs_scale) * probs_scale_inv`) before it multiplies V, as cuDNN's FP8
+    kernels compute; `result = fp8(o * result_scale)`, E4M3. `probs_amax = max p` and
+    `result_amax = max |o|` (before scaling) feed the delayed scaling of the probabilities and the result.
+    Made by tec-insert-fp8 under `--fp8-attention` (Transformer Engine's `fp8_dpa`).
+
+    Example:
+    ```mlir
+    %o, %lse, %pa, %oa = tec.attention_fp8 %q, %k, %v scales(%qsi, %ksi, %vsi, %ps, %psi, %os) {scale = 0.125 : f32}
+        : (tensor<2x8x128x64xf8E4M3FN>, tensor<2x8x128x64xf8E4M3FN>, tensor<2x8x128x64xf8E4M3FN>, tensor<f32>,
+           tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+        -> (tensor<2x8x128x64xf8E4M3FN>, tensor<2x8x128xf32>, tensor<f32>, tensor<f32>)
+    ```
+  }];
+  let arguments = (ins Tec_Fp8Tensor:$query, Tec_Fp8Tensor:$key, Tec_Fp8Tensor:$value, Tec_Scalar:$query_scale_inv,
+                   Tec_Scalar:$key_scale_inv, Tec_Scalar:$value_scale_inv, Tec_Scalar:$probs_scale,
+                   Tec_Scalar:$probs_scale_inv, Tec_Scalar:$result_scale,
+                   Optional<StaticShapeTensorOf<[F32, F16, BF16, I1]>>:$mask, F32Attr:$scale,
+                   DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Tec_Fp8Tensor:$result, StaticShapeTensorOf<[F32]>:$logsumexp, Tec_Scalar:$probs_amax,
+                 Tec_Scalar:$result_amax);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `scales` `(` $query_scale_inv `,` $key_scale_inv `,` $value_scale_inv `,` $probs_scale
+    `,` $probs_scale_inv `,` $result_scale `)` (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tec_AttentionFp8GradOp : Tec_Op<"attention_fp8_grad", [Pure]> {
+  let summary = "the gradients of tec.attention_fp8 (cuDNN's FP8 fused attention backward)";
+  let description = [{
+    tec.attention_grad on FP8 operands: `grad` (dL/d result, E5M2 under the HYBRID recipe), `query`,
+    `key`, `value` and `result` are codes worth code times their `*_scale_inv`. The probabilities are
+    recomputed from `logsumexp` and go through E4M3 with `probs_scale` before multiplying grad (dv); the
+    scores' gradient `ds = p * (grad . v - grad . result)` goes through FP8 (the gradients' format) with
+    `dprobs_scale` before multiplying K (dq) and Q (dk). The gradients are written quantized with their
+    `*_grad_scale`, in the format of their type; the amaxes (before scaling) feed their delayed scaling.
+  }];
+  let arguments = (ins Tec_Fp8Tensor:$grad, Tec_Fp8Tensor:$query, Tec_Fp8Tensor:$key, Tec_Fp8Tensor:$value,
+                   Tec_Fp8Tensor:$result, StaticShapeTensorOf<[F32]>:$logsumexp, Tec_Scalar:$query_scale_inv,
+                   Tec_Scalar:$key_scale_inv, Tec_Scalar:$value_scale_inv, Tec_Scalar:$result_scale_inv,
+                   Tec_Scalar:$grad_scale_inv, Tec_Scalar:$probs_scale, Tec_Scalar:$probs_scale_inv,
+                   Tec_Scalar:$dprobs_scale, Tec_Scalar:$dprobs_scale_inv, Tec_Scalar:$query_grad_scale,
+                   Tec_Scalar:$key_grad_scale, Tec_Scalar:$value_grad_scale,
+                   Optional<StaticShapeTensorOf<[F32, F16, BF16, I1]>>:$mask, F32Attr:$scale,
+                   DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Tec_Fp8Tensor:$query_grad, Tec_Fp8Tensor:$key_grad, Tec_Fp8Tensor:$value_grad,
+                 Tec_Scalar:$query_grad_amax, Tec_Scalar:$key_grad_amax, Tec_Scalar:$value_grad_amax,
+                 Tec_Scalar:$dprobs_amax);
+  let assemblyFormat = [{
+    $grad `,` $query `,` $key `,` $value `,` $result `,` $logsumexp `scales` `(` $query_scale_inv `,` $key_scale_inv
+    `,` $value_scale_inv `,` $result_scale_inv `,` $grad_scale_inv `,` $probs_scale `,` $probs_scale_inv `,`
+    $dprobs_scale `,` $dprobs_scale_inv `,` $query_grad_scale `,` $key_grad_scale `,` $value_grad_scale `)`
+    (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 class Tec_ReduceOp<string mnemonic, string onnxName,
                    list<Trait> traits = [DeclareOpInterfaceMethods<Tec_Differentiable>]>
     : Tec_Op<mnemonic, !listconcat([Pure], traits)> {

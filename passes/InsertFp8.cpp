@@ -48,6 +48,24 @@ std::string fp8Blocker(LinearOp op, const Fp8Policy &policy) {
   return "";
 }
 
+/// Why an attention stays in higher precision, or "" when it may run in FP8: asked for (`attention`), then
+/// the policy, and under `fp8=auto` the size threshold of GEMMs over its two products.
+std::string fp8AttentionBlocker(AttentionOp op, const Fp8Policy &policy) {
+  if (policy.mode == "none")
+    return "--fp8=none";
+  if (!policy.keepPattern.empty()) {
+    llvm::Regex keep(policy.keepPattern);
+    for (const auto &name : sourceNodes(op.getLoc()))
+      if (keep.match(name))
+        return "kept by --keep-precision (" + name + ")";
+  }
+  auto q = op.getQuery().getType(), k = op.getKey().getType(), v = op.getValue().getType();
+  const int64_t macs = q.getNumElements() / q.getDimSize(3) * k.getDimSize(2) * (q.getDimSize(3) + v.getDimSize(3));
+  if (policy.mode == "auto" && macs < kMinFp8MultiplyAdds)
+    return std::to_string(macs) + " multiply-adds are too few for FP8 to pay (--fp8=all forces it)";
+  return "";
+}
+
 struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
   using TecInsertFp8Base::TecInsertFp8Base;
 
@@ -64,20 +82,32 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
     return arg;
   }
 
-  /// Quantizes `v` (E4M3, or E5M2 for a gradient under HYBRID) with the current scale: returns
-  /// (quantized, scale_inv), and queues the delayed-scaling update, which is built at the end of the
-  /// function: every read of this step's scale and scale_inv comes before it.
-  struct PendingUpdate {
-    Value history, scale, scaleInv, amax;
+  /// One FP8 tensor's delayed-scaling state: its amax history, scale and scale_inv (E4M3, or E5M2 for a
+  /// gradient under HYBRID).
+  struct Scaling {
+    Value history, scale, scaleInv;
     float fp8Max;
   };
-  std::pair<Value, Value> quantize(func::FuncOp f, OpBuilder &b, Value v, const std::string &name, bool e5m2,
-                                   SmallVectorImpl<PendingUpdate> &updates) {
-    auto f32 = b.getF32Type();
+  Scaling addScaling(func::FuncOp f, const std::string &name, bool e5m2) {
+    auto f32 = Float32Type::get(f.getContext());
     auto scalar = RankedTensorType::get({}, f32);
     Value history = addState(f, RankedTensorType::get({amaxHistory}, f32), name + "/amax_history", 0.0f);
     Value scale = addState(f, scalar, name + "/scale", 1.0f);
     Value scaleInv = addState(f, scalar, name + "/scale_inv", 1.0f);
+    return {history, scale, scaleInv, e5m2 ? 57344.0f : 448.0f};
+  }
+
+  /// Quantizes `v` with the current scale: returns (quantized, scale_inv), and queues the delayed-scaling
+  /// update, which is built at the end of the function: every read of this step's scale and scale_inv
+  /// comes before it.
+  struct PendingUpdate {
+    Scaling scaling;
+    Value amax;
+  };
+  std::pair<Value, Value> quantize(func::FuncOp f, OpBuilder &b, Value v, const std::string &name, bool e5m2,
+                                   SmallVectorImpl<PendingUpdate> &updates) {
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    Scaling scaling = addScaling(f, name, e5m2);
     Location loc = v.getLoc();
     auto type = llvm::cast<RankedTensorType>(v.getType());
     // A 2-D transpose (a backward GEMM's TN operand) is read transposed by the quantize: no transposed
@@ -89,10 +119,81 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
       source = transpose.getInput();
     Value amax = b.create<AmaxOp>(loc, scalar, source);
     Type fp8 = e5m2 ? Type(b.getFloat8E5M2Type()) : Type(b.getFloat8E4M3FNType());
-    Value q = b.create<QuantizeOp>(loc, RankedTensorType::get(type.getShape(), fp8), source, scale,
+    Value q = b.create<QuantizeOp>(loc, RankedTensorType::get(type.getShape(), fp8), source, scaling.scale,
                                    b.getBoolAttr(transposed));
-    updates.push_back({history, scale, scaleInv, amax, e5m2 ? 57344.0f : 448.0f});
-    return {q, scaleInv};
+    updates.push_back({scaling, amax});
+    return {q, scaling.scaleInv};
+  }
+
+  /// Attention in FP8: each tec.attention becomes tec.attention_fp8 on Q, K and V quantized as GEMM operands
+  /// are, with the probabilities and the output scaled; then each gradient of one becomes
+  /// tec.attention_fp8_grad on the forward's FP8 tensors. Readers get the dequantized output and gradients.
+  template <typename QuantizeOnce, typename Unique>
+  void insertFp8Attention(func::FuncOp f, const Fp8Policy &policy, QuantizeOnce &quantizeOnce, Unique &unique,
+                          SmallVectorImpl<PendingUpdate> &updates) {
+    struct Forward {
+      AttentionFp8Op op;
+      Value queryScaleInv, keyScaleInv, valueScaleInv;
+      Scaling probs, result;
+      std::string name;
+    };
+    llvm::DenseMap<Value, Forward> forwards; // by the dequantized result the gradient reads
+    SmallVector<AttentionOp> attentions;
+    f.walk([&](AttentionOp op) { attentions.push_back(op); });
+    Builder attrs(f.getContext());
+    auto scalar = RankedTensorType::get({}, attrs.getF32Type());
+    Type e4m3 = attrs.getFloat8E4M3FNType(), grads = format == "hybrid" ? Type(attrs.getFloat8E5M2Type()) : e4m3;
+    for (auto [i, att] : llvm::enumerate(attentions)) {
+      if (std::string why = fp8AttentionBlocker(att, policy); !why.empty()) {
+        att->setAttr(kPrecisionAttrName, attrs.getStringAttr(why));
+        continue;
+      }
+      std::vector<std::string> names = sourceNodes(att.getLoc());
+      std::string name = names.empty() ? "attention" + std::to_string(i) : names.front();
+      OpBuilder b(att);
+      auto [q, qsi] = quantizeOnce(b, att.getQuery(), name + "/query", false);
+      auto [k, ksi] = quantizeOnce(b, att.getKey(), name + "/key", false);
+      auto [v, vsi] = quantizeOnce(b, att.getValue(), name + "/value", false);
+      Scaling probs = addScaling(f, unique(name + "/probs"), false), result = addScaling(f, unique(name + "/result"), false);
+      auto type = att.getResult().getType();
+      auto op = b.create<AttentionFp8Op>(att.getLoc(), TypeRange{type.clone(e4m3), att.getLogsumexp().getType(), scalar, scalar},
+                                         q, k, v, qsi, ksi, vsi, probs.scale, probs.scaleInv, result.scale, att.getMask(),
+                                         att.getScaleAttr(), att.getCausalAttr());
+      updates.push_back({probs, op.getProbsAmax()});
+      updates.push_back({result, op.getResultAmax()});
+      Value out = b.create<DequantizeOp>(att.getLoc(), type, op.getResult(), result.scaleInv);
+      att.getResult().replaceAllUsesWith(out);
+      att.getLogsumexp().replaceAllUsesWith(op.getLogsumexp());
+      att.erase();
+      forwards[out] = {op, qsi, ksi, vsi, probs, result, name};
+    }
+    SmallVector<AttentionGradOp> gradients;
+    f.walk([&](AttentionGradOp op) { gradients.push_back(op); });
+    for (AttentionGradOp g : gradients) {
+      auto it = forwards.find(g.getResult());
+      if (it == forwards.end())
+        continue;
+      Forward &fwd = it->second;
+      OpBuilder b(g);
+      auto [dout, dsi] = quantizeOnce(b, g.getGrad(), fwd.name + "/grad/output", grads != e4m3);
+      auto scaling = [&](const char *what) { return addScaling(f, unique(fwd.name + "/grad/" + what), grads != e4m3); };
+      Scaling dprobs = scaling("dprobs"), dq = scaling("query"), dk = scaling("key"), dv = scaling("value");
+      auto op = b.create<AttentionFp8GradOp>(
+          g.getLoc(),
+          TypeRange{g.getQueryGrad().getType().clone(grads), g.getKeyGrad().getType().clone(grads),
+                    g.getValueGrad().getType().clone(grads), scalar, scalar, scalar, scalar},
+          dout, fwd.op.getQuery(), fwd.op.getKey(), fwd.op.getValue(), fwd.op.getResult(), g.getLogsumexp(),
+          fwd.queryScaleInv, fwd.keyScaleInv, fwd.valueScaleInv, fwd.result.scaleInv, dsi, fwd.probs.scale,
+          fwd.probs.scaleInv, dprobs.scale, dprobs.scaleInv, dq.scale, dk.scale, dv.scale, g.getMask(),
+          g.getScaleAttr(), g.getCausalAttr());
+      updates.push_back({dq, op.getQueryGradAmax()});
+      updates.push_back({dk, op.getKeyGradAmax()});
+      updates.push_back({dv, op.getValueGradAmax()});
+      updates.push_back({dprobs, op.getDprobsAmax()});
+      for (auto [old, now, s] : llvm::zip(g.getResults(), op.getResults().take_front(3), std::array<Scaling, 3>{dq, dk, dv}))
+        old.replaceAllUsesWith(b.create<DequantizeOp>(g.getLoc(), old.getType(), now, s.scaleInv));
+      g.erase();
+    }
   }
 
   void runOnOperation() override {
@@ -190,6 +291,8 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
         linear.replaceAllUsesWith(gemm.getResult());
         linear.erase();
       }
+      if (attention)
+        insertFp8Attention(f, policy, quantizeOnce, unique, updates);
       if (updates.empty())
         continue;
       // The next FP8 meta state leaves the function as results, each tagged with its argument.
@@ -198,11 +301,12 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
       SmallVector<Value> results(ret.getOperands());
       SmallVector<unsigned> stateArgs;
       for (const PendingUpdate &u : updates) {
-        auto scalar = u.scale.getType();
-        auto next = b.create<DelayedScalingOp>(u.amax.getLoc(), TypeRange{u.history.getType(), scalar, scalar},
-                                               u.history, u.scale, u.amax, b.getF32FloatAttr(u.fp8Max),
+        const Scaling &s = u.scaling;
+        auto scalar = s.scale.getType();
+        auto next = b.create<DelayedScalingOp>(u.amax.getLoc(), TypeRange{s.history.getType(), scalar, scalar},
+                                               s.history, s.scale, u.amax, b.getF32FloatAttr(s.fp8Max),
                                                b.getI64IntegerAttr(margin), b.getStringAttr(algo));
-        for (auto [i, state] : llvm::enumerate(std::array<Value, 3>{u.history, u.scale, u.scaleInv})) {
+        for (auto [i, state] : llvm::enumerate(std::array<Value, 3>{s.history, s.scale, s.scaleInv})) {
           results.push_back(next.getResult(i));
           stateArgs.push_back(llvm::cast<BlockArgument>(state).getArgNumber());
         }

@@ -64,7 +64,8 @@ struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
     for (bool changed = true; changed;) {
       changed = false;
       f.walk([&](Operation *op) {
-        if (llvm::isa<DelayedScalingOp, AmaxOp, QuantizeOp>(op) && op->use_empty()) {
+        if (llvm::isa<DelayedScalingOp, AmaxOp, QuantizeOp, DequantizeOp, AttentionFp8Op, AttentionFp8GradOp>(op) &&
+            op->use_empty()) {
           op->erase();
           changed = true;
         }
@@ -75,6 +76,56 @@ struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
       if (f.getArgAttr(arg.getArgNumber(), kStateAttrName) && arg.use_empty())
         deadArgs.set(arg.getArgNumber());
     (void)f.eraseArguments(deadArgs);
+  }
+
+  /// tec.attention_fp8 and its gradient where the target keeps no FP8: tec.attention and tec.attention_grad
+  /// again, on what the quantizes read, for the readers of the dequantized results.
+  LogicalResult lowerFp8Attention(func::FuncOp f) {
+    auto source = [](Value v) -> Value {
+      auto q = v.getDefiningOp<QuantizeOp>();
+      return q && !q.getTransposeInput() ? q.getInput() : Value();
+    };
+    auto replaceDequantized = [](Value fp8, Value wide, OpBuilder &b) {
+      for (Operation *user : llvm::make_early_inc_range(fp8.getUsers()))
+        if (auto d = llvm::dyn_cast<DequantizeOp>(user))
+          d.replaceAllUsesWith(castTo(b, wide, d.getType().getElementType()));
+    };
+    llvm::DenseMap<Operation *, AttentionOp> lowered;
+    WalkResult walk = f.walk([&](Operation *op) {
+      OpBuilder b(op);
+      if (auto att = llvm::dyn_cast<AttentionFp8Op>(op)) {
+        Value q = source(att.getQuery()), k = source(att.getKey()), v = source(att.getValue());
+        if (!q || !k || !v) {
+          att.emitOpError("expected operands quantized in this function to lower it for ") << target;
+          return WalkResult::interrupt();
+        }
+        auto type = att.getResult().getType().clone(llvm::cast<RankedTensorType>(q.getType()).getElementType());
+        auto wide = b.create<AttentionOp>(att.getLoc(), TypeRange{type, att.getLogsumexp().getType()}, q, k, v,
+                                          att.getMask(), att.getScaleAttr(), att.getCausalAttr());
+        replaceDequantized(att.getResult(), wide.getResult(), b);
+        att.getLogsumexp().replaceAllUsesWith(wide.getLogsumexp());
+        lowered[att] = wide;
+      } else if (auto g = llvm::dyn_cast<AttentionFp8GradOp>(op)) {
+        auto forward = lowered.find(g.getResult().getDefiningOp());
+        Value dout = source(g.getGrad());
+        if (forward == lowered.end() || !dout) {
+          g.emitOpError("expected its forward attention and a gradient quantized in this function to lower it for ")
+              << target;
+          return WalkResult::interrupt();
+        }
+        AttentionOp wide = forward->second;
+        Type element = wide.getResult().getType().getElementType();
+        auto like = [&](Value v) { return llvm::cast<RankedTensorType>(v.getType()).clone(element); };
+        auto grad = b.create<AttentionGradOp>(
+            g.getLoc(), TypeRange{like(g.getQueryGrad()), like(g.getKeyGrad()), like(g.getValueGrad())},
+            castTo(b, dout, element), wide.getQuery(), wide.getKey(), wide.getValue(), wide.getResult(),
+            wide.getLogsumexp(), g.getMask(), g.getScaleAttr(), g.getCausalAttr());
+        for (auto [fp8, now] : llvm::zip(g.getResults().take_front(3), grad.getResults()))
+          replaceDequantized(fp8, now, b);
+      }
+      return WalkResult::advance();
+    });
+    return failure(walk.wasInterrupted());
   }
 
   void runOnOperation() override {
@@ -137,8 +188,11 @@ struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
         op.replaceAllUsesWith(y);
         op.erase();
       }
-      if (!keepFp8)
+      if (!keepFp8) {
+        if (failed(lowerFp8Attention(f)))
+          return signalPassFailure();
         dropDeadFp8State(f);
+      }
     }
   }
 };

@@ -50,6 +50,8 @@ struct PipelineOptions {
   std::string fp8Format = "hybrid";
   /// On the cpu target, keep FP8 GEMMs, emulated (`--fp8-emulate`).
   bool fp8Emulate = false;
+  /// Attention in FP8 too (`--fp8-attention`, Transformer Engine's fp8_dpa; off by default, as there).
+  bool fp8Attention = false;
   /// Building a training step: GELU stays out of GEMM epilogues (its gradient needs the input).
   bool training = false;
   TrainOptions train;

@@ -145,6 +145,14 @@ def TecInsertFp8 : Pass<"tec-insert-fp8", "mlir::ModuleOp"> {
     (first and last layers, typically), and under `fp8=auto` a size threshold below which quantizing
     costs more than FP8 saves. A GEMM left in higher precision is tagged `tec.precision` with the reason,
     and the compile summary lists it.
+
+    With `attention` (Transformer Engine's `fp8_dpa`, opt-in there too: the probabilities in E4M3 cost
+    accuracy) each `tec.attention` becomes `tec.attention_fp8`: Q, K and V quantized like GEMM operands,
+    two more scaled tensors (the softmax probabilities and the output, with the amaxes the kernel
+    yields), and the output dequantized for its readers; its `tec.attention_grad` becomes
+    `tec.attention_fp8_grad` on the forward's FP8 tensors (the backward keeps those, 1 byte per element)
+    with the output gradient quantized (E5M2 under hybrid) and three more scaled tensors, dP and the
+    gradients of Q, K and V, dequantized for their readers.
   }];
   let options = [
     Option<"fp8", "fp8", "std::string", "\"auto\"", "auto | all | none">,
@@ -154,7 +162,9 @@ def TecInsertFp8 : Pass<"tec-insert-fp8", "mlir::ModuleOp"> {
     Option<"margin", "margin", "int64_t", "0", "delayed scaling margin (scale /= 2^margin)">,
     Option<"algo", "algo", "std::string", "\"max\"", "amax from the history: max | most_recent">,
     Option<"format", "format", "std::string", "\"hybrid\"",
-           "hybrid (E5M2 for the gradient operand of backward GEMMs) | e4m3 (everywhere)">
+           "hybrid (E5M2 for the gradient operand of backward GEMMs) | e4m3 (everywhere)">,
+    Option<"attention", "attention", "bool", "false",
+           "attention in FP8 too (tec.attention_fp8 and its gradient)">
   ];
   let dependentDialects = ["::tec::TecDialect"];
 }

@@ -36,7 +36,8 @@ void buildTargetPipeline(OpPassManager &pm, const PipelineOptions &options, Stri
   auto enabled = [&](StringRef arg) { return !options.disabledPasses.count(arg.str()); };
   if (enabled("tec-insert-fp8") && options.fp8 != "none")
     pm.addPass(createTecInsertFp8(
-        {options.fp8, options.keepPrecision, options.amaxHistory, options.margin, options.amaxAlgo, options.fp8Format}));
+        {options.fp8, options.keepPrecision, options.amaxHistory, options.margin, options.amaxAlgo, options.fp8Format,
+                                   options.fp8Attention}));
   if (enabled("tec-lower-for-target"))
     pm.addPass(createTecLowerForTarget({target.str(), options.fp8Emulate}));
   // GPU targets keep activations in 16 bits; the CPU computes in f32 (its BF16 would only emulate).

@@ -104,6 +104,8 @@ private:
   Status softmax(const plan::Step &s);
   Status layerNorm(const plan::Step &s);
   Status attention(const plan::Step &s);
+  Status attentionFp8(const AttentionStep &a, const float *q, const float *k, const float *v, const void *mask,
+                      float *lse);
   Status reduce(const plan::Step &s);
   Status matmul(const plan::Step &s);
   Status gemm(const plan::Step &s);
@@ -385,6 +387,8 @@ Status CpuBackend::attention(const plan::Step &s) {
   const AttentionStep a = *step;
   const void *mask = a.mask < 0 ? nullptr : dtype(a.mask) == plan::BOOL ? ptr(a.mask) : floatIn(a.mask);
   float *q = floatIn(a.q), *k = floatIn(a.k), *v = floatIn(a.v), *lse = ptr<float>(a.lse);
+  if (a.fp8) // FP8 codes widen to their values; outputs come back scaled and narrow to FP8 as they are written
+    return attentionFp8(a, q, k, v, mask, lse);
   if (!a.grad) {
     float *out = floatOut(a.out);
     emit([=] {
@@ -397,6 +401,43 @@ Status CpuBackend::attention(const plan::Step &s) {
   float *dq = floatOut(a.dq), *dk = floatOut(a.dk), *dv = floatOut(a.dv);
   emit([=] {
     k::attentionGrad(a.shape, dout, q, k, v, out, lse, mask, dq, dk, dv);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::attentionFp8(const AttentionStep &a, const float *q, const float *k, const float *v,
+                                const void *mask, float *lse) {
+  std::vector<const float *> scales;
+  for (int b : a.scales)
+    scales.push_back(ptr<float>(b));
+  std::vector<float *> amaxes;
+  for (int b : a.amaxes)
+    amaxes.push_back(ptr<float>(b));
+  if (!a.grad) {
+    float *out = floatOut(a.out);
+    emit([=] {
+      k::AttentionFp8Scales f; // tec.attention_fp8's order: q, k, v scale_inv, probs scale and scale_inv, out scale
+      f.descaleQ = *scales[0], f.descaleK = *scales[1], f.descaleV = *scales[2];
+      f.probsScale = *scales[3], f.probsDescale = *scales[4], f.outScale = *scales[5];
+      const k::AttentionFp8Amaxes m = k::attentionFp8(a.shape, f, q, k, v, mask, out, lse);
+      *amaxes[0] = m.probs, *amaxes[1] = m.out;
+      return Status::success();
+    });
+    return Status::success();
+  }
+  float *dout = floatIn(a.dout), *out = floatIn(a.out);
+  float *dq = floatOut(a.dq), *dk = floatOut(a.dk), *dv = floatOut(a.dv);
+  const kernels::Fp8Format grads = fp8Format(dtype(a.dq));
+  emit([=] {
+    k::AttentionFp8Scales f; // tec.attention_fp8_grad's order
+    f.descaleQ = *scales[0], f.descaleK = *scales[1], f.descaleV = *scales[2], f.descaleOut = *scales[3];
+    f.descaleDout = *scales[4], f.probsScale = *scales[5], f.probsDescale = *scales[6];
+    f.dprobsScale = *scales[7], f.dprobsDescale = *scales[8];
+    f.dqScale = *scales[9], f.dkScale = *scales[10], f.dvScale = *scales[11];
+    f.grads = grads;
+    const k::AttentionFp8Amaxes m = k::attentionFp8Grad(a.shape, f, dout, q, k, v, out, lse, mask, dq, dk, dv);
+    *amaxes[0] = m.dq, *amaxes[1] = m.dk, *amaxes[2] = m.dv, *amaxes[3] = m.dprobs;
     return Status::success();
   });
   return Status::success();
@@ -908,7 +949,7 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
     bool isGemm = step.kernel() == "matmul" || step.kernel() == "linear" || step.kernel() == "gemm" ||
                   step.kernel() == "fp8_gemm";
     bool usesBlas = step.kernel() == "conv" || step.kernel() == "conv_input_grad" ||
-                    step.kernel() == "conv_weight_grad" || step.kernel() == "attention" || step.kernel() == "attention_grad";
+                    step.kernel() == "conv_weight_grad" || step.kernel().rfind("attention", 0) == 0;
     if ((isGemm || usesBlas) && !k::blas().loaded)
       return Status::error("step '" + step.kernel() + "' needs BLAS: " + k::blas().library);
     for (int i : step.inputs())

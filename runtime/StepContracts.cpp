@@ -35,6 +35,7 @@ public:
         {"all_finite", &Contract::allFinite}, {"cast", &Contract::cast}, {"softmax", &Contract::alongAxis},
         {"log_softmax", &Contract::alongAxis}, {"layer_norm", &Contract::layerNorm}, {"rms_norm", &Contract::layerNorm},
         {"attention", &Contract::attention}, {"attention_grad", &Contract::attention},
+        {"attention_fp8", &Contract::attention}, {"attention_fp8_grad", &Contract::attention},
         {"reduce_mean", &Contract::reduce}, {"reduce_sum", &Contract::reduce},
         {"reduce_max", &Contract::reduce}, {"reduce_min", &Contract::reduce}, {"reduce_prod", &Contract::reduce}, {"matmul", &Contract::matmul},
         {"gemm", &Contract::gemm}, {"linear", &Contract::linear}, {"transpose", &Contract::transpose},

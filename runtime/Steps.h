@@ -193,6 +193,7 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"cast", &B::cast},          {"softmax", &B::softmax},
       {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm}, {"rms_norm", &B::layerNorm},
       {"attention", &B::attention}, {"attention_grad", &B::attention},
+      {"attention_fp8", &B::attention}, {"attention_fp8_grad", &B::attention},
       {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},
       {"reduce_max", &B::reduce},  {"reduce_min", &B::reduce},
       {"reduce_prod", &B::reduce},
@@ -343,19 +344,27 @@ inline Result<WindowStep> readWindowStep(const plan::Step &s,
 /// A tec.attention step (q, k, v, mask? -> out, lse) or tec.attention_grad (dout, q, k, v, out, lse, mask?
 /// -> dq, dk, dv): buffer indices (-1 when absent) and the geometry, every shape checked against it, so
 /// the plan contracts and both backends read one definition. Errors say what is wrong, not which step.
+/// Their FP8 forms (attention_fp8, attention_fp8_grad) take f32 scalar scales after the tensors, in
+/// tec.attention_fp8's and tec.attention_fp8_grad's order, and yield amaxes after them.
 struct AttentionStep {
   kernels::AttentionShape shape;
-  bool grad = false;
+  bool grad = false, fp8 = false;
   int q = -1, k = -1, v = -1, mask = -1, out = -1, lse = -1, dout = -1, dq = -1, dk = -1, dv = -1;
+  std::vector<int> scales, amaxes;
 };
+/// The scales an FP8 attention step takes and the amaxes it yields.
+inline int attentionFp8Scales(bool grad) { return grad ? 12 : 6; }
+inline int attentionFp8Amaxes(bool grad) { return grad ? 4 : 2; }
 inline Result<AttentionStep> readAttentionStep(const plan::Step &s,
                                                const std::function<std::vector<int64_t>(int)> &shapeOf,
                                                const std::function<plan::DType(int)> &dtypeOf) {
   AttentionStep r;
-  r.grad = s.kernel() == "attention_grad";
+  r.grad = s.kernel() == "attention_grad" || s.kernel() == "attention_fp8_grad";
+  r.fp8 = s.kernel() == "attention_fp8" || s.kernel() == "attention_fp8_grad";
   auto bad = [](const std::string &why) { return Status::error(why); }; // the caller names the step
-  const int inputs = r.grad ? 6 : 3;
-  if (s.inputs_size() < inputs || s.inputs_size() > inputs + 1 || s.outputs_size() != (r.grad ? 3 : 2))
+  const int scales = r.fp8 ? attentionFp8Scales(r.grad) : 0, amaxes = r.fp8 ? attentionFp8Amaxes(r.grad) : 0;
+  const int inputs = (r.grad ? 6 : 3) + scales;
+  if (s.inputs_size() < inputs || s.inputs_size() > inputs + 1 || s.outputs_size() != (r.grad ? 3 : 2) + amaxes)
     return bad("has the wrong number of operands");
   int at = 0;
   if (r.grad)
@@ -363,11 +372,15 @@ inline Result<AttentionStep> readAttentionStep(const plan::Step &s,
   r.q = s.inputs(at++), r.k = s.inputs(at++), r.v = s.inputs(at++);
   if (r.grad)
     r.out = s.inputs(at++), r.lse = s.inputs(at++);
+  for (int i = 0; i < scales; ++i)
+    r.scales.push_back(s.inputs(at++));
   r.mask = at < s.inputs_size() ? s.inputs(at) : -1;
   if (r.grad)
     r.dq = s.outputs(0), r.dk = s.outputs(1), r.dv = s.outputs(2);
   else
     r.out = s.outputs(0), r.lse = s.outputs(1);
+  for (int i = s.outputs_size() - amaxes; i < s.outputs_size(); ++i)
+    r.amaxes.push_back(s.outputs(i));
   auto q = shapeOf(r.q), k = shapeOf(r.k), v = shapeOf(r.v), o = shapeOf(r.out), lse = shapeOf(r.lse);
   if (q.size() != 4 || k.size() != 4 || v.size() != 4)
     return bad("expected 4-D query, key and value");
@@ -383,11 +396,29 @@ inline Result<AttentionStep> readAttentionStep(const plan::Step &s,
   if (r.grad && (shapeOf(r.dout) != o || shapeOf(r.dq) != q || shapeOf(r.dk) != k || shapeOf(r.dv) != v))
     return bad("a gradient does not fit its operand");
   const plan::DType type = dtypeOf(r.q);
-  for (int b : {r.k, r.v, r.out, r.dout, r.dq, r.dk, r.dv})
-    if (b >= 0 && dtypeOf(b) != type)
-      return bad("expected one float type for query, key, value, output and gradients");
-  if (!isFloat(type) || dtypeOf(r.lse) != plan::F32)
-    return bad("expected float operands and an f32 logsumexp");
+  auto isFp8 = [](plan::DType t) { return t == plan::F8E4M3FN || t == plan::F8E5M2; };
+  if (r.fp8) { // E4M3 query, key, value and output; a gradient and gradients in FP8, each set of one format
+    for (int b : {r.k, r.v, r.out})
+      if (dtypeOf(b) != plan::F8E4M3FN || type != plan::F8E4M3FN)
+        return bad("expected E4M3 query, key, value and output");
+    if (r.grad && (!isFp8(dtypeOf(r.dout)) || !isFp8(dtypeOf(r.dq)) || dtypeOf(r.dk) != dtypeOf(r.dq) ||
+                   dtypeOf(r.dv) != dtypeOf(r.dq)))
+      return bad("expected an FP8 output gradient and gradients of one FP8 format");
+    for (int b : r.scales)
+      if (dtypeOf(b) != plan::F32 || !shapeOf(b).empty())
+        return bad("expected f32 scalar scales");
+    for (int b : r.amaxes)
+      if (dtypeOf(b) != plan::F32 || !shapeOf(b).empty())
+        return bad("expected f32 scalar amaxes");
+  } else {
+    for (int b : {r.k, r.v, r.out, r.dout, r.dq, r.dk, r.dv})
+      if (b >= 0 && dtypeOf(b) != type)
+        return bad("expected one float type for query, key, value, output and gradients");
+    if (!isFloat(type))
+      return bad("expected float operands");
+  }
+  if (dtypeOf(r.lse) != plan::F32)
+    return bad("expected an f32 logsumexp");
   a.scale = static_cast<float>(attrF(s, "scale", 1.0));
   a.causal = attrI(s, "causal") != 0;
   if (r.mask >= 0) {
@@ -403,7 +434,7 @@ inline Result<AttentionStep> readAttentionStep(const plan::Step &s,
       stride *= m[d];
     }
     const plan::DType mt = dtypeOf(r.mask);
-    if (mt != plan::BOOL && mt != type)
+    if (mt != plan::BOOL && mt != type && !(r.fp8 && isFloat(mt)))
       return bad("expected a boolean mask or one of the query's type");
     a.mask = mt == plan::BOOL ? kernels::AttentionMask::Boolean : kernels::AttentionMask::Additive;
   }

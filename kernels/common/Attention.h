@@ -3,6 +3,7 @@
 #ifndef TEC_KERNELS_COMMON_ATTENTION_H
 #define TEC_KERNELS_COMMON_ATTENTION_H
 
+#include "kernels/common/Fp8.h"
 #include "kernels/common/HostDevice.h"
 
 #include <cstdint>
@@ -35,6 +36,29 @@ struct AttentionShape {
 /// A score after masking: plus the additive mask's value, or -inf where a boolean mask hides the key.
 TEC_HOST_DEVICE float maskedScore(float s, float additive, bool keep) {
   return keep ? s + additive : -__builtin_huge_valf();
+}
+
+/// FP8 attention's per-tensor scales, as cuDNN's FP8 fused attention takes them under delayed scaling:
+/// q, k, v, out and dout hold FP8 codes, each worth code * its descale. The softmax probabilities go
+/// through E4M3 with probsScale before they multiply V (forward) or dout (dv); the scores' gradient ds
+/// goes through `grads` with dprobsScale before it multiplies K (dq) and Q (dk). Outputs are written
+/// times their scale, for the cast to FP8 that follows.
+struct AttentionFp8Scales {
+  float descaleQ = 1, descaleK = 1, descaleV = 1, descaleOut = 1, descaleDout = 1;
+  float probsScale = 1, probsDescale = 1, outScale = 1;
+  float dprobsScale = 1, dprobsDescale = 1, dqScale = 1, dkScale = 1, dvScale = 1;
+  Fp8Format grads = Fp8Format::E5M2;
+};
+
+/// The amaxes FP8 attention yields for the delayed scaling of what it quantizes: max p and max |out|
+/// forward; max |ds|, |dq|, |dk|, |dv| backward (each before its scale; NaN wins).
+struct AttentionFp8Amaxes {
+  float probs = 0, out = 0, dprobs = 0, dq = 0, dk = 0, dv = 0;
+};
+
+/// x as FP8 rounds it: the value of fp8(x * scale), saturated, times descale.
+TEC_HOST_DEVICE float throughFp8(float x, float scale, float descale, Fp8Format format) {
+  return fp8ToFloat(floatToFp8(x * scale, format), format) * descale;
 }
 
 } // namespace tec::kernels

@@ -92,6 +92,37 @@ float *threadScratch(size_t floats) {
   return scratch.data();
 }
 
+/// The largest entry (NaN wins) of a block, each row nk wide.
+float blockAmax(const float *s, int64_t nq, int64_t nk, float amax) {
+  for (int64_t r = 0; r < nq; ++r)
+    for (int64_t c = 0; c < nk; ++c)
+      amax = maxAbsNanWins(amax, s[r * kKeyBlock + c]);
+  return amax;
+}
+
+/// A block rounded in place through FP8 as the fused kernels round it (throughFp8).
+void roundBlock(float *s, int64_t nq, int64_t nk, float scale, float descale, Fp8Format format) {
+  for (int64_t r = 0; r < nq; ++r)
+    for (int64_t c = 0; c < nk; ++c)
+      s[r * kKeyBlock + c] = throughFp8(s[r * kKeyBlock + c], scale, descale, format);
+}
+
+/// The amax of x (NaN wins), then x times scale in place: an FP8 output ready for its cast.
+float scaleForFp8(float *x, int64_t n, float scale) {
+  const float a = amax(x, n);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] *= scale;
+  return a;
+}
+
+/// The largest of the tasks' amaxes, NaN winning.
+float largest(const std::vector<float> &amaxes) {
+  float a = 0.0f;
+  for (float x : amaxes)
+    a = maxAbsNanWins(a, x);
+  return a;
+}
+
 bool worthThreads(const AttentionShape &a) {
   return a.batch * a.heads * a.queries * a.keys * (a.headDim + a.valueDim) > kParallelThreshold;
 }
@@ -148,11 +179,89 @@ void attention(const AttentionShape &a, const float *q, const float *k, const fl
   }
 }
 
-void attentionGrad(const AttentionShape &a, const float *dout, const float *q, const float *k, const float *v,
-                   const float *out, const float *lse, const void *mask, float *dq, float *dk, float *dv) {
+AttentionFp8Amaxes attentionFp8(const AttentionShape &a, const AttentionFp8Scales &f, const float *q, const float *k, const float *v,
+                   const void *mask, float *out, float *lse) {
+  // Scores from the codes: the descales of q and k fold into the scale.
+  AttentionShape codes = a;
+  codes.scale = a.scale * f.descaleQ * f.descaleK;
+  const int64_t queryBlocks = blocks(a.queries, kQueryBlock), tasks = a.batch * a.heads * queryBlocks;
+  std::vector<float> probsAmax(tasks, 0.0f);
+#pragma omp parallel for schedule(dynamic) if (worthThreads(a))
+  for (int64_t t = 0; t < tasks; ++t) {
+    const Head hd{codes, t / queryBlocks / a.heads, t / queryBlocks % a.heads};
+    const int64_t i0 = t % queryBlocks * kQueryBlock, nq = std::min(kQueryBlock, a.queries - i0);
+    float *s = threadScratch(kQueryBlock * kKeyBlock + 2 * kQueryBlock), *m = s + kQueryBlock * kKeyBlock,
+          *l = m + kQueryBlock, *rowLse = lse + hd.queryRow(i0);
+    // The probabilities are quantized normalized (FP8 needs their final range): the row logsumexps first,
+    // then p = e^(s - lse) a block at a time.
+    std::fill(m, m + nq, kMinusInf);
+    std::fill(l, l + nq, 0.0f);
+    const int64_t end = keysSeen(a, i0, nq);
+    for (int64_t j0 = 0; j0 < end; j0 += kKeyBlock) {
+      const int64_t nk = std::min(kKeyBlock, end - j0);
+      blockScores(hd, q, k, mask, i0, nq, j0, nk, s);
+      for (int64_t r = 0; r < nq; ++r) {
+        const float *row = s + r * kKeyBlock;
+        float mx = m[r];
+        for (int64_t c = 0; c < nk; ++c)
+          mx = row[c] > mx ? row[c] : mx;
+        if (mx == kMinusInf)
+          continue;
+        float sum = 0.0f;
+        for (int64_t c = 0; c < nk; ++c)
+          sum += expApprox(row[c] - mx);
+        l[r] = l[r] * expApprox(m[r] - mx) + sum;
+        m[r] = mx;
+      }
+    }
+    for (int64_t r = 0; r < nq; ++r) // a row with every key hidden: -inf, and NaN probabilities below
+      rowLse[r] = m[r] + std::log(l[r]);
+    float *o = out + hd.queryRow(i0) * a.valueDim;
+    std::fill(o, o + nq * a.valueDim, 0.0f);
+    for (int64_t j0 = 0; j0 < end; j0 += kKeyBlock) {
+      const int64_t nk = std::min(kKeyBlock, end - j0);
+      blockScores(hd, q, k, mask, i0, nq, j0, nk, s);
+      probabilities(s, rowLse, nq, nk);
+      probsAmax[t] = blockAmax(s, nq, nk, probsAmax[t]);
+      roundBlock(s, nq, nk, f.probsScale, f.probsDescale, Fp8Format::E4M3);
+      sgemm(false, false, nq, a.valueDim, nk, f.descaleV, s, kKeyBlock, v + hd.keyRow(j0) * a.valueDim, a.valueDim,
+            1.0f, o, a.valueDim);
+    }
+  }
+  AttentionFp8Amaxes amaxes;
+  amaxes.probs = largest(probsAmax);
+  amaxes.out = scaleForFp8(out, a.batch * a.heads * a.queries * a.valueDim, f.outScale);
+  return amaxes;
+}
+
+namespace {
+
+/// attentionGrad, and with `fp8` attentionFp8Grad: q, k, v, out and dout are then codes, and p and ds go
+/// through FP8 before the products that read them. Returns max |ds| (0 without `fp8`).
+float attentionGradImpl(const AttentionShape &plain, const AttentionFp8Scales *fp8, const float *dout, const float *q,
+                        const float *k, const float *v, const float *out, const float *lse, const void *mask,
+                        float *dq, float *dk, float *dv) {
+  const AttentionFp8Scales f = fp8 ? *fp8 : AttentionFp8Scales{};
+  AttentionShape a = plain; // scores from the codes: the descales of q and k fold into the scale
+  a.scale = plain.scale * f.descaleQ * f.descaleK;
+  const float dpScale = f.descaleDout * f.descaleV, deltaScale = f.descaleDout * f.descaleOut;
+  auto roundProbs = [&](float *p, int64_t nq, int64_t nk) {
+    if (fp8)
+      roundBlock(p, nq, nk, f.probsScale, f.probsDescale, Fp8Format::E4M3);
+  };
+  auto roundScoreGradients = [&](float *ds, int64_t nq, int64_t nk) {
+    if (fp8)
+      roundBlock(ds, nq, nk, f.dprobsScale, f.dprobsDescale, f.grads);
+  };
+  auto scaleRows = [](float *x, int64_t n, float scale) {
+    if (scale != 1.0f)
+      for (int64_t i = 0; i < n; ++i)
+        x[i] *= scale;
+  };
   const int64_t scratchFloats = 2 * kQueryBlock * kKeyBlock + kQueryBlock;
   // dq: each block of queries over the keys it sees.
   const int64_t queryBlocks = blocks(a.queries, kQueryBlock), queryTasks = a.batch * a.heads * queryBlocks;
+  std::vector<float> dprobsAmax(fp8 ? queryTasks : 0, 0.0f);
 #pragma omp parallel for schedule(dynamic) if (worthThreads(a))
   for (int64_t t = 0; t < queryTasks; ++t) {
     const Head hd{a, t / queryBlocks / a.heads, t / queryBlocks % a.heads};
@@ -160,17 +269,21 @@ void attentionGrad(const AttentionShape &a, const float *dout, const float *q, c
     float *p = threadScratch(scratchFloats), *ds = p + kQueryBlock * kKeyBlock, *delta = ds + kQueryBlock * kKeyBlock;
     const float *dob = dout + hd.queryRow(i0) * a.valueDim;
     rowDots(dob, out + hd.queryRow(i0) * a.valueDim, nq, a.valueDim, delta);
+    scaleRows(delta, nq, deltaScale);
     float *dqb = dq + hd.queryRow(i0) * a.headDim;
     std::fill(dqb, dqb + nq * a.headDim, 0.0f);
     for (int64_t j0 = 0, end = keysSeen(a, i0, nq); j0 < end; j0 += kKeyBlock) {
       const int64_t nk = std::min(kKeyBlock, end - j0);
       blockScores(hd, q, k, mask, i0, nq, j0, nk, p);
       probabilities(p, lse + hd.queryRow(i0), nq, nk);
-      sgemm(false, true, nq, nk, a.valueDim, 1.0f, dob, a.valueDim, v + hd.keyRow(j0) * a.valueDim, a.valueDim, 0.0f,
-            ds, kKeyBlock);
+      sgemm(false, true, nq, nk, a.valueDim, dpScale, dob, a.valueDim, v + hd.keyRow(j0) * a.valueDim, a.valueDim,
+            0.0f, ds, kKeyBlock);
       scoreGradients(p, ds, delta, nq, nk);
-      sgemm(false, false, nq, a.headDim, nk, a.scale, ds, kKeyBlock, k + hd.keyRow(j0) * a.headDim, a.headDim, 1.0f,
-            dqb, a.headDim);
+      if (fp8)
+        dprobsAmax[t] = blockAmax(ds, nq, nk, dprobsAmax[t]);
+      roundScoreGradients(ds, nq, nk);
+      sgemm(false, false, nq, a.headDim, nk, plain.scale * f.descaleK, ds, kKeyBlock, k + hd.keyRow(j0) * a.headDim,
+            a.headDim, 1.0f, dqb, a.headDim);
     }
   }
   // dk, dv: each block of keys over every query head of its group that sees it; no two tasks write one row.
@@ -194,16 +307,38 @@ void attentionGrad(const AttentionShape &a, const float *dout, const float *q, c
         const float *dob = dout + hd.queryRow(i0) * a.valueDim;
         blockScores(hd, q, k, mask, i0, nq, j0, nk, p);
         probabilities(p, lse + hd.queryRow(i0), nq, nk);
-        sgemm(true, false, nk, a.valueDim, nq, 1.0f, p, kKeyBlock, dob, a.valueDim, 1.0f, dvb, a.valueDim);
         rowDots(dob, out + hd.queryRow(i0) * a.valueDim, nq, a.valueDim, delta);
-        sgemm(false, true, nq, nk, a.valueDim, 1.0f, dob, a.valueDim, v + hd.keyRow(j0) * a.valueDim, a.valueDim, 0.0f,
-              ds, kKeyBlock);
+        scaleRows(delta, nq, deltaScale);
+        sgemm(false, true, nq, nk, a.valueDim, dpScale, dob, a.valueDim, v + hd.keyRow(j0) * a.valueDim, a.valueDim,
+              0.0f, ds, kKeyBlock);
         scoreGradients(p, ds, delta, nq, nk);
-        sgemm(true, false, nk, a.headDim, nq, a.scale, ds, kKeyBlock, q + hd.queryRow(i0) * a.headDim, a.headDim, 1.0f,
-              dkb, a.headDim);
+        roundScoreGradients(ds, nq, nk);
+        sgemm(true, false, nk, a.headDim, nq, plain.scale * f.descaleQ, ds, kKeyBlock, q + hd.queryRow(i0) * a.headDim,
+              a.headDim, 1.0f, dkb, a.headDim);
+        roundProbs(p, nq, nk);
+        sgemm(true, false, nk, a.valueDim, nq, f.descaleDout, p, kKeyBlock, dob, a.valueDim, 1.0f, dvb, a.valueDim);
       }
     }
   }
+  return largest(dprobsAmax);
+}
+
+} // namespace
+
+void attentionGrad(const AttentionShape &a, const float *dout, const float *q, const float *k, const float *v,
+                   const float *out, const float *lse, const void *mask, float *dq, float *dk, float *dv) {
+  attentionGradImpl(a, nullptr, dout, q, k, v, out, lse, mask, dq, dk, dv);
+}
+
+AttentionFp8Amaxes attentionFp8Grad(const AttentionShape &a, const AttentionFp8Scales &f, const float *dout,
+                                    const float *q, const float *k, const float *v, const float *out, const float *lse,
+                                    const void *mask, float *dq, float *dk, float *dv) {
+  AttentionFp8Amaxes amaxes;
+  amaxes.dprobs = attentionGradImpl(a, &f, dout, q, k, v, out, lse, mask, dq, dk, dv);
+  amaxes.dq = scaleForFp8(dq, a.batch * a.heads * a.queries * a.headDim, f.dqScale);
+  amaxes.dk = scaleForFp8(dk, a.batch * a.kvHeads * a.keys * a.headDim, f.dkScale);
+  amaxes.dv = scaleForFp8(dv, a.batch * a.kvHeads * a.keys * a.valueDim, f.dvScale);
+  return amaxes;
 }
 
 } // namespace tec::kernels::cpu

@@ -22,6 +22,8 @@ int64_t numElements(const Shape &shape);
 
 using kernels::ActivationGradKind;
 using kernels::AttentionMask;
+using kernels::AttentionFp8Amaxes;
+using kernels::AttentionFp8Scales;
 using kernels::AttentionShape;
 using kernels::BinaryKind;
 using kernels::CompareKind;
@@ -80,6 +82,14 @@ void attention(const AttentionShape &shape, const float *q, const float *k, cons
 /// and dv over blocks of keys (each written by one task: deterministic, no atomics).
 void attentionGrad(const AttentionShape &shape, const float *dout, const float *q, const float *k, const float *v,
                    const float *out, const float *lse, const void *mask, float *dq, float *dk, float *dv);
+/// FP8 attention (kernels/common/Attention.h's AttentionFp8Scales): q, k, v (and out, dout backward) are
+/// the codes' values, unscaled; outputs are written times their scale, for the cast to FP8. The forward
+/// quantizes normalized probabilities, so it takes two passes over the keys (logsumexp, then p . v).
+AttentionFp8Amaxes attentionFp8(const AttentionShape &shape, const AttentionFp8Scales &scales, const float *q,
+                                const float *k, const float *v, const void *mask, float *out, float *lse);
+AttentionFp8Amaxes attentionFp8Grad(const AttentionShape &shape, const AttentionFp8Scales &scales, const float *dout,
+                                    const float *q, const float *k, const float *v, const float *out, const float *lse,
+                                    const void *mask, float *dq, float *dk, float *dv);
 
 // GEMMs (row-major float).
 /// numpy matmul with 1-D promotion and batch broadcasting.

@@ -172,4 +172,138 @@ TEST(AttentionMasking, AFullyHiddenRowIsNaN) {
   EXPECT_FLOAT_EQ(out[3], 4.0f);
 }
 
+/// FP8 attention against the decomposed form in double with the same FP8 roundings (the probabilities
+/// through E4M3 before P V and P^T dO, the scores' gradient through E5M2 before dS K and dS^T Q). A value
+/// within float rounding of an FP8 rounding boundary may round the other way in the kernel, moving the
+/// outputs that read it by one FP8 step of one probability: so nearly every output matches to 1e-4, and
+/// none is off by more than such a step. Without the roundings every output would differ.
+struct Fp8Case {
+  const char *name;
+  AttentionShape shape;
+};
+
+class AttentionFp8 : public ::testing::TestWithParam<Fp8Case> {};
+
+/// x on an FP8 grid: the codes' values for `scale` (what the kernel reads) and their descale.
+std::vector<float> fp8Codes(std::vector<float> x, float scale, Fp8Format format) {
+  for (float &e : x)
+    e = fp8ToFloat(floatToFp8(e * scale, format), format);
+  return x;
+}
+
+void expectMostlyExact(const std::vector<float> &got, float gotScale, const std::vector<double> &want, const char *what) {
+  ASSERT_EQ(got.size(), want.size());
+  double scale = 1e-30, worst = 0;
+  for (double w : want)
+    scale = std::max(scale, std::fabs(w));
+  int64_t off = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = std::fabs(got[i] / gotScale - want[i]);
+    worst = std::max(worst, d);
+    off += d > 1e-4 * scale;
+  }
+  EXPECT_LE(off, static_cast<int64_t>(got.size() / 50)) << what << ": " << off << " of " << got.size() << " off by > 1e-4";
+  EXPECT_LE(worst, 0.02 * scale) << what << ": largest difference " << worst << " of a largest value " << scale;
+}
+
+TEST_P(AttentionFp8, MatchesTheDecomposedFormWithItsRoundings) {
+  ASSERT_TRUE(cpu::blas().loaded) << cpu::blas().library;
+  const AttentionShape a = GetParam().shape;
+  std::mt19937 rng(29);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto draw = [&](int64_t n, float sigma) {
+    std::vector<float> x(n);
+    for (float &e : x)
+      e = sigma * normal(rng);
+    return x;
+  };
+  AttentionFp8Scales f; // scales as delayed scaling would set them: fp8_max / amax
+  f.descaleQ = 1 / 64.0f, f.descaleK = 1 / 32.0f, f.descaleV = 1 / 100.0f, f.descaleDout = 1 / 4096.0f;
+  f.probsScale = 448.0f, f.probsDescale = 1 / 448.0f, f.outScale = 96.0f;
+  f.dprobsScale = 8192.0f, f.dprobsDescale = 1 / 8192.0f, f.dqScale = 2048.0f, f.dkScale = 1024.0f, f.dvScale = 512.0f;
+  auto q = fp8Codes(draw(a.batch * a.heads * a.queries * a.headDim, 1.5f), 1 / f.descaleQ, Fp8Format::E4M3);
+  auto k = fp8Codes(draw(a.batch * a.kvHeads * a.keys * a.headDim, 1.5f), 1 / f.descaleK, Fp8Format::E4M3);
+  auto v = fp8Codes(draw(a.batch * a.kvHeads * a.keys * a.valueDim, 1.0f), 1 / f.descaleV, Fp8Format::E4M3);
+  auto dout = fp8Codes(draw(a.batch * a.heads * a.queries * a.valueDim, 1e-2f), 1 / f.descaleDout, Fp8Format::E5M2);
+  auto values = [](std::vector<float> codes, float descale) {
+    for (float &e : codes)
+      e *= descale;
+    return codes;
+  };
+  const auto qv = values(q, f.descaleQ), kv = values(k, f.descaleK), vv = values(v, f.descaleV),
+             dov = values(dout, f.descaleDout);
+
+  std::vector<float> out(dout.size()), lse(a.batch * a.heads * a.queries);
+  const AttentionFp8Amaxes fwd = cpu::attentionFp8(a, f, q.data(), k.data(), v.data(), nullptr, out.data(), lse.data());
+  // The output as the plan keeps it: E4M3 codes of out * outScale, worth code / outScale.
+  std::vector<float> outCodes = out;
+  for (float &e : outCodes)
+    e = fp8ToFloat(floatToFp8(e, Fp8Format::E4M3), Fp8Format::E4M3);
+  f.descaleOut = 1 / f.outScale;
+  f.grads = Fp8Format::E5M2;
+  std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+  const AttentionFp8Amaxes bwd = cpu::attentionFp8Grad(a, f, dout.data(), q.data(), k.data(), v.data(), outCodes.data(),
+                                                       lse.data(), nullptr, dq.data(), dk.data(), dv.data());
+
+  // The reference: every score kept, in double; the FP8 roundings where the fused kernels make them.
+  const auto ov = values(outCodes, f.descaleOut);
+  std::vector<double> rOut(out.size(), 0.0), rDq(q.size(), 0.0), rDk(k.size(), 0.0), rDv(v.size(), 0.0);
+  double probsAmax = 0, outAmax = 0, dsAmax = 0;
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const int64_t kvh = h / (a.heads / a.kvHeads), qRow = (b * a.heads + h) * a.queries,
+                    kRow = (b * a.kvHeads + kvh) * a.keys;
+      for (int64_t i = 0; i < a.queries; ++i) {
+        std::vector<double> p(a.keys, 0.0), dp(a.keys, 0.0);
+        double mx = -INFINITY, sum = 0, delta = 0;
+        const int64_t seen = a.visibleKeys(i);
+        for (int64_t j = 0; j < seen; ++j) {
+          for (int64_t d = 0; d < a.headDim; ++d)
+            p[j] += double(qv[(qRow + i) * a.headDim + d]) * kv[(kRow + j) * a.headDim + d];
+          p[j] *= a.scale;
+          mx = std::max(mx, p[j]);
+        }
+        for (int64_t j = 0; j < seen; ++j)
+          sum += p[j] = std::exp(p[j] - mx);
+        for (int64_t d = 0; d < a.valueDim; ++d)
+          delta += double(dov[(qRow + i) * a.valueDim + d]) * ov[(qRow + i) * a.valueDim + d];
+        for (int64_t j = 0; j < seen; ++j) {
+          p[j] /= sum;
+          probsAmax = std::max(probsAmax, p[j]);
+          const double pq = throughFp8(float(p[j]), f.probsScale, f.probsDescale, Fp8Format::E4M3);
+          for (int64_t d = 0; d < a.valueDim; ++d) {
+            rOut[(qRow + i) * a.valueDim + d] += pq * vv[(kRow + j) * a.valueDim + d];
+            dp[j] += double(dov[(qRow + i) * a.valueDim + d]) * vv[(kRow + j) * a.valueDim + d];
+            rDv[(kRow + j) * a.valueDim + d] += pq * dov[(qRow + i) * a.valueDim + d];
+          }
+          const double ds = p[j] * (dp[j] - delta);
+          dsAmax = std::max(dsAmax, std::fabs(ds));
+          const double dsq = a.scale * double(throughFp8(float(ds), f.dprobsScale, f.dprobsDescale, Fp8Format::E5M2));
+          for (int64_t d = 0; d < a.headDim; ++d) {
+            rDq[(qRow + i) * a.headDim + d] += dsq * kv[(kRow + j) * a.headDim + d];
+            rDk[(kRow + j) * a.headDim + d] += dsq * qv[(qRow + i) * a.headDim + d];
+          }
+        }
+        for (int64_t d = 0; d < a.valueDim; ++d)
+          outAmax = std::max(outAmax, std::fabs(rOut[(qRow + i) * a.valueDim + d]));
+      }
+    }
+  expectMostlyExact(out, f.outScale, rOut, "output");
+  expectMostlyExact(dq, f.dqScale, rDq, "dq");
+  expectMostlyExact(dk, f.dkScale, rDk, "dk");
+  expectMostlyExact(dv, f.dvScale, rDv, "dv");
+  EXPECT_NEAR(fwd.probs, probsAmax, 1e-6);
+  EXPECT_NEAR(fwd.out, outAmax, 1e-2 * outAmax);
+  EXPECT_NEAR(bwd.dprobs, dsAmax, 1e-4 * dsAmax);
+  double dqAmax = 0;
+  for (double x : rDq)
+    dqAmax = std::max(dqAmax, std::fabs(x));
+  EXPECT_NEAR(bwd.dq, dqAmax, 2e-2 * dqAmax);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionFp8,
+                         ::testing::Values(Fp8Case{"blocks", geometry(1, 2, 2, 100, 150, 16, 16, false)},
+                                           Fp8Case{"grouped_causal", geometry(2, 4, 2, 70, 70, 16, 8, true)}),
+                         [](const auto &info) { return std::string(info.param.name); });
+
 } // namespace

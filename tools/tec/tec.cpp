@@ -95,6 +95,9 @@ cl::opt<std::string> amaxAlgo("amax-algo", cl::desc("amax from the history: max 
                               cl::cat(category));
 cl::opt<bool> fp8Emulate("fp8-emulate", cl::desc("keep FP8 GEMMs on the cpu target, emulated (to test numerics)"),
                          cl::cat(category));
+cl::opt<bool> fp8Attention("fp8-attention",
+                           cl::desc("attention in FP8 too where GEMMs run in FP8 (Transformer Engine's fp8_dpa)"),
+                           cl::cat(category));
 cl::opt<bool> train("train", cl::desc("also build a training step (loss, backward, optimizer)"), cl::cat(category));
 cl::opt<std::string> lossName("loss", cl::desc("training loss: mse | l1 | cross-entropy (int64 class labels)"),
                               cl::init("mse"), cl::cat(category));
@@ -467,6 +470,7 @@ int compile() {
   options.pipeline.margin = fp8Margin;
   options.pipeline.amaxAlgo = amaxAlgo;
   options.pipeline.fp8Emulate = fp8Emulate;
+  options.pipeline.fp8Attention = fp8Attention;
   options.train = train;
   options.pipeline.train = {lossName, optimizerName, lrSchedule, frozenParams, trainableParams, lr, momentum,
                             beta1,    beta2,         adamEps,    weightDecay,  clipNorm,   nesterov,
