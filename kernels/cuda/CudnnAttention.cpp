@@ -22,8 +22,12 @@ namespace fe = cudnn_frontend;
 
 namespace {
 
-// Tensor uids of the variant pack.
-enum Uid : int64_t { kQ = 1, kK, kV, kMask, kOut, kLse, kDout, kDq, kDk, kDv };
+// Tensor uids of the variant pack; FP8's scales and amaxes follow, in the order of AttentionOperands'.
+enum Uid : int64_t { kQ = 1, kK, kV, kMask, kOut, kLse, kDout, kDq, kDk, kDv, kScales = 100, kAmaxes = 200 };
+
+fe::DataType_t fp8Type(ElementType t) {
+  return t == ElementType::F8E5M2 ? fe::DataType_t::FP8_E5M2 : fe::DataType_t::FP8_E4M3;
+}
 
 std::vector<int64_t> contiguous(const std::vector<int64_t> &dims) {
   std::vector<int64_t> strides(dims.size(), 1);
@@ -51,7 +55,10 @@ std::unique_ptr<CudnnAttention> CudnnAttention::create(const CudnnHandle &handle
   const AttentionShape &a = spec.shape;
   try {
     auto graph = std::make_shared<fe::graph::Graph>();
-    graph->set_io_data_type(spec.type == ElementType::BF16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
+    const fe::DataType_t io = spec.fp8                         ? fe::DataType_t::FP8_E4M3
+                              : spec.type == ElementType::BF16 ? fe::DataType_t::BFLOAT16
+                                                               : fe::DataType_t::HALF;
+    graph->set_io_data_type(io)
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
         .set_compute_data_type(fe::DataType_t::FLOAT);
     auto tensor = [&](const char *name, int64_t uid, const std::vector<int64_t> &dims) {
@@ -71,7 +78,66 @@ std::unique_ptr<CudnnAttention> CudnnAttention::create(const CudnnHandle &handle
       bias = graph->tensor(
           fe::graph::Tensor_attributes().set_name("bias").set_uid(kMask).set_dim(dims).set_stride(strides));
     }
-    if (!spec.grad) {
+    // FP8's per-tensor scales and amaxes: f32 scalars.
+    auto scalar = [&](const char *name, int64_t uid) {
+      return graph->tensor(fe::graph::Tensor_attributes()
+                               .set_name(name)
+                               .set_uid(uid)
+                               .set_dim({1, 1, 1, 1})
+                               .set_stride({1, 1, 1, 1})
+                               .set_data_type(fe::DataType_t::FLOAT));
+    };
+    auto amaxOutput = [&](const std::shared_ptr<fe::graph::Tensor_attributes> &t, int64_t uid) {
+      t->set_output(true).set_uid(uid).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_data_type(
+          fe::DataType_t::FLOAT);
+    };
+    if (spec.fp8 && !spec.grad) { // scales: q, k, v descales, the probabilities' scale and descale, out's scale
+      auto options = fe::graph::SDPA_fp8_attributes()
+                         .set_name("attention_fp8")
+                         .set_generate_stats(true)
+                         .set_attn_scale(a.scale)
+                         .set_causal_mask(a.causal);
+      auto [out, stats, amaxProbs, amaxOut] =
+          graph->sdpa_fp8(q, k, v, scalar("descale_q", kScales + 0), scalar("descale_k", kScales + 1),
+                          scalar("descale_v", kScales + 2), scalar("descale_s", kScales + 4),
+                          scalar("scale_s", kScales + 3), scalar("scale_o", kScales + 5), options);
+      out->set_output(true).set_uid(kOut).set_dim(oDims).set_stride(contiguous(oDims)).set_data_type(
+          fe::DataType_t::FP8_E4M3);
+      stats->set_output(true).set_uid(kLse).set_data_type(fe::DataType_t::FLOAT).set_dim(lseDims).set_stride(
+          contiguous(lseDims));
+      amaxOutput(amaxProbs, kAmaxes + 0);
+      amaxOutput(amaxOut, kAmaxes + 1);
+    } else if (spec.fp8) { // tec.attention_fp8_grad's scales: q, k, v, out, dout descales; probs scale and
+                           // descale; dP scale and descale; dq, dk, dv scales
+      auto out = tensor("out", kOut, oDims);
+      auto dout = tensor("dout", kDout, oDims);
+      dout->set_data_type(fp8Type(spec.doutType));
+      auto stats = graph->tensor(fe::graph::Tensor_attributes()
+                                     .set_name("lse")
+                                     .set_uid(kLse)
+                                     .set_dim(lseDims)
+                                     .set_stride(contiguous(lseDims))
+                                     .set_data_type(fe::DataType_t::FLOAT));
+      auto options = fe::graph::SDPA_fp8_backward_attributes()
+                         .set_name("attention_fp8_backward")
+                         .set_attn_scale(a.scale)
+                         .set_causal_mask(a.causal)
+                         .set_deterministic_algorithm(true);
+      auto [dq, dk, dv, amaxDq, amaxDk, amaxDv, amaxDp] = graph->sdpa_fp8_backward(
+          q, k, v, out, dout, stats, scalar("descale_q", kScales + 0), scalar("descale_k", kScales + 1),
+          scalar("descale_v", kScales + 2), scalar("descale_o", kScales + 3), scalar("descale_do", kScales + 4),
+          scalar("descale_s", kScales + 6), scalar("descale_dp", kScales + 8), scalar("scale_s", kScales + 5),
+          scalar("scale_dq", kScales + 9), scalar("scale_dk", kScales + 10), scalar("scale_dv", kScales + 11),
+          scalar("scale_dp", kScales + 7), options);
+      const fe::DataType_t grads = fp8Type(spec.gradType);
+      dq->set_output(true).set_uid(kDq).set_dim(qDims).set_stride(contiguous(qDims)).set_data_type(grads);
+      dk->set_output(true).set_uid(kDk).set_dim(kDims).set_stride(contiguous(kDims)).set_data_type(grads);
+      dv->set_output(true).set_uid(kDv).set_dim(vDims).set_stride(contiguous(vDims)).set_data_type(grads);
+      amaxOutput(amaxDq, kAmaxes + 0);
+      amaxOutput(amaxDk, kAmaxes + 1);
+      amaxOutput(amaxDv, kAmaxes + 2);
+      amaxOutput(amaxDp, kAmaxes + 3);
+    } else if (!spec.grad) {
       auto options = fe::graph::SDPA_attributes()
                          .set_name("attention")
                          .set_generate_stats(true)
@@ -134,6 +200,13 @@ bool CudnnAttention::run(const AttentionOperands &o, void *workspaceMemory, std:
   if (spec.grad) {
     pack[kDout] = const_cast<void *>(o.dout);
     pack[kDq] = o.dq, pack[kDk] = o.dk, pack[kDv] = o.dv;
+  }
+  if (spec.fp8) {
+    const int scales = spec.grad ? 12 : 6, amaxes = spec.grad ? 4 : 2;
+    for (int i = 0; i < scales; ++i)
+      pack[kScales + i] = const_cast<float *>(o.scales[i]);
+    for (int i = 0; i < amaxes; ++i)
+      pack[kAmaxes + i] = o.amaxes[i];
   }
   try {
     auto status = graph->graph->execute(static_cast<cudnnHandle_t>(handle.get()), pack, workspaceMemory);

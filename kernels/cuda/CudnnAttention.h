@@ -16,16 +16,20 @@
 namespace tec::kernels::cuda {
 
 /// One attention step: forward (q, k, v, mask? -> out, lse) or backward (dout, q, k, v, out, lse, mask? ->
-/// dq, dk, dv); q, k, v, out and gradients of `type`, lse f32, an additive mask of `type`.
+/// dq, dk, dv); q, k, v, out and gradients of `type`, lse f32, an additive mask of `type`. FP8 attention
+/// (`fp8`): q, k, v and out E4M3, dout and the gradients of `gradType`, with scales and amaxes.
 struct AttentionSpec {
   AttentionShape shape;
   ElementType type = ElementType::BF16;
   bool grad = false;
+  bool fp8 = false;
+  ElementType doutType = ElementType::F8E5M2, gradType = ElementType::F8E5M2;
 };
 
 /// Whether cuDNN's fused attention can express `spec`, and if not, why: bf16 or f16, head sizes multiples
-/// of 8 up to 256 (128 for the backward), no boolean mask, an additive mask that spans queries and keys.
-/// Plain C++, tested without a GPU.
+/// of 8 up to 256 (128 for the backward), no boolean mask, an additive mask that spans queries and keys;
+/// FP8: head sizes multiples of 16 up to 256 (128 backward), no mask but causal. Plain C++, tested
+/// without a GPU.
 bool cudnnAttentionTakes(const AttentionSpec &spec, std::string &why);
 
 /// Device pointers of one attention launch (those of the other direction stay null).
@@ -34,6 +38,10 @@ struct AttentionOperands {
   void *out = nullptr; // written forward, read backward
   float *lse = nullptr;
   void *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  /// FP8: device f32 scalars in tec.attention_fp8's or tec.attention_fp8_grad's order (Kernels.h's
+  /// AttentionFp8Args), the amaxes written by cuDNN.
+  const float *scales[12] = {};
+  float *amaxes[4] = {};
 };
 
 /// One attention's cuDNN graph, built and its plan chosen once (at plan load): deterministic in the

@@ -25,12 +25,6 @@ __device__ __forceinline__ float loadWide(const void *x, ElementType type, int64
 
 int blocksFor(int64_t n) { return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
 
-/// Non-negative floats order like their bits, so a max over |x| is an integer atomicMax; the canonical
-/// NaN (whose bits are above +inf) wins, as on the CPU.
-__device__ void atomicMaxAbs(float *target, float value) {
-  atomicMax(reinterpret_cast<unsigned int *>(target), __float_as_uint(fabsf(value)));
-}
-
 /// One value's FP8 health: saturated (finite but beyond the format's range) or flushed (nonzero to 0).
 __device__ void countHealth(float scaled, uint8_t q, Fp8Format format, unsigned long long &saturated,
                             unsigned long long &flushed) {

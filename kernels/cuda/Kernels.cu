@@ -27,10 +27,13 @@ int blocksFor(int64_t n) {
 #define TEC_GRID_LOOP(i, n)                                                                                        \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
+/// A float operand's element as f32; FP8 operands give their codes' values (FP8 attention scales them).
 __device__ float load(ConstRef r, int64_t i) {
   switch (r.type) {
   case ElementType::F16: return f16ToFloat(static_cast<const uint16_t *>(r.data)[i]);
   case ElementType::BF16: return bf16ToFloat(static_cast<const uint16_t *>(r.data)[i]);
+  case ElementType::F8E4M3: return fp8ToFloat(static_cast<const uint8_t *>(r.data)[i], Fp8Format::E4M3);
+  case ElementType::F8E5M2: return fp8ToFloat(static_cast<const uint8_t *>(r.data)[i], Fp8Format::E5M2);
   default: return static_cast<const float *>(r.data)[i];
   }
 }
@@ -39,6 +42,8 @@ __device__ void store(Ref r, int64_t i, float v) {
   switch (r.type) {
   case ElementType::F16: static_cast<uint16_t *>(r.data)[i] = floatToF16(v); return;
   case ElementType::BF16: static_cast<uint16_t *>(r.data)[i] = floatToBf16(v); return;
+  case ElementType::F8E4M3: static_cast<uint8_t *>(r.data)[i] = floatToFp8(v, Fp8Format::E4M3); return;
+  case ElementType::F8E5M2: static_cast<uint8_t *>(r.data)[i] = floatToFp8(v, Fp8Format::E5M2); return;
   default: static_cast<float *>(r.data)[i] = v; return;
   }
 }
@@ -495,12 +500,115 @@ __global__ void attentionKernel(AttentionShape a, ConstRef q, ConstRef k, ConstR
     lse[row] = m + logf(l);
 }
 
-/// dq for one query row, and its delta = dout . out (kept for attentionKeyGradKernel).
-__global__ void attentionQueryGradKernel(AttentionShape a, ConstRef dout, ConstRef q, ConstRef k, ConstRef v,
-                                         ConstRef out, const float *lse, ConstRef mask, Ref dq, float *delta) {
+/// max |v| over the block (NaN wins), for thread 0 to publish with one atomic.
+__device__ float blockMaxAbs(float v, float *shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride)
+      shared[threadIdx.x] = maxAbsNanWins(shared[threadIdx.x], shared[threadIdx.x + stride]);
+    __syncthreads();
+  }
+  const float r = shared[0];
+  __syncthreads();
+  return r;
+}
+
+/// The block's amax folded into *target (a grid-wide max |x|); none without FP8.
+__device__ void publishAmax(float *target, float local, float *shared) {
+  const float amax = blockMaxAbs(local, shared);
+  if (target && threadIdx.x == 0)
+    atomicMaxAbs(target, amax);
+}
+
+/// FP8 attention's scale values, read from the device scalars in tec.attention_fp8's or
+/// tec.attention_fp8_grad's order; all 1 (no rounding) for 16/32-bit attention.
+__device__ AttentionFp8Scales readScales(const AttentionFp8Args &f, bool grad) {
+  AttentionFp8Scales s;
+  if (!f.scales[0])
+    return s;
+  auto at = [&](int i) { return *f.scales[i]; };
+  s.descaleQ = at(0), s.descaleK = at(1), s.descaleV = at(2);
+  if (!grad) {
+    s.probsScale = at(3), s.probsDescale = at(4), s.outScale = at(5);
+    return s;
+  }
+  s.descaleOut = at(3), s.descaleDout = at(4), s.probsScale = at(5), s.probsDescale = at(6);
+  s.dprobsScale = at(7), s.dprobsDescale = at(8), s.dqScale = at(9), s.dkScale = at(10), s.dvScale = at(11);
+  s.grads = f.grads;
+  return s;
+}
+
+/// FP8 attention forward, one block per query row: the row's logsumexp over the keys first (FP8 quantizes
+/// normalized probabilities), then p = e^(s - lse) through E4M3 times V, as the CPU kernel computes.
+__global__ void attentionFp8Kernel(AttentionShape a, AttentionFp8Args args, ConstRef q, ConstRef k, ConstRef v,
+                                   ConstRef mask, Ref out, float *lse) {
+  extern __shared__ float smem[];
+  float *qRow = smem, *acc = qRow + a.headDim, *tile = acc + a.valueDim, *scratch = tile + blockDim.x;
+  const AttentionFp8Scales f = readScales(args, false);
+  a.scale *= f.descaleQ * f.descaleK; // scores from the codes
+  const int64_t row = blockIdx.x, b = row / (a.heads * a.queries), h = row / a.queries % a.heads, i = row % a.queries;
+  const int64_t keyRow = (b * a.kvHeads + a.kvHeadOf(h)) * a.keys, maskRow = a.maskRow(b, h, i);
+  for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x)
+    qRow[d] = load(q, row * a.headDim + d);
+  for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x)
+    acc[d] = 0.0f;
+  __syncthreads();
+  float m = -INFINITY, l = 0.0f;
+  const int64_t end = a.visibleKeys(i);
+  for (int64_t j0 = 0; j0 < end; j0 += blockDim.x) {
+    const int64_t j = j0 + threadIdx.x;
+    const float s = j < end ? attentionScore(a, qRow, k, keyRow, mask, maskRow, j) : -INFINITY;
+    const float mNew = fmaxf(m, blockMax(s, scratch));
+    const float p = mNew == -INFINITY ? 0.0f : expApprox(s - mNew);
+    l = l * (mNew == -INFINITY ? 1.0f : expApprox(m - mNew)) + blockSum(p, scratch);
+    m = mNew;
+  }
+  const float rowLse = m + logf(l); // -inf for a row with every key hidden: NaN probabilities, as on the CPU
+  if (threadIdx.x == 0)
+    lse[row] = rowLse;
+  float probsAmax = 0.0f;
+  for (int64_t j0 = 0; j0 < end; j0 += blockDim.x) {
+    const int64_t j = j0 + threadIdx.x, width = min(int64_t(blockDim.x), end - j0);
+    float p = 0.0f;
+    if (j < end) {
+      p = expApprox(attentionScore(a, qRow, k, keyRow, mask, maskRow, j) - rowLse);
+      probsAmax = maxAbsNanWins(probsAmax, p);
+      p = throughFp8(p, f.probsScale, f.probsDescale, Fp8Format::E4M3);
+    }
+    tile[threadIdx.x] = p;
+    __syncthreads();
+    for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x) {
+      float sum = 0.0f;
+      for (int64_t t = 0; t < width; ++t)
+        sum += tile[t] * load(v, (keyRow + j0 + t) * a.valueDim + d);
+      acc[d] += sum;
+    }
+    __syncthreads();
+  }
+  float outAmax = 0.0f;
+  for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x) {
+    const float o = acc[d] * f.descaleV;
+    outAmax = maxAbsNanWins(outAmax, o);
+    store(out, row * a.valueDim + d, o * f.outScale);
+  }
+  publishAmax(args.amaxes[0], probsAmax, scratch);
+  publishAmax(args.amaxes[1], outAmax, scratch);
+}
+
+/// dq for one query row, and its delta = dout . out (kept for attentionKeyGradKernel). With FP8 (`args`
+/// set) the operands are codes scaled on the way, ds goes through FP8 before ds K, and dq is written
+/// scaled, its amax and ds's published.
+__global__ void attentionQueryGradKernel(AttentionShape a, AttentionFp8Args args, ConstRef dout, ConstRef q, ConstRef k,
+                                         ConstRef v, ConstRef out, const float *lse, ConstRef mask, Ref dq,
+                                         float *delta) {
   extern __shared__ float smem[];
   float *qRow = smem, *doRow = qRow + a.headDim, *acc = doRow + a.valueDim, *tile = acc + a.headDim,
         *scratch = tile + blockDim.x;
+  const AttentionFp8Scales f = readScales(args, true);
+  const bool fp8 = args.scales[0] != nullptr;
+  AttentionShape codes = a; // scores from the codes
+  codes.scale *= f.descaleQ * f.descaleK;
   const int64_t row = blockIdx.x, b = row / (a.heads * a.queries), h = row / a.queries % a.heads, i = row % a.queries;
   const int64_t keyRow = (b * a.kvHeads + a.kvHeadOf(h)) * a.keys, maskRow = a.maskRow(b, h, i);
   float dot = 0.0f;
@@ -509,22 +617,27 @@ __global__ void attentionQueryGradKernel(AttentionShape a, ConstRef dout, ConstR
     acc[d] = 0.0f;
   }
   for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x) {
-    doRow[d] = load(dout, row * a.valueDim + d);
-    dot += doRow[d] * load(out, row * a.valueDim + d);
+    doRow[d] = load(dout, row * a.valueDim + d) * f.descaleDout;
+    dot += doRow[d] * load(out, row * a.valueDim + d) * f.descaleOut;
   }
   const float rowDelta = blockSum(dot, scratch), rowLse = lse[row];
   if (threadIdx.x == 0)
     delta[row] = rowDelta;
+  float dsAmax = 0.0f;
   const int64_t end = a.visibleKeys(i);
   for (int64_t j0 = 0; j0 < end; j0 += blockDim.x) {
     const int64_t j = j0 + threadIdx.x, width = min(int64_t(blockDim.x), end - j0);
     float ds = 0.0f;
     if (j < end) {
-      const float p = expApprox(attentionScore(a, qRow, k, keyRow, mask, maskRow, j) - rowLse);
+      const float p = expApprox(attentionScore(codes, qRow, k, keyRow, mask, maskRow, j) - rowLse);
       float dp = 0.0f;
       for (int64_t d = 0; d < a.valueDim; ++d)
         dp += doRow[d] * load(v, (keyRow + j) * a.valueDim + d);
-      ds = p * (dp - rowDelta);
+      ds = p * (dp * f.descaleV - rowDelta);
+      if (fp8) {
+        dsAmax = maxAbsNanWins(dsAmax, ds);
+        ds = throughFp8(ds, f.dprobsScale, f.dprobsDescale, f.grads);
+      }
     }
     tile[threadIdx.x] = ds;
     __syncthreads();
@@ -536,24 +649,33 @@ __global__ void attentionQueryGradKernel(AttentionShape a, ConstRef dout, ConstR
     }
     __syncthreads();
   }
-  for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x)
-    store(dq, row * a.headDim + d, a.scale * acc[d]);
+  float dqAmax = 0.0f;
+  for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x) {
+    const float g = a.scale * f.descaleK * acc[d];
+    dqAmax = maxAbsNanWins(dqAmax, g);
+    store(dq, row * a.headDim + d, g * f.dqScale);
+  }
+  publishAmax(args.amaxes[0], dqAmax, scratch);
+  publishAmax(args.amaxes[3], dsAmax, scratch);
 }
 
 /// dk and dv for one key row, over every query head of its group that sees it; one block writes each row.
-__global__ void attentionKeyGradKernel(AttentionShape a, ConstRef dout, ConstRef q, ConstRef k, ConstRef v,
-                                       const float *lse, const float *delta, ConstRef mask, Ref dk, Ref dv) {
+/// With FP8 as attentionQueryGradKernel: p goes through E4M3 before p^T dout, ds through FP8 before ds^T q.
+__global__ void attentionKeyGradKernel(AttentionShape a, AttentionFp8Args args, ConstRef dout, ConstRef q, ConstRef k,
+                                       ConstRef v, const float *lse, const float *delta, ConstRef mask, Ref dk, Ref dv) {
   extern __shared__ float smem[];
   float *kRow = smem, *vRow = kRow + a.headDim, *dkAcc = vRow + a.valueDim, *dvAcc = dkAcc + a.headDim,
         *pTile = dvAcc + a.valueDim, *dsTile = pTile + blockDim.x;
+  const AttentionFp8Scales f = readScales(args, true);
+  const bool fp8 = args.scales[0] != nullptr;
   const int64_t keyIndex = blockIdx.x, b = keyIndex / (a.kvHeads * a.keys), kvHead = keyIndex / a.keys % a.kvHeads,
                 j = keyIndex % a.keys;
   for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x) {
-    kRow[d] = load(k, keyIndex * a.headDim + d);
+    kRow[d] = load(k, keyIndex * a.headDim + d) * f.descaleK;
     dkAcc[d] = 0.0f;
   }
   for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x) {
-    vRow[d] = load(v, keyIndex * a.valueDim + d);
+    vRow[d] = load(v, keyIndex * a.valueDim + d) * f.descaleV;
     dvAcc[d] = 0.0f;
   }
   __syncthreads();
@@ -567,7 +689,7 @@ __global__ void attentionKeyGradKernel(AttentionShape a, ConstRef dout, ConstRef
         float s = 0.0f, dp = 0.0f;
         for (int64_t d = 0; d < a.headDim; ++d)
           s += load(q, row * a.headDim + d) * kRow[d];
-        s *= a.scale;
+        s *= a.scale * f.descaleQ;
         const int64_t at = a.maskRow(b, h, i) + j * a.maskStrides[3];
         if (a.mask == AttentionMask::Additive)
           s = maskedScore(s, load(mask, at), true);
@@ -578,7 +700,11 @@ __global__ void attentionKeyGradKernel(AttentionShape a, ConstRef dout, ConstRef
         p = expApprox(s - lse[row]);
         for (int64_t d = 0; d < a.valueDim; ++d)
           dp += load(dout, row * a.valueDim + d) * vRow[d];
-        ds = p * (dp - delta[row]);
+        ds = p * (dp * f.descaleDout - delta[row]);
+        if (fp8) {
+          ds = throughFp8(ds, f.dprobsScale, f.dprobsDescale, f.grads);
+          p = throughFp8(p, f.probsScale, f.probsDescale, Fp8Format::E4M3);
+        }
       }
       pTile[threadIdx.x] = p;
       dsTile[threadIdx.x] = ds;
@@ -598,10 +724,19 @@ __global__ void attentionKeyGradKernel(AttentionShape a, ConstRef dout, ConstRef
       }
       __syncthreads();
     }
-  for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x)
-    store(dk, keyIndex * a.headDim + d, a.scale * dkAcc[d]);
-  for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x)
-    store(dv, keyIndex * a.valueDim + d, dvAcc[d]);
+  float dkAmax = 0.0f, dvAmax = 0.0f;
+  for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x) {
+    const float g = a.scale * f.descaleQ * dkAcc[d];
+    dkAmax = maxAbsNanWins(dkAmax, g);
+    store(dk, keyIndex * a.headDim + d, g * f.dkScale);
+  }
+  for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x) {
+    const float g = dvAcc[d] * f.descaleDout;
+    dvAmax = maxAbsNanWins(dvAmax, g);
+    store(dv, keyIndex * a.valueDim + d, g * f.dvScale);
+  }
+  publishAmax(args.amaxes[1], dkAmax, pTile);
+  publishAmax(args.amaxes[2], dvAmax, pTile);
 }
 
 /// One block per row; mean and variance accumulated in double, as on the CPU.
@@ -1102,16 +1237,37 @@ void attention(const AttentionShape &a, ConstRef q, ConstRef k, ConstRef v, Cons
       a, q, k, v, mask, out, lse);
 }
 
-void attentionGrad(const AttentionShape &a, ConstRef dout, ConstRef q, ConstRef k, ConstRef v, ConstRef out,
-                   const float *lse, ConstRef mask, Ref dq, Ref dk, Ref dv, float *delta, void *stream) {
+void attentionFp8Grad(const AttentionShape &a, const AttentionFp8Args &f, ConstRef dout, ConstRef q, ConstRef k,
+                      ConstRef v, ConstRef out, const float *lse, ConstRef mask, Ref dq, Ref dk, Ref dv, float *delta,
+                      void *stream) {
   const int64_t rows = a.batch * a.heads * a.queries, keyRows = a.batch * a.kvHeads * a.keys;
+  for (float *amax : f.amaxes) // grid-wide maxima start at 0
+    if (amax)
+      cudaMemsetAsync(amax, 0, sizeof(float), asStream(stream));
   if (rows == 0 || keyRows == 0)
     return;
   const size_t shared = attentionSharedBytes(a, true);
-  attentionQueryGradKernel<<<static_cast<unsigned>(rows), kThreads, shared, asStream(stream)>>>(a, dout, q, k, v, out,
-                                                                                               lse, mask, dq, delta);
-  attentionKeyGradKernel<<<static_cast<unsigned>(keyRows), kThreads, shared, asStream(stream)>>>(a, dout, q, k, v, lse,
-                                                                                                delta, mask, dk, dv);
+  attentionQueryGradKernel<<<static_cast<unsigned>(rows), kThreads, shared, asStream(stream)>>>(a, f, dout, q, k, v,
+                                                                                               out, lse, mask, dq, delta);
+  attentionKeyGradKernel<<<static_cast<unsigned>(keyRows), kThreads, shared, asStream(stream)>>>(a, f, dout, q, k, v,
+                                                                                                lse, delta, mask, dk, dv);
+}
+
+void attentionGrad(const AttentionShape &a, ConstRef dout, ConstRef q, ConstRef k, ConstRef v, ConstRef out,
+                   const float *lse, ConstRef mask, Ref dq, Ref dk, Ref dv, float *delta, void *stream) {
+  attentionFp8Grad(a, AttentionFp8Args{}, dout, q, k, v, out, lse, mask, dq, dk, dv, delta, stream);
+}
+
+void attentionFp8(const AttentionShape &a, const AttentionFp8Args &f, ConstRef q, ConstRef k, ConstRef v, ConstRef mask,
+                  Ref out, float *lse, void *stream) {
+  const int64_t rows = a.batch * a.heads * a.queries;
+  for (float *amax : f.amaxes)
+    if (amax)
+      cudaMemsetAsync(amax, 0, sizeof(float), asStream(stream));
+  if (rows == 0)
+    return;
+  attentionFp8Kernel<<<static_cast<unsigned>(rows), kThreads, attentionSharedBytes(a, false), asStream(stream)>>>(
+      a, f, q, k, v, mask, out, lse);
 }
 
 void layerNorm(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref rstd, int64_t rows, int64_t cols,

@@ -79,6 +79,20 @@ void attention(const AttentionShape &shape, ConstRef q, ConstRef k, ConstRef v, 
 /// scratch of lse's size.
 void attentionGrad(const AttentionShape &shape, ConstRef dout, ConstRef q, ConstRef k, ConstRef v, ConstRef out,
                    const float *lse, ConstRef mask, Ref dq, Ref dk, Ref dv, float *delta, void *stream);
+/// FP8 attention's scales and amaxes: device pointers to f32 scalars, in tec.attention_fp8's (6 scales,
+/// 2 amaxes) or tec.attention_fp8_grad's order (12, 4; see kernels/common/Attention.h). The launches zero
+/// the amaxes first. All null: 16/32-bit attention.
+struct AttentionFp8Args {
+  const float *scales[12] = {};
+  float *amaxes[4] = {};
+  Fp8Format grads = Fp8Format::E5M2;
+};
+/// tec's FP8 attention, the CPU kernel's numerics (q, k, v E4M3 codes; out written as E4M3 codes).
+void attentionFp8(const AttentionShape &shape, const AttentionFp8Args &fp8, ConstRef q, ConstRef k, ConstRef v,
+                  ConstRef mask, Ref out, float *lse, void *stream);
+void attentionFp8Grad(const AttentionShape &shape, const AttentionFp8Args &fp8, ConstRef dout, ConstRef q, ConstRef k,
+                      ConstRef v, ConstRef out, const float *lse, ConstRef mask, Ref dq, Ref dk, Ref dv, float *delta,
+                      void *stream);
 /// mean and rstd (one per row) may have null data; without `center`, RMSNorm (see kernels/cpu's layerNorm).
 void layerNorm(ConstRef x, ConstRef scale, ConstRef bias, Ref y, Ref mean, Ref rstd, int64_t rows, int64_t cols,
                float epsilon, bool center, void *stream);

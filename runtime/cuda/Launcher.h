@@ -63,6 +63,11 @@ public:
   virtual void attentionGrad(const kernels::AttentionShape &shape, kc::ConstRef dout, kc::ConstRef q, kc::ConstRef k,
                              kc::ConstRef v, kc::ConstRef out, const float *lse, kc::ConstRef mask, kc::Ref dq,
                              kc::Ref dk, kc::Ref dv, float *delta) = 0;
+  virtual void attentionFp8(const kernels::AttentionShape &shape, const kc::AttentionFp8Args &fp8, kc::ConstRef q,
+                            kc::ConstRef k, kc::ConstRef v, kc::ConstRef mask, kc::Ref out, float *lse) = 0;
+  virtual void attentionFp8Grad(const kernels::AttentionShape &shape, const kc::AttentionFp8Args &fp8, kc::ConstRef dout,
+                                kc::ConstRef q, kc::ConstRef k, kc::ConstRef v, kc::ConstRef out, const float *lse,
+                                kc::ConstRef mask, kc::Ref dq, kc::Ref dk, kc::Ref dv, float *delta) = 0;
   virtual void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
                       const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type,
                       ElementType outType, void *partials, int multiprocessors) = 0;

@@ -82,6 +82,15 @@ public:
                      kc::Ref dv, float *delta) override {
     kc::attentionGrad(shape, dout, q, k, v, out, lse, mask, dq, dk, dv, delta, stream);
   }
+  void attentionFp8(const kernels::AttentionShape &shape, const kc::AttentionFp8Args &fp8, kc::ConstRef q,
+                    kc::ConstRef k, kc::ConstRef v, kc::ConstRef mask, kc::Ref out, float *lse) override {
+    kc::attentionFp8(shape, fp8, q, k, v, mask, out, lse, stream);
+  }
+  void attentionFp8Grad(const kernels::AttentionShape &shape, const kc::AttentionFp8Args &fp8, kc::ConstRef dout,
+                        kc::ConstRef q, kc::ConstRef k, kc::ConstRef v, kc::ConstRef out, const float *lse,
+                        kc::ConstRef mask, kc::Ref dq, kc::Ref dk, kc::Ref dv, float *delta) override {
+    kc::attentionFp8Grad(shape, fp8, dout, q, k, v, out, lse, mask, dq, dk, dv, delta, stream);
+  }
   void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
               const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type, ElementType outType,
               void *partials, int multiprocessors) override {
@@ -279,6 +288,16 @@ public:
     call("kc::attentionGrad", {attentionShape(shape), ref(dout), ref(q), ref(k), ref(v), ref(out), f32(lse), ref(mask),
                                ref(dq), ref(dk), ref(dv), f32(delta)});
   }
+  void attentionFp8(const kernels::AttentionShape &shape, const kc::AttentionFp8Args &a, kc::ConstRef q, kc::ConstRef k,
+                    kc::ConstRef v, kc::ConstRef mask, kc::Ref out, float *lse) override {
+    call("kc::attentionFp8", {attentionShape(shape), fp8Args(a), ref(q), ref(k), ref(v), ref(mask), ref(out), f32(lse)});
+  }
+  void attentionFp8Grad(const kernels::AttentionShape &shape, const kc::AttentionFp8Args &a, kc::ConstRef dout,
+                        kc::ConstRef q, kc::ConstRef k, kc::ConstRef v, kc::ConstRef out, const float *lse,
+                        kc::ConstRef mask, kc::Ref dq, kc::Ref dk, kc::Ref dv, float *delta) override {
+    call("kc::attentionFp8Grad", {attentionShape(shape), fp8Args(a), ref(dout), ref(q), ref(k), ref(v), ref(out),
+                                  f32(lse), ref(mask), ref(dq), ref(dk), ref(dv), f32(delta)});
+  }
   void reduce(ReduceKind kind, const void *x, const kc::Extent &kept, kc::Strided keptStrides,
               const kc::Extent &reduced, kc::Strided reducedStrides, void *y, ElementType type, ElementType outType,
               void *partials, int multiprocessors) override {
@@ -406,6 +425,14 @@ private:
     for (int i = 0; i < n; ++i)
       s += (i ? ", " : "") + std::to_string(v[i]);
     return s + "}";
+  }
+  std::string fp8Args(const kc::AttentionFp8Args &a) const {
+    std::string scales, amaxes;
+    for (const float *s : a.scales)
+      scales += (scales.empty() ? "" : ", ") + f32(s);
+    for (float *m : a.amaxes)
+      amaxes += (amaxes.empty() ? "" : ", ") + f32(m);
+    return "kc::AttentionFp8Args{{" + scales + "}, {" + amaxes + "}, " + fp8(a.grads) + "}";
   }
   static std::string attentionShape(const kernels::AttentionShape &a) {
     static const char *masks[] = {"None", "Additive", "Boolean"};

@@ -279,6 +279,39 @@ void buildCases() {
         .out(BF16, {1, 4, 96, 64}).out(BF16, {1, 4, 96, 64}).out(BF16, {1, 4, 96, 64}).f("scale", 0.125).i("causal", 1);
     add("attention_grad_bf16_cudnn", std::move(b), 4 * kHalf);
   }
+  // FP8 attention (tec.attention_fp8 and its gradient), forward then backward from the forward's own FP8
+  // output: tec's kernels where cuDNN declines (a mask, head size 16), cuDNN's FP8 attention at head size
+  // 128, causal. Both sides round p and ds through FP8; an element within float rounding of an FP8
+  // boundary may round the other way (one FP8 step of 2^-3), hence the bounds.
+  auto fp8Attention = [](const Shape &q, const Shape &kv, bool masked, bool causal) {
+    Builder b("attention_fp8");
+    b.in(F8E4M3FN, q, "fp8").in(F8E4M3FN, kv, "fp8").in(F8E4M3FN, kv, "fp8");
+    const int qb = b.variant.inputs(0), kb = b.variant.inputs(1), vb = b.variant.inputs(2);
+    b.in(F32, {}, "quarter").in(F32, {}, "quarter").in(F32, {}, "quarter");
+    const int qsi = b.variant.inputs(3), ksi = b.variant.inputs(4), vsi = b.variant.inputs(5);
+    b.in(F32, {}, "probs_scale").in(F32, {}, "probs_scale_inv").in(F32, {}, "scale");
+    const int ps = b.variant.inputs(6), psi = b.variant.inputs(7);
+    int mask = -1;
+    if (masked) {
+      b.in(BOOL, {q[0], 1, q[2], kv[2]}, "true");
+      mask = b.variant.inputs(9);
+    }
+    b.temp(F8E4M3FN, q);
+    const int out = b.last;
+    b.temp(F32, {q[0], q[1], q[2]});
+    const int lse = b.last;
+    b.out(F32, {}).out(F32, {}).f("scale", 0.125).i("causal", causal);
+    b.then("attention_fp8_grad").in(F8E5M2, q, "fp8").use(qb).use(kb).use(vb).use(out).use(lse).use(qsi).use(ksi)
+        .use(vsi).in(F32, {}, "scale").in(F32, {}, "quarter").use(ps).use(psi).in(F32, {}, "scale")
+        .in(F32, {}, "scale").in(F32, {}, "scale").in(F32, {}, "scale").in(F32, {}, "scale");
+    if (masked)
+      b.use(mask);
+    b.out(F8E5M2, q).out(F8E5M2, kv).out(F8E5M2, kv).out(F32, {}).out(F32, {}).out(F32, {}).out(F32, {})
+        .f("scale", 0.125).i("causal", causal);
+    return b;
+  };
+  add("attention_fp8_masked_tec", fp8Attention({2, 4, 70, 16}, {2, 2, 70, 16}, true, false), 1e-4);
+  add("attention_fp8_cudnn", fp8Attention({1, 4, 128, 128}, {1, 4, 128, 128}, false, true), 4e-3);
   add("layer_norm",
       Builder("layer_norm").in(F32, {3, 5, 256}).in(F32, {256}).in(F32, {256}).out(F32, {3, 5, 256})
           .out(F32, {3, 5, 1}).out(F32, {3, 5, 1}).i("axis", 2).f("epsilon", 1e-5),
@@ -523,6 +556,12 @@ void fill(const std::string &how, const plan::Buffer &b, void *data, std::mt1993
       return normal(rng) * 300.0f;
     if (how == "scale")
       return 3.5f;
+    if (how == "quarter") // an FP8 tensor's scale_inv
+      return 0.25f;
+    if (how == "probs_scale") // the softmax probabilities' FP8 scale and its inverse (amax 1: 448 / 1)
+      return 448.0f;
+    if (how == "probs_scale_inv")
+      return 1.0f / 448.0f;
     if (how == "step")
       return 42.0f;
     if (how == "true")
@@ -565,6 +604,8 @@ double toDouble(plan::DType t, const void *p, int64_t i) {
   case plan::BF16: return kernels::bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
   case plan::I32: return static_cast<const int32_t *>(p)[i];
   case plan::I64: return static_cast<double>(static_cast<const int64_t *>(p)[i]);
+  case plan::F8E4M3FN: return kernels::fp8ToFloat(static_cast<const uint8_t *>(p)[i], kernels::Fp8Format::E4M3);
+  case plan::F8E5M2: return kernels::fp8ToFloat(static_cast<const uint8_t *>(p)[i], kernels::Fp8Format::E5M2);
   default: return static_cast<const uint8_t *>(p)[i];
   }
 }

@@ -276,3 +276,27 @@ TEST(AttentionRules, TecKernelsRunWhatCudnnDoesNotTake) {
   boolean.shape.mask = AttentionMask::Boolean;
   EXPECT_FALSE(cudnnAttentionTakes(boolean, why));
 }
+
+TEST(AttentionRules, CudnnTakesFp8AttentionWithoutMasks) {
+  std::string why;
+  for (bool grad : {false, true}) {
+    AttentionSpec fp8 = gptAttention(ElementType::F8E4M3, grad);
+    fp8.fp8 = true;
+    fp8.shape.headDim = fp8.shape.valueDim = 128; // TE's GPT layer: 4096 / 32 heads
+    EXPECT_TRUE(cudnnAttentionTakes(fp8, why)) << why;
+    fp8.shape.mask = AttentionMask::Additive; // cuDNN's FP8 attention has no bias
+    fp8.shape.maskStrides[2] = 512, fp8.shape.maskStrides[3] = 1;
+    EXPECT_FALSE(cudnnAttentionTakes(fp8, why));
+    EXPECT_NE(why.find("no mask but the causal one"), std::string::npos) << why;
+  }
+  AttentionSpec wide = gptAttention(ElementType::F8E4M3, true);
+  wide.fp8 = true;
+  wide.shape.headDim = wide.shape.valueDim = 192; // FP8's backward up to 128
+  EXPECT_FALSE(cudnnAttentionTakes(wide, why));
+  wide.grad = false;
+  EXPECT_TRUE(cudnnAttentionTakes(wide, why)) << why;
+  AttentionSpec odd = gptAttention(ElementType::F8E4M3, false);
+  odd.fp8 = true;
+  odd.shape.headDim = 24; // FP8 needs multiples of 16
+  EXPECT_FALSE(cudnnAttentionTakes(odd, why));
+}
