@@ -174,7 +174,8 @@ def TecLowerForTarget : Pass<"tec-lower-for-target", "mlir::ModuleOp"> {
   let description = [{
     Driven by the capability table (`passes/Targets.cpp`), not by scattered checks. On sm_90/sm_89 the
     FP8 GEMMs stay and every other GEMM runs in BF16. On sm_80/sm_86 an FP8 GEMM becomes a BF16 one
-    (its quantize, amax and delayed-scaling ops, and their state, disappear), as on sm_70/sm_75 in FP16:
+    (its quantize, amax and delayed-scaling ops, and their state, disappear; an FP8 attention becomes
+    tec.attention again on what its quantizes read), as on sm_70/sm_75 in FP16:
     operands are cast down, the GEMM runs, the result is cast back, so the model's interface is the same
     for every target. On `cpu` GEMMs run in FP32, and FP8 GEMMs too unless `fp8-emulate` keeps them (to
     test FP8 numerics on a machine without a GPU). Every GEMM is tagged `tec.precision` with what it runs

@@ -10,7 +10,8 @@
 3. Transformer Engine's benchmark ("te"): the GPT-style layer of make_models.py (hidden 4096, FFN 16384, 32
    heads, seq 2048, batch 2, causal), one AdamW training step: tec's FP8 plan (variant sm_90) against the same
    layer in PyTorch BF16, eager and torch.compile'd (scaled_dot_product_attention, causal), with each one's
-   peak memory (tec: the plan's arena; torch: max_memory_allocated). Goals: >= 2.2x eager (TE reports
+   peak memory (tec: the plan's arena; torch: max_memory_allocated); and tec's plan with FP8 attention
+   (--fp8-attention) where the bundle has it. Goals: >= 2.2x eager (TE reports
    2.06-2.23x on H100), >= 1.2x torch.compile.
 Writes OUT/bench.json after every case (a run that is cut keeps what it finished) and prints each result
 as it comes. tec's binaries run with TEC_LD_LIBRARY_PATH as their LD_LIBRARY_PATH; this process keeps its
@@ -223,6 +224,15 @@ def main():
             save()
         if tec.get("median_ms"):
             te["tec_gemm_tflops"] = layer_gemm_flops(layer) / (tec["median_ms"] / 1e3) / 1e12
+        # With FP8 attention too (--fp8-attention), where the bundle has that plan.
+        fp8_attention = os.path.join(args.plans, "te_gpt_fp8_attention.tecplan")
+        if os.path.exists(fp8_attention):
+            t = te["tec_fp8_attention"] = tec_bench(args.tec_bench, fp8_attention, "sm_90", args.steps, 3)
+            if t.get("median_ms"):
+                te["speedup_fp8_attention_vs_torch_bf16_eager"] = te["torch_bf16_eager"]["median_ms"] / t["median_ms"]
+            print(f"TE layer with FP8 attention: tec {t.get('median_ms', float('nan')):.2f} ms "
+                  f"({t.get('backend', t.get('error'))}), "
+                  f"{te.get('speedup_fp8_attention_vs_torch_bf16_eager', float('nan')):.2f}x eager", flush=True)
         save()
         print(f"TE layer (hidden {layer['dim']}, seq {layer['seq']}, batch {layer['batch']}): tec fp8 "
               f"{tec.get('median_ms', float('nan')):.2f} ms ({tec.get('backend', tec.get('error'))}, arena "

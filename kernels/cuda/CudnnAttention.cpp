@@ -78,6 +78,15 @@ std::unique_ptr<CudnnAttention> CudnnAttention::create(const CudnnHandle &handle
       bias = graph->tensor(
           fe::graph::Tensor_attributes().set_name("bias").set_uid(kMask).set_dim(dims).set_stride(strides));
     }
+    // The backward's saved logsumexp, f32.
+    auto lseInput = [&] {
+      return graph->tensor(fe::graph::Tensor_attributes()
+                               .set_name("lse")
+                               .set_uid(kLse)
+                               .set_dim(lseDims)
+                               .set_stride(contiguous(lseDims))
+                               .set_data_type(fe::DataType_t::FLOAT));
+    };
     // FP8's per-tensor scales and amaxes: f32 scalars.
     auto scalar = [&](const char *name, int64_t uid) {
       return graph->tensor(fe::graph::Tensor_attributes()
@@ -112,12 +121,7 @@ std::unique_ptr<CudnnAttention> CudnnAttention::create(const CudnnHandle &handle
       auto out = tensor("out", kOut, oDims);
       auto dout = tensor("dout", kDout, oDims);
       dout->set_data_type(fp8Type(spec.doutType));
-      auto stats = graph->tensor(fe::graph::Tensor_attributes()
-                                     .set_name("lse")
-                                     .set_uid(kLse)
-                                     .set_dim(lseDims)
-                                     .set_stride(contiguous(lseDims))
-                                     .set_data_type(fe::DataType_t::FLOAT));
+      auto stats = lseInput();
       auto options = fe::graph::SDPA_fp8_backward_attributes()
                          .set_name("attention_fp8_backward")
                          .set_attn_scale(a.scale)
@@ -151,12 +155,7 @@ std::unique_ptr<CudnnAttention> CudnnAttention::create(const CudnnHandle &handle
           contiguous(lseDims));
     } else {
       auto out = tensor("out", kOut, oDims), dout = tensor("dout", kDout, oDims);
-      auto stats = graph->tensor(fe::graph::Tensor_attributes()
-                                     .set_name("lse")
-                                     .set_uid(kLse)
-                                     .set_dim(lseDims)
-                                     .set_stride(contiguous(lseDims))
-                                     .set_data_type(fe::DataType_t::FLOAT));
+      auto stats = lseInput();
       auto options = fe::graph::SDPA_backward_attributes()
                          .set_name("attention_backward")
                          .set_attn_scale(a.scale)

@@ -400,18 +400,21 @@ __global__ void oneHotKernel(const Index *labels, int64_t n, int64_t depth, floa
   }
 }
 
-/// Block-wide reductions over kThreads threads (every thread gets the result).
-__device__ float blockMax(float v, float *shared) {
+/// Block-wide reductions over kThreads threads (every thread gets the result), in a fixed tree order.
+template <typename Combine> __device__ float blockCombine(float v, float *shared, Combine combine) {
   shared[threadIdx.x] = v;
   __syncthreads();
   for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
     if (threadIdx.x < stride)
-      shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + stride]);
+      shared[threadIdx.x] = combine(shared[threadIdx.x], shared[threadIdx.x + stride]);
     __syncthreads();
   }
   const float r = shared[0];
   __syncthreads();
   return r;
+}
+__device__ float blockMax(float v, float *shared) {
+  return blockCombine(v, shared, [](float a, float b) { return fmaxf(a, b); });
 }
 
 /// The block's values combined by a reduction kind, in a fixed tree order.
@@ -462,61 +465,9 @@ __device__ float attentionScore(const AttentionShape &a, const float *q, ConstRe
   return s;
 }
 
-/// One block per query row: the keys a block's width at a time, with the online softmax of the CPU kernel.
-/// Shared: the query [D], the output accumulator [Dv], a tile of probabilities, the reduction scratch.
-__global__ void attentionKernel(AttentionShape a, ConstRef q, ConstRef k, ConstRef v, ConstRef mask, Ref out, float *lse) {
-  extern __shared__ float smem[];
-  float *qRow = smem, *acc = qRow + a.headDim, *tile = acc + a.valueDim, *scratch = tile + blockDim.x;
-  const int64_t row = blockIdx.x, b = row / (a.heads * a.queries), h = row / a.queries % a.heads, i = row % a.queries;
-  const int64_t keyRow = (b * a.kvHeads + a.kvHeadOf(h)) * a.keys, maskRow = a.maskRow(b, h, i);
-  for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x)
-    qRow[d] = load(q, row * a.headDim + d);
-  for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x)
-    acc[d] = 0.0f;
-  __syncthreads();
-  float m = -INFINITY, l = 0.0f;
-  const int64_t end = a.visibleKeys(i);
-  for (int64_t j0 = 0; j0 < end; j0 += blockDim.x) {
-    const int64_t j = j0 + threadIdx.x, width = min(int64_t(blockDim.x), end - j0);
-    const float s = j < end ? attentionScore(a, qRow, k, keyRow, mask, maskRow, j) : -INFINITY;
-    const float mNew = fmaxf(m, blockMax(s, scratch));
-    const float p = mNew == -INFINITY ? 0.0f : expApprox(s - mNew);
-    const float correction = mNew == -INFINITY ? 1.0f : expApprox(m - mNew);
-    l = l * correction + blockSum(p, scratch);
-    m = mNew;
-    tile[threadIdx.x] = p;
-    __syncthreads();
-    for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x) {
-      float sum = 0.0f;
-      for (int64_t t = 0; t < width; ++t)
-        sum += tile[t] * load(v, (keyRow + j0 + t) * a.valueDim + d);
-      acc[d] = acc[d] * correction + sum;
-    }
-    __syncthreads();
-  }
-  for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x)
-    store(out, row * a.valueDim + d, l == 0.0f ? NAN : acc[d] / l);
-  if (threadIdx.x == 0)
-    lse[row] = m + logf(l);
-}
-
-/// max |v| over the block (NaN wins), for thread 0 to publish with one atomic.
-__device__ float blockMaxAbs(float v, float *shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride)
-      shared[threadIdx.x] = maxAbsNanWins(shared[threadIdx.x], shared[threadIdx.x + stride]);
-    __syncthreads();
-  }
-  const float r = shared[0];
-  __syncthreads();
-  return r;
-}
-
-/// The block's amax folded into *target (a grid-wide max |x|); none without FP8.
+/// The block's amax (NaN wins) folded into *target, a grid-wide max |x|, by one atomic; none without FP8.
 __device__ void publishAmax(float *target, float local, float *shared) {
-  const float amax = blockMaxAbs(local, shared);
+  const float amax = blockCombine(local, shared, [](float a, float b) { return maxAbsNanWins(a, b); });
   if (target && threadIdx.x == 0)
     atomicMaxAbs(target, amax);
 }
@@ -539,13 +490,27 @@ __device__ AttentionFp8Scales readScales(const AttentionFp8Args &f, bool grad) {
   return s;
 }
 
-/// FP8 attention forward, one block per query row: the row's logsumexp over the keys first (FP8 quantizes
-/// normalized probabilities), then p = e^(s - lse) through E4M3 times V, as the CPU kernel computes.
-__global__ void attentionFp8Kernel(AttentionShape a, AttentionFp8Args args, ConstRef q, ConstRef k, ConstRef v,
-                                   ConstRef mask, Ref out, float *lse) {
+/// acc[d] += sum over t < width of tile[t] * x[(first + t) * cols + d], each d by one thread: a tile of
+/// probabilities (or score gradients) times the rows of V (or K, Q, dout) they weigh.
+__device__ void accumulateTile(float *acc, const float *tile, int64_t width, ConstRef x, int64_t first, int64_t cols) {
+  for (int64_t d = threadIdx.x; d < cols; d += blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t t = 0; t < width; ++t)
+      sum += tile[t] * load(x, (first + t) * cols + d);
+    acc[d] += sum;
+  }
+}
+
+/// One block per query row: the keys a block's width at a time, with the online softmax of the CPU kernel.
+/// Shared: the query [D], the output accumulator [Dv], a tile of probabilities, the reduction scratch.
+/// FP8 (`args` set) quantizes normalized probabilities, as the CPU kernel does: the online pass only finds
+/// the row's logsumexp, a second one adds p = e^(s - lse) through E4M3 times V; operands are codes.
+__global__ void attentionKernel(AttentionShape a, AttentionFp8Args args, ConstRef q, ConstRef k, ConstRef v,
+                                ConstRef mask, Ref out, float *lse) {
   extern __shared__ float smem[];
   float *qRow = smem, *acc = qRow + a.headDim, *tile = acc + a.valueDim, *scratch = tile + blockDim.x;
   const AttentionFp8Scales f = readScales(args, false);
+  const bool fp8 = args.scales[0] != nullptr;
   a.scale *= f.descaleQ * f.descaleK; // scores from the codes
   const int64_t row = blockIdx.x, b = row / (a.heads * a.queries), h = row / a.queries % a.heads, i = row % a.queries;
   const int64_t keyRow = (b * a.kvHeads + a.kvHeadOf(h)) * a.keys, maskRow = a.maskRow(b, h, i);
@@ -557,16 +522,33 @@ __global__ void attentionFp8Kernel(AttentionShape a, AttentionFp8Args args, Cons
   float m = -INFINITY, l = 0.0f;
   const int64_t end = a.visibleKeys(i);
   for (int64_t j0 = 0; j0 < end; j0 += blockDim.x) {
-    const int64_t j = j0 + threadIdx.x;
+    const int64_t j = j0 + threadIdx.x, width = min(int64_t(blockDim.x), end - j0);
     const float s = j < end ? attentionScore(a, qRow, k, keyRow, mask, maskRow, j) : -INFINITY;
     const float mNew = fmaxf(m, blockMax(s, scratch));
     const float p = mNew == -INFINITY ? 0.0f : expApprox(s - mNew);
-    l = l * (mNew == -INFINITY ? 1.0f : expApprox(m - mNew)) + blockSum(p, scratch);
+    const float correction = mNew == -INFINITY ? 1.0f : expApprox(m - mNew);
+    l = l * correction + blockSum(p, scratch);
     m = mNew;
+    if (fp8)
+      continue;
+    tile[threadIdx.x] = p;
+    __syncthreads();
+    for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x) {
+      float sum = 0.0f;
+      for (int64_t t = 0; t < width; ++t)
+        sum += tile[t] * load(v, (keyRow + j0 + t) * a.valueDim + d);
+      acc[d] = acc[d] * correction + sum;
+    }
+    __syncthreads();
   }
   const float rowLse = m + logf(l); // -inf for a row with every key hidden: NaN probabilities, as on the CPU
   if (threadIdx.x == 0)
     lse[row] = rowLse;
+  if (!fp8) {
+    for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x)
+      store(out, row * a.valueDim + d, l == 0.0f ? NAN : acc[d] / l);
+    return;
+  }
   float probsAmax = 0.0f;
   for (int64_t j0 = 0; j0 < end; j0 += blockDim.x) {
     const int64_t j = j0 + threadIdx.x, width = min(int64_t(blockDim.x), end - j0);
@@ -578,12 +560,7 @@ __global__ void attentionFp8Kernel(AttentionShape a, AttentionFp8Args args, Cons
     }
     tile[threadIdx.x] = p;
     __syncthreads();
-    for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x) {
-      float sum = 0.0f;
-      for (int64_t t = 0; t < width; ++t)
-        sum += tile[t] * load(v, (keyRow + j0 + t) * a.valueDim + d);
-      acc[d] += sum;
-    }
+    accumulateTile(acc, tile, width, v, keyRow + j0, a.valueDim);
     __syncthreads();
   }
   float outAmax = 0.0f;
@@ -641,12 +618,7 @@ __global__ void attentionQueryGradKernel(AttentionShape a, AttentionFp8Args args
     }
     tile[threadIdx.x] = ds;
     __syncthreads();
-    for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x) {
-      float sum = 0.0f;
-      for (int64_t t = 0; t < width; ++t)
-        sum += tile[t] * load(k, (keyRow + j0 + t) * a.headDim + d);
-      acc[d] += sum;
-    }
+    accumulateTile(acc, tile, width, k, keyRow + j0, a.headDim);
     __syncthreads();
   }
   float dqAmax = 0.0f;
@@ -710,18 +682,8 @@ __global__ void attentionKeyGradKernel(AttentionShape a, AttentionFp8Args args, 
       dsTile[threadIdx.x] = ds;
       __syncthreads();
       const int64_t rows = (b * a.heads + h) * a.queries + i0;
-      for (int64_t d = threadIdx.x; d < a.valueDim; d += blockDim.x) {
-        float sum = 0.0f;
-        for (int64_t t = 0; t < width; ++t)
-          sum += pTile[t] * load(dout, (rows + t) * a.valueDim + d);
-        dvAcc[d] += sum;
-      }
-      for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x) {
-        float sum = 0.0f;
-        for (int64_t t = 0; t < width; ++t)
-          sum += dsTile[t] * load(q, (rows + t) * a.headDim + d);
-        dkAcc[d] += sum;
-      }
+      accumulateTile(dvAcc, pTile, width, dout, rows, a.valueDim);
+      accumulateTile(dkAcc, dsTile, width, q, rows, a.headDim);
       __syncthreads();
     }
   float dkAmax = 0.0f, dvAmax = 0.0f;
@@ -1230,11 +1192,7 @@ size_t attentionSharedBytes(const AttentionShape &a, bool grad) {
 
 void attention(const AttentionShape &a, ConstRef q, ConstRef k, ConstRef v, ConstRef mask, Ref out, float *lse,
                void *stream) {
-  const int64_t rows = a.batch * a.heads * a.queries;
-  if (rows == 0)
-    return;
-  attentionKernel<<<static_cast<unsigned>(rows), kThreads, attentionSharedBytes(a, false), asStream(stream)>>>(
-      a, q, k, v, mask, out, lse);
+  attentionFp8(a, AttentionFp8Args{}, q, k, v, mask, out, lse, stream);
 }
 
 void attentionFp8Grad(const AttentionShape &a, const AttentionFp8Args &f, ConstRef dout, ConstRef q, ConstRef k,
@@ -1266,7 +1224,7 @@ void attentionFp8(const AttentionShape &a, const AttentionFp8Args &f, ConstRef q
       cudaMemsetAsync(amax, 0, sizeof(float), asStream(stream));
   if (rows == 0)
     return;
-  attentionFp8Kernel<<<static_cast<unsigned>(rows), kThreads, attentionSharedBytes(a, false), asStream(stream)>>>(
+  attentionKernel<<<static_cast<unsigned>(rows), kThreads, attentionSharedBytes(a, false), asStream(stream)>>>(
       a, f, q, k, v, mask, out, lse);
 }
 

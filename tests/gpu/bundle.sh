@@ -30,6 +30,9 @@ done
 .venv/bin/python bench/gpu/make_models.py "$stage/models" --hidden --gpt-layer > /dev/null
 $build/bin/tec "$stage/models/gpt_layer.onnx" --train --loss mse --optimizer adamw --target sm_90 \
   -o "$stage/plans/te_gpt_fp8.tecplan" > /dev/null
+# The same with FP8 attention (cuDNN's FP8 SDPA at head size 128), Transformer Engine's fp8_dpa.
+$build/bin/tec "$stage/models/gpt_layer.onnx" --train --loss mse --optimizer adamw --target sm_90 --fp8-attention \
+  -o "$stage/plans/te_gpt_fp8_attention.tecplan" > /dev/null
 .venv/bin/python - "$stage/plans" <<'PY'
 import json, subprocess, sys
 sys.path.insert(0, "bench/gpu")

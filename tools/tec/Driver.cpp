@@ -102,11 +102,31 @@ private:
   int &index;
 };
 
-/// Adds what each GEMM of a lowered module runs in to the per-layer table.
+/// What an attention (two GEMMs: Q.K^T and P.V) of a lowered module runs in, and why not FP8.
+std::string attentionPrecision(Operation *op, const TargetCapability &cap) {
+  if (llvm::isa<AttentionFp8Op>(op))
+    return "fp8: E4M3 Q, K, V, probabilities and output, delayed scaling" +
+           std::string(cap.name == "cpu" ? " (emulated)" : "");
+  Type element = llvm::cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
+  std::string type = element.isBF16() ? "bf16" : element.isF16() ? "fp16" : "fp32";
+  auto why = op->getAttrOfType<StringAttr>(kPrecisionAttrName); // tec-insert-fp8's reason
+  if (why)
+    return type + ": " + why.str();
+  if (cap.gemms == GemmPrecision::Fp8)
+    return type + ": FP8 attention is opt-in (--fp8-attention), as Transformer Engine's fp8_dpa";
+  return type + ": " + (cap.note.empty() ? std::string("the target's precision") : cap.note.str());
+}
+
+/// Adds what each GEMM and attention of a lowered module runs in to the per-layer table.
 void recordPrecisions(ModuleOp module, llvm::StringRef target, std::vector<LayerPrecision> &layers) {
+  const TargetCapability *cap = lookupTarget(target);
   module.walk([&](Operation *op) {
+    const bool attention = llvm::isa<AttentionOp, AttentionFp8Op>(op) && op->getParentOfType<func::FuncOp>() &&
+                           op->getParentOfType<func::FuncOp>().getName() == "forward";
     auto precision = op->getAttrOfType<StringAttr>(kPrecisionAttrName);
-    if (!precision || !llvm::isa<LinearOp, Fp8GemmOp>(op))
+    if (attention)
+      precision = StringAttr::get(op->getContext(), attentionPrecision(op, *cap));
+    if (!precision || (!attention && !llvm::isa<LinearOp, Fp8GemmOp>(op)))
       return;
     std::string layer = llvm::join(sourceNodes(op->getLoc()), "+");
     auto it = std::find_if(layers.begin(), layers.end(), [&](const auto &l) { return l.layer == layer; });

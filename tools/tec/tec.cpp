@@ -941,33 +941,42 @@ int trainLoop() {
           return b;
       return -1;
     };
-    for (const auto &q : s.quantizeStats()) {
-      int history = find(q.tensor + "/amax_history"), scale = find(q.tensor + "/scale");
+    auto add = [&](const std::string &tensor, double saturated, double flushed) {
+      int history = find(tensor + "/amax_history"), scale = find(tensor + "/scale");
       // A tensor quantized in two layouts (a wgrad's transposed copy) has one scale: one line.
-      auto seen = [&](const Health &e) { return e.tensor == q.tensor; };
+      auto seen = [&](const Health &e) { return e.tensor == tensor; };
       if (history < 0 || scale < 0 || std::any_of(health.begin(), health.end(), seen))
-        continue;
+        return;
       auto h = s.bufferValues<float>(history), scaleValue = s.bufferValues<float>(scale);
       int64_t length = static_cast<int64_t>(h.size());
       if (scaleValue.empty())
-        continue;
-      Health entry{q.tensor, 0.0f, scaleValue[0],
-                   q.values ? double(q.saturated) / q.values : 0.0, q.values ? double(q.flushed) / q.values : 0.0, {}};
+        return;
+      Health entry{tensor, 0.0f, scaleValue[0], saturated, flushed, {}};
       // After a step slot 0 is cleared and the newest amax sits in the last slot (torch.roll by -1).
       for (int64_t i = length - 1; i >= 1 && static_cast<int64_t>(entry.recent.size()) < 8; --i)
         entry.recent.push_back(h[i]);
       for (int64_t i = 0; i < length; ++i)
         entry.amax = std::max(entry.amax, h[i]);
       health.push_back(entry);
+    };
+    for (const auto &q : s.quantizeStats())
+      add(q.tensor, q.values ? double(q.saturated) / q.values : 0.0, q.values ? double(q.flushed) / q.values : 0.0);
+    // Tensors quantized inside a fused kernel (FP8 attention's probabilities, output and gradients): their
+    // amax and scale, with no count of what saturated (NaN: not measured).
+    for (const auto &b : v.buffers()) {
+      const std::string &name = b.name();
+      if (b.role() == tec::plan::STATE && name.size() > 6 && name.compare(name.size() - 6, 6, "/scale") == 0)
+        add(name.substr(0, name.size() - 6), std::nan(""), std::nan(""));
     }
   }
   if (fp8Report) {
     llvm::outs() << "=== FP8 health (last step) ===\n"
                  << llvm::formatv("{0,-34} {1,11} {2,11} {3,10} {4,10}\n", "tensor", "amax", "scale", "saturated",
                                   "flushed");
+    auto share = [](double x) { return std::isnan(x) ? std::string("-") : llvm::formatv("{0:f3}%", 100 * x).str(); };
     for (const auto &e : health)
-      llvm::outs() << llvm::formatv("{0,-34} {1,11:e3} {2,11:e3} {3,9:f3}% {4,9:f3}%\n", e.tensor, e.amax, e.scale,
-                                    100 * e.saturated, 100 * e.flushed);
+      llvm::outs() << llvm::formatv("{0,-34} {1,11:e3} {2,11:e3} {3,10} {4,10}\n", e.tensor, e.amax, e.scale,
+                                    share(e.saturated), share(e.flushed));
     if (health.empty())
       llvm::outs() << "(the training step has no FP8 GEMMs: compile with --fp8=all --fp8-emulate, or for an FP8 GPU)\n";
   }
@@ -996,8 +1005,8 @@ int trainLoop() {
     for (size_t i = 0; i < health.size(); ++i) {
       const auto &e = health[i];
       json << (i ? ", " : "") << "{\"tensor\": \"" << e.tensor << "\", \"amax\": " << llvm::formatv("{0:e6}", e.amax)
-           << ", \"scale\": " << llvm::formatv("{0:e6}", e.scale) << ", \"saturated\": " << e.saturated
-           << ", \"flushed\": " << e.flushed << ", \"recent_amax\": [";
+           << ", \"scale\": " << llvm::formatv("{0:e6}", e.scale) << ", \"saturated\": " << number(e.saturated)
+           << ", \"flushed\": " << number(e.flushed) << ", \"recent_amax\": [";
       for (size_t j = 0; j < e.recent.size(); ++j)
         json << (j ? ", " : "") << llvm::formatv("{0:e6}", e.recent[j]);
       json << "]}";
