@@ -132,8 +132,7 @@ bool worthThreads(const AttentionShape &a) {
 void attention(const AttentionShape &a, const float *q, const float *k, const float *v, const void *mask, float *out,
                float *lse) {
   const int64_t queryBlocks = blocks(a.queries, kQueryBlock), tasks = a.batch * a.heads * queryBlocks;
-#pragma omp parallel for schedule(dynamic) if (worthThreads(a))
-  for (int64_t t = 0; t < tasks; ++t) {
+  parallelLoop(tasks, worthThreads(a) ? kParallelThreshold * (tasks) : 0, [&](int64_t t) {
     const Head hd{a, t / queryBlocks / a.heads, t / queryBlocks % a.heads};
     const int64_t i0 = t % queryBlocks * kQueryBlock, nq = std::min(kQueryBlock, a.queries - i0);
     float *s = threadScratch(kQueryBlock * kKeyBlock + 2 * kQueryBlock), *m = s + kQueryBlock * kKeyBlock,
@@ -176,7 +175,7 @@ void attention(const AttentionShape &a, const float *q, const float *k, const fl
         o[r * a.valueDim + d] = l[r] == 0.0f ? std::numeric_limits<float>::quiet_NaN() : o[r * a.valueDim + d] * inv;
       lse[hd.queryRow(i0 + r)] = m[r] + std::log(l[r]);
     }
-  }
+  });
 }
 
 AttentionFp8Amaxes attentionFp8(const AttentionShape &a, const AttentionFp8Scales &f, const float *q, const float *k, const float *v,
@@ -186,8 +185,7 @@ AttentionFp8Amaxes attentionFp8(const AttentionShape &a, const AttentionFp8Scale
   codes.scale = a.scale * f.descaleQ * f.descaleK;
   const int64_t queryBlocks = blocks(a.queries, kQueryBlock), tasks = a.batch * a.heads * queryBlocks;
   std::vector<float> probsAmax(tasks, 0.0f);
-#pragma omp parallel for schedule(dynamic) if (worthThreads(a))
-  for (int64_t t = 0; t < tasks; ++t) {
+  parallelLoop(tasks, worthThreads(a) ? kParallelThreshold * (tasks) : 0, [&](int64_t t) {
     const Head hd{codes, t / queryBlocks / a.heads, t / queryBlocks % a.heads};
     const int64_t i0 = t % queryBlocks * kQueryBlock, nq = std::min(kQueryBlock, a.queries - i0);
     float *s = threadScratch(kQueryBlock * kKeyBlock + 2 * kQueryBlock), *m = s + kQueryBlock * kKeyBlock,
@@ -227,7 +225,7 @@ AttentionFp8Amaxes attentionFp8(const AttentionShape &a, const AttentionFp8Scale
       sgemm(false, false, nq, a.valueDim, nk, f.descaleV, s, kKeyBlock, v + hd.keyRow(j0) * a.valueDim, a.valueDim,
             1.0f, o, a.valueDim);
     }
-  }
+  });
   AttentionFp8Amaxes amaxes;
   amaxes.probs = largest(probsAmax);
   amaxes.out = scaleForFp8(out, a.batch * a.heads * a.queries * a.valueDim, f.outScale);
@@ -262,8 +260,7 @@ float attentionGradImpl(const AttentionShape &plain, const AttentionFp8Scales *f
   // dq: each block of queries over the keys it sees.
   const int64_t queryBlocks = blocks(a.queries, kQueryBlock), queryTasks = a.batch * a.heads * queryBlocks;
   std::vector<float> dprobsAmax(fp8 ? queryTasks : 0, 0.0f);
-#pragma omp parallel for schedule(dynamic) if (worthThreads(a))
-  for (int64_t t = 0; t < queryTasks; ++t) {
+  parallelLoop(queryTasks, worthThreads(a) ? kParallelThreshold * (queryTasks) : 0, [&](int64_t t) {
     const Head hd{a, t / queryBlocks / a.heads, t / queryBlocks % a.heads};
     const int64_t i0 = t % queryBlocks * kQueryBlock, nq = std::min(kQueryBlock, a.queries - i0);
     float *p = threadScratch(scratchFloats), *ds = p + kQueryBlock * kKeyBlock, *delta = ds + kQueryBlock * kKeyBlock;
@@ -285,12 +282,11 @@ float attentionGradImpl(const AttentionShape &plain, const AttentionFp8Scales *f
       sgemm(false, false, nq, a.headDim, nk, plain.scale * f.descaleK, ds, kKeyBlock, k + hd.keyRow(j0) * a.headDim,
             a.headDim, 1.0f, dqb, a.headDim);
     }
-  }
+  });
   // dk, dv: each block of keys over every query head of its group that sees it; no two tasks write one row.
   const int64_t keyBlocks = blocks(a.keys, kKeyBlock), keyTasks = a.batch * a.kvHeads * keyBlocks,
                 group = a.heads / a.kvHeads;
-#pragma omp parallel for schedule(dynamic) if (worthThreads(a))
-  for (int64_t t = 0; t < keyTasks; ++t) {
+  parallelLoop(keyTasks, worthThreads(a) ? kParallelThreshold * (keyTasks) : 0, [&](int64_t t) {
     const int64_t b = t / keyBlocks / a.kvHeads, kvHead = t / keyBlocks % a.kvHeads;
     const int64_t j0 = t % keyBlocks * kKeyBlock, nk = std::min(kKeyBlock, a.keys - j0);
     float *p = threadScratch(scratchFloats), *ds = p + kQueryBlock * kKeyBlock, *delta = ds + kQueryBlock * kKeyBlock;
@@ -319,7 +315,7 @@ float attentionGradImpl(const AttentionShape &plain, const AttentionFp8Scales *f
         sgemm(true, false, nk, a.valueDim, nq, f.descaleDout, p, kKeyBlock, dob, a.valueDim, 1.0f, dvb, a.valueDim);
       }
     }
-  }
+  });
   return largest(dprobsAmax);
 }
 

@@ -105,8 +105,7 @@ void convWeightGrad(const Window &w, const float *dy, const float *x, float *dwe
 
 void pool(const Window &w, bool max, bool countIncludePad, const float *x, float *y) {
   const int64_t planes = w.batch * w.channels;
-#pragma omp parallel for schedule(static) if (planes * w.outHeight * w.outWidth > kParallelThreshold)
-  for (int64_t p = 0; p < planes; ++p) {
+  parallelLoop(planes, planes * w.outHeight * w.outWidth, [&](int64_t p) {
     const float *plane = x + p * w.height * w.width;
     for (int64_t oy = 0; oy < w.outHeight; ++oy)
       for (int64_t ox = 0; ox < w.outWidth; ++ox) {
@@ -123,14 +122,13 @@ void pool(const Window &w, bool max, bool countIncludePad, const float *x, float
           acc /= static_cast<float>(averageDivisor(w, oy, ox, countIncludePad));
         y[(p * w.outHeight + oy) * w.outWidth + ox] = acc;
       }
-  }
+  });
 }
 
 void poolGrad(const Window &w, bool max, bool countIncludePad, const float *dy, const float *x, float *dx) {
   const int64_t planes = w.batch * w.channels;
   std::fill(dx, dx + planes * w.height * w.width, 0.0f);
-#pragma omp parallel for schedule(static) if (planes * w.outHeight * w.outWidth > kParallelThreshold)
-  for (int64_t p = 0; p < planes; ++p) {
+  parallelLoop(planes, planes * w.outHeight * w.outWidth, [&](int64_t p) {
     const float *plane = x + p * w.height * w.width;
     float *grad = dx + p * w.height * w.width;
     for (int64_t oy = 0; oy < w.outHeight; ++oy)
@@ -162,7 +160,7 @@ void poolGrad(const Window &w, bool max, bool countIncludePad, const float *dy, 
               grad[iy * w.width + ix] += share;
           }
       }
-  }
+  });
 }
 
 } // namespace tec::kernels::cpu

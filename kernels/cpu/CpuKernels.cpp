@@ -5,7 +5,7 @@
 #include "kernels/common/Scan.h"
 #include "kernels/cpu/Blas.h"
 
-#include <omp.h>
+#include <atomic>
 
 #include <algorithm>
 #include <array>
@@ -34,12 +34,7 @@ int64_t numElements(const Shape &shape) {
   return n;
 }
 
-void setThreads(int threads) {
-  if (threads <= 0)
-    return;
-  omp_set_num_threads(threads);
-  setBlasThreads(threads);
-}
+void setThreads(int threads) { setPoolThreads(threads); }
 
 namespace {
 
@@ -66,8 +61,7 @@ void forEachBroadcastRow(const Shape &out, const std::array<std::vector<int64_t>
   const int64_t rows = inner ? numElements(out) / inner : 0;
   const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(inner, 1));
   const int64_t chunks = (rows + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) if (rows * inner > kParallelThreshold)
-  for (int64_t c = 0; c < chunks; ++c) {
+  parallelLoop(chunks, rows * inner, [&](int64_t c) {
     const int64_t begin = c * chunk, end = std::min(rows, begin + chunk);
     std::vector<int64_t> coord(std::max<int64_t>(rank - 1, 0));
     std::array<int64_t, N> offsets{};
@@ -90,7 +84,7 @@ void forEachBroadcastRow(const Shape &out, const std::array<std::vector<int64_t>
         coord[d] = 0;
       }
     }
-  }
+  });
 }
 
 /// One row of a broadcast binary op; a plain function so the loop vectorizes.
@@ -117,11 +111,10 @@ void binaryLoop(const T *a, const Shape &aShape, const T *b, const Shape &bShape
   if (aShape == outShape && (bShape == outShape || numElements(bShape) == 1)) {
     const int64_t sb = bShape == outShape ? 1 : 0;
     const int64_t chunk = 1 << 14, chunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-    for (int64_t c = 0; c < chunks; ++c) {
+    parallelLoop(chunks, n, [&](int64_t c) {
       const int64_t begin = c * chunk, len = std::min(chunk, n - begin);
       binaryRow(a + begin, 1, b + begin * sb, sb, out + begin, len, op);
-    }
+    });
     return;
   }
   std::array<std::vector<int64_t>, 2> strides{broadcastStrides(aShape, outShape), broadcastStrides(bShape, outShape)};
@@ -195,9 +188,9 @@ template <typename Op> TEC_CPU_CLONES void mapChunk(const float *x, float *y, in
 
 template <typename Op> void mapUnary(const float *x, float *y, int64_t n, Op op) {
   const int64_t chunk = 1 << 14, chunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t c = 0; c < chunks; ++c)
+  parallelLoop(chunks, n, [&](int64_t c) {
     mapChunk(x + c * chunk, y + c * chunk, std::min(chunk, n - c * chunk), op);
+  });
 }
 
 } // namespace
@@ -257,9 +250,9 @@ template <typename Op> TEC_CPU_CLONES void gradChunk(const float *dy, const floa
 
 template <typename Op> void mapGrad(const float *dy, const float *x, float *dx, int64_t n, Op op) {
   const int64_t chunk = 1 << 14, chunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t c = 0; c < chunks; ++c)
+  parallelLoop(chunks, n, [&](int64_t c) {
     gradChunk(dy + c * chunk, x + c * chunk, dx + c * chunk, std::min(chunk, n - c * chunk), op);
+  });
 }
 
 } // namespace
@@ -294,9 +287,9 @@ void cast(const void *x, ElementType from, void *y, ElementType to, int64_t n) {
     std::memcpy(y, x, n * elementBytes(from));
     return;
   }
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i)
+  parallelLoop(n, n, [&](int64_t i) {
     castElement(x, from, y, to, i);
+  });
 }
 
 namespace {
@@ -354,14 +347,13 @@ template bool oneHot<int64_t>(const int64_t *, int64_t, int64_t, float *);
 
 void softmax(const float *x, float *y, int64_t outer, int64_t axis, int64_t inner, bool logSoftmax) {
   if (inner == 1) {
-#pragma omp parallel for schedule(static) if (outer * axis > kParallelThreshold)
-    for (int64_t o = 0; o < outer; ++o)
+    parallelLoop(outer, outer * axis, [&](int64_t o) {
       softmaxRow(x + o * axis, y + o * axis, axis, logSoftmax);
+    });
     return;
   }
   // A strided axis: gather each (outer, inner) column into a contiguous row first.
-#pragma omp parallel for schedule(static) if (outer * axis * inner > kParallelThreshold)
-  for (int64_t r = 0; r < outer * inner; ++r) {
+  parallelLoop(outer * inner, outer * axis * inner, [&](int64_t r) {
     const int64_t o = r / inner, i = r % inner;
     std::vector<float> column(axis), result(axis);
     for (int64_t j = 0; j < axis; ++j)
@@ -369,7 +361,7 @@ void softmax(const float *x, float *y, int64_t outer, int64_t axis, int64_t inne
     softmaxRow(column.data(), result.data(), axis, logSoftmax);
     for (int64_t j = 0; j < axis; ++j)
       y[(o * axis + j) * inner + i] = result[j];
-  }
+  });
 }
 
 namespace {
@@ -409,15 +401,14 @@ TEC_CPU_CLONES void normalizeRow(const float *__restrict in, const float *__rest
 
 void layerNorm(const float *x, const float *scale, const float *bias, float *y, float *mean, float *rstd, int64_t rows,
                int64_t cols, float epsilon, bool center) {
-#pragma omp parallel for schedule(static) if (rows * cols > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallelLoop(rows, rows * cols, [&](int64_t r) {
     float m, inv;
     normalizeRow(x + r * cols, scale, bias, y + r * cols, cols, epsilon, center, m, inv);
     if (mean)
       mean[r] = m;
     if (rstd)
       rstd[r] = inv;
-  }
+  });
 }
 
 template <typename T>
@@ -441,8 +432,7 @@ void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<i
     reducedOffsets = std::move(next);
   }
   const int64_t outCount = numElements(keptDims), count = reducedOffsets.size();
-#pragma omp parallel for schedule(static) if (outCount * count > kParallelThreshold)
-  for (int64_t o = 0; o < outCount; ++o) {
+  parallelLoop(outCount, outCount * count, [&](int64_t o) {
     int64_t base = 0, rest = o;
     for (int64_t d = static_cast<int64_t>(keptDims.size()) - 1; d >= 0; --d) {
       base += (rest % keptDims[d]) * keptStrides[d];
@@ -453,7 +443,7 @@ void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<i
     for (int64_t off : reducedOffsets)
       sum = kernels::reduceCombine<Acc>(kind, sum, x[base + off]);
     y[o] = kind == ReduceKind::Mean ? static_cast<T>(count ? sum / static_cast<Acc>(count) : 0) : static_cast<T>(sum);
-  }
+  });
 }
 
 template void reduce<float>(ReduceKind, const float *, const Shape &, const std::vector<int64_t> &, float *);
@@ -531,9 +521,9 @@ template <typename Act> TEC_CPU_CLONES void epilogueRow(float *row, const float 
 }
 
 template <typename Act> void biasEpilogue(float *y, const float *bias, int64_t m, int64_t n, Act act) {
-#pragma omp parallel for schedule(static) if (m * n > kParallelThreshold)
-  for (int64_t i = 0; i < m; ++i)
+  parallelLoop(m, m * n, [&](int64_t i) {
     epilogueRow(y + i * n, bias, n, act);
+  });
 }
 
 } // namespace
@@ -680,12 +670,12 @@ bool gather(const void *data, const Shape &dataShape, const Index *indices, int6
   const int64_t block = inner * bytes;
   auto *src = static_cast<const char *>(data);
   auto *dst = static_cast<char *>(y);
-#pragma omp parallel for schedule(static) if (outer * numIndices * inner > kParallelThreshold)
-  for (int64_t o = 0; o < outer; ++o)
+  parallelLoop(outer, outer * numIndices * inner, [&](int64_t o) {
     for (int64_t j = 0; j < numIndices; ++j) {
       int64_t idx = indices[j] < 0 ? indices[j] + axisDim : indices[j];
       std::memcpy(dst + (o * numIndices + j) * block, src + (o * axisDim + idx) * block, block);
     }
+  });
   return true;
 }
 
@@ -694,8 +684,7 @@ template bool gather<int64_t>(const void *, const Shape &, const int64_t *, int6
 
 template <typename T>
 void argReduce(bool max, bool last, const T *x, int64_t outer, int64_t dim, int64_t inner, int64_t *y) {
-#pragma omp parallel for schedule(static) if (outer * dim * inner > kParallelThreshold)
-  for (int64_t o = 0; o < outer; ++o)
+  parallelLoop(outer, outer * dim * inner, [&](int64_t o) {
     for (int64_t in = 0; in < inner; ++in) {
       const T *column = x + o * dim * inner + in;
       int64_t best = 0;
@@ -704,6 +693,7 @@ void argReduce(bool max, bool last, const T *x, int64_t outer, int64_t dim, int6
           best = j;
       y[o * inner + in] = best;
     }
+  });
 }
 
 template void argReduce<float>(bool, bool, const float *, int64_t, int64_t, int64_t, int64_t *);
@@ -714,13 +704,12 @@ template <typename T>
 void cumSum(const T *x, int64_t outer, int64_t dim, int64_t inner, bool exclusive, bool reverse, T *y) {
   using Acc = std::conditional_t<std::is_floating_point_v<T>, float, int64_t>;
   const int64_t lines = outer * inner;
-#pragma omp parallel for schedule(static) if (lines * dim > kParallelThreshold)
-  for (int64_t line = 0; line < lines; ++line) {
+  parallelLoop(lines, lines * dim, [&](int64_t line) {
     const int64_t start = kernels::lineStart(line, dim, inner);
     kernels::cumSumLine<Acc>([&](int64_t j) { return static_cast<Acc>(x[start + j * inner]); },
                              [&](int64_t j, Acc v) { y[start + j * inner] = static_cast<T>(v); }, dim, exclusive,
                              reverse);
-  }
+  });
 }
 
 template void cumSum<float>(const float *, int64_t, int64_t, int64_t, bool, bool, float *);
@@ -736,14 +725,14 @@ bool gatherElements(const void *data, int64_t outer, int64_t axisDim, int64_t in
       return false;
   auto *src = static_cast<const char *>(data);
   auto *dst = static_cast<char *>(y);
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t o = 0; o < outer; ++o)
+  parallelLoop(outer, n, [&](int64_t o) {
     for (int64_t j = 0; j < picks; ++j)
       for (int64_t in = 0; in < inner; ++in) {
         const int64_t i = (o * picks + j) * inner + in;
         const int64_t index = indices[i] < 0 ? indices[i] + axisDim : indices[i];
         std::memcpy(dst + i * bytes, src + ((o * axisDim + index) * inner + in) * bytes, bytes);
       }
+  });
   return true;
 }
 
@@ -756,8 +745,7 @@ bool scatterAdd(const float *updates, int64_t outer, int64_t axisDim, int64_t in
       return false;
   std::fill(y, y + outer * axisDim * inner, 0.0f);
   // Each outer slice is one thread's, its updates added in index order: the same sums every run.
-#pragma omp parallel for schedule(static) if (outer * picks * inner > kParallelThreshold)
-  for (int64_t o = 0; o < outer; ++o)
+  parallelLoop(outer, outer * picks * inner, [&](int64_t o) {
     for (int64_t j = 0; j < picks; ++j)
       for (int64_t in = 0; in < inner; ++in) {
         const int64_t u = (o * picks + j) * inner + in;
@@ -765,6 +753,7 @@ bool scatterAdd(const float *updates, int64_t outer, int64_t axisDim, int64_t in
         index = index < 0 ? index + axisDim : index;
         y[(o * axisDim + index) * inner + in] += updates[u];
       }
+  });
   return true;
 }
 
@@ -784,50 +773,60 @@ void optimizerUpdate(const OptimizerParams &params, float lr, float step, float 
   float c1 = 1.0f, c2 = 1.0f;
   if (params.adamw)
     adamBiasCorrections(params, step, &c1, &c2);
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
+  parallelLoop(n, n, [&](int64_t i) {
     float scratch;
     optimizerElement(params, lr, c1, c2, clip, p[i], g[i], m ? m[i] : 0.0f, v ? v[i] : 0.0f, &newP[i],
                      newM ? &newM[i] : &scratch, newV ? &newV[i] : &scratch);
-  }
+  });
 }
 
 void quantize(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format) {
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i)
+  parallelLoop(n, n, [&](int64_t i) {
     y[i] = floatToFp8(x[i] * scale, format);
+  });
 }
 
 void quantizeCounting(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format, int64_t &saturated,
                       int64_t &flushed) {
   const float limit = fp8Max(format);
-  int64_t sat = 0, flush = 0;
-#pragma omp parallel for schedule(static) reduction(+ : sat, flush) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i] * scale;
-    y[i] = floatToFp8(v, format);
-    sat += std::fabs(v) > limit && std::isfinite(v);
-    flush += v != 0.0f && (y[i] & 0x7F) == 0;
-  }
+  std::atomic<int64_t> sat{0}, flush{0};
+  parallelFor(n, kParallelThreshold, [&](int64_t begin, int64_t end) {
+    int64_t s = 0, f = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = x[i] * scale;
+      y[i] = floatToFp8(v, format);
+      s += std::fabs(v) > limit && std::isfinite(v);
+      f += v != 0.0f && (y[i] & 0x7F) == 0;
+    }
+    sat += s, flush += f; // counts: the order of the sums does not matter
+  });
   saturated = sat;
   flushed = flush;
 }
 
 void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format format) {
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i)
+  parallelLoop(n, n, [&](int64_t i) {
     y[i] = fp8ToFloat(x[i], format) * scaleInv;
+  });
 }
 
 float amax(const float *x, int64_t n) {
-  float result = 0.0f;
-  bool nan = false;
-#pragma omp parallel for reduction(max : result) reduction(|| : nan) schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
-    nan = nan || std::isnan(x[i]);
-    result = std::max(result, std::fabs(x[i]));
-  }
-  return nan ? canonicalNan() : result;
+  // Per chunk, then in chunk order: a max is exact in any order, and so the same every run.
+  const int64_t chunks = (n + kParallelThreshold - 1) / kParallelThreshold;
+  std::vector<float> partial(std::max<int64_t>(chunks, 1), 0.0f);
+  std::vector<char> nan(partial.size(), 0);
+  parallelFor(n, kParallelThreshold, [&](int64_t begin, int64_t end) {
+    float result = 0.0f;
+    bool sawNan = false;
+    for (int64_t i = begin; i < end; ++i) {
+      sawNan = sawNan || std::isnan(x[i]);
+      result = std::max(result, std::fabs(x[i]));
+    }
+    partial[begin / kParallelThreshold] = result, nan[begin / kParallelThreshold] = sawNan;
+  });
+  if (std::any_of(nan.begin(), nan.end(), [](char c) { return c != 0; }))
+    return canonicalNan();
+  return *std::max_element(partial.begin(), partial.end());
 }
 
 void delayedScaling(const float *history, int64_t length, float scale, float amaxValue, float fp8Max, int64_t margin,

@@ -9,7 +9,9 @@
 #include "kernels/common/Fp8.h"
 #include "kernels/common/Ops.h"
 #include "kernels/common/Window.h"
+#include "kernels/cpu/ThreadPool.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -35,10 +37,20 @@ using kernels::UnaryKind;
 using kernels::Window;
 using kernels::WindowKind;
 
-/// Below this many elements an OpenMP region costs more than it saves.
+/// Below this many elements a parallel loop costs more than it saves.
 constexpr int64_t kParallelThreshold = 1 << 14;
 
-/// Threads for OpenMP regions and BLAS; 0 keeps the libraries' defaults.
+/// body(i) for i in [0, n) over tec's thread pool (kernels/cpu/ThreadPool.h), in chunks of about
+/// kParallelThreshold of the loop's `work` (its total in elements or so): serial below that.
+template <typename Body> void parallelLoop(int64_t n, int64_t work, Body &&body) {
+  const int64_t grain = work > kParallelThreshold ? std::max<int64_t>(1, n * kParallelThreshold / work) : n;
+  parallelFor(n, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      body(i);
+  });
+}
+
+/// The thread pool's size, the caller included; 0: the CPUs this process may use (availableCpus()).
 void setThreads(int threads);
 
 // Elementwise with numpy broadcasting. T is float, int32_t or int64_t.
