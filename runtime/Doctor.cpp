@@ -1,11 +1,13 @@
 #include "runtime/Doctor.h"
 
 #include "kernels/cpu/Blas.h"
+#include "kernels/cpu/ThreadPool.h"
 #include "runtime/CudaPlugin.h"
 #include "runtime/Device.h"
 #include "runtime/Session.h"
 
 #include <cstdio>
+#include <thread>
 
 namespace tec {
 
@@ -43,7 +45,11 @@ Result<std::string> doctorReport(const std::string &planPath) {
   const auto &plugin = loadCudaPlugin();
   report += line("CUDA backend", plugin.loaded ? "loaded (" + plugin.path + ")" : plugin.reason);
   const auto &blas = kernels::cpu::blas();
-  report += line("CPU BLAS", blas.loaded ? blas.config : blas.library);
+  report += line("CPU BLAS", blas.loaded ? blas.config + " (" + blas.library + "; single-threaded in tec's pool)"
+                                         : blas.library);
+  const int cpus = kernels::cpu::availableCpus();
+  report += line("CPU threads", std::to_string(cpus) + " by default: the CPUs this process may use (affinity, cgroup quota; of " +
+                                    std::to_string(std::thread::hardware_concurrency()) + " online); --threads sets it");
   if (!planPath.empty()) {
     auto file = PlanFile::open(planPath);
     if (!file.ok())
