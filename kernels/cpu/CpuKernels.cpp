@@ -603,6 +603,40 @@ std::vector<int64_t> contiguousStrides(const Shape &shape) {
 
 } // namespace
 
+namespace {
+
+/// A transpose that moves the input's last dim away from the end (a GEMM operand's [R, C] -> [C, R], the
+/// heads of attention): each output row would read the input down a column, a cache line per element.
+/// Instead 32 x 32 tiles of the two dims, the input's contiguous one (a) and the output's (b), a tile's
+/// input lines staying in cache while its output lines are written; the other dims in an outer loop.
+template <typename E>
+void tiledTranspose(const E *in, const Shape &outShape, const std::vector<int64_t> &inStrides, int64_t a, E *out) {
+  const int64_t rank = static_cast<int64_t>(outShape.size()), b = rank - 1;
+  const std::vector<int64_t> outStrides = contiguousStrides(outShape);
+  const int64_t na = outShape[a], nb = outShape[b], inB = inStrides[b], outA = outStrides[a];
+  const int64_t planes = numElements(outShape) / (na * nb);
+  constexpr int64_t kTile = 32;
+  const int64_t tilesA = (na + kTile - 1) / kTile;
+  parallelLoop(planes * tilesA, numElements(outShape), [&](int64_t task) {
+    // The plane's offsets: its index over the other dims, last fastest.
+    int64_t rest = task / tilesA, inOffset = 0, outOffset = 0;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (d == a || d == b)
+        continue;
+      inOffset += rest % outShape[d] * inStrides[d];
+      outOffset += rest % outShape[d] * outStrides[d];
+      rest /= outShape[d];
+    }
+    const int64_t i0 = task % tilesA * kTile, i1 = std::min(na, i0 + kTile);
+    for (int64_t j0 = 0; j0 < nb; j0 += kTile)
+      for (int64_t i = i0, j1 = std::min(nb, j0 + kTile); i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j)
+          out[outOffset + i * outA + j] = in[inOffset + i + j * inB];
+  });
+}
+
+} // namespace
+
 void transpose(const void *x, const Shape &inShape, const std::vector<int64_t> &perm, void *y, size_t bytes) {
   auto inStrides = contiguousStrides(inShape);
   Shape outShape;
@@ -611,6 +645,17 @@ void transpose(const void *x, const Shape &inShape, const std::vector<int64_t> &
     outShape.push_back(inShape[p]);
     strides.push_back(inStrides[p]);
   }
+  // Where the input's last dim (stride 1) lands in the output, if not last: the tiled path.
+  const int64_t rank = static_cast<int64_t>(perm.size());
+  const int64_t a = rank ? std::find(perm.begin(), perm.end(), rank - 1) - perm.begin() : 0;
+  const bool tiled = rank >= 2 && a != rank - 1 && inShape[rank - 1] > 1 && outShape[rank - 1] > 1 &&
+                     numElements(outShape) > 4096;
+  if (tiled && bytes == 4)
+    return tiledTranspose(static_cast<const uint32_t *>(x), outShape, strides, a, static_cast<uint32_t *>(y));
+  if (tiled && bytes == 2)
+    return tiledTranspose(static_cast<const uint16_t *>(x), outShape, strides, a, static_cast<uint16_t *>(y));
+  if (tiled && bytes == 1)
+    return tiledTranspose(static_cast<const uint8_t *>(x), outShape, strides, a, static_cast<uint8_t *>(y));
   stridedCopy(static_cast<const char *>(x), 0, strides, static_cast<char *>(y), outShape, bytes);
 }
 

@@ -181,6 +181,8 @@ cl::opt<int> batchSize("batch-size", cl::desc("samples per step; must be the mod
 cl::opt<std::string> trainVariant("variant", cl::desc("train with this variant (a target such as sm_75)"),
                                   cl::sub(trainCommand), cl::cat(category));
 cl::opt<int> trainThreads("threads", cl::desc("CPU threads"), cl::init(0), cl::sub(trainCommand), cl::cat(category));
+cl::opt<bool> trainProfile("profile", cl::desc("print each plan step's mean time per training step"),
+                           cl::sub(trainCommand), cl::cat(category));
 cl::opt<std::string> checkpointDir("checkpoint-dir", cl::desc("write checkpoints here (atomically)"),
                                    cl::value_desc("DIR"), cl::sub(trainCommand), cl::cat(category));
 cl::opt<int> checkpointEvery("checkpoint-every", cl::desc("steps between checkpoints (0: only at the end)"),
@@ -289,6 +291,19 @@ std::string memoryLine(const tec::MemoryReport &m) {
   for (auto [i, entry] : llvm::enumerate(m.atPeak))
     line += std::string(i ? ", " : ": ") + tec::kindName(entry.first) + " " + bytesString(entry.second);
   return line;
+}
+
+/// Each plan step's mean time over `runs` (summed in `stepMillis`), as trtexec --dumpProfile.
+void printProfile(const tec::plan::Variant &v, const std::vector<double> &stepMillis, size_t runs, const char *per) {
+  double sum = 0;
+  for (double ms : stepMillis)
+    sum += ms;
+  llvm::outs() << llvm::formatv("=== Profile (mean per {5}) ===\n{0,4}  {1,-14} {2,10} {3,7}  {4}\n", "step", "kernel",
+                                "ms", "%", "source", per);
+  for (int i = 0; i < v.steps_size(); ++i)
+    llvm::outs() << llvm::formatv("{0,4}  {1,-14} {2,10:f4} {3,6:f1}%  {4}\n", i, v.steps(i).kernel(),
+                                  stepMillis[i] / std::max<size_t>(runs, 1), sum ? 100 * stepMillis[i] / sum : 0,
+                                  v.steps(i).source());
 }
 
 /// Which source nodes became which op, for every op built from more than one node.
@@ -643,17 +658,8 @@ int run() {
       "percentile(99%) = {5:f4} ms\n",
       sorted.front(), sorted.back(), mean, median, p90, p99);
   printNotes(s);
-  if (profile) {
-    double sum = 0;
-    for (double v : stepMillis)
-      sum += v;
-    llvm::outs() << llvm::formatv("=== Profile (mean per run) ===\n{0,4}  {1,-14} {2,10} {3,7}  {4}\n", "step", "kernel",
-                                  "ms", "%", "source");
-    for (int i = 0; i < s.variant().steps_size(); ++i)
-      llvm::outs() << llvm::formatv("{0,4}  {1,-14} {2,10:f4} {3,6:f1}%  {4}\n", i, s.variant().steps(i).kernel(),
-                                    stepMillis[i] / ms.size(), sum ? 100 * stepMillis[i] / sum : 0,
-                                    s.variant().steps(i).source());
-  }
+  if (profile)
+    printProfile(s.variant(), stepMillis, ms.size(), "run");
   if (!jsonReport.empty()) {
     const std::string json = llvm::formatv("{{\"variant\": \"{0}\", \"backend\": \"{1}\", \"iterations\": {2}, \"threads\": {3}, "
                           "\"throughput_qps\": {4}, \"latency_ms\": {{\"min\": {5}, \"max\": {6}, \"mean\": {7}, "
@@ -846,6 +852,7 @@ int trainLoop() {
     llvm::outs() << batches << " batches of " << s.inputs()[data.front().input].shape[0] << ", ";
   llvm::outs() << steps << " steps\n";
   std::vector<double> losses, stepMs, lossScales;
+  std::vector<double> stepMillis(s.variant().steps_size()); // --profile: per plan step, summed
   auto begin = std::chrono::steady_clock::now();
   int64_t reportEvery = std::max<int64_t>(1, (steps - start) / 20);
   for (int64_t step = start; step < steps; ++step) {
@@ -885,7 +892,7 @@ int trainLoop() {
         return kExitInternal;
       }
     auto t0 = std::chrono::steady_clock::now();
-    if (tec::Status st = s.run(); !st.ok()) {
+    if (tec::Status st = s.run(trainProfile ? &stepMillis : nullptr); !st.ok()) {
       llvm::errs() << "error: step " << step + 1 << ": " << st.message();
       if (st.isBadData()) { // name the samples the step read
         for (const auto &d : data)
@@ -925,6 +932,8 @@ int trainLoop() {
                                 "{3:f1} steps/s, arena {4}\n",
                                 steps - start, losses.empty() ? 0.0 : losses.back(), meanMs,
                                 (steps - start) / std::max(total, 1e-9), bytesString(memory));
+  if (trainProfile)
+    printProfile(s.variant(), stepMillis, stepMs.size(), "training step");
   // FP8 health: per quantized tensor its amax history (recent values), scale, and last step's shares.
   struct Health {
     std::string tensor;
