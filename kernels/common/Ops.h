@@ -207,16 +207,23 @@ TEC_HOST_DEVICE void adamBiasCorrections(const OptimizerParams &o, float step, f
 
 /// One element of one parameter's optimizer step: reads p, g and the moments (m: SGD momentum or Adam's
 /// first moment, v: Adam's second), writes the new values through the out pointers (which may alias).
+/// AdamW's step for one element (optimizerElement's AdamW branch; its own function so that a loop over it
+/// vectorizes): the moments, then the param, the gradient already clipped.
+TEC_HOST_DEVICE float adamwDirection(float beta1, float beta2, float eps, float weightDecay, float c1, float c2, float p,
+                                     float g, float m, float v, float *newM, float *newV) {
+  const float nextM = m * beta1 + g * (1.0f - beta1);
+  const float nextV = v * beta2 + (g * g) * (1.0f - beta2);
+  *newM = nextM;
+  *newV = nextV;
+  return (nextM / c1) / (sqrtf(nextV / c2) + eps) + p * weightDecay;
+}
+
 TEC_HOST_DEVICE void optimizerElement(const OptimizerParams &o, float lr, float c1, float c2, float clip, float p,
                                       float g, float m, float v, float *newP, float *newM, float *newV) {
   g = g * clip;
   float direction;
   if (o.adamw) {
-    const float nextM = m * o.beta1 + g * (1.0f - o.beta1);
-    const float nextV = v * o.beta2 + (g * g) * (1.0f - o.beta2);
-    direction = (nextM / c1) / (sqrtf(nextV / c2) + o.eps) + p * o.weightDecay;
-    *newM = nextM;
-    *newV = nextV;
+    direction = adamwDirection(o.beta1, o.beta2, o.eps, o.weightDecay, c1, c2, p, g, m, v, newM, newV);
   } else {
     if (o.weightDecay != 0.0f) // L2 regularization, as torch.optim.SGD's weight_decay
       g = g + p * o.weightDecay;

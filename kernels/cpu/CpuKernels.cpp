@@ -432,6 +432,26 @@ void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<i
     reducedOffsets = std::move(next);
   }
   const int64_t outCount = numElements(keptDims), count = reducedOffsets.size();
+  // A sum over the leading dims (a bias gradient: [rows, cols] -> [cols]): the rows added in order into a
+  // block of column accumulators, reading x row by row instead of down each column. The same double sums
+  // in the same order as below.
+  const bool leading = std::is_floating_point_v<T> && (kind == ReduceKind::Sum || kind == ReduceKind::Mean) && count > 0 &&
+                       !axes.empty() && static_cast<int64_t>(axes.size()) < rank &&
+                       std::all_of(axes.begin(), axes.end(), [&](int64_t a) { return a < static_cast<int64_t>(axes.size()); });
+  if (leading) {
+    constexpr int64_t kColumns = 256;
+    parallelFor(outCount, kColumns, [&](int64_t c0, int64_t c1) {
+      double acc[kColumns] = {};
+      for (int64_t r = 0; r < count; ++r) {
+        const T *row = x + r * outCount;
+        for (int64_t c = c0; c < c1; ++c)
+          acc[c - c0] += row[c];
+      }
+      for (int64_t c = c0; c < c1; ++c)
+        y[c] = static_cast<T>(kind == ReduceKind::Mean ? acc[c - c0] / static_cast<double>(count) : acc[c - c0]);
+    });
+    return;
+  }
   parallelLoop(outCount, outCount * count, [&](int64_t o) {
     int64_t base = 0, rest = o;
     for (int64_t d = static_cast<int64_t>(keptDims.size()) - 1; d >= 0; --d) {
@@ -807,6 +827,23 @@ template bool gatherElements<int64_t>(const void *, int64_t, int64_t, int64_t, c
 template bool scatterAdd<int32_t>(const float *, int64_t, int64_t, int64_t, const int32_t *, int64_t, bool, float *);
 template bool scatterAdd<int64_t>(const float *, int64_t, int64_t, int64_t, const int64_t *, int64_t, bool, float *);
 
+namespace {
+
+/// AdamW over one chunk, every operand present: a plain loop the compiler vectorizes (vector sqrt and
+/// division round as the scalar ones do), the same per-element math as the general loop.
+TEC_CPU_CLONES void adamwChunk(const OptimizerParams &o, float lr, float c1, float c2, float clip, const float *p,
+                               const float *g, const float *m, const float *v, float *newP, float *newM, float *newV,
+                               int64_t n) {
+  const float beta1 = o.beta1, beta2 = o.beta2, eps = o.eps, weightDecay = o.weightDecay;
+  for (int64_t i = 0; i < n; ++i) {
+    const float param = p[i];
+    newP[i] = param - adamwDirection(beta1, beta2, eps, weightDecay, c1, c2, param, g[i] * clip, m[i], v[i], &newM[i],
+                                     &newV[i]) * lr;
+  }
+}
+
+} // namespace
+
 void optimizerUpdate(const OptimizerParams &params, float lr, float step, float clip, bool finite, const float *p,
                      const float *g, const float *m, const float *v, float *newP, float *newM, float *newV, int64_t n) {
   if (!finite) { // an overflowed step: everything stays (copies only where the outputs are elsewhere)
@@ -818,6 +855,13 @@ void optimizerUpdate(const OptimizerParams &params, float lr, float step, float 
   float c1 = 1.0f, c2 = 1.0f;
   if (params.adamw)
     adamBiasCorrections(params, step, &c1, &c2);
+  if (params.adamw && m && v && newM && newV) {
+    parallelFor(n, kParallelThreshold, [&](int64_t begin, int64_t end) {
+      adamwChunk(params, lr, c1, c2, clip, p + begin, g + begin, m + begin, v + begin, newP + begin, newM + begin,
+                 newV + begin, end - begin);
+    });
+    return;
+  }
   parallelLoop(n, n, [&](int64_t i) {
     float scratch;
     optimizerElement(params, lr, c1, c2, clip, p[i], g[i], m ? m[i] : 0.0f, v ? v[i] : 0.0f, &newP[i],
