@@ -87,9 +87,31 @@ public:
   }
   int threads() const { return static_cast<int>(helpers.size()) + 1; }
 
+  /// Runs the loop over the pool, or returns false at once when another thread's loop has it (two
+  /// sessions on two threads): that caller then runs its loop alone instead of waiting.
+  bool tryRun(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &body) {
+    std::unique_lock<std::mutex> caller(callerMutex, std::try_to_lock);
+    if (!caller.owns_lock())
+      return false;
+    run(n, grain, body);
+    return true;
+  }
+
+  /// Whether this loop runs on the caller alone (loops soon after a stall).
+  bool backingOff() {
+    int left = serialLoops.load(std::memory_order_relaxed);
+    return left > 0 && serialLoops.compare_exchange_strong(left, left - 1, std::memory_order_relaxed);
+  }
+
+private:
   void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &body) {
-    auto job = std::make_shared<Job>();
+    // The last loop's job again when no helper still holds it (no allocation per loop).
+    if (!spare || spare.use_count() > 1)
+      spare = std::make_shared<Job>();
+    std::shared_ptr<Job> job = spare;
     job->body = &body, job->n = n, job->grain = grain, job->chunks = (n + grain - 1) / grain;
+    job->next.store(0, std::memory_order_relaxed);
+    job->done.store(0, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lock(mutex);
       current = job;
@@ -107,6 +129,10 @@ public:
       else
         std::this_thread::yield();
     }
+    {
+      std::lock_guard<std::mutex> lock(mutex); // helpers that wake now find no job
+      current.reset();
+    }
     const auto waited = std::chrono::steady_clock::now() - ownDone;
     const auto chunkTime = ran ? (ownDone - start) / ran : std::chrono::steady_clock::duration::zero();
     // A helper's first chunks are slow anyway (its BLAS buffers, its stack): no verdict on those.
@@ -114,13 +140,6 @@ public:
       serialLoops.store(kSerialLoopsAfterAStall, std::memory_order_relaxed);
   }
 
-  /// Whether this loop runs on the caller alone (loops soon after a stall).
-  bool backingOff() {
-    int left = serialLoops.load(std::memory_order_relaxed);
-    return left > 0 && serialLoops.compare_exchange_strong(left, left - 1, std::memory_order_relaxed);
-  }
-
-private:
   void help() {
     uint64_t seen = 0;
     for (;;) {
@@ -141,14 +160,16 @@ private:
         seen = generation.load(std::memory_order_relaxed);
         job = current;
       }
-      runChunks(*job);
+      if (job)
+        runChunks(*job);
     }
   }
 
   std::vector<std::thread> helpers;
+  std::mutex callerMutex; // one loop at a time uses the helpers
   std::mutex mutex;
   std::condition_variable wake;
-  std::shared_ptr<Job> current;
+  std::shared_ptr<Job> current, spare;
   std::atomic<uint64_t> generation{0};
   std::atomic<int> sleepers{0};
   std::atomic<int> serialLoops{0};
@@ -192,8 +213,8 @@ void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int
   if (n <= 0)
     return;
   if (n > grain && !insideLoop)
-    if (Pool &p = thePool(); p.threads() > 1 && !p.backingOff())
-      return p.run(n, grain, body);
+    if (Pool &p = thePool(); p.threads() > 1 && !p.backingOff() && p.tryRun(n, grain, body))
+      return;
   for (int64_t begin = 0; begin < n; begin += grain) // the same chunks, in order
     body(begin, std::min(n, begin + grain));
 }

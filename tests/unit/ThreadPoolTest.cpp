@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -80,5 +81,24 @@ TEST(ThreadPool, SplitGemmsGiveTheSameBitsForAnyThreadCount) {
           EXPECT_EQ(c, reference) << m << "x" << n << "x" << k << " on " << threads << " threads";
       }
     }
+  setPoolThreads(0);
+}
+
+/// Two sessions on two threads: each loop covers its range once, one on the pool and the other alone.
+TEST(ThreadPool, RunsLoopsFromTwoThreadsAtOnce) {
+  setPoolThreads(2);
+  auto loops = [](std::vector<int> &hits) {
+    for (int round = 0; round < 200; ++round)
+      parallelFor(static_cast<int64_t>(hits.size()), 16, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          ++hits[i];
+      });
+  };
+  std::vector<int> a(1000, 0), b(777, 0);
+  std::thread other([&] { loops(b); });
+  loops(a);
+  other.join();
+  EXPECT_TRUE(std::all_of(a.begin(), a.end(), [](int h) { return h == 200; }));
+  EXPECT_TRUE(std::all_of(b.begin(), b.end(), [](int h) { return h == 200; }));
   setPoolThreads(0);
 }
