@@ -110,6 +110,7 @@ private:
   Status matmul(const plan::Step &s);
   Status gemm(const plan::Step &s);
   Status linear(const plan::Step &s);
+  bool constantWeight(int buffer) const;
   Status transpose(const plan::Step &s);
   Status expand(const plan::Step &s);
   Status concat(const plan::Step &s);
@@ -500,6 +501,12 @@ Status CpuBackend::gemm(const plan::Step &s) {
   return Status::success();
 }
 
+/// A weight the plan never changes (a param of an inference variant, read from the file), f32.
+bool CpuBackend::constantWeight(int i) const {
+  const auto &b = buf(i).alias_of() >= 0 ? buf(buf(i).alias_of()) : buf(i);
+  return (b.role() == plan::PARAM || b.role() == plan::CONSTANT) && b.dtype() == plan::F32;
+}
+
 Status CpuBackend::linear(const plan::Step &s) {
   if (Status st = expectArity(s, 2, 3, 1); !st.ok())
     return st;
@@ -508,6 +515,14 @@ Status CpuBackend::linear(const plan::Step &s) {
   int64_t n = os.back(), kk = transB ? ws[1] : ws[0], m = count(s.outputs(0)) / (n ? n : 1);
   auto e = epilogue(s);
   float *x = floatIn(s.inputs(0)), *w = floatIn(s.inputs(1));
+  // A constant [N, K] weight is laid out once, at prepare, as [K, N]: OpenBLAS's NN GEMM runs 5-25% faster
+  // than its NT one at the batch sizes of inference (no transposed panel to pack on every call).
+  if (transB && constantWeight(s.inputs(1)) && ws.size() == 2) {
+    auto &laidOut = scratch.emplace_back(ws[0] * ws[1]);
+    k::transpose(w, {ws[0], ws[1]}, {1, 0}, laidOut.data(), sizeof(float));
+    w = laidOut.data();
+    transB = false;
+  }
   float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
   float *y = floatOut(s.outputs(0));
   emit([=] {
