@@ -355,7 +355,8 @@ void softmax(const float *x, float *y, int64_t outer, int64_t axis, int64_t inne
   // A strided axis: gather each (outer, inner) column into a contiguous row first.
   parallelLoop(outer * inner, outer * axis * inner, [&](int64_t r) {
     const int64_t o = r / inner, i = r % inner;
-    std::vector<float> column(axis), result(axis);
+    thread_local std::vector<float> column, result; // grown once per thread, not per row
+    column.resize(axis), result.resize(axis);
     for (int64_t j = 0; j < axis; ++j)
       column[j] = x[(o * axis + j) * inner + i];
     softmaxRow(column.data(), result.data(), axis, logSoftmax);
@@ -900,10 +901,9 @@ void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format
 }
 
 float amax(const float *x, int64_t n) {
-  // Per chunk, then in chunk order: a max is exact in any order, and so the same every run.
-  const int64_t chunks = (n + kParallelThreshold - 1) / kParallelThreshold;
-  std::vector<float> partial(std::max<int64_t>(chunks, 1), 0.0f);
-  std::vector<char> nan(partial.size(), 0);
+  // Per chunk, then folded into one atomic: non-negative floats order like their bits (a NaN's are above
+  // +inf's), and a max is exact in any order, so the same every run.
+  std::atomic<uint32_t> largest{0};
   parallelFor(n, kParallelThreshold, [&](int64_t begin, int64_t end) {
     float result = 0.0f;
     bool sawNan = false;
@@ -911,11 +911,11 @@ float amax(const float *x, int64_t n) {
       sawNan = sawNan || std::isnan(x[i]);
       result = std::max(result, std::fabs(x[i]));
     }
-    partial[begin / kParallelThreshold] = result, nan[begin / kParallelThreshold] = sawNan;
+    const uint32_t bits = sawNan ? floatBits(canonicalNan()) : floatBits(result);
+    for (uint32_t seen = largest.load(); bits > seen && !largest.compare_exchange_weak(seen, bits);) {
+    }
   });
-  if (std::any_of(nan.begin(), nan.end(), [](char c) { return c != 0; }))
-    return canonicalNan();
-  return *std::max_element(partial.begin(), partial.end());
+  return bitsToFloat(largest.load());
 }
 
 void delayedScaling(const float *history, int64_t length, float scale, float amaxValue, float fp8Max, int64_t margin,
