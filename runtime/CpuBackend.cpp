@@ -418,9 +418,7 @@ Status CpuBackend::attentionFp8(const AttentionStep &a, const float *q, const fl
   if (!a.grad) {
     float *out = floatOut(a.out);
     emit([=] {
-      k::AttentionFp8Scales f; // tec.attention_fp8's order: q, k, v scale_inv, probs scale and scale_inv, out scale
-      f.descaleQ = *scales[0], f.descaleK = *scales[1], f.descaleV = *scales[2];
-      f.probsScale = *scales[3], f.probsDescale = *scales[4], f.outScale = *scales[5];
+      const auto f = kernels::attentionFp8Scales(scales.data(), false, kernels::Fp8Format::E5M2);
       const k::AttentionFp8Amaxes m = k::attentionFp8(a.shape, f, q, k, v, mask, out, lse);
       *amaxes[0] = m.probs, *amaxes[1] = m.out;
       return Status::success();
@@ -431,12 +429,7 @@ Status CpuBackend::attentionFp8(const AttentionStep &a, const float *q, const fl
   float *dq = floatOut(a.dq), *dk = floatOut(a.dk), *dv = floatOut(a.dv);
   const kernels::Fp8Format grads = fp8Format(dtype(a.dq));
   emit([=] {
-    k::AttentionFp8Scales f; // tec.attention_fp8_grad's order
-    f.descaleQ = *scales[0], f.descaleK = *scales[1], f.descaleV = *scales[2], f.descaleOut = *scales[3];
-    f.descaleDout = *scales[4], f.probsScale = *scales[5], f.probsDescale = *scales[6];
-    f.dprobsScale = *scales[7], f.dprobsDescale = *scales[8];
-    f.dqScale = *scales[9], f.dkScale = *scales[10], f.dvScale = *scales[11];
-    f.grads = grads;
+    const auto f = kernels::attentionFp8Scales(scales.data(), true, grads);
     const k::AttentionFp8Amaxes m = k::attentionFp8Grad(a.shape, f, dout, q, k, v, out, lse, mask, dq, dk, dv);
     *amaxes[0] = m.dq, *amaxes[1] = m.dk, *amaxes[2] = m.dv, *amaxes[3] = m.dprobs;
     return Status::success();

@@ -50,6 +50,23 @@ struct AttentionFp8Scales {
   Fp8Format grads = Fp8Format::E5M2;
 };
 
+/// The scales' values from their scalars (host or device pointers), in tec.attention_fp8's order (q, k, v
+/// descales, the probabilities' scale and descale, out's scale) or tec.attention_fp8_grad's (q, k, v, out,
+/// dout descales, the probabilities' scale and descale, dP's scale and descale, dq, dk, dv scales).
+TEC_HOST_DEVICE AttentionFp8Scales attentionFp8Scales(const float *const *scales, bool grad, Fp8Format grads) {
+  AttentionFp8Scales s;
+  s.descaleQ = *scales[0], s.descaleK = *scales[1], s.descaleV = *scales[2];
+  if (!grad) {
+    s.probsScale = *scales[3], s.probsDescale = *scales[4], s.outScale = *scales[5];
+    return s;
+  }
+  s.descaleOut = *scales[3], s.descaleDout = *scales[4], s.probsScale = *scales[5], s.probsDescale = *scales[6];
+  s.dprobsScale = *scales[7], s.dprobsDescale = *scales[8];
+  s.dqScale = *scales[9], s.dkScale = *scales[10], s.dvScale = *scales[11];
+  s.grads = grads;
+  return s;
+}
+
 /// The amaxes FP8 attention yields for the delayed scaling of what it quantizes: max p and max |out|
 /// forward; max |ds|, |dq|, |dk|, |dv| backward (each before its scale; NaN wins).
 struct AttentionFp8Amaxes {

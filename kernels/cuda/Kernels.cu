@@ -475,19 +475,7 @@ __device__ void publishAmax(float *target, float local, float *shared) {
 /// FP8 attention's scale values, read from the device scalars in tec.attention_fp8's or
 /// tec.attention_fp8_grad's order; all 1 (no rounding) for 16/32-bit attention.
 __device__ AttentionFp8Scales readScales(const AttentionFp8Args &f, bool grad) {
-  AttentionFp8Scales s;
-  if (!f.scales[0])
-    return s;
-  auto at = [&](int i) { return *f.scales[i]; };
-  s.descaleQ = at(0), s.descaleK = at(1), s.descaleV = at(2);
-  if (!grad) {
-    s.probsScale = at(3), s.probsDescale = at(4), s.outScale = at(5);
-    return s;
-  }
-  s.descaleOut = at(3), s.descaleDout = at(4), s.probsScale = at(5), s.probsDescale = at(6);
-  s.dprobsScale = at(7), s.dprobsDescale = at(8), s.dqScale = at(9), s.dkScale = at(10), s.dvScale = at(11);
-  s.grads = f.grads;
-  return s;
+  return f.scales[0] ? attentionFp8Scales(f.scales, grad, f.grads) : AttentionFp8Scales{};
 }
 
 /// acc[d] += sum over t < width of tile[t] * x[(first + t) * cols + d], each d by one thread: a tile of
@@ -1199,9 +1187,6 @@ void attentionFp8Grad(const AttentionShape &a, const AttentionFp8Args &f, ConstR
                       ConstRef v, ConstRef out, const float *lse, ConstRef mask, Ref dq, Ref dk, Ref dv, float *delta,
                       void *stream) {
   const int64_t rows = a.batch * a.heads * a.queries, keyRows = a.batch * a.kvHeads * a.keys;
-  for (float *amax : f.amaxes) // grid-wide maxima start at 0
-    if (amax)
-      cudaMemsetAsync(amax, 0, sizeof(float), asStream(stream));
   if (rows == 0 || keyRows == 0)
     return;
   const size_t shared = attentionSharedBytes(a, true);
@@ -1219,9 +1204,6 @@ void attentionGrad(const AttentionShape &a, ConstRef dout, ConstRef q, ConstRef 
 void attentionFp8(const AttentionShape &a, const AttentionFp8Args &f, ConstRef q, ConstRef k, ConstRef v, ConstRef mask,
                   Ref out, float *lse, void *stream) {
   const int64_t rows = a.batch * a.heads * a.queries;
-  for (float *amax : f.amaxes)
-    if (amax)
-      cudaMemsetAsync(amax, 0, sizeof(float), asStream(stream));
   if (rows == 0)
     return;
   attentionKernel<<<static_cast<unsigned>(rows), kThreads, attentionSharedBytes(a, false), asStream(stream)>>>(

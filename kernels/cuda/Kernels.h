@@ -80,8 +80,8 @@ void attention(const AttentionShape &shape, ConstRef q, ConstRef k, ConstRef v, 
 void attentionGrad(const AttentionShape &shape, ConstRef dout, ConstRef q, ConstRef k, ConstRef v, ConstRef out,
                    const float *lse, ConstRef mask, Ref dq, Ref dk, Ref dv, float *delta, void *stream);
 /// FP8 attention's scales and amaxes: device pointers to f32 scalars, in tec.attention_fp8's (6 scales,
-/// 2 amaxes) or tec.attention_fp8_grad's order (12, 4; see kernels/common/Attention.h). The launches zero
-/// the amaxes first. All null: 16/32-bit attention.
+/// 2 amaxes) or tec.attention_fp8_grad's order (12, 4; see kernels/common/Attention.h). The amaxes must
+/// start at 0 (grid-wide maxima, as quantizeWithAmax's). All null: 16/32-bit attention.
 struct AttentionFp8Args {
   const float *scales[12] = {};
   float *amaxes[4] = {};

@@ -735,9 +735,15 @@ Status CudaBackend::attention(const plan::Step &s) {
     });
     return Status::success();
   }
+  // tec's FP8 kernels fold their amaxes in with atomics: from 0 (cuDNN writes its own).
+  auto zeroAmaxes = [a, this](const Context &c) {
+    for (int amax : a.amaxes)
+      c.k->memset(c.at(slot(amax)), 0, sizeof(float));
+  };
   if (!a.grad) {
     emit([=](const Context &c) {
       const kc::ConstRef m = mask >= 0 ? cref(c, mask) : kc::ConstRef{};
+      zeroAmaxes(c);
       if (a.fp8)
         c.k->attentionFp8(a.shape, fp8Args(c), cref(c, a.q), cref(c, a.k), cref(c, a.v), m, ref(c, a.out),
                           c.at<float>(slot(a.lse)));
@@ -750,6 +756,7 @@ Status CudaBackend::attention(const plan::Step &s) {
   const Slot delta = stepScratch(count(a.lse) * 4);
   emit([=](const Context &c) {
     const kc::ConstRef m = mask >= 0 ? cref(c, mask) : kc::ConstRef{};
+    zeroAmaxes(c);
     if (a.fp8)
       c.k->attentionFp8Grad(a.shape, fp8Args(c), cref(c, a.dout), cref(c, a.q), cref(c, a.k), cref(c, a.v),
                             cref(c, a.out), c.at<float>(slot(a.lse)), m, ref(c, a.dq), ref(c, a.dk), ref(c, a.dv),
