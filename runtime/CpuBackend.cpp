@@ -2,6 +2,7 @@
 // compute in f32; f16/bf16 buffers of float ops are widened into f32 scratch and narrowed back.
 #include "runtime/Backend.h"
 #include "runtime/PlanFile.h"
+#include "runtime/PlanGraph.h"
 #include "runtime/Steps.h"
 
 #include "kernels/cpu/Blas.h"
@@ -12,7 +13,9 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 namespace tec {
@@ -134,8 +137,14 @@ private:
   Status delayedScaling(const plan::Step &s);
   Status optimizerUpdate(const plan::Step &s);
 
+  /// A 2-D transpose whose one reader is a linear step's input: the GEMM reads the source with transA
+  /// instead (the weight gradient dW = dYᵀ·X of every backward pass). linear step -> the source.
+  bool foldTransposeIntoLinear(int source, int transposed);
+  std::map<int, int> transposedInput;
+
   int threads;
   bool countQuantized;
+  std::optional<PlanGraph> graph;
   std::vector<QuantizeStats> stats;
   const plan::Variant *variant = nullptr;
   std::unique_ptr<char, AlignedFree> arena;
@@ -500,6 +509,19 @@ bool CpuBackend::constantWeight(int i) const {
   return (b.role() == plan::PARAM || b.role() == plan::CONSTANT) && b.dtype() == plan::F32;
 }
 
+bool CpuBackend::foldTransposeIntoLinear(int source, int transposed) {
+  const int gemm = graph->onlyReaderAfter(transposed, currentStep);
+  if (gemm < 0)
+    return false;
+  const auto &g = variant->steps(gemm);
+  if (g.kernel() != "linear" || g.inputs_size() < 2 || g.inputs(0) != transposed || g.inputs(1) == transposed ||
+      dtype(source) != plan::F32 || dtype(g.outputs(0)) != plan::F32 || dtype(g.inputs(1)) != plan::F32 ||
+      !graph->unchangedBetween(source, currentStep, gemm))
+    return false;
+  transposedInput[gemm] = source;
+  return true;
+}
+
 Status CpuBackend::linear(const plan::Step &s) {
   if (Status st = expectArity(s, 2, 3, 1); !st.ok())
     return st;
@@ -507,7 +529,9 @@ Status CpuBackend::linear(const plan::Step &s) {
   auto ws = shape(s.inputs(1)), os = shape(s.outputs(0));
   int64_t n = os.back(), kk = transB ? ws[1] : ws[0], m = count(s.outputs(0)) / (n ? n : 1);
   auto e = epilogue(s);
-  float *x = floatIn(s.inputs(0)), *w = floatIn(s.inputs(1));
+  const auto folded = transposedInput.find(currentStep);
+  const bool transA = folded != transposedInput.end();
+  float *x = transA ? ptr<float>(folded->second) : floatIn(s.inputs(0)), *w = floatIn(s.inputs(1));
   // A constant [N, K] weight is laid out once, at prepare, as [K, N]: OpenBLAS's NN GEMM runs 5-25% faster
   // than its NT one at the batch sizes of inference (no transposed panel to pack on every call).
   if (transB && constantWeight(s.inputs(1)) && ws.size() == 2) {
@@ -518,8 +542,9 @@ Status CpuBackend::linear(const plan::Step &s) {
   }
   float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
   float *y = floatOut(s.outputs(0));
+  k::gemmLibrary({transA, transB, m, n, kk}); // measured now, at prepare, when the choice is new
   emit([=] {
-    k::linear(x, w, b, y, m, n, kk, transB, e);
+    k::linear(x, w, b, y, m, n, kk, transA, transB, e);
     return Status::success();
   });
   return Status::success();
@@ -532,6 +557,8 @@ Status CpuBackend::transpose(const plan::Step &s) {
   auto perm = attrInts(s, "perm");
   if (perm.size() != in.size())
     return Status::error("transpose perm does not match the rank");
+  if (perm == std::vector<int64_t>{1, 0} && foldTransposeIntoLinear(s.inputs(0), s.outputs(0)))
+    return Status::success();
   size_t bytes = dtypeBytes(dtype(s.inputs(0)));
   emit([=, x = ptr(s.inputs(0)), y = ptr(s.outputs(0))] {
     k::transpose(x, in, perm, y, bytes);
@@ -886,7 +913,7 @@ Status CpuBackend::fp8Gemm(const plan::Step &s) {
         wsi = ptr<float>(s.inputs(3)), xd = xs.data(), wd = ws.data()] {
     k::dequantize(xp, *xsi, xd, xn, xf);
     k::dequantize(wp, *wsi, wd, wn, wf);
-    k::linear(xd, wd, b, y, m, n, kk, transB, e);
+    k::linear(xd, wd, b, y, m, n, kk, /*transposeA=*/false, transB, e);
     return Status::success();
   });
   return Status::success();
@@ -949,6 +976,7 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
     else
       std::memcpy(pointers[i], data + b.init_offset(), b.bytes());
   }
+  graph.emplace(v);
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
     auto it = stepCompilers<CpuBackend>().find(step.kernel());

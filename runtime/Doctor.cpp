@@ -45,8 +45,14 @@ Result<std::string> doctorReport(const std::string &planPath) {
   const auto &plugin = loadCudaPlugin();
   report += line("CUDA backend", plugin.loaded ? "loaded (" + plugin.path + ")" : plugin.reason);
   const auto &blas = kernels::cpu::blas();
-  report += line("CPU BLAS", blas.loaded ? blas.config + " (" + blas.library + "; single-threaded in tec's pool)"
-                                         : blas.library);
+  if (!blas.loaded)
+    report += line("CPU BLAS", blas.library);
+  for (const auto &library : blas.libraries)
+    report += line("CPU BLAS", library.config + " (" + library.file + "; single-threaded in tec's pool)");
+  for (const auto &note : blas.notes)
+    report += line("", note);
+  if (blas.loaded)
+    report += line("GEMM choice", kernels::cpu::gemmTableDescription());
   const int cpus = kernels::cpu::availableCpus();
   report += line("CPU threads", std::to_string(cpus) + " by default: the CPUs this process may use (affinity, cgroup quota; of " +
                                     std::to_string(std::thread::hardware_concurrency()) + " online); --threads sets it");

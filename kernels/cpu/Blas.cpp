@@ -4,8 +4,12 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
-#include <mutex>
+#include <fstream>
+#include <memory>
+#include <numeric>
 
 namespace tec::kernels::cpu {
 
@@ -15,13 +19,12 @@ namespace {
 constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 using SgemmFn = void (*)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
                          int);
-using SetThreadsFn = void (*)(int);
-using GetConfigFn = char *(*)();
 
-SgemmFn sgemmFn = nullptr;
-SetThreadsFn setThreadsFn = nullptr;
+/// cblas_sgemm of each loaded library, in blas().libraries' order.
+std::vector<SgemmFn> sgemmFns;
 
-/// The best OpenBLAS kernel family this CPU runs, by its features (not its model number).
+/// The best OpenBLAS kernel family this CPU runs, by its features (the OS must save AVX-512 state too,
+/// which __builtin_cpu_supports checks).
 const char *coreTypeForThisCpu() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
@@ -32,14 +35,35 @@ const char *coreTypeForThisCpu() {
   return nullptr;
 }
 
-BlasInfo load() {
-  BlasInfo info;
-  if (!std::getenv("OPENBLAS_CORETYPE"))
-    if (const char *core = coreTypeForThisCpu())
-      setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/0);
-  // Single-threaded inside tec's pool: the pthreads build, with no threads of its own (the OpenMP build
-  // gives threads it did not start fresh buffers on every call, ~10 ms for a 64x128x1024 GEMM).
-  setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/1);
+/// Sets `name` to `value` (or unsets it) for the lifetime of the object, then restores what was there.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name(name) {
+    if (const char *old = std::getenv(name))
+      previous = old, hadPrevious = true;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  ~ScopedEnv() { hadPrevious ? setenv(name, previous.c_str(), 1) : unsetenv(name); }
+
+private:
+  const char *name;
+  std::string previous;
+  bool hadPrevious = false;
+};
+
+void loadOpenBlas(BlasInfo &info) {
+  const char *forced = std::getenv("TEC_OPENBLAS_CORETYPE");
+  const char *inherited = std::getenv("OPENBLAS_CORETYPE");
+  const char *core = forced && *forced ? forced : coreTypeForThisCpu();
+  if (inherited && !(forced && *forced) && (!core || std::string(inherited) != core))
+    info.notes.push_back(std::string("OPENBLAS_CORETYPE=") + inherited +
+                         " in the environment is not applied to tec's OpenBLAS (set TEC_OPENBLAS_CORETYPE to force "
+                         "a kernel family)");
+  // OpenBLAS reads both while it loads; the process's own values come back afterwards. Single-threaded
+  // inside tec's pool: the pthreads build, with no threads of its own (the OpenMP build gives threads it
+  // did not start fresh buffers on every call, ~10 ms for a 64x128x1024 GEMM).
+  ScopedEnv coreType("OPENBLAS_CORETYPE", core);
+  ScopedEnv threads("OPENBLAS_NUM_THREADS", "1");
   for (const char *path : {"/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
                            "/usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0",
                            "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0",
@@ -47,20 +71,132 @@ BlasInfo load() {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib)
       continue;
-    sgemmFn = reinterpret_cast<SgemmFn>(dlsym(lib, "cblas_sgemm"));
-    setThreadsFn = reinterpret_cast<SetThreadsFn>(dlsym(lib, "openblas_set_num_threads"));
-    auto getConfig = reinterpret_cast<GetConfigFn>(dlsym(lib, "openblas_get_config"));
-    if (!sgemmFn)
+    auto sgemm = reinterpret_cast<SgemmFn>(dlsym(lib, "cblas_sgemm"));
+    if (!sgemm)
       continue;
-    if (setThreadsFn)
-      setThreadsFn(1); // tec's pool splits the GEMMs
-    info.loaded = true;
-    info.library = path;
-    info.config = getConfig ? getConfig() : "";
-    return info;
+    if (auto setThreads = reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads")))
+      setThreads(1); // tec's pool splits the GEMMs
+    auto getConfig = reinterpret_cast<char *(*)()>(dlsym(lib, "openblas_get_config"));
+    info.libraries.push_back({"OpenBLAS", path, getConfig ? getConfig() : "OpenBLAS"});
+    sgemmFns.push_back(sgemm);
+    return;
   }
-  info.library = "OpenBLAS not found (install libopenblas0-openmp or libopenblas0)";
+  info.notes.push_back("OpenBLAS not found (install libopenblas0-pthread or libopenblas0)");
+}
+
+/// MKL's single dynamic library, where one is installed: TEC_MKL (a path), the loader's search path, or the
+/// active Python environment's lib folder (PyPI's `mkl`).
+void loadMkl(BlasInfo &info) {
+  std::vector<std::string> candidates;
+  if (const char *path = std::getenv("TEC_MKL"); path && *path)
+    candidates.push_back(path);
+  for (const char *name : {"libmkl_rt.so.2", "libmkl_rt.so.3", "libmkl_rt.so"})
+    candidates.push_back(name);
+  for (const char *prefix : {"VIRTUAL_ENV", "CONDA_PREFIX"})
+    if (const char *dir = std::getenv(prefix); dir && *dir)
+      for (const char *name : {"/lib/libmkl_rt.so.2", "/lib/libmkl_rt.so.3"})
+        candidates.push_back(std::string(dir) + name);
+  for (const auto &path : candidates) {
+    void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      continue;
+    auto sgemm = reinterpret_cast<SgemmFn>(dlsym(lib, "cblas_sgemm"));
+    auto setLayer = reinterpret_cast<int (*)(int)>(dlsym(lib, "MKL_Set_Threading_Layer"));
+    if (!sgemm || !setLayer)
+      continue;
+    setLayer(1); // MKL_THREADING_SEQUENTIAL: tec's pool splits the GEMMs
+    std::string config = "MKL";
+    if (auto version = reinterpret_cast<void (*)(char *, int)>(dlsym(lib, "MKL_Get_Version_String"))) {
+      char text[256] = {};
+      version(text, sizeof(text) - 1);
+      config = text;
+    }
+    info.libraries.push_back({"MKL", path, config});
+    sgemmFns.push_back(sgemm);
+    return;
+  }
+  info.notes.push_back("MKL not found (optional: pip install mkl into the active environment, or TEC_MKL=path)");
+}
+
+BlasInfo load() {
+  BlasInfo info;
+  const std::string only = std::getenv("TEC_BLAS") ? std::getenv("TEC_BLAS") : "";
+  if (only.empty() || only == "openblas")
+    loadOpenBlas(info);
+  if (only.empty() || only == "mkl")
+    loadMkl(info);
+  if (!only.empty() && only != "openblas" && only != "mkl")
+    info.notes.push_back("TEC_BLAS=" + only + " is not one of openblas, mkl: no BLAS loaded");
+  info.loaded = !info.libraries.empty();
+  if (info.loaded) {
+    info.library = info.libraries[0].file;
+    info.config = info.libraries[0].config;
+  } else {
+    info.library = info.notes.empty() ? "no BLAS found" : info.notes.back();
+  }
   return info;
+}
+
+/// This machine, for the table's name: the CPU's model and features.
+std::string cpuIdentity() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, identity;
+  while (std::getline(cpuinfo, line) && identity.size() < 4096)
+    if (line.rfind("model name", 0) == 0 || line.rfind("flags", 0) == 0 || line.rfind("Features", 0) == 0) {
+      if (identity.find(line) == std::string::npos)
+        identity += line;
+    }
+  return identity;
+}
+
+/// Times each library on one GEMM of the shape, alternating libraries over rounds (a busy machine drifts);
+/// the fastest round of each counts.
+std::vector<double> measure(const GemmShape &s) {
+  const size_t sizeA = s.m * s.k, sizeB = s.k * s.n, sizeC = s.m * s.n;
+  std::vector<float> a(sizeA), b(sizeB), c(sizeC);
+  for (size_t i = 0; i < sizeA; ++i)
+    a[i] = static_cast<float>(i % 7) * 0.125f - 0.375f;
+  for (size_t i = 0; i < sizeB; ++i)
+    b[i] = static_cast<float>(i % 5) * 0.125f - 0.25f;
+  const size_t libraries = sgemmFns.size();
+  std::vector<double> best(libraries, 1e300);
+  auto once = [&](size_t library) {
+    auto start = std::chrono::steady_clock::now();
+    sgemm(static_cast<int>(library), s.transA, s.transB, s.m, s.n, s.k, 1.0f, a.data(), s.transA ? s.m : s.k, b.data(),
+          s.transB ? s.k : s.n, 0.0f, c.data(), s.n);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  for (size_t library = 0; library < libraries; ++library)
+    once(library); // warm: packing buffers, pages
+  double spent = 0;
+  for (int round = 0; round < 15 && (round < 3 || spent < 50.0); ++round)
+    for (size_t library = 0; library < libraries; ++library) {
+      const double ms = once(library);
+      best[library] = std::min(best[library], ms);
+      spent += ms;
+    }
+  return best;
+}
+
+GemmTable &table() {
+  static GemmTable instance = [] {
+    const BlasInfo &info = blas();
+    std::vector<std::string> names;
+    for (const auto &l : info.libraries)
+      names.push_back(l.name + " " + l.config);
+    std::string path;
+    if (names.size() > 1 && !cacheDirectory().empty()) {
+      uint64_t hash = 1469598103934665603ull; // FNV-1a of the machine and the libraries
+      for (const std::string &part : {cpuIdentity(), std::accumulate(names.begin(), names.end(), std::string())})
+        for (unsigned char ch : part)
+          hash = (hash ^ ch) * 1099511628211ull;
+      char name[64];
+      std::snprintf(name, sizeof(name), "/gemm-%016llx.tsv", static_cast<unsigned long long>(hash));
+      path = cacheDirectory() + name;
+    }
+    return GemmTable(path, names, measure);
+  }();
+  return instance;
 }
 
 } // namespace
@@ -70,23 +206,46 @@ const BlasInfo &blas() {
   return info;
 }
 
-void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-           const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-  auto call = [&](int64_t rows, int64_t cols, const float *a, const float *b, float *c) {
-    sgemmFn(kRowMajor, transA ? kTrans : kNoTrans, transB ? kTrans : kNoTrans, static_cast<int>(rows),
-            static_cast<int>(cols), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
-            beta, c, static_cast<int>(ldc));
+int gemmLibrary(const GemmShape &shape) {
+  return blas().libraries.size() < 2 ? 0 : table().choose(shape);
+}
+
+std::string gemmTableDescription() {
+  if (blas().libraries.size() < 2)
+    return "one library: nothing to choose";
+  if (!table().problem().empty())
+    return table().problem();
+  return table().path().empty() ? "kept in memory (no cache folder: set TEC_CACHE_DIR)"
+                                : "measured per GEMM shape, kept in " + table().path();
+}
+
+void sgemm(int library, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+           int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
+           const GemmChunkEpilogue &epilogue) {
+  const SgemmFn fn = sgemmFns[library];
+  auto call = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    fn(kRowMajor, transA ? kTrans : kNoTrans, transB ? kTrans : kNoTrans, static_cast<int>(i1 - i0),
+       static_cast<int>(j1 - j0), static_cast<int>(k), alpha, a + (transA ? i0 : i0 * lda), static_cast<int>(lda),
+       b + (transB ? j0 * ldb : j0), static_cast<int>(ldb), beta, c + i0 * ldc + j0, static_cast<int>(ldc));
+  };
+  auto callWithEpilogue = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    call(i0, i1, j0, j1);
+    if (epilogue)
+      epilogue(i0, i1, j0, j1);
   };
   // Below ~2^20 multiply-adds a split costs more than it saves. Chunks of at least 128 rows or columns,
   // and at most 8 of them: each call packs its own panel of the other operand.
   constexpr int64_t kSplitWork = int64_t(1) << 20;
   auto chunk = [](int64_t dim) { return std::max<int64_t>(128, (dim / 8 + 63) / 64 * 64); };
   if (m * n * k < kSplitWork) {
-    call(m, n, a, b, c);
+    call(0, m, 0, n);
+    if (epilogue) // a small k can leave many rows
+      parallelFor(m, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(n, 1)),
+                  [&](int64_t i0, int64_t i1) { epilogue(i0, i1, 0, n); });
   } else if (n >= m) {
-    parallelFor(n, chunk(n), [&](int64_t j0, int64_t j1) { call(m, j1 - j0, a, b + (transB ? j0 * ldb : j0), c + j0); });
+    parallelFor(n, chunk(n), [&](int64_t j0, int64_t j1) { callWithEpilogue(0, m, j0, j1); });
   } else {
-    parallelFor(m, chunk(m), [&](int64_t i0, int64_t i1) { call(i1 - i0, n, a + (transA ? i0 : i0 * lda), b, c + i0 * ldc); });
+    parallelFor(m, chunk(m), [&](int64_t i0, int64_t i1) { callWithEpilogue(i0, i1, 0, n); });
   }
 }
 

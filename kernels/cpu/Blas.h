@@ -1,31 +1,89 @@
-// The CPU GEMM: OpenBLAS, loaded by tec at first use rather than at program start, and run single-threaded
-// inside the chunks of tec's thread pool (kernels/cpu/ThreadPool.h): OpenBLAS's own threads would wait at
-// a barrier for one another, which a busy machine turns into a time slice per GEMM. Loading it ourselves
-// also names the kernels for a CPU that the OpenBLAS build predates: Debian's 0.3.21 does not know
-// Sapphire/Emerald Rapids and would run its generic SSE3 "Prescott" kernels there, about 4x slower.
-// OPENBLAS_CORETYPE, when the user sets it, always wins.
+// The CPU GEMM: OpenBLAS (and MKL where it is installed), loaded by tec at first use rather than at program
+// start, and run single-threaded inside the chunks of tec's thread pool (kernels/cpu/ThreadPool.h): a BLAS's
+// own threads would wait at a barrier for one another, which a busy machine turns into a time slice per GEMM.
+//
+// OpenBLAS's kernels are chosen from the CPU's features, not its model number: Debian's 0.3.21 does not
+// know Zen 4 or Sapphire Rapids and runs AVX2 (or generic SSE3) kernels there, half the speed of its
+// AVX-512 ones. An OPENBLAS_CORETYPE inherited from the environment is meant for the programs that link
+// OpenBLAS (numpy pinned to one kernel family, say) and is not applied to tec's private copy;
+// TEC_OPENBLAS_CORETYPE forces tec's.
+//
+// With several libraries loaded, each GEMM shape a plan runs goes to the fastest, measured once per
+// machine (kernels/cpu/GemmTable.h); TEC_BLAS=openblas|mkl forces one.
 #ifndef TEC_KERNELS_CPU_BLAS_H
 #define TEC_KERNELS_CPU_BLAS_H
 
+#include "kernels/cpu/GemmTable.h"
+
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tec::kernels::cpu {
 
-struct BlasInfo {
-  bool loaded = false;
-  std::string library; // the file loaded, or why none could be
-  std::string config;  // openblas_get_config(): version and the kernels in use
+struct BlasLibrary {
+  std::string name;   // "OpenBLAS", "MKL"
+  std::string file;   // the file loaded
+  std::string config; // its version and kernels
 };
 
-/// Loads the BLAS on first call; later calls return the same answer.
+struct BlasInfo {
+  bool loaded = false;
+  std::string library; // the first library's file, or why none could be loaded
+  std::string config;  // the first library's version and kernels
+  /// Every library loaded, the default (OpenBLAS) first.
+  std::vector<BlasLibrary> libraries;
+  /// How the libraries were set up or chosen, for `tec doctor`: the kernels and why, libraries looked for.
+  std::vector<std::string> notes;
+};
+
+/// Loads the BLAS libraries on first call; later calls return the same answer.
 const BlasInfo &blas();
 
-/// Row-major C = alpha op(A) op(B) + beta C. The BLAS must be loaded (blas().loaded). Large GEMMs split the
-/// longer of C's dims into chunks fixed by the shape (not the thread count), one BLAS call each, over the
-/// pool: a GEMM of 64 rows (a small batch) splits over its columns.
-void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-           const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+/// The library for a GEMM of this shape (an index into blas().libraries): the measured table's choice.
+int gemmLibrary(const GemmShape &shape);
+/// Where the measured choices are kept, or why they are not (one library, or a path that cannot be written).
+std::string gemmTableDescription();
+
+/// Called on each chunk of C right after the BLAS wrote it, while it is in cache: rows [i0, i1), columns
+/// [j0, j1) (a GEMM epilogue: bias, activation). A reference to a callable that outlives the GEMM, so that
+/// no GEMM allocates.
+class GemmChunkEpilogue {
+public:
+  GemmChunkEpilogue() = default;
+  template <typename F>
+  GemmChunkEpilogue(const F &f)
+      : object(&f), fn([](const void *o, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+          (*static_cast<const F *>(o))(i0, i1, j0, j1);
+        }) {}
+  explicit operator bool() const { return fn != nullptr; }
+  void operator()(int64_t i0, int64_t i1, int64_t j0, int64_t j1) const { fn(object, i0, i1, j0, j1); }
+
+private:
+  const void *object = nullptr;
+  void (*fn)(const void *, int64_t, int64_t, int64_t, int64_t) = nullptr;
+};
+
+/// Row-major C = alpha op(A) op(B) + beta C with `library` (blas().libraries). Large GEMMs split the longer of
+/// C's dims into chunks fixed by the shape (not the thread count), one BLAS call each, over the pool: a GEMM
+/// of 64 rows (a small batch) splits over its columns. `epilogue`, when set, runs on each chunk.
+void sgemm(int library, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+           int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
+           const GemmChunkEpilogue &epilogue = {});
+
+/// The same with the default library: the small GEMMs inside attention and convolution blocks.
+inline void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  sgemm(0, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/// A plan's GEMM: with the library the measured table chooses for its shape.
+inline void planSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                      int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                      const GemmChunkEpilogue &epilogue = {}) {
+  sgemm(gemmLibrary({transA, transB, m, n, k}), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+        epilogue);
+}
 
 } // namespace tec::kernels::cpu
 

@@ -487,12 +487,13 @@ void matmul(const float *a, const Shape &aShape, const float *b, const Shape &bS
   Shape aBatch(lhs.begin(), lhs.end() - 2), bBatch(rhs.begin(), rhs.end() - 2);
   // A weight without batch dims: fold A's batch into M for one large GEMM.
   if (numElements(bBatch) == 1) {
-    sgemm(false, false, numElements(aBatch) * m, n, k, 1.0f, a, k, b, n, 0.0f, out, n);
+    planSgemm(false, false, numElements(aBatch) * m, n, k, 1.0f, a, k, b, n, 0.0f, out, n);
     return;
   }
   Shape batch(outShape.begin(), outShape.end() - (aShape.size() > 1 ? 1 : 0) - (bShape.size() > 1 ? 1 : 0));
   auto aStrides = broadcastStrides(aBatch, batch), bStrides = broadcastStrides(bBatch, batch);
   const int64_t batches = numElements(batch);
+  const int library = gemmLibrary({false, false, m, n, k});
   for (int64_t i = 0; i < batches; ++i) {
     int64_t ao = 0, bo = 0, rest = i;
     for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
@@ -501,7 +502,7 @@ void matmul(const float *a, const Shape &aShape, const float *b, const Shape &bS
       ao += c * aStrides[d];
       bo += c * bStrides[d];
     }
-    sgemm(false, false, m, n, k, 1.0f, a + ao * m * k, k, b + bo * k * n, n, 0.0f, out + i * m * n, n);
+    sgemm(library, false, false, m, n, k, 1.0f, a + ao * m * k, k, b + bo * k * n, n, 0.0f, out + i * m * n, n);
   }
 }
 
@@ -523,7 +524,7 @@ void gemm(const float *a, const float *b, const float *c, const Shape &cShape, f
       std::fill(y, y + m * n, 0.0f);
     return;
   }
-  sgemm(transA, transB, m, n, k, alpha, a, transA ? m : k, b, transB ? k : n, betaForBlas, y, n);
+  planSgemm(transA, transB, m, n, k, alpha, a, transA ? m : k, b, transB ? k : n, betaForBlas, y, n);
 }
 
 namespace {
@@ -541,30 +542,30 @@ template <typename Act> TEC_CPU_CLONES void epilogueRow(float *row, const float 
   }
 }
 
-template <typename Act> void biasEpilogue(float *y, const float *bias, int64_t m, int64_t n, Act act) {
-  parallelLoop(m, m * n, [&](int64_t i) {
-    epilogueRow(y + i * n, bias, n, act);
-  });
-}
-
 } // namespace
 
 void linear(const float *x, const float *weight, const float *bias, float *y, int64_t m, int64_t n, int64_t k,
-            bool transposeB, Epilogue epilogue) {
+            bool transposeA, bool transposeB, Epilogue epilogue) {
   if (m == 0 || n == 0)
     return;
-  if (k == 0)
-    std::fill(y, y + m * n, 0.0f);
-  else
-    sgemm(false, transposeB, m, n, k, 1.0f, x, k, weight, transposeB ? k : n, 0.0f, y, n);
-  if (!bias && epilogue == Epilogue::None)
-    return;
-  // Bias and activation in one pass over the output, as cuBLASLt's epilogue does.
+  auto withActivation = [&](auto act) {
+    auto chunk = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+      for (int64_t i = i0; i < i1; ++i)
+        epilogueRow(y + i * n + j0, bias ? bias + j0 : nullptr, j1 - j0, act);
+    };
+    if (k == 0) {
+      std::fill(y, y + m * n, 0.0f);
+      parallelLoop(m, m * n, [&](int64_t i) { chunk(i, i + 1, 0, n); });
+    } else {
+      planSgemm(transposeA, transposeB, m, n, k, 1.0f, x, transposeA ? m : k, weight, transposeB ? k : n, 0.0f, y, n,
+                bias || epilogue != Epilogue::None ? GemmChunkEpilogue(chunk) : GemmChunkEpilogue());
+    }
+  };
   switch (epilogue) {
-  case Epilogue::None: return biasEpilogue(y, bias, m, n, [](float v) { return v; });
-  case Epilogue::Relu: return biasEpilogue(y, bias, m, n, [](float v) { return relu(v); });
-  case Epilogue::Gelu: return biasEpilogue(y, bias, m, n, [](float v) { return gelu(v); });
-  case Epilogue::GeluTanh: return biasEpilogue(y, bias, m, n, [](float v) { return geluTanh(v); });
+  case Epilogue::None: return withActivation([](float v) { return v; });
+  case Epilogue::Relu: return withActivation([](float v) { return relu(v); });
+  case Epilogue::Gelu: return withActivation([](float v) { return gelu(v); });
+  case Epilogue::GeluTanh: return withActivation([](float v) { return geluTanh(v); });
   }
 }
 

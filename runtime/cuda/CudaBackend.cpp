@@ -8,6 +8,7 @@
 // before the step only when the caller asked for their host storage since the last upload. Closures
 // address memory by arena offset, so nothing is allocated or decided after prepare().
 #include "runtime/CudaPlugin.h"
+#include "runtime/PlanGraph.h"
 #include "runtime/Steps.h"
 
 #include "runtime/cuda/Launcher.h"
@@ -23,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <set>
 
 namespace tec {
@@ -249,64 +251,11 @@ private:
     }
     return {};
   }
-  int rootOf(int b) const { return variant->buffers(b).alias_of() >= 0 ? variant->buffers(b).alias_of() : b; }
-  /// Whether a step in (from, to) writes `buffer`'s storage.
-  bool writtenBetween(int buffer, int from, int to) const {
-    for (int i = from + 1; i < to; ++i)
-      for (int out : variant->steps(i).outputs())
-        if (rootOf(out) == rootOf(buffer))
-          return true;
-    return false;
-  }
-  /// Whether step `from` may write `buffer`, which step `to` writes in the plan: its storage (it may be
-  /// an in-place view of something) is neither read nor written in between, nor shared with a live buffer.
-  bool writableEarly(int buffer, int from, int to) const {
-    if (!storageFreeBetween(buffer, from, to) || writtenBetween(buffer, from, to))
-      return false;
-    for (int i = from; i < to; ++i)
-      for (int in : variant->steps(i).inputs())
-        if (rootOf(in) == rootOf(buffer))
-          return false;
-    return true;
-  }
-  /// Whether no other arena buffer that overlaps `buffer`'s bytes is live anywhere in steps [from, to].
-  bool storageFreeBetween(int buffer, int from, int to) const {
-    const auto &b = variant->buffers(rootOf(buffer));
-    if (b.role() != plan::TEMP && b.role() != plan::OUTPUT)
-      return false;
-    for (int r = 0; r < variant->buffers_size(); ++r) {
-      const auto &o = variant->buffers(r);
-      if (r == rootOf(buffer) || o.alias_of() >= 0 || o.role() == plan::PARAM || o.role() == plan::CONSTANT ||
-          o.offset() >= b.offset() + b.bytes() || b.offset() >= o.offset() + o.bytes())
-        continue;
-      if (live[r].first <= to && from <= live[r].second)
-        return false;
-    }
-    return true;
-  }
-  /// Per root buffer, the steps it is live over: from its first write (inputs and state: from the
-  /// start) to its last read (outputs and state: the end); and how many reads it has (a variant output
-  /// counts as one). Made once per plan, before the steps are compiled.
-  std::vector<std::pair<int, int>> live;
-  std::vector<int> readCount;
-  void noteLiveness() {
-    const int steps = variant->steps_size();
-    live.assign(variant->buffers_size(), {steps, -1});
-    readCount.assign(variant->buffers_size(), 0);
-    for (int i = 0; i < steps; ++i) {
-      for (int out : variant->steps(i).outputs())
-        live[rootOf(out)].first = std::min(live[rootOf(out)].first, i);
-      for (int in : variant->steps(i).inputs()) {
-        live[rootOf(in)].second = i;
-        ++readCount[rootOf(in)];
-      }
-    }
-    for (int out : variant->outputs())
-      ++readCount[rootOf(out)];
-    for (int r = 0; r < variant->buffers_size(); ++r)
-      if (variant->buffers(r).role() != plan::TEMP)
-        live[r] = {-1, steps};
-  }
+  /// Readers, liveness and overlaps of the variant's buffers (made before the steps are compiled).
+  std::optional<PlanGraph> planGraph;
+  int rootOf(int b) const { return planGraph->rootOf(b); }
+  bool writtenBetween(int buffer, int from, int to) const { return planGraph->writtenBetween(buffer, from, to); }
+  bool writableEarly(int buffer, int from, int to) const { return planGraph->writableEarly(buffer, from, to); }
   std::vector<bool> foldedGelu;
   BiasGradFusion biasGradAlongside() const;
   /// Linear steps whose A operand is a folded 2-D transpose: step -> (the transpose's source, the buffer
@@ -315,20 +264,6 @@ private:
   std::map<int, std::pair<int, int>> transposedOperand;
   std::map<int, int> castOfSource;
   bool foldTransposeIntoGemm(int source, int transposed);
-  /// Whether two buffers' storage overlaps (the arena and the data section are apart).
-  bool overlaps(int a, int b) const {
-    const auto &x = buf(rootOf(a)), &y = buf(rootOf(b));
-    auto inData = [](const plan::Buffer &r) { return r.role() == plan::PARAM || r.role() == plan::CONSTANT; };
-    return inData(x) == inData(y) && x.offset() < y.offset() + y.bytes() && y.offset() < x.offset() + x.bytes();
-  }
-  /// Whether no step in (from, to) writes any storage of `buffer`.
-  bool unchangedBetween(int buffer, int from, int to) const {
-    for (int i = from + 1; i < to; ++i)
-      for (int out : variant->steps(i).outputs())
-        if (overlaps(out, buffer))
-          return false;
-    return true;
-  }
   /// Step scratch for a reduction's partial sums, as its launch plan needs.
   Slot reductionPartials(kc::Extent kept, kc::Strided keptStrides, kc::Extent reduced, kc::Strided reducedStrides) {
     const auto p = kc::planReduction(kept, keptStrides, reduced, reducedStrides, multiprocessors);
@@ -423,8 +358,7 @@ private:
   std::map<int, int> fusedAmax;
   /// quantize steps that read a transpose's source instead of the transpose: step -> (source, rows, cols).
   std::map<int, std::tuple<int, int64_t, int64_t>> transposedQuantize;
-  /// How many steps read `buffer` (or a view of its storage); a variant output counts as a reader.
-  int readers(int buffer) const { return readCount[rootOf(buffer)]; }
+  int readers(int buffer) const { return planGraph->readers(buffer); }
   /// optimizer_update steps run by an earlier step's fused launch.
   std::vector<bool> foldedOptimizerSteps;
 
@@ -1156,15 +1090,7 @@ Status CudaBackend::transpose(const plan::Step &s) {
 /// transposeA (cuBLASLt's transb), and the cast, if any, casts the source instead, in the source's layout.
 /// The source must stay unchanged until it is read; its storage is then kept live that long.
 bool CudaBackend::foldTransposeIntoGemm(int source, int transposed) {
-  auto onlyReader = [&](int buffer) {
-    if (readers(buffer) != 1)
-      return -1;
-    for (int j = currentStep + 1; j < variant->steps_size(); ++j)
-      for (int in : variant->steps(j).inputs())
-        if (rootOf(in) == rootOf(buffer))
-          return j;
-    return -1;
-  };
+  auto onlyReader = [&](int buffer) { return planGraph->onlyReaderAfter(buffer, currentStep); };
   int gemm = onlyReader(transposed), cast = -1;
   if (gemm < 0)
     return false;
@@ -1177,13 +1103,12 @@ bool CudaBackend::foldTransposeIntoGemm(int source, int transposed) {
   const auto &g = variant->steps(gemm);
   const int operand = cast >= 0 ? variant->steps(cast).outputs(0) : transposed;
   if (g.kernel() != "linear" || g.inputs_size() < 2 || g.inputs(0) != operand || g.inputs(1) == operand ||
-      shape(operand).size() != 2 || !unchangedBetween(source, currentStep, cast >= 0 ? cast : gemm))
+      shape(operand).size() != 2 || !planGraph->unchangedBetween(source, currentStep, cast >= 0 ? cast : gemm))
     return false;
   transposedOperand[gemm] = {source, cast >= 0 ? operand : source};
   if (cast >= 0)
     castOfSource[cast] = source;
-  auto &span = live[rootOf(source)];
-  span.second = std::max(span.second, cast >= 0 ? cast : gemm);
+  planGraph->extendLive(source, cast >= 0 ? cast : gemm);
   return true;
 }
 
@@ -1673,7 +1598,7 @@ Status CudaBackend::compile(const plan::Variant &v) {
       dataEnd = std::max(dataEnd, b.offset() + b.bytes());
   dataBase = arenaBytes;
   arenaBytes += align(dataEnd, 256);
-  noteLiveness();
+  planGraph.emplace(v);
   slots.assign(v.buffers_size(), Slot{});
   for (int i = 0; i < v.buffers_size(); ++i) {
     const auto &root = v.buffers(i).alias_of() >= 0 ? v.buffers(v.buffers(i).alias_of()) : v.buffers(i);

@@ -1,0 +1,161 @@
+// The CPU GEMM path: tec.linear's kernel (transposes, bias and activation applied per chunk as the BLAS
+// writes it) against a plain double-precision product, and the table that chooses a BLAS per GEMM shape.
+#include "kernels/cpu/Blas.h"
+#include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/GemmTable.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+using namespace tec::kernels;
+using namespace tec::kernels::cpu;
+
+namespace {
+
+double activate(Epilogue e, double z) {
+  switch (e) {
+  case Epilogue::None: return z;
+  case Epilogue::Relu: return z > 0 ? z : 0;
+  case Epilogue::Gelu: return 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+  case Epilogue::GeluTanh: return 0.5 * z * (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));
+  }
+  return z;
+}
+
+std::string temporaryFolder() {
+  char name[] = "/tmp/tec-gemm-XXXXXX";
+  return mkdtemp(name);
+}
+
+} // namespace
+
+struct LinearCase {
+  int64_t m, n, k;
+  bool transA, transB, bias;
+  Epilogue epilogue;
+};
+
+class LinearKernel : public ::testing::TestWithParam<LinearCase> {};
+
+/// y = act(op(x) op(W) + b) against the same in double: both transposes, with and without a bias, every
+/// epilogue, GEMMs small enough to run whole and large enough to split over the pool (64 rows: by columns).
+TEST_P(LinearKernel, MatchesADoublePrecisionProduct) {
+  ASSERT_TRUE(blas().loaded) << blas().library;
+  const auto c = GetParam();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(c.m * c.k), w(c.k * c.n), b(c.n), y(c.m * c.n, NAN);
+  for (auto *v : {&x, &w, &b})
+    for (float &e : *v)
+      e = normal(rng);
+  for (int threads : {1, 2}) {
+    setThreads(threads);
+    linear(x.data(), w.data(), c.bias ? b.data() : nullptr, y.data(), c.m, c.n, c.k, c.transA, c.transB, c.epilogue);
+    double worst = 0;
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double z = c.bias ? b[j] : 0;
+        for (int64_t p = 0; p < c.k; ++p)
+          z += double(c.transA ? x[p * c.m + i] : x[i * c.k + p]) * (c.transB ? w[j * c.k + p] : w[p * c.n + j]);
+        worst = std::max(worst, std::abs(activate(c.epilogue, z) - y[i * c.n + j]) / (1 + std::abs(z)));
+      }
+    EXPECT_LT(worst, 2e-5) << c.m << "x" << c.n << "x" << c.k << " transA " << c.transA << " transB " << c.transB
+                           << " on " << threads << " threads";
+  }
+  setThreads(0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LinearKernel,
+    ::testing::Values(LinearCase{7, 5, 3, false, false, true, Epilogue::Relu},
+                      LinearCase{7, 5, 3, true, false, false, Epilogue::None},
+                      LinearCase{7, 5, 3, true, true, true, Epilogue::GeluTanh},
+                      LinearCase{64, 1024, 48, false, true, true, Epilogue::Gelu},
+                      LinearCase{64, 1024, 48, true, false, true, Epilogue::GeluTanh},
+                      LinearCase{640, 96, 40, true, true, true, Epilogue::Relu},
+                      LinearCase{640, 96, 40, false, false, false, Epilogue::None},
+                      LinearCase{5, 300, 0, false, true, true, Epilogue::Relu}));
+
+/// The fastest library by measurement, measured once per shape and then read back, in this process and the
+/// next (a new table on the same file measures nothing it already has).
+TEST(GemmTable, KeepsTheFastestLibraryPerShape) {
+  const std::string path = temporaryFolder() + "/sub/gemm.tsv";
+  int measured = 0;
+  auto measure = [&](const GemmShape &s) {
+    ++measured;
+    return s.m == 64 ? std::vector<double>{2.0, 1.0} : std::vector<double>{1.0, 3.0};
+  };
+  {
+    GemmTable table(path, {"OpenBLAS 0.3", "MKL 2025"}, measure);
+    EXPECT_TRUE(table.problem().empty()) << table.problem();
+    EXPECT_EQ(table.choose({false, true, 64, 1024, 1024}), 1);
+    EXPECT_EQ(table.choose({false, false, 512, 256, 1024}), 0);
+    EXPECT_EQ(table.choose({false, true, 64, 1024, 1024}), 1);
+    EXPECT_EQ(measured, 2);
+  }
+  GemmTable again(path, {"OpenBLAS 0.3", "MKL 2025"}, [](const GemmShape &) -> std::vector<double> {
+    ADD_FAILURE() << "measured a shape the table has";
+    return {1.0, 1.0};
+  });
+  EXPECT_EQ(again.choose({false, true, 64, 1024, 1024}), 1);
+  EXPECT_EQ(again.choose({false, false, 512, 256, 1024}), 0);
+
+  // Another set of libraries (MKL updated) measures anew; so does a damaged line.
+  measured = 0;
+  GemmTable updated(path, {"OpenBLAS 0.3", "MKL 2026"}, measure);
+  EXPECT_EQ(updated.choose({false, true, 64, 1024, 1024}), 1);
+  EXPECT_EQ(measured, 1);
+  {
+    std::ofstream damage(path, std::ios::app);
+    damage << "0 1 64 x 7 1\n1 0 32 32 32 9\n";
+  }
+  measured = 0;
+  GemmTable damaged(path, {"OpenBLAS 0.3", "MKL 2026"}, measure);
+  EXPECT_EQ(damaged.choose({true, false, 32, 32, 32}), 0); // the line naming library 9 was not believed
+  EXPECT_EQ(measured, 1);
+}
+
+/// With one library there is nothing to measure; a folder that cannot be made keeps the table in memory.
+TEST(GemmTable, MeasuresOnlyWhenThereIsAChoice) {
+  GemmTable single("/tmp/unused.tsv", {"OpenBLAS"}, [](const GemmShape &) -> std::vector<double> {
+    ADD_FAILURE() << "measured with one library";
+    return {1.0};
+  });
+  EXPECT_EQ(single.choose({false, false, 8, 8, 8}), 0);
+  int measured = 0;
+  GemmTable nowhere("/proc/tec-cannot/gemm.tsv", {"A", "B"}, [&](const GemmShape &) {
+    ++measured;
+    return std::vector<double>{5.0, 4.0};
+  });
+  EXPECT_NE(nowhere.problem().find("cannot create"), std::string::npos) << nowhere.problem();
+  EXPECT_EQ(nowhere.choose({false, false, 8, 8, 8}), 1);
+  EXPECT_EQ(nowhere.choose({false, false, 8, 8, 8}), 1);
+  EXPECT_EQ(measured, 1);
+}
+
+/// Two threads asking for the same new shape at once measure it once and agree.
+TEST(GemmTable, AgreesAcrossThreads) {
+  const std::string path = temporaryFolder() + "/gemm.tsv";
+  std::atomic<int> measured{0};
+  GemmTable table(path, {"A", "B"}, [&](const GemmShape &) {
+    ++measured;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return std::vector<double>{3.0, 2.0};
+  });
+  int first = -1, second = -1;
+  std::thread other([&] { second = table.choose({false, false, 16, 16, 16}); });
+  first = table.choose({false, false, 16, 16, 16});
+  other.join();
+  EXPECT_EQ(first, 1);
+  EXPECT_EQ(second, 1);
+  EXPECT_EQ(measured, 1);
+}
