@@ -516,7 +516,7 @@ bool CpuBackend::foldTransposeIntoLinear(int source, int transposed) {
   const auto &g = variant->steps(gemm);
   if (g.kernel() != "linear" || g.inputs_size() < 2 || g.inputs(0) != transposed || g.inputs(1) == transposed ||
       dtype(source) != plan::F32 || dtype(g.outputs(0)) != plan::F32 || dtype(g.inputs(1)) != plan::F32 ||
-      !graph->unchangedBetween(source, currentStep, gemm))
+      !graph->unchangedBetween(source, currentStep, gemm + 1)) // nor the GEMM's output, in the source's storage
     return false;
   transposedInput[gemm] = source;
   return true;

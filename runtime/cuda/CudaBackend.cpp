@@ -1103,7 +1103,7 @@ bool CudaBackend::foldTransposeIntoGemm(int source, int transposed) {
   const auto &g = variant->steps(gemm);
   const int operand = cast >= 0 ? variant->steps(cast).outputs(0) : transposed;
   if (g.kernel() != "linear" || g.inputs_size() < 2 || g.inputs(0) != operand || g.inputs(1) == operand ||
-      shape(operand).size() != 2 || !planGraph->unchangedBetween(source, currentStep, cast >= 0 ? cast : gemm))
+      shape(operand).size() != 2 || !planGraph->unchangedBetween(source, currentStep, (cast >= 0 ? cast : gemm) + 1))
     return false;
   transposedOperand[gemm] = {source, cast >= 0 ? operand : source};
   if (cast >= 0)
