@@ -837,6 +837,9 @@ TEC_CPU_CLONES void adamwChunk(const OptimizerParams &o, float lr, float c1, flo
                                const float *g, const float *m, const float *v, float *newP, float *newM, float *newV,
                                int64_t n) {
   const float beta1 = o.beta1, beta2 = o.beta2, eps = o.eps, weightDecay = o.weightDecay;
+  // Each element is read before it is written, so outputs that alias their inputs do not stop the vectors
+  // (without the pragma GCC keeps the loop scalar: seven pointers may overlap).
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float param = p[i];
     newP[i] = param - adamwDirection(beta1, beta2, eps, weightDecay, c1, c2, param, g[i] * clip, m[i], v[i], &newM[i],
