@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 namespace tec {
@@ -141,6 +142,10 @@ private:
   /// instead (the weight gradient dW = dYᵀ·X of every backward pass). linear step -> the source.
   bool foldTransposeIntoLinear(int source, int transposed);
   std::map<int, int> transposedInput;
+  /// An add of a linear step's output and a residual that is that output's one reader: the GEMM's epilogue
+  /// adds the residual and writes the add's output: {residual, the add's output}, or {-1, -1}.
+  std::pair<int, int> foldResidualAdd(int y);
+  std::set<int> foldedSteps;
 
   int threads;
   bool countQuantized;
@@ -522,6 +527,41 @@ bool CpuBackend::foldTransposeIntoLinear(int source, int transposed) {
   return true;
 }
 
+std::pair<int, int> CpuBackend::foldResidualAdd(int y) {
+  int add = -1; // the first step after this one that reads y's storage
+  for (int j = currentStep + 1; j < variant->steps_size() && add < 0; ++j)
+    for (int in : variant->steps(j).inputs())
+      if (graph->rootOf(in) == graph->rootOf(y))
+        add = j;
+  if (add < 0)
+    return {-1, -1};
+  const auto &a = variant->steps(add);
+  if (a.kernel() != "add" || a.inputs_size() != 2 || a.outputs_size() != 1)
+    return {-1, -1};
+  // The add may read y through a view of another shape (a reshape): same storage, same elements.
+  const bool first = graph->rootOf(a.inputs(0)) == graph->rootOf(y);
+  const int residual = first ? a.inputs(1) : a.inputs(0), out = a.outputs(0);
+  if (graph->rootOf(residual) == graph->rootOf(y) || shape(first ? a.inputs(0) : a.inputs(1)) != shape(out) ||
+      shape(residual) != shape(out) || count(out) != count(y) || dtype(residual) != plan::F32 ||
+      dtype(out) != plan::F32 || dtype(y) != plan::F32)
+    return {-1, -1};
+  // The residual is ready now (no step from here to the add writes it). The epilogue writes the sum where
+  // the add wrote it: in y's or the residual's storage (an in-place add), or elsewhere if that storage may
+  // be written now. Written early, so nothing in between may read it; y keeps no value of its own unless the
+  // sum is in its storage, so the add must be its only reader.
+  const bool inPlace = graph->rootOf(out) == graph->rootOf(y) || graph->rootOf(out) == graph->rootOf(residual);
+  bool readInBetween = false;
+  for (int j = currentStep; j < add; ++j)
+    for (int in : variant->steps(j).inputs())
+      readInBetween |= graph->rootOf(in) == graph->rootOf(out);
+  if (!graph->unchangedBetween(residual, currentStep - 1, add) || readInBetween ||
+      (graph->rootOf(out) != graph->rootOf(y) && graph->onlyReaderAfter(y, currentStep) != add) ||
+      (!inPlace && !graph->writableEarly(out, currentStep, add)))
+    return {-1, -1};
+  foldedSteps.insert(add);
+  return {residual, out};
+}
+
 Status CpuBackend::linear(const plan::Step &s) {
   if (Status st = expectArity(s, 2, 3, 1); !st.ok())
     return st;
@@ -541,10 +581,12 @@ Status CpuBackend::linear(const plan::Step &s) {
     transB = false;
   }
   float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
+  const auto [residual, sum] = foldResidualAdd(s.outputs(0));
+  float *r = residual >= 0 ? ptr<float>(residual) : nullptr, *rSum = residual >= 0 ? ptr<float>(sum) : nullptr;
   float *y = floatOut(s.outputs(0));
   k::gemmLibrary({transA, transB, m, n, kk}); // measured now, at prepare, when the choice is new
   emit([=] {
-    k::linear(x, w, b, y, m, n, kk, transA, transB, e);
+    k::linear(x, w, b, y, m, n, kk, transA, transB, e, r, rSum);
     return Status::success();
   });
   return Status::success();
@@ -979,6 +1021,8 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
   graph.emplace(v);
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
+    if (foldedSteps.count(currentStep))
+      continue;
     auto it = stepCompilers<CpuBackend>().find(step.kernel());
     if (it == stepCompilers<CpuBackend>().end())
       return Status::error("the cpu backend has no kernel '" + step.kernel() + "' (step from " + step.source() + ")");

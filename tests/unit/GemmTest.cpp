@@ -159,3 +159,21 @@ TEST(GemmTable, AgreesAcrossThreads) {
   EXPECT_EQ(second, 1);
   EXPECT_EQ(measured, 1);
 }
+
+/// A residual added in the epilogue: the sum written over the residual itself (an in-place add) equals the
+/// GEMM's output plus the residual, and the GEMM's own output is left as X · W.
+TEST(LinearKernel, AddsAResidualInTheEpilogue) {
+  ASSERT_TRUE(blas().loaded) << blas().library;
+  const int64_t m = 64, n = 640, k = 32;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(m * k), w(n * k), b(n), residual(m * n), y(m * n), plain(m * n);
+  for (auto *v : {&x, &w, &b, &residual})
+    for (float &e : *v)
+      e = normal(rng);
+  linear(x.data(), w.data(), b.data(), plain.data(), m, n, k, false, true, Epilogue::Relu);
+  std::vector<float> sum = residual;
+  linear(x.data(), w.data(), b.data(), y.data(), m, n, k, false, true, Epilogue::Relu, sum.data(), sum.data());
+  for (int64_t i = 0; i < m * n; ++i)
+    ASSERT_EQ(sum[i], plain[i] + residual[i]) << i;
+}
