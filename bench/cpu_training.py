@@ -34,8 +34,11 @@ def import_torch():
         import torch  # noqa: F401
     except ImportError:
         print("installing PyTorch (CPU) into this venv for the benchmark", flush=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "torch",
-                        "--index-url", "https://download.pytorch.org/whl/cpu"], check=True)
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "torch"]
+        # The CPU wheel is small; where PyTorch's own index cannot be reached, PyPI's wheel (with CUDA's
+        # libraries, unused here) times the same CPU kernels.
+        if subprocess.run(pip + ["--index-url", "https://download.pytorch.org/whl/cpu", "--timeout", "20"]).returncode:
+            subprocess.run(pip, check=True)
     import torch
     return torch
 
