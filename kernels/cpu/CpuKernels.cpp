@@ -885,33 +885,72 @@ void optimizerUpdate(const OptimizerParams &params, float lr, float step, float 
   });
 }
 
-void quantize(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format) {
-  parallelLoop(n, n, [&](int64_t i) {
-    y[i] = floatToFp8(x[i] * scale, format);
-  });
+namespace {
+
+/// The quantize of one chunk, counting saturated and flushed values when asked; one instance per format so
+/// that the branch-free conversion vectorizes.
+template <Fp8Format F, bool Count>
+TEC_CPU_CLONES void quantizeChunk(const float *x, float scale, uint8_t *y, int64_t n, int64_t &saturated,
+                                  int64_t &flushed) {
+  if constexpr (!Count) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = floatToFp8Branchless(x[i] * scale, F);
+  } else {
+    const float limit = fp8Max(F);
+    int32_t s = 0, f = 0; // a chunk is far below 2^31 elements
+#pragma omp simd reduction(+ : s, f)
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i] * scale;
+      const uint8_t code = floatToFp8Branchless(v, F);
+      y[i] = code;
+      s += std::fabs(v) > limit && std::fabs(v) <= FLT_MAX;
+      f += v != 0.0f && (code & 0x7F) == 0;
+    }
+    saturated += s, flushed += f;
+  }
 }
 
-void quantizeCounting(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format, int64_t &saturated,
-                      int64_t &flushed) {
-  const float limit = fp8Max(format);
+template <bool Count>
+void quantizeImpl(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format, int64_t &saturated,
+                  int64_t &flushed) {
   std::atomic<int64_t> sat{0}, flush{0};
   parallelFor(n, kParallelThreshold, [&](int64_t begin, int64_t end) {
     int64_t s = 0, f = 0;
-    for (int64_t i = begin; i < end; ++i) {
-      const float v = x[i] * scale;
-      y[i] = floatToFp8(v, format);
-      s += std::fabs(v) > limit && std::isfinite(v);
-      f += v != 0.0f && (y[i] & 0x7F) == 0;
-    }
+    if (format == Fp8Format::E4M3)
+      quantizeChunk<Fp8Format::E4M3, Count>(x + begin, scale, y + begin, end - begin, s, f);
+    else
+      quantizeChunk<Fp8Format::E5M2, Count>(x + begin, scale, y + begin, end - begin, s, f);
     sat += s, flush += f; // counts: the order of the sums does not matter
   });
   saturated = sat;
   flushed = flush;
 }
 
+template <Fp8Format F> TEC_CPU_CLONES void dequantizeChunk(const uint8_t *x, float scaleInv, float *y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = fp8ToFloatBranchless(x[i], F) * scaleInv;
+}
+
+} // namespace
+
+void quantize(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format) {
+  int64_t unusedSaturated, unusedFlushed;
+  quantizeImpl<false>(x, scale, y, n, format, unusedSaturated, unusedFlushed);
+}
+
+void quantizeCounting(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format, int64_t &saturated,
+                      int64_t &flushed) {
+  quantizeImpl<true>(x, scale, y, n, format, saturated, flushed);
+}
+
 void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format format) {
-  parallelLoop(n, n, [&](int64_t i) {
-    y[i] = fp8ToFloat(x[i], format) * scaleInv;
+  parallelFor(n, kParallelThreshold, [&](int64_t begin, int64_t end) {
+    if (format == Fp8Format::E4M3)
+      dequantizeChunk<Fp8Format::E4M3>(x + begin, scaleInv, y + begin, end - begin);
+    else
+      dequantizeChunk<Fp8Format::E5M2>(x + begin, scaleInv, y + begin, end - begin);
   });
 }
 

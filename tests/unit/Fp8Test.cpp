@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #if __has_include(<cuda_fp8.h>)
 #include <cuda_bf16.h>
@@ -111,6 +112,49 @@ TEST(Fp8, SpecificationPoints) {
   EXPECT_EQ(fp8ToFloat(0x01, Fp8Format::E5M2), std::ldexp(1.0f, -16));
   EXPECT_EQ(floatToFp8(1.0f, Fp8Format::E4M3), 0x38);
   EXPECT_EQ(floatToFp8(-0.0f, Fp8Format::E5M2), 0x80);
+}
+
+/// The CPU quantize kernel converts without branches (so that it vectorizes): the same bits as floatToFp8,
+/// which the tests above hold to CUDA's conversion, on every one of the 2^32 float patterns, both formats.
+TEST(Fp8Kernels, VectorizedQuantizeMatchesTheScalarConversionOnAllFloats) {
+  for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    std::atomic<uint64_t> first{UINT64_MAX};
+#pragma omp parallel for schedule(static)
+    for (int64_t hi = 0; hi < (int64_t(1) << 16); ++hi) {
+      std::vector<float> x(1 << 16);
+      std::vector<uint8_t> q(x.size());
+      for (uint32_t lo = 0; lo < (1u << 16); ++lo)
+        x[lo] = bitsToFloat(static_cast<uint32_t>(hi) << 16 | lo);
+      cpu::quantize(x.data(), 1.0f, q.data(), static_cast<int64_t>(x.size()), format);
+      for (uint32_t lo = 0; lo < (1u << 16); ++lo)
+        if (q[lo] != floatToFp8(x[lo], format)) {
+          uint64_t bits = static_cast<uint32_t>(hi) << 16 | lo, expected = first.load();
+          while (bits < expected && !first.compare_exchange_weak(expected, bits)) {
+          }
+          break;
+        }
+    }
+    EXPECT_EQ(first.load(), UINT64_MAX) << (format == Fp8Format::E4M3 ? "E4M3" : "E5M2")
+                                        << ": first mismatch at float bits 0x" << std::hex << first.load();
+  }
+}
+
+/// Dequantizing by table: every code's value times the scale's inverse, as fp8ToFloat gives it.
+TEST(Fp8Kernels, DequantizeGivesEveryCodesValue) {
+  for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    std::vector<uint8_t> codes(256);
+    for (int c = 0; c < 256; ++c)
+      codes[c] = static_cast<uint8_t>(c);
+    std::vector<float> y(256);
+    cpu::dequantize(codes.data(), 0.375f, y.data(), 256, format);
+    for (int c = 0; c < 256; ++c) {
+      const float expected = fp8ToFloat(static_cast<uint8_t>(c), format) * 0.375f;
+      if (std::isnan(expected))
+        EXPECT_TRUE(std::isnan(y[c])) << c;
+      else
+        EXPECT_EQ(y[c], expected) << c;
+    }
+  }
 }
 
 TEST(Fp8Kernels, QuantizeScalesBeforeTheCastAndDequantizeInverts) {
