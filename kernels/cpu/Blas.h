@@ -13,6 +13,7 @@
 #ifndef TEC_KERNELS_CPU_BLAS_H
 #define TEC_KERNELS_CPU_BLAS_H
 
+#include "kernels/cpu/FunctionRef.h"
 #include "kernels/cpu/GemmTable.h"
 
 #include <cstdint>
@@ -46,23 +47,8 @@ int gemmLibrary(const GemmShape &shape);
 std::string gemmTableDescription();
 
 /// Called on each chunk of C right after the BLAS wrote it, while it is in cache: rows [i0, i1), columns
-/// [j0, j1) (a GEMM epilogue: bias, activation). A reference to a callable that outlives the GEMM, so that
-/// no GEMM allocates.
-class GemmChunkEpilogue {
-public:
-  GemmChunkEpilogue() = default;
-  template <typename F>
-  GemmChunkEpilogue(const F &f)
-      : object(&f), fn([](const void *o, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-          (*static_cast<const F *>(o))(i0, i1, j0, j1);
-        }) {}
-  explicit operator bool() const { return fn != nullptr; }
-  void operator()(int64_t i0, int64_t i1, int64_t j0, int64_t j1) const { fn(object, i0, i1, j0, j1); }
-
-private:
-  const void *object = nullptr;
-  void (*fn)(const void *, int64_t, int64_t, int64_t, int64_t) = nullptr;
-};
+/// [j0, j1) (a GEMM epilogue: bias, activation).
+using GemmChunkEpilogue = FunctionRef<void(int64_t i0, int64_t i1, int64_t j0, int64_t j1)>;
 
 /// Row-major C = alpha op(A) op(B) + beta C with `library` (blas().libraries). Large GEMMs split the longer of
 /// C's dims into chunks fixed by the shape (not the thread count), one BLAS call each, over the pool: a GEMM

@@ -4,6 +4,7 @@
 #include "kernels/common/Half.h"
 #include "kernels/common/Scan.h"
 #include "kernels/cpu/Blas.h"
+#include "kernels/cpu/Dims.h"
 
 #include <atomic>
 
@@ -38,9 +39,20 @@ void setThreads(int threads) { setPoolThreads(threads); }
 
 namespace {
 
+int64_t numElements(const Dims &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+} // namespace
+
+namespace {
+
 /// Strides of `shape` broadcast (right-aligned) to `out`: 0 along broadcast dims.
-std::vector<int64_t> broadcastStrides(const Shape &shape, const Shape &out) {
-  std::vector<int64_t> strides(out.size(), 0);
+Dims broadcastStrides(const Dims &shape, const Dims &out) {
+  Dims strides(out.size(), 0);
   int64_t stride = 1;
   for (int64_t i = static_cast<int64_t>(shape.size()) - 1, o = static_cast<int64_t>(out.size()) - 1; i >= 0;
        --i, --o) {
@@ -55,7 +67,7 @@ std::vector<int64_t> broadcastStrides(const Shape &shape, const Shape &out) {
 /// 16K elements: one division walk per chunk, then an odometer step per row (short rows are common:
 /// attention heads).
 template <size_t N, typename F>
-void forEachBroadcastRow(const Shape &out, const std::array<std::vector<int64_t>, N> &strides, F f) {
+void forEachBroadcastRow(const Dims &out, const std::array<Dims, N> &strides, F f) {
   const int64_t rank = out.size();
   const int64_t inner = rank ? out.back() : 1;
   const int64_t rows = inner ? numElements(out) / inner : 0;
@@ -63,7 +75,7 @@ void forEachBroadcastRow(const Shape &out, const std::array<std::vector<int64_t>
   const int64_t chunks = (rows + chunk - 1) / chunk;
   parallelLoop(chunks, rows * inner, [&](int64_t c) {
     const int64_t begin = c * chunk, end = std::min(rows, begin + chunk);
-    std::vector<int64_t> coord(std::max<int64_t>(rank - 1, 0));
+    Dims coord(std::max<int64_t>(rank - 1, 0));
     std::array<int64_t, N> offsets{};
     int64_t rest = begin;
     for (int64_t d = rank - 2; d >= 0; --d) {
@@ -117,7 +129,7 @@ void binaryLoop(const T *a, const Shape &aShape, const T *b, const Shape &bShape
     });
     return;
   }
-  std::array<std::vector<int64_t>, 2> strides{broadcastStrides(aShape, outShape), broadcastStrides(bShape, outShape)};
+  std::array<Dims, 2> strides{broadcastStrides(aShape, outShape), broadcastStrides(bShape, outShape)};
   const int64_t inner = outShape.empty() ? 1 : outShape.back();
   const int64_t sa = outShape.empty() ? 0 : strides[0].back(), sb = outShape.empty() ? 0 : strides[1].back();
   forEachBroadcastRow(outShape, strides, [=](int64_t start, const std::array<int64_t, 2> &off) {
@@ -223,7 +235,7 @@ void unary(UnaryKind kind, const float *x, float *y, int64_t n) {
 namespace {
 
 template <typename T>
-void whereTyped(const bool *cond, const std::array<std::vector<int64_t>, 3> &strides, const T *x, const T *y, T *out,
+void whereTyped(const bool *cond, const std::array<Dims, 3> &strides, const T *x, const T *y, T *out,
                 const Shape &outShape) {
   const int64_t inner = outShape.empty() ? 1 : outShape.back();
   std::array<int64_t, 3> last{};
@@ -268,7 +280,7 @@ void activationGrad(ActivationGradKind kind, const float *dy, const float *x, fl
 
 void where(const bool *cond, const Shape &condShape, const void *x, const Shape &xShape, const void *y,
            const Shape &yShape, void *out, const Shape &outShape, size_t bytes) {
-  std::array<std::vector<int64_t>, 3> strides{broadcastStrides(condShape, outShape), broadcastStrides(xShape, outShape),
+  std::array<Dims, 3> strides{broadcastStrides(condShape, outShape), broadcastStrides(xShape, outShape),
                                               broadcastStrides(yShape, outShape)};
   switch (bytes) {
   case 1: return whereTyped(cond, strides, static_cast<const uint8_t *>(x), static_cast<const uint8_t *>(y),
@@ -415,22 +427,25 @@ void layerNorm(const float *x, const float *scale, const float *bias, float *y, 
 template <typename T>
 void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<int64_t> &axes, T *y) {
   const int64_t rank = shape.size();
-  std::vector<int64_t> strides(rank, 1);
+  Dims strides(rank, 1);
   for (int64_t d = rank - 2; d >= 0; --d)
     strides[d] = strides[d + 1] * shape[d + 1];
-  std::vector<int64_t> keptDims, keptStrides, reducedOffsets{0};
+  Dims keptDims, keptStrides;
+  // Each reduced element's offset from its output's first, kept per thread across calls (no allocation
+  // once the largest reduction has run).
+  thread_local std::vector<int64_t> reducedOffsets, next;
+  reducedOffsets.assign(1, 0);
   for (int64_t d = 0; d < rank; ++d) {
     if (std::find(axes.begin(), axes.end(), d) == axes.end()) {
       keptDims.push_back(shape[d]);
       keptStrides.push_back(strides[d]);
       continue;
     }
-    std::vector<int64_t> next;
-    next.reserve(reducedOffsets.size() * shape[d]);
+    next.clear();
     for (int64_t base : reducedOffsets)
       for (int64_t i = 0; i < shape[d]; ++i)
         next.push_back(base + i * strides[d]);
-    reducedOffsets = std::move(next);
+    reducedOffsets.swap(next);
   }
   const int64_t outCount = numElements(keptDims), count = reducedOffsets.size();
   // A sum over the leading dims (a bias gradient: [rows, cols] -> [cols]): the rows added in order into a
@@ -472,9 +487,9 @@ template void reduce<int32_t>(ReduceKind, const int32_t *, const Shape &, const 
 template void reduce<int64_t>(ReduceKind, const int64_t *, const Shape &, const std::vector<int64_t> &, int64_t *);
 
 void matmul(const float *a, const Shape &aShape, const float *b, const Shape &bShape, float *out, const Shape &outShape) {
-  Shape lhs = aShape, rhs = bShape;
+  Dims lhs = aShape, rhs = bShape;
   if (lhs.size() == 1)
-    lhs.insert(lhs.begin(), 1);
+    lhs = Dims{1, lhs[0]};
   if (rhs.size() == 1)
     rhs.push_back(1);
   const int64_t m = lhs[lhs.size() - 2], k = lhs.back(), n = rhs.back();
@@ -484,13 +499,13 @@ void matmul(const float *a, const Shape &aShape, const float *b, const Shape &bS
     std::fill(out, out + numElements(outShape), 0.0f);
     return;
   }
-  Shape aBatch(lhs.begin(), lhs.end() - 2), bBatch(rhs.begin(), rhs.end() - 2);
+  Dims aBatch(lhs.begin(), lhs.end() - 2), bBatch(rhs.begin(), rhs.end() - 2);
   // A weight without batch dims: fold A's batch into M for one large GEMM.
   if (numElements(bBatch) == 1) {
     planSgemm(false, false, numElements(aBatch) * m, n, k, 1.0f, a, k, b, n, 0.0f, out, n);
     return;
   }
-  Shape batch(outShape.begin(), outShape.end() - (aShape.size() > 1 ? 1 : 0) - (bShape.size() > 1 ? 1 : 0));
+  Dims batch(outShape.begin(), outShape.end() - (aShape.size() > 1 ? 1 : 0) - (bShape.size() > 1 ? 1 : 0));
   auto aStrides = broadcastStrides(aBatch, batch), bStrides = broadcastStrides(bBatch, batch);
   const int64_t batches = numElements(batch);
   const int library = gemmLibrary({false, false, m, n, k});
@@ -510,8 +525,8 @@ void gemm(const float *a, const float *b, const float *c, const Shape &cShape, f
           int64_t k, bool transA, bool transB, float alpha, float beta) {
   float betaForBlas = 0.0f;
   if (c && beta != 0.0f) {
-    std::array<std::vector<int64_t>, 1> strides{broadcastStrides(cShape, {m, n})};
-    forEachBroadcastRow(Shape{m, n}, strides, [&](int64_t start, const std::array<int64_t, 1> &off) {
+    std::array<Dims, 1> strides{broadcastStrides(cShape, Dims{m, n})};
+    forEachBroadcastRow(Dims{m, n}, strides, [&](int64_t start, const std::array<int64_t, 1> &off) {
       for (int64_t j = 0; j < n; ++j)
         y[start + j] = beta * c[off[0] + j * strides[0][1]];
     });
@@ -594,9 +609,8 @@ template <typename E> void copyRow(E *__restrict dst, const E *__restrict src, i
 /// size 1 are dropped and neighbours the input walks contiguously are merged first, so a head
 /// transpose copies rows of head_dim elements instead of single ones.
 template <typename E>
-void stridedCopyOf(const E *in, int64_t offset, const std::vector<int64_t> &inStrides, E *out, const Shape &outShape) {
-  Shape shape;
-  std::vector<int64_t> strides;
+void stridedCopyOf(const E *in, int64_t offset, const Dims &inStrides, E *out, const Dims &outShape) {
+  Dims shape, strides;
   for (size_t d = 0; d < outShape.size(); ++d) {
     if (outShape[d] == 1)
       continue;
@@ -611,13 +625,13 @@ void stridedCopyOf(const E *in, int64_t offset, const std::vector<int64_t> &inSt
   if (numElements(outShape) == 0)
     return;
   const int64_t inner = shape.empty() ? 1 : shape.back(), innerStride = shape.empty() ? 0 : strides.back();
-  std::array<std::vector<int64_t>, 1> operandStrides{strides};
+  std::array<Dims, 1> operandStrides{strides};
   forEachBroadcastRow(shape, operandStrides, [&](int64_t start, const std::array<int64_t, 1> &off) {
     copyRow(out + start, in + offset + off[0], inner, innerStride);
   });
 }
 
-void stridedCopy(const char *in, int64_t offset, const std::vector<int64_t> &inStrides, char *out, const Shape &outShape,
+void stridedCopy(const char *in, int64_t offset, const Dims &inStrides, char *out, const Dims &outShape,
                  size_t bytes) {
   switch (bytes) {
   case 1: return stridedCopyOf(reinterpret_cast<const uint8_t *>(in), offset, inStrides, reinterpret_cast<uint8_t *>(out), outShape);
@@ -627,8 +641,8 @@ void stridedCopy(const char *in, int64_t offset, const std::vector<int64_t> &inS
   }
 }
 
-std::vector<int64_t> contiguousStrides(const Shape &shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
+Dims contiguousStrides(const Dims &shape) {
+  Dims strides(shape.size(), 1);
   for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
     strides[d] = strides[d + 1] * shape[d + 1];
   return strides;
@@ -643,9 +657,9 @@ namespace {
 /// Instead 32 x 32 tiles of the two dims, the input's contiguous one (a) and the output's (b), a tile's
 /// input lines staying in cache while its output lines are written; the other dims in an outer loop.
 template <typename E>
-void tiledTranspose(const E *in, const Shape &outShape, const std::vector<int64_t> &inStrides, int64_t a, E *out) {
+void tiledTranspose(const E *in, const Dims &outShape, const Dims &inStrides, int64_t a, E *out) {
   const int64_t rank = static_cast<int64_t>(outShape.size()), b = rank - 1;
-  const std::vector<int64_t> outStrides = contiguousStrides(outShape);
+  const Dims outStrides = contiguousStrides(outShape);
   const int64_t na = outShape[a], nb = outShape[b], inB = inStrides[b], outA = outStrides[a];
   const int64_t planes = numElements(outShape) / (na * nb);
   constexpr int64_t kTile = 32;
@@ -672,8 +686,7 @@ void tiledTranspose(const E *in, const Shape &outShape, const std::vector<int64_
 
 void transpose(const void *x, const Shape &inShape, const std::vector<int64_t> &perm, void *y, size_t bytes) {
   auto inStrides = contiguousStrides(inShape);
-  Shape outShape;
-  std::vector<int64_t> strides;
+  Dims outShape, strides;
   for (int64_t p : perm) {
     outShape.push_back(inShape[p]);
     strides.push_back(inStrides[p]);
@@ -703,7 +716,7 @@ void slice(const void *x, const Shape &inShape, const std::vector<int64_t> &star
     return;
   auto inStrides = contiguousStrides(inShape);
   int64_t offset = 0;
-  std::vector<int64_t> strides(inShape.size());
+  Dims strides(inShape.size());
   for (size_t d = 0; d < inShape.size(); ++d) {
     offset += starts[d] * inStrides[d];
     strides[d] = steps[d] * inStrides[d];

@@ -46,7 +46,7 @@ double cgroupQuota() {
 /// One parallel loop: its range and the chunks claimed and finished so far. Shared with the helpers, which
 /// may still hold it after the caller returns (they then find no chunk left).
 struct Job {
-  const std::function<void(int64_t, int64_t)> *body = nullptr;
+  FunctionRef<void(int64_t, int64_t)> body;
   int64_t n = 0, grain = 1, chunks = 0;
   std::atomic<int64_t> next{0}, done{0};
 };
@@ -58,7 +58,7 @@ int64_t runChunks(Job &job) {
   insideLoop = true;
   int64_t ran = 0;
   for (int64_t c; (c = job.next.fetch_add(1, std::memory_order_relaxed)) < job.chunks; ++ran) {
-    (*job.body)(c * job.grain, std::min(job.n, (c + 1) * job.grain));
+    job.body(c * job.grain, std::min(job.n, (c + 1) * job.grain));
     job.done.fetch_add(1, std::memory_order_release);
   }
   insideLoop = false;
@@ -89,7 +89,7 @@ public:
 
   /// Runs the loop over the pool, or returns false at once when another thread's loop has it (two
   /// sessions on two threads): that caller then runs its loop alone instead of waiting.
-  bool tryRun(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &body) {
+  bool tryRun(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> body) {
     std::unique_lock<std::mutex> caller(callerMutex, std::try_to_lock);
     if (!caller.owns_lock())
       return false;
@@ -104,12 +104,12 @@ public:
   }
 
 private:
-  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &body) {
+  void run(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> body) {
     // The last loop's job again when no helper still holds it (no allocation per loop).
     if (!spare || spare.use_count() > 1)
       spare = std::make_shared<Job>();
     std::shared_ptr<Job> job = spare;
-    job->body = &body, job->n = n, job->grain = grain, job->chunks = (n + grain - 1) / grain;
+    job->body = body, job->n = n, job->grain = grain, job->chunks = (n + grain - 1) / grain;
     job->next.store(0, std::memory_order_relaxed);
     job->done.store(0, std::memory_order_relaxed);
     {
@@ -208,7 +208,7 @@ void setPoolThreads(int threads) {
 
 int poolThreads() { return thePool().threads(); }
 
-void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &body) {
+void parallelFor(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> body) {
   grain = std::max<int64_t>(grain, 1);
   if (n <= 0)
     return;

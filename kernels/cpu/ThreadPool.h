@@ -8,7 +8,7 @@
 #define TEC_KERNELS_CPU_THREADPOOL_H
 
 #include <cstdint>
-#include <functional>
+#include "kernels/cpu/FunctionRef.h"
 
 namespace tec::kernels::cpu {
 
@@ -23,7 +23,7 @@ int poolThreads();
 /// body(begin, end) over [0, n) in chunks of `grain` indices (the last may be shorter), spread over the
 /// pool; serial when there is one chunk, one thread, or the call comes from inside another loop. The chunks
 /// depend on n and grain only, so what each computes does not depend on the thread count.
-void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &body);
+void parallelFor(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> body);
 
 } // namespace tec::kernels::cpu
 
