@@ -142,9 +142,14 @@ private:
   /// instead (the weight gradient dW = dYᵀ·X of every backward pass). linear step -> the source.
   bool foldTransposeIntoLinear(int source, int transposed);
   std::map<int, int> transposedInput;
-  /// An add of a linear step's output and a residual that is that output's one reader: the GEMM's epilogue
-  /// adds the residual and writes the add's output: {residual, the add's output}, or {-1, -1}.
-  std::pair<int, int> foldResidualAdd(int y);
+  /// The step that reads a linear step's output first, when the GEMM's epilogue can do its work: an
+  /// activation (relu, gelu) after a GEMM without one, or an add of a residual. The epilogue writes where
+  /// that step wrote, and the step is skipped.
+  struct FoldedStep {
+    int step = -1, out = -1, residual = -1;
+    kernels::Epilogue activation = kernels::Epilogue::None;
+  };
+  FoldedStep foldIntoEpilogue(int y, kernels::Epilogue own);
   std::set<int> foldedSteps;
 
   int threads;
@@ -527,39 +532,51 @@ bool CpuBackend::foldTransposeIntoLinear(int source, int transposed) {
   return true;
 }
 
-std::pair<int, int> CpuBackend::foldResidualAdd(int y) {
-  int add = -1; // the first step after this one that reads y's storage
-  for (int j = currentStep + 1; j < variant->steps_size() && add < 0; ++j)
-    for (int in : variant->steps(j).inputs())
+CpuBackend::FoldedStep CpuBackend::foldIntoEpilogue(int y, kernels::Epilogue own) {
+  int j = -1; // the first step after this one that reads y's storage
+  for (int i = currentStep + 1; i < variant->steps_size() && j < 0; ++i)
+    for (int in : variant->steps(i).inputs())
       if (graph->rootOf(in) == graph->rootOf(y))
-        add = j;
-  if (add < 0)
-    return {-1, -1};
-  const auto &a = variant->steps(add);
-  if (a.kernel() != "add" || a.inputs_size() != 2 || a.outputs_size() != 1)
-    return {-1, -1};
-  // The add may read y through a view of another shape (a reshape): same storage, same elements.
-  const bool first = graph->rootOf(a.inputs(0)) == graph->rootOf(y);
-  const int residual = first ? a.inputs(1) : a.inputs(0), out = a.outputs(0);
-  if (graph->rootOf(residual) == graph->rootOf(y) || shape(first ? a.inputs(0) : a.inputs(1)) != shape(out) ||
-      shape(residual) != shape(out) || count(out) != count(y) || dtype(residual) != plan::F32 ||
-      dtype(out) != plan::F32 || dtype(y) != plan::F32)
-    return {-1, -1};
-  // The residual is ready now (no step from here to the add writes it). The epilogue writes the sum where
-  // the add wrote it: in y's or the residual's storage (an in-place add), or elsewhere if that storage may
-  // be written now. Written early, so nothing in between may read it; y keeps no value of its own unless the
-  // sum is in its storage, so the add must be its only reader.
-  const bool inPlace = graph->rootOf(out) == graph->rootOf(y) || graph->rootOf(out) == graph->rootOf(residual);
-  bool readInBetween = false;
-  for (int j = currentStep; j < add; ++j)
-    for (int in : variant->steps(j).inputs())
-      readInBetween |= graph->rootOf(in) == graph->rootOf(out);
-  if (!graph->unchangedBetween(residual, currentStep - 1, add) || readInBetween ||
-      (graph->rootOf(out) != graph->rootOf(y) && graph->onlyReaderAfter(y, currentStep) != add) ||
-      (!inPlace && !graph->writableEarly(out, currentStep, add)))
-    return {-1, -1};
-  foldedSteps.insert(add);
-  return {residual, out};
+        j = i;
+  if (j < 0 || variant->steps(j).outputs_size() != 1)
+    return {};
+  const auto &r = variant->steps(j);
+  FoldedStep f;
+  f.step = j;
+  f.out = r.outputs(0);
+  int read = -1; // r's input that is y (maybe through a view of another shape: same storage, same elements)
+  if ((r.kernel() == "relu" || r.kernel() == "gelu") && r.inputs_size() == 1 && own == kernels::Epilogue::None) {
+    f.activation = r.kernel() == "relu"                               ? kernels::Epilogue::Relu
+                   : attrS(r, "approximate", "none") == "tanh" ? kernels::Epilogue::GeluTanh
+                                                                      : kernels::Epilogue::Gelu;
+    read = r.inputs(0);
+  } else if (r.kernel() == "add" && r.inputs_size() == 2) {
+    const bool first = graph->rootOf(r.inputs(0)) == graph->rootOf(y);
+    read = first ? r.inputs(0) : r.inputs(1);
+    f.residual = first ? r.inputs(1) : r.inputs(0);
+    if (graph->rootOf(f.residual) == graph->rootOf(y) || shape(f.residual) != shape(f.out) ||
+        dtype(f.residual) != plan::F32 || !graph->unchangedBetween(f.residual, currentStep - 1, j))
+      return {};
+  } else {
+    return {};
+  }
+  if (shape(read) != shape(f.out) || count(f.out) != count(y) || dtype(f.out) != plan::F32 || dtype(y) != plan::F32)
+    return {};
+  // The result is written early, at this step: nothing in between may read its storage. It goes where the
+  // step wrote it: in y's storage (in place: later readers of that storage saw the result anyway), in the
+  // residual's (an in-place add), or elsewhere if that storage may be written now. Outside y's storage, y
+  // keeps no value of its own (X · W, not the plan's), so the step must be y's only reader.
+  const int outRoot = graph->rootOf(f.out);
+  for (int i = currentStep; i < j; ++i)
+    for (int in : variant->steps(i).inputs())
+      if (graph->rootOf(in) == outRoot)
+        return {};
+  const bool inPlace = outRoot == graph->rootOf(y) || (f.residual >= 0 && outRoot == graph->rootOf(f.residual));
+  if ((outRoot != graph->rootOf(y) && graph->onlyReaderAfter(y, currentStep) != j) ||
+      (!inPlace && !graph->writableEarly(f.out, currentStep, j)))
+    return {};
+  foldedSteps.insert(j);
+  return f;
 }
 
 Status CpuBackend::linear(const plan::Step &s) {
@@ -581,12 +598,15 @@ Status CpuBackend::linear(const plan::Step &s) {
     transB = false;
   }
   float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
-  const auto [residual, sum] = foldResidualAdd(s.outputs(0));
-  float *r = residual >= 0 ? ptr<float>(residual) : nullptr, *rSum = residual >= 0 ? ptr<float>(sum) : nullptr;
+  const FoldedStep next = foldIntoEpilogue(s.outputs(0), e);
+  if (next.activation != kernels::Epilogue::None)
+    e = next.activation;
+  float *r = next.residual >= 0 ? ptr<float>(next.residual) : nullptr;
+  float *out = next.step >= 0 ? ptr<float>(next.out) : nullptr;
   float *y = floatOut(s.outputs(0));
   k::gemmLibrary({transA, transB, m, n, kk}); // measured now, at prepare, when the choice is new
   emit([=] {
-    k::linear(x, w, b, y, m, n, kk, transA, transB, e, r, rSum);
+    k::linear(x, w, b, y, m, n, kk, transA, transB, e, r, out);
     return Status::success();
   });
   return Status::success();

@@ -547,7 +547,8 @@ namespace {
 /// One row of a GEMM epilogue: a plain function so that the loop vectorizes. `out` may be `row` or
 /// `residual` (the same elements: each is read before it is written).
 template <typename Act>
-TEC_CPU_CLONES void epilogueRow(float *row, const float *bias, const float *residual, float *out, int64_t n, Act act) {
+TEC_CPU_CLONES void epilogueRow(const float *row, const float *bias, const float *residual, float *out, int64_t n,
+                                Act act) {
   if (bias && residual) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
@@ -555,7 +556,7 @@ TEC_CPU_CLONES void epilogueRow(float *row, const float *bias, const float *resi
   } else if (bias) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
-      row[j] = act(row[j] + bias[j]);
+      out[j] = act(row[j] + bias[j]);
   } else if (residual) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
@@ -563,28 +564,28 @@ TEC_CPU_CLONES void epilogueRow(float *row, const float *bias, const float *resi
   } else {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
-      row[j] = act(row[j]);
+      out[j] = act(row[j]);
   }
 }
 
 } // namespace
 
 void linear(const float *x, const float *weight, const float *bias, float *y, int64_t m, int64_t n, int64_t k,
-            bool transposeA, bool transposeB, Epilogue epilogue, const float *residual, float *sum) {
+            bool transposeA, bool transposeB, Epilogue epilogue, const float *residual, float *out) {
   if (m == 0 || n == 0)
     return;
   auto withActivation = [&](auto act) {
     auto chunk = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
       for (int64_t i = i0; i < i1; ++i)
         epilogueRow(y + i * n + j0, bias ? bias + j0 : nullptr, residual ? residual + i * n + j0 : nullptr,
-                    residual ? sum + i * n + j0 : nullptr, j1 - j0, act);
+                    (out ? out : y) + i * n + j0, j1 - j0, act);
     };
     if (k == 0) {
       std::fill(y, y + m * n, 0.0f);
       parallelLoop(m, m * n, [&](int64_t i) { chunk(i, i + 1, 0, n); });
     } else {
       planSgemm(transposeA, transposeB, m, n, k, 1.0f, x, transposeA ? m : k, weight, transposeB ? k : n, 0.0f, y, n,
-                bias || residual || epilogue != Epilogue::None ? GemmChunkEpilogue(chunk) : GemmChunkEpilogue());
+                bias || residual || out || epilogue != Epilogue::None ? GemmChunkEpilogue(chunk) : GemmChunkEpilogue());
     }
   };
   switch (epilogue) {

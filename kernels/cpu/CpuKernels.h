@@ -110,13 +110,13 @@ void matmul(const float *a, const Shape &aShape, const float *b, const Shape &bS
 /// ONNX Gemm: y = alpha * op(A) op(B) + beta * C, C broadcast to MxN (may be null).
 void gemm(const float *a, const float *b, const float *c, const Shape &cShape, float *y, int64_t m, int64_t n,
           int64_t k, bool transA, bool transB, float alpha, float beta);
-/// y[M,N] = epilogue(X · W + bias), X = x[M,K] or x[K,M]ᵀ, W = weight[K,N] or weight[N,K]ᵀ; bias may be
-/// null. With a residual [M,N], `sum` = y + residual is written instead of y (y then holds X · W); `sum` may
-/// be y or the residual itself. The bias, activation and residual add run on each chunk as the GEMM writes
-/// it (one pass over memory, in cache).
+/// y[M,N] = epilogue(X · W + bias) + residual, X = x[M,K] or x[K,M]ᵀ, W = weight[K,N] or weight[N,K]ᵀ; bias and
+/// residual ([M,N]) may be null. With `out`, the result goes there and y keeps X · W; `out` may be y or the
+/// residual itself. The bias, activation and residual add run on each chunk as the GEMM writes it (one pass
+/// over memory, in cache).
 void linear(const float *x, const float *weight, const float *bias, float *y, int64_t m, int64_t n, int64_t k,
             bool transposeA, bool transposeB, Epilogue epilogue, const float *residual = nullptr,
-            float *sum = nullptr);
+            float *out = nullptr);
 
 // Data movement on elements of `bytes` bytes.
 void transpose(const void *x, const Shape &inShape, const std::vector<int64_t> &perm, void *y, size_t bytes);
