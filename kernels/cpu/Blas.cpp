@@ -2,6 +2,7 @@
 #include "kernels/cpu/ThreadPool.h"
 
 #include <dlfcn.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,8 +21,35 @@ constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 using SgemmFn = void (*)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
                          int);
 
-/// cblas_sgemm of each loaded library, in blas().libraries' order.
-std::vector<SgemmFn> sgemmFns;
+/// oneDNN's row-major SGEMM: transposes as 'N'/'T', dims as int64, a status (0: success) returned.
+using DnnlSgemmFn = int (*)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *, int64_t,
+                            float, float *, int64_t);
+
+/// One loaded library's SGEMM: a CBLAS one or oneDNN's.
+struct GemmFn {
+  SgemmFn cblas = nullptr;
+  DnnlSgemmFn dnnl = nullptr;
+};
+
+/// Each loaded library's SGEMM, in blas().libraries' order.
+std::vector<GemmFn> sgemmFns;
+
+/// C = alpha op(A) op(B) + beta C, row-major, with one library, on the calling thread alone.
+void callGemm(const GemmFn &g, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+              int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (g.cblas) {
+    g.cblas(kRowMajor, transA ? kTrans : kNoTrans, transB ? kTrans : kNoTrans, static_cast<int>(m),
+            static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+            c, static_cast<int>(ldc));
+    return;
+  }
+  // oneDNN parallelizes with OpenMP over as many threads as the caller's OpenMP setting allows: one here,
+  // inside tec's pool (the setting is per thread; the caller's comes back after).
+  const int previous = omp_get_max_threads();
+  omp_set_num_threads(1);
+  g.dnnl(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  omp_set_num_threads(previous);
+}
 
 /// The best OpenBLAS kernel family this CPU runs, by its features (the OS must save AVX-512 state too,
 /// which __builtin_cpu_supports checks).
@@ -78,7 +106,7 @@ void loadOpenBlas(BlasInfo &info) {
       setThreads(1); // tec's pool splits the GEMMs
     auto getConfig = reinterpret_cast<char *(*)()>(dlsym(lib, "openblas_get_config"));
     info.libraries.push_back({"OpenBLAS", path, getConfig ? getConfig() : "OpenBLAS"});
-    sgemmFns.push_back(sgemm);
+    sgemmFns.push_back({sgemm, nullptr});
     return;
   }
   info.notes.push_back("OpenBLAS not found (install libopenblas0-pthread or libopenblas0)");
@@ -112,10 +140,41 @@ void loadMkl(BlasInfo &info) {
       config = text;
     }
     info.libraries.push_back({"MKL", path, config});
-    sgemmFns.push_back(sgemm);
+    sgemmFns.push_back({sgemm, nullptr});
     return;
   }
   info.notes.push_back("MKL not found (optional: pip install mkl into the active environment, or TEC_MKL=path)");
+}
+
+/// oneDNN, where installed (Debian's libdnnl2 or 3, or TEC_ONEDNN=path): its JIT-compiled SGEMM for the
+/// CPU's own ISA.
+void loadOneDnn(BlasInfo &info) {
+  std::vector<std::string> candidates;
+  if (const char *path = std::getenv("TEC_ONEDNN"); path && *path)
+    candidates.push_back(path);
+  for (const char *name : {"libdnnl.so.3", "libdnnl.so.2"})
+    candidates.push_back(name);
+  for (const auto &path : candidates) {
+    void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      continue;
+    auto sgemm = reinterpret_cast<DnnlSgemmFn>(dlsym(lib, "dnnl_sgemm"));
+    if (!sgemm)
+      continue;
+    std::string config = "oneDNN";
+    struct Version {
+      int major, minor, patch;
+      const char *hash;
+      unsigned cpuRuntime, gpuRuntime;
+    };
+    if (auto version = reinterpret_cast<const Version *(*)()>(dlsym(lib, "dnnl_version")))
+      if (const Version *v = version())
+        config += " " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+    info.libraries.push_back({"oneDNN", path, config});
+    sgemmFns.push_back({nullptr, sgemm});
+    return;
+  }
+  info.notes.push_back("oneDNN not found (optional: apt-get install libdnnl2, or TEC_ONEDNN=path)");
 }
 
 BlasInfo load() {
@@ -123,10 +182,12 @@ BlasInfo load() {
   const std::string only = std::getenv("TEC_BLAS") ? std::getenv("TEC_BLAS") : "";
   if (only.empty() || only == "openblas")
     loadOpenBlas(info);
+  if (only.empty() || only == "onednn")
+    loadOneDnn(info);
   if (only.empty() || only == "mkl")
     loadMkl(info);
-  if (!only.empty() && only != "openblas" && only != "mkl")
-    info.notes.push_back("TEC_BLAS=" + only + " is not one of openblas, mkl: no BLAS loaded");
+  if (!only.empty() && only != "openblas" && only != "onednn" && only != "mkl")
+    info.notes.push_back("TEC_BLAS=" + only + " is not one of openblas, onednn, mkl: no BLAS loaded");
   info.loaded = !info.libraries.empty();
   if (info.loaded) {
     info.library = info.libraries[0].file;
@@ -222,11 +283,10 @@ std::string gemmTableDescription() {
 void sgemm(int library, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
            int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
            const GemmChunkEpilogue &epilogue) {
-  const SgemmFn fn = sgemmFns[library];
+  const GemmFn &fn = sgemmFns[library];
   auto call = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-    fn(kRowMajor, transA ? kTrans : kNoTrans, transB ? kTrans : kNoTrans, static_cast<int>(i1 - i0),
-       static_cast<int>(j1 - j0), static_cast<int>(k), alpha, a + (transA ? i0 : i0 * lda), static_cast<int>(lda),
-       b + (transB ? j0 * ldb : j0), static_cast<int>(ldb), beta, c + i0 * ldc + j0, static_cast<int>(ldc));
+    callGemm(fn, transA, transB, i1 - i0, j1 - j0, k, alpha, a + (transA ? i0 : i0 * lda), lda,
+             b + (transB ? j0 * ldb : j0), ldb, beta, c + i0 * ldc + j0, ldc);
   };
   auto callWithEpilogue = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     call(i0, i1, j0, j1);

@@ -1,6 +1,7 @@
-// The CPU GEMM: OpenBLAS (and MKL where it is installed), loaded by tec at first use rather than at program
-// start, and run single-threaded inside the chunks of tec's thread pool (kernels/cpu/ThreadPool.h): a BLAS's
-// own threads would wait at a barrier for one another, which a busy machine turns into a time slice per GEMM.
+// The CPU GEMM: OpenBLAS, and oneDNN and MKL where they are installed, loaded by tec at first use rather than
+// at program start, and run single-threaded inside the chunks of tec's thread pool (kernels/cpu/ThreadPool.h):
+// a BLAS's own threads would wait at a barrier for one another, which a busy machine turns into a time slice
+// per GEMM.
 //
 // OpenBLAS's kernels are chosen from the CPU's features, not its model number: Debian's 0.3.21 does not
 // know Zen 4 or Sapphire Rapids and runs AVX2 (or generic SSE3) kernels there, half the speed of its
@@ -9,7 +10,7 @@
 // TEC_OPENBLAS_CORETYPE forces tec's.
 //
 // With several libraries loaded, each GEMM shape a plan runs goes to the fastest, measured once per
-// machine (kernels/cpu/GemmTable.h); TEC_BLAS=openblas|mkl forces one.
+// machine (kernels/cpu/GemmTable.h); TEC_BLAS=openblas|onednn|mkl forces one.
 #ifndef TEC_KERNELS_CPU_BLAS_H
 #define TEC_KERNELS_CPU_BLAS_H
 
@@ -23,7 +24,7 @@
 namespace tec::kernels::cpu {
 
 struct BlasLibrary {
-  std::string name;   // "OpenBLAS", "MKL"
+  std::string name;   // "OpenBLAS", "oneDNN", "MKL"
   std::string file;   // the file loaded
   std::string config; // its version and kernels
 };
