@@ -2,6 +2,9 @@
 
 #include "runtime/StepContracts.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -102,9 +105,16 @@ int64_t PlanDataBuilder::addCopy(const void *data, int64_t bytes) {
 }
 
 Status writePlanFile(const std::string &path, const plan::Plan &plan, const PlanDataBuilder &data) {
+  // Deterministic: a step's attributes are a protobuf map, whose order is otherwise a per-process hash's,
+  // and the same model and options must give the same plan file, byte for byte.
   std::string metadata;
-  if (!plan.SerializeToString(&metadata))
-    return Status::error(path + ": cannot serialize the plan metadata");
+  {
+    google::protobuf::io::StringOutputStream stream(&metadata);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!plan.SerializeToCodedStream(&coded))
+      return Status::error(path + ": cannot serialize the plan metadata");
+  }
   Header header{};
   std::memcpy(header.magic, kMagic, sizeof(kMagic));
   header.version = kPlanFormatVersion;

@@ -7,8 +7,8 @@
 // truncates float -> bfloat16, tec rounds to nearest even as CUDA and PyTorch do); and a test whose
 // data set disagrees with its own model's declared input shape is skipped (a static-shape plan cannot
 // take it; ONNX fixed such test data later).
-#include "Driver.h"
-#include "TensorFiles.h"
+#include "api/Compile.h"
+#include "api/TensorFiles.h"
 
 #include "kernels/common/Half.h"
 #include "runtime/Session.h"

@@ -2,7 +2,7 @@
 // the real tensor files of a small train variant's state (two params, the step counter).
 #include "FuzzFiles.h"
 
-#include "Checkpoint.h"
+#include "api/Checkpoint.h"
 
 #include <sys/stat.h>
 

@@ -2,7 +2,7 @@
 // outcome but a clean error or a plan is a bug: a crash, a sanitizer report, a hang.
 #include "FuzzFiles.h"
 
-#include "Driver.h"
+#include "api/Compile.h"
 
 #include "mlir/IR/MLIRContext.h"
 

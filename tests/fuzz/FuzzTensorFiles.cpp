@@ -1,7 +1,7 @@
 // The tensor readers behind --input, train data and checkpoints: the same bytes as .npy and as .pb.
 #include "FuzzFiles.h"
 
-#include "TensorFiles.h"
+#include "api/TensorFiles.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (const char *name : {"tensor.npy", "tensor.pb"}) {

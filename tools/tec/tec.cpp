@@ -1,8 +1,10 @@
 // tec: compile an ONNX model into a plan (`tec model.onnx`), run a plan (`tec run`), look inside one
 // (`tec inspect`).
-#include "Checkpoint.h"
-#include "Driver.h"
-#include "TensorFiles.h"
+#include "api/Checkpoint.h"
+#include "api/Compile.h"
+#include "api/Export.h"
+#include "api/Trainer.h"
+#include "api/TensorFiles.h"
 
 #include "kernels/cpu/Blas.h"
 #include "runtime/Doctor.h"
@@ -466,16 +468,9 @@ int writeCudaProgram(const tec::plan::Plan &plan, const std::string &planPath) {
   return 0;
 }
 
-int compile() {
-  if (inputPath.empty()) {
-    llvm::errs() << "error: no model given (usage: tec model.onnx, tec run plan.tecplan, tec inspect plan.tecplan)\n";
-    return kExitBadInput;
-  }
+/// The compile flags as the API's options (the model's inputs and the targets aside).
+tec::CompileOptions compileOptionsFromFlags() {
   tec::CompileOptions options;
-  if (auto err = parseInputOptions(options.import)) {
-    llvm::errs() << "error: " << llvm::toString(std::move(err)) << "\n";
-    return kExitBadInput;
-  }
   options.pipeline.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
   options.pipeline.fastGelu = fastGelu;
   options.pipeline.fp8 = fp8Policy;
@@ -491,6 +486,19 @@ int compile() {
                             beta1,    beta2,         adamEps,    weightDecay,  clipNorm,   nesterov,
                             warmupSteps, totalSteps, lossScaleInit, growthInterval};
   options.pipeline.train.ignoreIndex = ignoreIndex;
+  return options;
+}
+
+int compile() {
+  if (inputPath.empty()) {
+    llvm::errs() << "error: no model given (usage: tec model.onnx, tec run plan.tecplan, tec inspect plan.tecplan)\n";
+    return kExitBadInput;
+  }
+  tec::CompileOptions options = compileOptionsFromFlags();
+  if (auto err = parseInputOptions(options.import)) {
+    llvm::errs() << "error: " << llvm::toString(std::move(err)) << "\n";
+    return kExitBadInput;
+  }
   auto resolved = tec::resolveTargets(targets);
   if (!resolved) {
     llvm::errs() << "error: " << llvm::toString(resolved.takeError()) << "\n";
@@ -714,12 +722,13 @@ int trainLoop() {
   options.fp8Stats = fp8Report || !trainReport.empty(); // the report carries FP8 health too
   if (int code = refuseOverwrite("--report", trainReport, trainPlan))
     return code;
-  auto session = tec::Session::open(trainPlan, options);
-  if (!session.ok()) {
-    llvm::errs() << "error: " << session.error().message() << "\n";
+  auto opened = tec::Trainer::open(trainPlan, options);
+  if (!opened.ok()) {
+    llvm::errs() << "error: " << opened.error().message() << "\n";
     return kExitBadInput;
   }
-  auto &s = **session;
+  tec::Trainer &trainer = **opened;
+  tec::Session &s = trainer.session();
   if (batchSize > 0)
     for (const auto &in : s.inputs())
       if (in.shape.empty() || in.shape[0] != batchSize) {
@@ -786,12 +795,12 @@ int trainLoop() {
       llvm::errs() << "error: " << st.message() << "\n";
       return kExitInternal;
     }
-    auto opened = tec::Session::open(plan);
-    if (!opened.ok()) {
-      llvm::errs() << "error: " << opened.error().message() << "\n";
+    auto teacherSession = tec::Session::open(plan);
+    if (!teacherSession.ok()) {
+      llvm::errs() << "error: " << teacherSession.error().message() << "\n";
       return kExitInternal;
     }
-    teacher = opened.take();
+    teacher = teacherSession.take();
     for (size_t i = 0; i < s.inputs().size(); ++i) {
       const auto &in = s.inputs()[i];
       bool isTarget = llvm::StringRef(in.name).starts_with("target:");
@@ -832,7 +841,7 @@ int trainLoop() {
   int64_t steps = trainSteps > 0 ? trainSteps : batches * std::max(1, trainEpochs.getValue());
   int64_t start = 0;
   if (!resumeDir.empty()) {
-    auto resumed = tec::restoreCheckpoint(s, resumeDir);
+    auto resumed = trainer.resume(resumeDir);
     if (!resumed.ok()) {
       llvm::errs() << "error: " << resumed.error().message() << "\n";
       return kExitBadInput;
@@ -892,7 +901,9 @@ int trainLoop() {
         return kExitInternal;
       }
     auto t0 = std::chrono::steady_clock::now();
-    if (tec::Status st = s.run(trainProfile ? &stepMillis : nullptr); !st.ok()) {
+    auto loss = trainer.step(trainProfile ? &stepMillis : nullptr);
+    if (!loss.ok()) {
+      const tec::Status &st = loss.error();
       llvm::errs() << "error: step " << step + 1 << ": " << st.message();
       if (st.isBadData()) { // name the samples the step read
         for (const auto &d : data)
@@ -905,9 +916,9 @@ int trainLoop() {
       return st.isBadData() ? kExitBadInput : kExitInternal;
     }
     stepMs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    losses.push_back(*static_cast<const float *>(s.outputData(0)));
-    if (s.outputs().size() > 1)
-      lossScales.push_back(*static_cast<const float *>(s.outputData(1)));
+    losses.push_back(*loss);
+    if (auto scale = trainer.lossScale())
+      lossScales.push_back(*scale);
     int64_t done = step + 1 - start;
     if (done % reportEvery == 0 || step + 1 == steps) {
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
@@ -918,7 +929,7 @@ int trainLoop() {
     bool checkpointNow = !checkpointDir.empty() &&
                          ((checkpointEvery > 0 && (step + 1) % checkpointEvery == 0) || step + 1 == steps);
     if (checkpointNow)
-      if (tec::Status st = tec::writeCheckpoint(s, checkpointDir, step + 1); !st.ok()) {
+      if (tec::Status st = trainer.save(checkpointDir); !st.ok()) {
         llvm::errs() << "error: checkpoint: " << st.message() << "\n";
         return kExitBadInput;
       }
@@ -935,49 +946,7 @@ int trainLoop() {
   if (trainProfile)
     printProfile(s.variant(), stepMillis, stepMs.size(), "training step");
   // FP8 health: per quantized tensor its amax history (recent values), scale, and last step's shares.
-  struct Health {
-    std::string tensor;
-    float amax, scale;
-    double saturated, flushed;
-    std::vector<float> recent;
-  };
-  std::vector<Health> health;
-  if (options.fp8Stats) {
-    const auto &v = s.variant();
-    auto find = [&](const std::string &name) -> int {
-      for (int b = 0; b < v.buffers_size(); ++b)
-        if (v.buffers(b).role() == tec::plan::STATE && v.buffers(b).name() == name)
-          return b;
-      return -1;
-    };
-    auto add = [&](const std::string &tensor, double saturated, double flushed) {
-      int history = find(tensor + "/amax_history"), scale = find(tensor + "/scale");
-      // A tensor quantized in two layouts (a wgrad's transposed copy) has one scale: one line.
-      auto seen = [&](const Health &e) { return e.tensor == tensor; };
-      if (history < 0 || scale < 0 || std::any_of(health.begin(), health.end(), seen))
-        return;
-      auto h = s.bufferValues<float>(history), scaleValue = s.bufferValues<float>(scale);
-      int64_t length = static_cast<int64_t>(h.size());
-      if (scaleValue.empty())
-        return;
-      Health entry{tensor, 0.0f, scaleValue[0], saturated, flushed, {}};
-      // After a step slot 0 is cleared and the newest amax sits in the last slot (torch.roll by -1).
-      for (int64_t i = length - 1; i >= 1 && static_cast<int64_t>(entry.recent.size()) < 8; --i)
-        entry.recent.push_back(h[i]);
-      for (int64_t i = 0; i < length; ++i)
-        entry.amax = std::max(entry.amax, h[i]);
-      health.push_back(entry);
-    };
-    for (const auto &q : s.quantizeStats())
-      add(q.tensor, q.values ? double(q.saturated) / q.values : 0.0, q.values ? double(q.flushed) / q.values : 0.0);
-    // Tensors quantized inside a fused kernel (FP8 attention's probabilities, output and gradients): their
-    // amax and scale, with no count of what saturated (NaN: not measured).
-    for (const auto &b : v.buffers()) {
-      const std::string &name = b.name();
-      if (b.role() == tec::plan::STATE && name.size() > 6 && name.compare(name.size() - 6, 6, "/scale") == 0)
-        add(name.substr(0, name.size() - 6), std::nan(""), std::nan(""));
-    }
-  }
+  const std::vector<tec::Fp8Health> health = options.fp8Stats ? trainer.fp8Health() : std::vector<tec::Fp8Health>();
   if (fp8Report) {
     llvm::outs() << "=== FP8 health (last step) ===\n"
                  << llvm::formatv("{0,-34} {1,11} {2,11} {3,10} {4,10}\n", "tensor", "amax", "scale", "saturated",
@@ -1016,8 +985,8 @@ int trainLoop() {
       json << (i ? ", " : "") << "{\"tensor\": \"" << e.tensor << "\", \"amax\": " << llvm::formatv("{0:e6}", e.amax)
            << ", \"scale\": " << llvm::formatv("{0:e6}", e.scale) << ", \"saturated\": " << number(e.saturated)
            << ", \"flushed\": " << number(e.flushed) << ", \"recent_amax\": [";
-      for (size_t j = 0; j < e.recent.size(); ++j)
-        json << (j ? ", " : "") << llvm::formatv("{0:e6}", e.recent[j]);
+      for (size_t j = 0; j < e.recentAmax.size(); ++j)
+        json << (j ? ", " : "") << llvm::formatv("{0:e6}", e.recentAmax[j]);
       json << "]}";
     }
     json << "]}\n";
@@ -1054,102 +1023,14 @@ int doctor() {
 int exportModel() {
   if (int code = refuseOverwrite("-o", exportOutput, exportPlan))
     return code;
-  auto file = tec::PlanFile::open(exportPlan);
-  if (!file.ok()) {
-    llvm::errs() << "error: " << file.error().message() << "\n";
+  auto exported = tec::exportOnnx(exportPlan, exportCheckpoint, exportOutput);
+  if (!exported.ok()) {
+    llvm::errs() << "error: " << exported.error().message() << "\n";
     return kExitBadInput;
   }
-  const auto &plan = (*file)->plan();
-  onnx::ModelProto model;
-  if (plan.onnx_model().empty() || !model.ParseFromString(plan.onnx_model())) {
-    llvm::errs() << "error: " << exportPlan << ": the plan carries no ONNX model (compiled by an older tec?)\n";
-    return kExitBadInput;
-  }
-  // The checkpoint must fit one of the plan's train variants (verified like --resume).
-  std::optional<tec::Checkpoint> checkpoint;
-  if (!exportCheckpoint.empty()) {
-    tec::Status why = tec::Status::error(exportPlan + ": has no train variant for a checkpoint to fit");
-    for (const auto &v : plan.variants()) {
-      if (v.kind() != "train")
-        continue;
-      auto loaded = tec::loadCheckpoint(exportCheckpoint, v);
-      if (loaded.ok()) {
-        checkpoint = loaded.take();
-        break;
-      }
-      why = loaded.error();
-    }
-    if (!checkpoint) {
-      llvm::errs() << "error: " << why.message() << "\n";
-      return kExitBadInput;
-    }
-  }
-  // A param's data: the checkpoint's trained value if there is one, else the plan's own.
-  std::map<std::string, const tec::plan::Buffer *> planParams;
-  for (const auto &v : plan.variants())
-    for (const auto &b : v.buffers())
-      if (b.role() == tec::plan::PARAM || b.role() == tec::plan::STATE)
-        planParams.emplace(b.name(), &b);
-  int trained = 0;
-  // Null after printing why when there is none or the checkpoint's shape is not the model's.
-  auto paramData = [&](const std::string &name, llvm::ArrayRef<int64_t> dims) -> std::optional<llvm::StringRef> {
-    if (checkpoint && checkpoint->tensors.count(name)) {
-      const auto &tensor = checkpoint->tensors.at(name);
-      if (!std::equal(tensor.shape.begin(), tensor.shape.end(), dims.begin(), dims.end())) {
-        llvm::errs() << "error: " << checkpoint->folder << ": '" << name << "' does not have the model's shape\n";
-        return std::nullopt;
-      }
-      ++trained;
-      return llvm::StringRef(reinterpret_cast<const char *>(tensor.bytes.data()), tensor.bytes.size());
-    }
-    auto it = planParams.find(name);
-    if (it == planParams.end()) {
-      llvm::errs() << "error: " << exportPlan << ": no data for initializer '" << name << "'\n";
-      return std::nullopt;
-    }
-    const auto &b = *it->second;
-    int64_t offset = b.role() == tec::plan::STATE ? b.init_offset() : b.offset();
-    return llvm::StringRef((*file)->data() + offset, b.bytes());
-  };
-  for (auto &init : *model.mutable_graph()->mutable_initializer()) {
-    if (init.has_raw_data() || init.float_data_size() || init.int64_data_size() || init.int32_data_size())
-      continue; // kept in the plan's model: not a param
-    llvm::SmallVector<int64_t, 4> dims(init.dims().begin(), init.dims().end());
-    auto copyOf = plan.transposed_copies().find(init.name());
-    const bool copy = copyOf != plan.transposed_copies().end() && dims.size() == 2;
-    if (copy)
-      std::swap(dims[0], dims[1]); // the param's shape
-    auto data = paramData(copy ? copyOf->second : init.name(), dims);
-    if (!data)
-      return kExitBadInput;
-    if (!copy) {
-      init.set_raw_data(data->data(), data->size());
-      continue;
-    }
-    // The copy is written as the transpose of its f32 param [rows, cols]: trained weights stay tied.
-    const int64_t rows = dims[0], cols = dims[1];
-    if (data->size() != static_cast<size_t>(rows * cols) * 4) {
-      llvm::errs() << "error: " << exportPlan << ": '" << copyOf->second << "' is not the f32 param '"
-                   << init.name() << "' is a transposed copy of\n";
-      return kExitBadInput;
-    }
-    std::string transposed(data->size(), '\0');
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c)
-        std::memcpy(&transposed[(c * rows + r) * 4], data->data() + (r * cols + c) * 4, 4);
-    init.set_raw_data(transposed);
-  }
-  std::string bytes;
-  if (!model.SerializeToString(&bytes)) {
-    llvm::errs() << "error: " << exportOutput << ": the model is too large for one protobuf (over 2 GiB)\n";
-    return kExitBadInput;
-  }
-  if (tec::Status st = tec::writeFileAtomically(exportOutput, bytes); !st.ok()) {
-    llvm::errs() << "error: " << st.message() << "\n";
-    return kExitBadInput;
-  }
-  llvm::outs() << "wrote " << exportOutput << " (" << trained << " params from "
-               << (checkpoint ? checkpoint->folder : std::string("no checkpoint")) << ", the rest from the plan)\n";
+  llvm::outs() << "wrote " << exportOutput << " (" << exported->trained << " params from "
+               << (exported->checkpointFolder.empty() ? std::string("no checkpoint") : exported->checkpointFolder)
+               << ", the rest from the plan)\n";
   return 0;
 }
 
@@ -1367,48 +1248,19 @@ int inspect() {
 /// Every option's range, checked before anything runs: a value outside it is a usage error naming the
 /// flag. Empty when all hold.
 std::string optionError() {
-  auto range = [](const char *flag, double v, double lo, double hi) -> std::string {
-    if (std::isfinite(v) && v >= lo && v <= hi)
-      return "";
-    auto num = [](double x) {
-      char text[32];
-      std::snprintf(text, sizeof(text), "%.10g", x);
-      return std::string(text);
-    };
-    return "--" + std::string(flag) + " " + num(v) + ": expected a value in [" + num(lo) + ", " + num(hi) + "]";
-  };
-  auto oneOf = [](const char *flag, const std::string &v, std::initializer_list<const char *> allowed) -> std::string {
-    for (const char *a : allowed)
-      if (v == a)
-        return "";
-    std::string list;
-    for (const char *a : allowed)
-      list += (list.empty() ? "" : ", ") + std::string(a);
-    return "--" + std::string(flag) + " " + v + ": expected one of " + list;
-  };
+  if (std::string e = tec::compileOptionError(compileOptionsFromFlags()); !e.empty())
+    return e;
   const double maxSteps = 2147483647.0;
   for (const std::string &e :
-       {range("amax-history", amaxHistory, 1, 4096), range("fp8-margin", fp8Margin, 0, 64),
-        range("loss-scale", lossScaleInit, 0, 3.4e38), range("loss-scale-growth-interval", growthInterval, 1, maxSteps),
-        range("clip-norm", clipNorm, 0, 3.4e38), range("lr", lr, 0, 3.4e38), range("warmup-steps", warmupSteps, 0, maxSteps),
-        range("total-steps", totalSteps, 1, maxSteps), range("momentum", momentum, 0, 0.999999),
-        range("beta1", beta1, 0, 0.999999), range("beta2", beta2, 0, 0.999999), range("eps", adamEps, 1e-30, 1),
-        range("weight-decay", weightDecay, 0, 1e6), range("iterations", iterations, 1, 1e9),
-        range("warmup", warmup, 0, 1e9), range("threads", threads, 0, 4096), range("threads", trainThreads, 0, 4096),
-        range("steps", calibrateSteps, 1, 1e9), range("steps", trainSteps, 0, maxSteps), range("epochs", trainEpochs, 0, 1e6),
-        range("batch-size", batchSize, batchSize.getNumOccurrences() ? 1 : 0, maxSteps),
-        range("checkpoint-every", checkpointEvery, 0, maxSteps), oneOf("device", device, {"auto", "cpu", "cuda"}),
-        oneOf("fp8", fp8Policy, {"auto", "all", "none"}), oneOf("fp8-format", fp8Format, {"hybrid", "e4m3"}),
-        oneOf("amax-algo", amaxAlgo, {"max", "most_recent"}), oneOf("loss", lossName, {"mse", "l1", "cross-entropy"}),
-        oneOf("optimizer", optimizerName, {"sgd", "adamw"}),
-        oneOf("schedule", lrSchedule, {"constant", "warmup", "cosine"})})
+       {tec::optionRangeError("iterations", iterations, 1, 1e9), tec::optionRangeError("warmup", warmup, 0, 1e9),
+        tec::optionRangeError("threads", threads, 0, 4096), tec::optionRangeError("threads", trainThreads, 0, 4096),
+        tec::optionRangeError("steps", calibrateSteps, 1, 1e9), tec::optionRangeError("steps", trainSteps, 0, maxSteps),
+        tec::optionRangeError("epochs", trainEpochs, 0, 1e6),
+        tec::optionRangeError("batch-size", batchSize, batchSize.getNumOccurrences() ? 1 : 0, maxSteps),
+        tec::optionRangeError("checkpoint-every", checkpointEvery, 0, maxSteps),
+        tec::optionChoiceError("device", device, {"auto", "cpu", "cuda"})})
     if (!e.empty())
       return e;
-  for (const std::string &pass : disabledPasses) {
-    const auto &known = tec::pipelinePassNames();
-    if (std::find(known.begin(), known.end(), pass) == known.end())
-      return "--disable-pass " + pass + ": no such pass in the pipeline (" + llvm::join(known, ", ") + ")";
-  }
   return "";
 }
 

@@ -2,10 +2,10 @@
 // (format, step, the variant's state-layout fingerprint, each tensor's dtype, shape and checksum) that is
 // verified before anything is restored. Written atomically: a temporary folder, each file fsynced, a
 // rename into place, then DIR/latest replaced by rename; a crash leaves the previous checkpoint loadable.
-#ifndef TEC_TOOLS_TEC_CHECKPOINT_H
-#define TEC_TOOLS_TEC_CHECKPOINT_H
+#ifndef TEC_API_CHECKPOINT_H
+#define TEC_API_CHECKPOINT_H
 
-#include "TensorFiles.h"
+#include "api/TensorFiles.h"
 
 #include "runtime/Session.h"
 

@@ -1,7 +1,7 @@
-// The compile flow behind `tec model.onnx`: import, run the pipeline (recording and optionally dumping
+// The compile flow behind `tec model.onnx` and `tec.compile`: import, run the pipeline (recording and optionally dumping
 // each pass), generate the plan. Shared by the CLI and the conformance tests.
-#ifndef TEC_TOOLS_TEC_DRIVER_H
-#define TEC_TOOLS_TEC_DRIVER_H
+#ifndef TEC_API_COMPILE_H
+#define TEC_API_COMPILE_H
 
 #include "frontend/Importer.h"
 #include "passes/Passes.h"
@@ -10,7 +10,9 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Error.h"
 
+#include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,30 @@ struct CompiledModel {
 /// `context` must outlive the result.
 llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(mlir::MLIRContext &context, const std::string &path,
                                                             const CompileOptions &options);
+
+/// What went wrong, as the API's callers tell the user: a model that is not valid, what tec does not
+/// support (unsupported operators are listed one `node 'NAME'  op TYPE` per line), a bad option or file, or a failure
+/// inside tec. The messages are the CLI's.
+enum class ErrorKind { BadModel, Unsupported, BadInput, Internal };
+struct ApiError {
+  ErrorKind kind;
+  std::string message;
+};
+
+/// An option outside its range, as the CLI says it ("--lr nan: expected a value in [0, 3.4e+38]"); empty
+/// when it holds.
+std::string optionRangeError(const char *flag, double value, double lo, double hi);
+std::string optionChoiceError(const char *flag, const std::string &value, std::initializer_list<const char *> allowed);
+
+/// The first option of `options` outside its range (FP8 recipe, loss, optimizer, schedule, passes), or empty.
+std::string compileOptionError(const CompileOptions &options);
+
+/// The error `compileModel` returned, as a value.
+ApiError toApiError(llvm::Error error);
+
+/// Compiles `modelPath` and writes the plan to `planPath` (atomically); nothing on success.
+std::optional<ApiError> compileToPlanFile(const std::string &modelPath, const CompileOptions &options,
+                                          const std::string &planPath);
 
 /// The IR as the dumps and --emit print it (large constants elided).
 mlir::OpPrintingFlags irPrintingFlags();

@@ -1,4 +1,4 @@
-#include "TensorFiles.h"
+#include "api/TensorFiles.h"
 
 #include "ir/TecOps.h"
 #include "runtime/PlanFile.h"

@@ -1,4 +1,8 @@
-#include "Driver.h"
+#include "api/Compile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "codegen/Codegen.h"
 #include "ir/TecOps.h"
@@ -267,6 +271,82 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
   plan.mutable_transposed_copies()->insert(compiled->model.transposedCopies.begin(),
                                            compiled->model.transposedCopies.end());
   return compiled;
+}
+
+ApiError toApiError(llvm::Error error) {
+  ApiError result{ErrorKind::Internal, ""};
+  llvm::handleAllErrors(
+      std::move(error),
+      [&](const ImportError &e) {
+        result = {e.getKind() == ImportErrorKind::Unsupported ? ErrorKind::Unsupported : ErrorKind::BadModel,
+                  e.getMessage()};
+      },
+      [&](const llvm::ErrorInfoBase &e) { result.message = e.message(); });
+  return result;
+}
+
+std::optional<ApiError> compileToPlanFile(const std::string &modelPath, const CompileOptions &options,
+                                          const std::string &planPath) {
+  if (std::string e = compileOptionError(options); !e.empty())
+    return ApiError{ErrorKind::BadInput, e};
+  MLIRContext context;
+  context.printOpOnDiagnostic(false);
+  auto compiled = compileModel(context, modelPath, options);
+  if (!compiled)
+    return toApiError(compiled.takeError());
+  if (Status s = writePlanFile(planPath, (*compiled)->plan, (*compiled)->data); !s.ok())
+    return ApiError{ErrorKind::BadInput, s.message()};
+  return std::nullopt;
+}
+
+std::string optionRangeError(const char *flag, double value, double lo, double hi) {
+  if (std::isfinite(value) && value >= lo && value <= hi)
+    return "";
+  auto num = [](double x) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.10g", x);
+    return std::string(text);
+  };
+  return "--" + std::string(flag) + " " + num(value) + ": expected a value in [" + num(lo) + ", " + num(hi) + "]";
+}
+
+std::string optionChoiceError(const char *flag, const std::string &value, std::initializer_list<const char *> allowed) {
+  for (const char *a : allowed)
+    if (value == a)
+      return "";
+  std::string list;
+  for (const char *a : allowed)
+    list += (list.empty() ? "" : ", ") + std::string(a);
+  return "--" + std::string(flag) + " " + value + ": expected one of " + list;
+}
+
+std::string compileOptionError(const CompileOptions &options) {
+  const PipelineOptions &p = options.pipeline;
+  const TrainOptions &t = p.train;
+  const double maxSteps = 2147483647.0;
+  for (const std::string &e :
+       {optionRangeError("amax-history", p.amaxHistory, 1, 4096), optionRangeError("fp8-margin", p.margin, 0, 64),
+        optionRangeError("loss-scale", t.lossScale, 0, 3.4e38),
+        optionRangeError("loss-scale-growth-interval", t.growthInterval, 1, maxSteps),
+        optionRangeError("clip-norm", t.clipNorm, 0, 3.4e38), optionRangeError("lr", t.lr, 0, 3.4e38),
+        optionRangeError("warmup-steps", t.warmupSteps, 0, maxSteps),
+        optionRangeError("total-steps", t.totalSteps, 1, maxSteps),
+        optionRangeError("momentum", t.momentum, 0, 0.999999), optionRangeError("beta1", t.beta1, 0, 0.999999),
+        optionRangeError("beta2", t.beta2, 0, 0.999999), optionRangeError("eps", t.eps, 1e-30, 1),
+        optionRangeError("weight-decay", t.weightDecay, 0, 1e6), optionChoiceError("fp8", p.fp8, {"auto", "all", "none"}),
+        optionChoiceError("fp8-format", p.fp8Format, {"hybrid", "e4m3"}),
+        optionChoiceError("amax-algo", p.amaxAlgo, {"max", "most_recent"}),
+        optionChoiceError("loss", t.loss, {"mse", "l1", "cross-entropy"}),
+        optionChoiceError("optimizer", t.optimizer, {"sgd", "adamw"}),
+        optionChoiceError("schedule", t.schedule, {"constant", "warmup", "cosine"})})
+    if (!e.empty())
+      return e;
+  for (const std::string &pass : p.disabledPasses) {
+    const auto &known = pipelinePassNames();
+    if (std::find(known.begin(), known.end(), pass) == known.end())
+      return "--disable-pass " + pass + ": no such pass in the pipeline (" + llvm::join(known, ", ") + ")";
+  }
+  return "";
 }
 
 } // namespace tec

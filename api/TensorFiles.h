@@ -1,6 +1,6 @@
 // Tensors on disk for `tec run`: numpy .npy and ONNX TensorProto .pb (the format of ONNX's test data).
-#ifndef TEC_TOOLS_TEC_TENSORFILES_H
-#define TEC_TOOLS_TEC_TENSORFILES_H
+#ifndef TEC_API_TENSORFILES_H
+#define TEC_API_TENSORFILES_H
 
 #include "runtime/Status.h"
 #include "runtime/plan.pb.h"

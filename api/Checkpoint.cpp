@@ -1,4 +1,4 @@
-#include "Checkpoint.h"
+#include "api/Checkpoint.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"

@@ -1,0 +1,252 @@
+// tec._tec: the nanobind layer over api/ that the `tec` package (python/tec/__init__.py) wraps. Arrays
+// cross as NumPy arrays (C-contiguous, the tensor's dtype); the GIL is released while a plan compiles,
+// runs or trains.
+#include "api/Compile.h"
+#include "api/Export.h"
+#include "api/Trainer.h"
+#include "runtime/Doctor.h"
+#include "runtime/Session.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+
+namespace nb = nanobind;
+using namespace tec;
+
+namespace {
+
+/// Raised as tec.Error subclasses by the package: (kind, message).
+struct CompileFailure {
+  std::string kind, message;
+};
+
+std::string kindName(ErrorKind kind) {
+  switch (kind) {
+  case ErrorKind::BadModel: return "bad_model";
+  case ErrorKind::Unsupported: return "unsupported";
+  case ErrorKind::BadInput: return "bad_input";
+  case ErrorKind::Internal: return "internal";
+  }
+  return "internal";
+}
+
+/// A runtime failure: bad data (an index out of range) is the user's input, the rest is tec's.
+[[noreturn]] void raise(const Status &s, const char *kind = nullptr) {
+  throw CompileFailure{kind ? kind : (s.isBadData() ? "bad_input" : "internal"), s.message()};
+}
+
+
+nb::dict tensorInfo(const TensorInfo &t) {
+  nb::dict d;
+  d["name"] = t.name;
+  d["dtype"] = dtypeName(t.dtype);
+  d["shape"] = t.shape;
+  return d;
+}
+
+/// Any C-contiguous CPU array (NumPy's, or a DLPack tensor such as PyTorch's), read where it lies.
+using HostArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+/// Copies `array`'s bytes into input `index` after checking their count against the tensor; the package
+/// has already matched dtype and shape by name.
+void bindInput(Session &s, size_t index, const HostArray &array) {
+  const TensorInfo &info = s.inputs()[index];
+  if (static_cast<int64_t>(array.nbytes()) != info.bytes)
+    throw CompileFailure{"bad_input", "input '" + info.name + "': expected " + std::to_string(info.bytes) +
+                                          " bytes, got " + std::to_string(array.nbytes())};
+  if (Status st = s.setInput(index, array.data(), info.bytes); !st.ok())
+    raise(st, "bad_input");
+}
+
+nb::bytes outputBytes(Session &s, size_t index) {
+  return nb::bytes(static_cast<const char *>(s.outputData(index)), s.outputs()[index].bytes);
+}
+
+SessionOptions sessionOptions(const std::string &device, int threads, bool fp8Stats) {
+  SessionOptions o;
+  o.device = device;
+  o.threads = threads;
+  o.fp8Stats = fp8Stats;
+  return o;
+}
+
+} // namespace
+
+NB_MODULE(_tec, m) {
+  m.doc() = "tec's C++ API (use the tec package)";
+  nb::register_exception_translator([](const std::exception_ptr &p, void *) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const CompileFailure &f) {
+      nb::object tec = nb::module_::import_("tec");
+      nb::object error = tec.attr("_error")(f.kind, f.message);
+      PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(error.ptr())), error.ptr());
+    }
+  });
+
+  m.def(
+      "compile_to_file",
+      [](const std::string &model, const std::string &plan, const std::map<std::string, std::vector<int64_t>> &shapes,
+         const std::vector<std::string> &targets, const std::map<std::string, std::string> &strings,
+         const std::map<std::string, double> &numbers, bool train, const std::vector<std::string> &disabledPasses) {
+        CompileOptions options;
+        for (const auto &[name, dims] : shapes)
+          options.import.shapes[name] = llvm::SmallVector<int64_t>(dims.begin(), dims.end());
+        auto resolved = resolveTargets(llvm::join(targets, ","));
+        if (!resolved)
+          throw CompileFailure{"bad_input", llvm::toString(resolved.takeError())};
+        options.targets = *resolved;
+        auto &p = options.pipeline;
+        p.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
+        auto str = [&](const char *key, std::string &field) {
+          if (auto it = strings.find(key); it != strings.end())
+            field = it->second;
+        };
+        auto num = [&](const char *key, auto &field) {
+          if (auto it = numbers.find(key); it != numbers.end())
+            field = static_cast<std::remove_reference_t<decltype(field)>>(it->second);
+        };
+        str("fp8", p.fp8), str("keep_precision", p.keepPrecision), str("fp8_format", p.fp8Format),
+            str("amax_algo", p.amaxAlgo);
+        num("amax_history", p.amaxHistory), num("fp8_margin", p.margin), num("fast_gelu", p.fastGelu),
+            num("fp8_emulate", p.fp8Emulate), num("fp8_attention", p.fp8Attention);
+        auto &t = p.train;
+        str("loss", t.loss), str("optimizer", t.optimizer), str("schedule", t.schedule), str("frozen", t.frozen),
+            str("trainable", t.trainable);
+        num("lr", t.lr), num("momentum", t.momentum), num("beta1", t.beta1), num("beta2", t.beta2), num("eps", t.eps),
+            num("weight_decay", t.weightDecay), num("clip_norm", t.clipNorm), num("nesterov", t.nesterov),
+            num("warmup_steps", t.warmupSteps), num("total_steps", t.totalSteps), num("loss_scale", t.lossScale),
+            num("loss_scale_growth_interval", t.growthInterval), num("ignore_index", t.ignoreIndex);
+        options.train = train;
+        std::optional<ApiError> error;
+        {
+          nb::gil_scoped_release release;
+          error = compileToPlanFile(model, options, plan);
+        }
+        if (error)
+          throw CompileFailure{kindName(error->kind), error->message};
+      },
+      nb::arg("model"), nb::arg("plan"), nb::arg("shapes"), nb::arg("targets"), nb::arg("strings"),
+      nb::arg("numbers"), nb::arg("train"), nb::arg("disabled_passes"));
+
+  m.def("doctor", [](const std::string &plan) {
+    auto report = doctorReport(plan);
+    if (!report.ok())
+      raise(report.error(), "bad_input");
+    return *report;
+  });
+
+  m.def("export_onnx", [](const std::string &plan, const std::string &checkpoint, const std::string &output) {
+    auto exported = exportOnnx(plan, checkpoint, output);
+    if (!exported.ok())
+      raise(exported.error(), "bad_input");
+    return exported->trained;
+  });
+
+  nb::class_<Session>(m, "Session")
+      .def_static(
+          "open",
+          [](const std::string &plan, const std::string &device, int threads) {
+            auto s = Session::open(plan, sessionOptions(device, threads, false));
+            if (!s.ok())
+              raise(s.error(), "bad_input");
+            return s.take();
+          },
+          nb::arg("plan"), nb::arg("device"), nb::arg("threads"))
+      .def("inputs",
+           [](Session &s) {
+             nb::list l;
+             for (const auto &t : s.inputs())
+               l.append(tensorInfo(t));
+             return l;
+           })
+      .def("outputs",
+           [](Session &s) {
+             nb::list l;
+             for (const auto &t : s.outputs())
+               l.append(tensorInfo(t));
+             return l;
+           })
+      .def("set_input", [](Session &s, size_t index, const HostArray &a) { bindInput(s, index, a); })
+      .def("run",
+           [](Session &s) {
+             Status st = Status::success();
+             {
+               nb::gil_scoped_release release;
+               st = s.run();
+             }
+             if (!st.ok())
+               raise(st);
+           })
+      .def("output", &outputBytes)
+      .def("selection_reason", [](Session &s) { return s.selectionReason(); })
+      .def("backend", [](Session &s) { return s.backendName(); });
+
+  nb::class_<Trainer>(m, "Trainer")
+      .def_static(
+          "open",
+          [](const std::string &plan, const std::string &device, int threads, bool fp8Stats) {
+            auto t = Trainer::open(plan, sessionOptions(device, threads, fp8Stats));
+            if (!t.ok())
+              raise(t.error(), "bad_input");
+            return t.take();
+          },
+          nb::arg("plan"), nb::arg("device"), nb::arg("threads"), nb::arg("fp8_stats"))
+      .def("inputs",
+           [](Trainer &t) {
+             nb::list l;
+             for (const auto &i : t.inputs())
+               l.append(tensorInfo(i));
+             return l;
+           })
+      .def("set_input", [](Trainer &t, size_t index, const HostArray &a) { bindInput(t.session(), index, a); })
+      .def("step",
+           [](Trainer &t) {
+             std::optional<Result<float>> loss;
+             {
+               nb::gil_scoped_release release;
+               loss.emplace(t.step());
+             }
+             if (!loss->ok())
+               raise(loss->error());
+             return **loss;
+           })
+      .def("steps", &Trainer::steps)
+      .def("save",
+           [](Trainer &t, const std::string &dir) {
+             if (Status st = t.save(dir); !st.ok())
+               raise(st, "bad_input");
+           })
+      .def("resume",
+           [](Trainer &t, const std::string &dir) {
+             auto step = t.resume(dir);
+             if (!step.ok())
+               raise(step.error(), "bad_input");
+             return *step;
+           })
+      .def("fp8_health",
+           [](Trainer &t) {
+             nb::list l;
+             for (const auto &h : t.fp8Health()) {
+               nb::dict d;
+               d["tensor"] = h.tensor;
+               d["amax"] = h.amax;
+               d["scale"] = h.scale;
+               d["saturated"] = h.saturated;
+               d["flushed"] = h.flushed;
+               d["recent_amax"] = h.recentAmax;
+               l.append(d);
+             }
+             return l;
+           })
+      .def("selection_reason", [](Trainer &t) { return t.session().selectionReason(); });
+}

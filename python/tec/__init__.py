@@ -1,0 +1,286 @@
+"""tec from Python: compile an ONNX model, run and train the plan, over tec's C++ API (api/).
+
+    import tec
+    plan = tec.compile("model.onnx", shapes={"x": [64, 256]}, targets=["cpu"],
+                       train=tec.TrainOptions(loss="mse", optimizer="adamw", lr=1e-3))
+    trainer = tec.Trainer(plan)
+    for x, y in loader:
+        loss = trainer.step({"x": x}, {"y": y})
+
+Keyword names mirror the CLI's flags (`--fp8-format` is `fp8_format`). Errors raise tec.Error subclasses
+with the CLI's messages.
+"""
+import dataclasses
+import os
+import re
+import shutil
+import tempfile
+from typing import Dict, List, Optional
+
+import numpy as np
+
+__all__ = ["Error", "BadModelError", "UnsupportedError", "BadInputError", "TrainOptions", "Plan", "Session",
+           "Trainer", "compile", "load", "doctor", "from_torch"]
+
+
+class Error(Exception):
+    """A tec failure; the message is the CLI's."""
+
+
+class BadModelError(Error):
+    """The model is not a valid ONNX model (or not one tec can read)."""
+
+
+class UnsupportedError(Error):
+    """The model uses what tec does not support; `operators` lists (node name, op type) pairs."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.operators = re.findall(r"node '(.*)'  op (\S+)", message)
+
+
+class BadInputError(Error):
+    """An option, a file or an input array tec cannot use (the user can fix it)."""
+
+
+def _error(kind, message):
+    """The exception for a C++ failure of `kind` (called by the extension)."""
+    return {"bad_model": BadModelError, "unsupported": UnsupportedError,
+            "bad_input": BadInputError}.get(kind, Error)(message)
+
+
+from . import _tec  # noqa: E402  (after _error, which the extension calls)
+
+
+@dataclasses.dataclass
+class TrainOptions:
+    """A training step's loss and optimizer, as `tec model.onnx --train` takes them."""
+    loss: str = "mse"
+    optimizer: str = "adamw"
+    lr: float = 1e-3
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    total_steps: int = 1000
+    momentum: float = 0.0
+    nesterov: bool = False
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    clip_norm: float = 0.0
+    frozen: str = ""
+    trainable: str = ""
+    loss_scale: float = 0.0
+    loss_scale_growth_interval: int = 2000
+    ignore_index: int = -100
+
+
+class Plan:
+    """A compiled plan (.tecplan): what `tec.compile` returns and `tec.load` opens."""
+
+    def __init__(self, path: str, _owned_dir: Optional[str] = None):
+        self.path = os.fspath(path)
+        self._owned_dir = _owned_dir  # a temporary folder holding the plan, removed with this object
+
+    def __del__(self):
+        if getattr(self, "_owned_dir", None):
+            shutil.rmtree(self._owned_dir, ignore_errors=True)
+
+    def save(self, path: str) -> None:
+        """Copies the plan to `path`."""
+        shutil.copyfile(self.path, os.fspath(path))
+
+    def inputs(self, kind: str = "inference") -> List[dict]:
+        """The inputs of the variant this machine runs: name, dtype, shape."""
+        opened = _tec.Session.open(self.path, "auto", 0) if kind == "inference" else \
+            _tec.Trainer.open(self.path, "auto", 0, False)
+        return opened.inputs()
+
+    def summary(self) -> str:
+        """Which variant this machine runs and why (as `tec doctor PLAN` says)."""
+        return _tec.doctor(self.path)
+
+
+def load(path: str) -> Plan:
+    """Opens a plan written by `tec model.onnx` or Plan.save."""
+    if not os.path.exists(path):
+        raise BadInputError(f"{path}: cannot open: No such file or directory")
+    return Plan(path)
+
+
+def _model_path(model, folder):
+    """A path to the model: itself, or `model` (bytes or an onnx.ModelProto) written into `folder`."""
+    if isinstance(model, (str, os.PathLike)):
+        return os.fspath(model)
+    if hasattr(model, "SerializeToString"):
+        model = model.SerializeToString()
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        path = os.path.join(folder, "model.onnx")
+        with open(path, "wb") as f:
+            f.write(bytes(model))
+        return path
+    raise BadInputError(f"model: expected a path, bytes or an onnx.ModelProto, got {type(model).__name__}")
+
+
+def compile(model, shapes: Optional[Dict[str, List[int]]] = None, targets=("all",), fp8: str = "auto",
+            keep_precision: str = "", fp8_format: str = "hybrid", amax_history: int = 1024, fp8_margin: int = 0,
+            amax_algo: str = "max", fp8_emulate: bool = False, fp8_attention: bool = False, fast_gelu: bool = False,
+            train: Optional[TrainOptions] = None, disable_pass=(), output: Optional[str] = None) -> Plan:
+    """Compiles `model` (a path, bytes or an onnx.ModelProto) into a plan: written to `output` if given, else
+    kept in a temporary file for as long as the Plan lives. `shapes` fixes dynamic dims (by input name, or a
+    symbolic dim's name with a one-element list); `targets` as --target ("all", "auto", "cpu", "sm_90", ...)."""
+    folder = tempfile.mkdtemp(prefix="tec-")
+    try:
+        path = _model_path(model, folder)
+        plan_path = os.fspath(output) if output else os.path.join(folder, "model.tecplan")
+        if isinstance(targets, str):
+            targets = [targets]
+        strings = {"fp8": fp8, "keep_precision": keep_precision, "fp8_format": fp8_format, "amax_algo": amax_algo}
+        numbers = {"amax_history": amax_history, "fp8_margin": fp8_margin, "fast_gelu": fast_gelu,
+                   "fp8_emulate": fp8_emulate, "fp8_attention": fp8_attention}
+        if train is not None:
+            for field in dataclasses.fields(train):
+                value = getattr(train, field.name)
+                (strings if isinstance(value, str) else numbers)[field.name] = value
+        shape_lists = {name: [int(d) for d in (dims if hasattr(dims, "__len__") else [dims])]
+                       for name, dims in (shapes or {}).items()}
+        _tec.compile_to_file(path, plan_path, shape_lists, list(targets), strings,
+                             {k: float(v) for k, v in numbers.items()}, train is not None, list(disable_pass))
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    if output:
+        shutil.rmtree(folder, ignore_errors=True)
+        return Plan(plan_path)
+    return Plan(plan_path, _owned_dir=folder)
+
+
+_DTYPES = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
+
+
+def _host_array(value, info):
+    """`value` as a C-contiguous CPU array of the tensor's dtype and shape: NumPy arrays and DLPack tensors
+    (PyTorch's) already so are passed where they lie; others are converted."""
+    want = _DTYPES.get(info["dtype"])
+    if want is None:
+        raise BadInputError(f"input '{info['name']}': tec takes it as {info['dtype']}, which NumPy has no type for")
+    if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack__"):
+        value = np.from_dlpack(value.detach() if hasattr(value, "detach") else value)
+    array = np.ascontiguousarray(value, dtype=want)
+    if list(array.shape) != list(info["shape"]):
+        raise BadInputError(f"input '{info['name']}': expected shape {list(info['shape'])}, got {list(array.shape)}")
+    return array
+
+
+def _bind(native, infos, values: dict, prefix=""):
+    by_name = {info["name"]: (i, info) for i, info in enumerate(infos)}
+    for name, value in values.items():
+        key = prefix + name
+        if key not in by_name:
+            expected = ", ".join(i["name"][len(prefix):] for i in infos if i["name"].startswith(prefix) and
+                                 (prefix or not i["name"].startswith("target:")))
+            raise BadInputError(f"'{name}': not {'a target' if prefix else 'an input'} of the plan (it has: {expected})")
+        index, info = by_name[key]
+        native.set_input(index, _host_array(value, info))
+
+
+class Session:
+    """Runs a plan's inference variant: `run({"x": array})` returns the outputs by name as NumPy arrays."""
+
+    def __init__(self, plan, device: str = "auto", threads: int = 0):
+        self.plan = plan if isinstance(plan, Plan) else load(plan)  # kept alive with the session
+        self._native = _tec.Session.open(self.plan.path, device, threads)
+        self._inputs = self._native.inputs()
+        self._outputs = self._native.outputs()
+
+    @property
+    def selection_reason(self) -> str:
+        """Which variant and backend run, and why (one line, as `tec run` prints it)."""
+        return self._native.selection_reason()
+
+    def run(self, inputs: dict) -> Dict[str, np.ndarray]:
+        missing = [i["name"] for i in self._inputs if i["name"] not in inputs]
+        if missing:
+            raise BadInputError(f"missing inputs: {', '.join(missing)}")
+        _bind(self._native, self._inputs, inputs)
+        self._native.run()
+        return {o["name"]: np.frombuffer(self._native.output(i), dtype=_DTYPES.get(o["dtype"], np.uint8))
+                .reshape(o["shape"]).copy() for i, o in enumerate(self._outputs)}
+
+
+class Trainer:
+    """A plan's training step: `step(inputs, targets)` returns the loss (dicts keyed by the model's input
+    and output names); checkpoints with save/resume; FP8 health; export to ONNX."""
+
+    def __init__(self, plan, device: str = "auto", threads: int = 0, fp8_stats: bool = True):
+        self.plan = plan if isinstance(plan, Plan) else load(plan)
+        self._native = _tec.Trainer.open(self.plan.path, device, threads, fp8_stats)
+        self._inputs = self._native.inputs()
+
+    @property
+    def steps(self) -> int:
+        return self._native.steps()
+
+    @property
+    def selection_reason(self) -> str:
+        """Which variant and backend train, and why (one line, as `tec train` prints it)."""
+        return self._native.selection_reason()
+
+    def step(self, inputs: dict, targets: dict) -> float:
+        given = set(inputs) | {"target:" + t for t in targets}
+        missing = [i["name"] for i in self._inputs if i["name"] not in given]
+        if missing:
+            raise BadInputError(f"missing inputs or targets: {', '.join(missing)}")
+        _bind(self._native, self._inputs, inputs)
+        _bind(self._native, self._inputs, targets, prefix="target:")
+        return self._native.step()
+
+    def save(self, directory: str) -> None:
+        """A checkpoint in DIR/step-N (atomically; DIR/latest points at it)."""
+        os.makedirs(directory, exist_ok=True)
+        self._native.save(os.fspath(directory))
+
+    def resume(self, directory: str) -> int:
+        """Restores DIR's latest checkpoint; returns its step."""
+        return self._native.resume(os.fspath(directory))
+
+    def fp8_report(self) -> List[dict]:
+        """Per FP8-quantized tensor: amax, scale, the last step's saturated and flushed shares, recent amaxes."""
+        return self._native.fp8_health()
+
+    def export(self, path: str) -> None:
+        """Writes the model with the trained weights as ONNX."""
+        folder = tempfile.mkdtemp(prefix="tec-export-")
+        try:
+            self._native.save(folder)
+            _tec.export_onnx(self.plan.path, folder, os.fspath(path))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def doctor(plan: Optional[str] = None) -> Dict[str, str]:
+    """What this machine runs (`tec doctor`) as a dict: GPU, CUDA libraries, FP8, CPU BLAS, threads..."""
+    report = _tec.doctor(os.fspath(plan) if plan else "")
+    # Each line: two spaces, the key padded to 13 columns, the value; a note under a key leaves the key blank.
+    result, key = {}, None
+    for line in report.splitlines()[1:]:
+        if line[2:3].strip():
+            key = line[2:15].strip()
+            result[key] = (result[key] + "\n" if key in result else "") + line[15:].strip()
+        elif key:
+            result[key] += "\n" + line.strip()
+    return result
+
+
+def from_torch(module, example_inputs, input_names=None, output_names=None, **compile_options) -> Plan:
+    """Exports `module` with torch.onnx.export (opset 17) and compiles it; keyword options go to compile."""
+    import torch  # noqa: F401  (an optional dependency)
+    folder = tempfile.mkdtemp(prefix="tec-torch-")
+    try:
+        path = os.path.join(folder, "model.onnx")
+        args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
+        torch.onnx.export(module, args, path, input_names=input_names, output_names=output_names, opset_version=17,
+                          dynamo=False)
+        return compile(path, **compile_options)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

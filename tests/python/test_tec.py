@@ -1,0 +1,162 @@
+"""The tec Python package against the CLI: the same plan and data give the same bits (inference, three
+training steps, a resumed run); errors raise the right tec.Error subclass with the CLI's message; arrays
+from NumPy and PyTorch (DLPack) alike; objects outliving one another."""
+import gc
+import json
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+
+import tec
+
+TEC = os.environ["TEC_BINARY"]
+MODELS = os.environ["TEC_MODELS_DIR"]
+MLP = os.path.join(MODELS, "mlp.onnx")  # x [64, 256] -> y [64, 16]
+
+
+def cli(*args):
+    return subprocess.run([TEC, *args], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("data")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((64 * 4, 256)).astype(np.float32)
+    y = rng.standard_normal((64 * 4, 16)).astype(np.float32)
+    np.save(folder / "x.npy", x)
+    np.save(folder / "y.npy", y)
+    return folder, x, y
+
+
+def test_inference_equals_the_cli_bit_for_bit(tmp_path, data):
+    folder, x, _ = data
+    plan = tec.compile(MLP, targets=["cpu"], output=str(tmp_path / "py.tecplan"))
+    cli(MLP, "--target", "cpu", "-o", str(tmp_path / "cli.tecplan"))
+    batch = x[:64]
+    np.save(tmp_path / "batch.npy", batch)
+    cli("run", str(tmp_path / "cli.tecplan"), "--input", f"x={tmp_path / 'batch.npy'}", "--iterations", "1",
+        "--output-dir", str(tmp_path / "out"))
+    expected = np.load(tmp_path / "out" / "y.npy")
+    got = tec.Session(plan, device="cpu").run({"x": batch})["y"]
+    assert got.dtype == np.float32 and got.shape == (64, 16)
+    np.testing.assert_array_equal(got, expected)
+    # The plans themselves: the same compile, the same file (deterministic serialization).
+    assert (tmp_path / "py.tecplan").read_bytes() == (tmp_path / "cli.tecplan").read_bytes()
+
+
+def train_options():
+    return tec.TrainOptions(loss="mse", optimizer="adamw", lr=1e-3)
+
+
+def checkpoint_tensors(folder):
+    with open(os.path.join(folder, "latest")) as f:
+        latest = os.path.join(folder, f.read().strip())
+    return {f: np.load(os.path.join(latest, f)) for f in sorted(os.listdir(latest)) if f.endswith(".npy")}
+
+
+def test_three_training_steps_and_a_resume_equal_the_cli(tmp_path, data):
+    folder, x, y = data
+    plan_path = str(tmp_path / "train.tecplan")
+    cli(MLP, "--target", "cpu", "--train", "--loss", "mse", "--optimizer", "adamw", "--lr", "1e-3", "-o", plan_path)
+    report = tmp_path / "report.json"
+    cli("train", plan_path, "--input", f"x={folder / 'x.npy'}", "--target", f"y={folder / 'y.npy'}", "--steps", "5",
+        "--checkpoint-every", "3", "--checkpoint-dir", str(tmp_path / "cli_ckpt"), "--report", str(report))
+    cli_losses = json.loads(report.read_text())["loss"]
+
+    trainer = tec.Trainer(tec.load(plan_path), device="cpu")
+    losses = [trainer.step({"x": x[i * 64:(i + 1) * 64]}, {"y": y[i * 64:(i + 1) * 64]}) for i in range(3)]
+    assert [np.float32(v) for v in cli_losses[:3]] == [np.float32(v) for v in losses]
+    trainer.save(str(tmp_path / "py_ckpt"))
+
+    resumed = tec.Trainer(plan_path, device="cpu")
+    assert resumed.resume(str(tmp_path / "py_ckpt")) == 3
+    for i in (3, 0):  # the CLI's batches for steps 4 and 5 (4 batches: step 5 wraps to the first)
+        losses.append(resumed.step({"x": x[i * 64:(i + 1) * 64]}, {"y": y[i * 64:(i + 1) * 64]}))
+    assert [np.float32(v) for v in cli_losses] == [np.float32(v) for v in losses]
+    resumed.save(str(tmp_path / "py_ckpt"))
+    ours, theirs = checkpoint_tensors(tmp_path / "py_ckpt"), checkpoint_tensors(tmp_path / "cli_ckpt")
+    assert ours.keys() == theirs.keys() and ours
+    for name in ours:
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+
+
+def test_export_writes_the_trained_weights(tmp_path, data):
+    _, x, y = data
+    trainer = tec.Trainer(tec.compile(MLP, targets=["cpu"], train=train_options()), device="cpu")
+    trainer.step({"x": x[:64]}, {"y": y[:64]})
+    trainer.export(str(tmp_path / "trained.onnx"))
+    model = onnx.load(str(tmp_path / "trained.onnx"))
+    before = {i.name: onnx.numpy_helper.to_array(i) for i in onnx.load(MLP).graph.initializer}
+    after = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    assert before.keys() == after.keys()
+    assert any(not np.array_equal(before[k], after[k]) for k in before)  # one AdamW step moved the weights
+
+
+def test_models_as_bytes_and_protos_compile_alike(tmp_path):
+    proto = onnx.load(MLP)
+    x = np.random.default_rng(1).standard_normal((64, 256)).astype(np.float32)
+    outputs = [tec.Session(tec.compile(m, targets="cpu"), device="cpu").run({"x": x})["y"]
+               for m in (MLP, proto, proto.SerializeToString())]
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    np.testing.assert_array_equal(outputs[0], outputs[2])
+
+
+def test_errors_raise_their_classes_with_the_cli_messages(tmp_path):
+    with pytest.raises(tec.BadModelError):
+        tec.compile(b"not a protobuf at all", targets="cpu")
+    model = onnx.load(MLP)
+    node = model.graph.node[0]
+    node.op_type, node.name = "Frobnicate", "frob_1"
+    with pytest.raises(tec.UnsupportedError) as unsupported:
+        tec.compile(model, targets="cpu")
+    assert ("frob_1", "Frobnicate") in unsupported.value.operators
+    with pytest.raises(tec.BadInputError, match="--target"):
+        tec.compile(MLP, targets=["sm_12"])
+    with pytest.raises(tec.BadInputError, match="--fp8"):
+        tec.compile(MLP, targets="cpu", fp8="sometimes")
+    session = tec.Session(tec.compile(MLP, targets="cpu"), device="cpu")
+    with pytest.raises(tec.BadInputError, match="expected shape"):
+        session.run({"x": np.zeros((3, 256), np.float32)})
+    with pytest.raises(tec.BadInputError, match="missing inputs: x"):
+        session.run({})
+    with pytest.raises(tec.BadInputError, match="not an input"):
+        session.run({"x": np.zeros((64, 256), np.float32), "z": np.zeros(1)})
+    with pytest.raises(tec.BadInputError, match="cannot open"):
+        tec.load(str(tmp_path / "missing.tecplan"))
+    trainer = tec.Trainer(tec.compile(MLP, targets="cpu", train=train_options()), device="cpu")
+    with pytest.raises(tec.BadInputError, match="latest|checkpoint"):
+        trainer.resume(str(tmp_path / "no-checkpoint-here"))
+    assert issubclass(tec.BadInputError, tec.Error) and issubclass(tec.UnsupportedError, tec.Error)
+
+
+def test_dlpack_tensors_run_as_numpy_arrays_do():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(2).standard_normal((64, 256)).astype(np.float32)
+    session = tec.Session(tec.compile(MLP, targets="cpu"), device="cpu")
+    from_numpy = session.run({"x": x})["y"]
+    from_torch = session.run({"x": torch.from_numpy(x.copy())})["y"]
+    np.testing.assert_array_equal(from_numpy, from_torch)
+    back = torch.from_dlpack(from_torch)  # the outputs are NumPy arrays, themselves DLPack producers
+    assert tuple(back.shape) == (64, 16)
+
+
+def test_a_session_outlives_its_plan_and_arrays_outlive_the_session():
+    x = np.random.default_rng(3).standard_normal((64, 256)).astype(np.float32)
+    session = tec.Session(tec.compile(MLP, targets="cpu"), device="cpu")  # the Plan object is not kept
+    gc.collect()
+    first = session.run({"x": x})["y"]
+    second = session.run({"x": x * 2})["y"]
+    del session
+    gc.collect()
+    assert not np.array_equal(first, second)  # each run's outputs are the caller's own
+    assert np.isfinite(first).all()
+
+
+def test_doctor_reports_the_machine_as_a_dict():
+    report = tec.doctor()
+    assert "CPU BLAS" in report and "CPU threads" in report and "GPU" in report
+    assert "single-threaded in tec's pool" in report["CPU BLAS"]
