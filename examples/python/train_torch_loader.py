@@ -36,8 +36,9 @@ def main():
     x = torch.randn(args.batch * 64, 256)
     with torch.no_grad():
         y = teacher(x)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=args.batch, shuffle=True,
-                                         drop_last=True, generator=torch.Generator().manual_seed(0))
+    def loader():  # the same shuffled batches for each plan
+        return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=args.batch, shuffle=True,
+                                           drop_last=True, generator=torch.Generator().manual_seed(0))
     train = tec.TrainOptions(loss="mse", optimizer="adamw", lr=1e-3)
     example = torch.zeros(args.batch, 256)
     runs = {
@@ -48,9 +49,9 @@ def main():
     results = {}
     for name, plan in runs.items():
         trainer = tec.Trainer(plan, device="auto")
-        losses, start, step = [], time.perf_counter(), 0
+        losses, start, step, batches = [], time.perf_counter(), 0, loader()
         while step < args.steps:
-            for xb, yb in loader:  # PyTorch tensors go in as they are (DLPack)
+            for xb, yb in batches:  # PyTorch tensors go in as they are (DLPack)
                 losses.append(trainer.step({"x": xb}, {"y": yb}))
                 step += 1
                 if step == args.steps:
