@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <numeric>
 
@@ -112,14 +113,19 @@ void loadOpenBlas(BlasInfo &info) {
   info.notes.push_back("OpenBLAS not found (install libopenblas0-pthread or libopenblas0)");
 }
 
+/// Where to look for an optional library: the path in `variable`, if set, then `names` on the loader's path.
+std::vector<std::string> candidatePaths(const char *variable, std::initializer_list<const char *> names) {
+  std::vector<std::string> candidates;
+  if (const char *path = std::getenv(variable); path && *path)
+    candidates.push_back(path);
+  candidates.insert(candidates.end(), names.begin(), names.end());
+  return candidates;
+}
+
 /// MKL's single dynamic library, where one is installed: TEC_MKL (a path), the loader's search path, or the
 /// active Python environment's lib folder (PyPI's `mkl`).
 void loadMkl(BlasInfo &info) {
-  std::vector<std::string> candidates;
-  if (const char *path = std::getenv("TEC_MKL"); path && *path)
-    candidates.push_back(path);
-  for (const char *name : {"libmkl_rt.so.2", "libmkl_rt.so.3", "libmkl_rt.so"})
-    candidates.push_back(name);
+  std::vector<std::string> candidates = candidatePaths("TEC_MKL", {"libmkl_rt.so.2", "libmkl_rt.so.3", "libmkl_rt.so"});
   for (const char *prefix : {"VIRTUAL_ENV", "CONDA_PREFIX"})
     if (const char *dir = std::getenv(prefix); dir && *dir)
       for (const char *name : {"/lib/libmkl_rt.so.2", "/lib/libmkl_rt.so.3"})
@@ -149,12 +155,7 @@ void loadMkl(BlasInfo &info) {
 /// oneDNN, where installed (Debian's libdnnl2 or 3, or TEC_ONEDNN=path): its JIT-compiled SGEMM for the
 /// CPU's own ISA.
 void loadOneDnn(BlasInfo &info) {
-  std::vector<std::string> candidates;
-  if (const char *path = std::getenv("TEC_ONEDNN"); path && *path)
-    candidates.push_back(path);
-  for (const char *name : {"libdnnl.so.3", "libdnnl.so.2"})
-    candidates.push_back(name);
-  for (const auto &path : candidates) {
+  for (const auto &path : candidatePaths("TEC_ONEDNN", {"libdnnl.so.3", "libdnnl.so.2"})) {
     void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib)
       continue;

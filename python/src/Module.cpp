@@ -45,12 +45,17 @@ std::string kindName(ErrorKind kind) {
 }
 
 
-nb::dict tensorInfo(const TensorInfo &t) {
-  nb::dict d;
-  d["name"] = t.name;
-  d["dtype"] = dtypeName(t.dtype);
-  d["shape"] = t.shape;
-  return d;
+/// Each tensor's name, dtype ("f32", "i64", ...) and shape.
+nb::list tensorList(const std::vector<TensorInfo> &tensors) {
+  nb::list l;
+  for (const auto &t : tensors) {
+    nb::dict d;
+    d["name"] = t.name;
+    d["dtype"] = dtypeName(t.dtype);
+    d["shape"] = t.shape;
+    l.append(d);
+  }
+  return l;
 }
 
 /// Any C-contiguous CPU array (NumPy's, or a DLPack tensor such as PyTorch's), read where it lies.
@@ -162,20 +167,8 @@ NB_MODULE(_tec, m) {
             return s.take();
           },
           nb::arg("plan"), nb::arg("device"), nb::arg("threads"))
-      .def("inputs",
-           [](Session &s) {
-             nb::list l;
-             for (const auto &t : s.inputs())
-               l.append(tensorInfo(t));
-             return l;
-           })
-      .def("outputs",
-           [](Session &s) {
-             nb::list l;
-             for (const auto &t : s.outputs())
-               l.append(tensorInfo(t));
-             return l;
-           })
+      .def("inputs", [](Session &s) { return tensorList(s.inputs()); })
+      .def("outputs", [](Session &s) { return tensorList(s.outputs()); })
       .def("set_input", [](Session &s, size_t index, const HostArray &a) { bindInput(s, index, a); })
       .def("run",
            [](Session &s) {
@@ -201,13 +194,7 @@ NB_MODULE(_tec, m) {
             return t.take();
           },
           nb::arg("plan"), nb::arg("device"), nb::arg("threads"), nb::arg("fp8_stats"))
-      .def("inputs",
-           [](Trainer &t) {
-             nb::list l;
-             for (const auto &i : t.inputs())
-               l.append(tensorInfo(i));
-             return l;
-           })
+      .def("inputs", [](Trainer &t) { return tensorList(t.inputs()); })
       .def("set_input", [](Trainer &t, size_t index, const HostArray &a) { bindInput(t.session(), index, a); })
       .def("step",
            [](Trainer &t) {
