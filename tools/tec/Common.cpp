@@ -1,0 +1,123 @@
+// What the subcommands share: exit codes, the option category, printing shapes, bytes and profiles,
+// binding inputs from files.
+#include "Cli.h"
+
+#include "api/Compile.h"
+#include "api/TensorFiles.h"
+#include "frontend/Importer.h"
+#include "runtime/Doctor.h"
+#include "runtime/MemoryReport.h"
+#include <random>
+
+namespace cl = llvm::cl;
+
+namespace cli {
+
+int refuseOverwrite(const std::string &flag, const std::string &output, const std::string &input) {
+  if (output.empty() || !llvm::sys::fs::equivalent(output, input))
+    return 0;
+  llvm::errs() << "error: " << flag << " " << output << " is the input " << input << "; write it elsewhere\n";
+  return kExitBadInput;
+}
+
+cl::OptionCategory &category() {
+  static cl::OptionCategory options("tec options");
+  return options;
+}
+
+cl::opt<std::string> device("device", cl::desc("auto, cpu or cuda (cuda: no fallback)"), cl::init("auto"),
+                            cl::sub(runSubcommand()), cl::sub(trainSubcommand()), cl::cat(category()));
+
+cl::opt<bool> allowTf32("tf32", cl::desc("let FP32 GEMMs on the GPU use TF32 tensor cores (10-bit mantissa inputs)"),
+                        cl::sub(runSubcommand()), cl::sub(trainSubcommand()), cl::cat(category()));
+
+std::string bytesString(double bytes) { return tec::formatBytes(bytes); }
+
+std::string commonFlagsError() { return tec::optionChoiceError("device", device, {"auto", "cpu", "cuda"}); }
+
+std::string shapeString(llvm::ArrayRef<int64_t> dims) {
+  std::string s;
+  for (auto [i, d] : llvm::enumerate(dims))
+    s += (i ? "x" : "") + std::to_string(d);
+  return s.empty() ? "scalar" : s;
+}
+
+std::string memoryLine(const tec::MemoryReport &m) {
+  std::string line = (m.savedBytes ? "saved for the backward pass " + bytesString(m.savedBytes) + "; " : std::string()) +
+                     "peak at step " + std::to_string(m.peakStep) + ": " + bytesString(m.peakBytes) + " live";
+  for (auto [i, entry] : llvm::enumerate(m.atPeak))
+    line += std::string(i ? ", " : ": ") + tec::kindName(entry.first) + " " + bytesString(entry.second);
+  return line;
+}
+
+void printProfile(const tec::plan::Variant &v, const std::vector<double> &stepMillis, size_t runs, const char *per) {
+  double sum = 0;
+  for (double ms : stepMillis)
+    sum += ms;
+  llvm::outs() << llvm::formatv("=== Profile (mean per {5}) ===\n{0,4}  {1,-14} {2,10} {3,7}  {4}\n", "step", "kernel",
+                                "ms", "%", "source", per);
+  for (int i = 0; i < v.steps_size(); ++i)
+    llvm::outs() << llvm::formatv("{0,4}  {1,-14} {2,10:f4} {3,6:f1}%  {4}\n", i, v.steps(i).kernel(),
+                                  stepMillis[i] / std::max<size_t>(runs, 1), sum ? 100 * stepMillis[i] / sum : 0,
+                                  v.steps(i).source());
+}
+
+int reportCompileError(llvm::Error err) {
+  int code = kExitInternal;
+  llvm::handleAllErrors(
+      std::move(err),
+      [&](const tec::ImportError &e) {
+        llvm::errs() << "error: " << e.getMessage() << "\n";
+        code = kExitBadInput;
+      },
+      [&](const llvm::ErrorInfoBase &e) { llvm::errs() << "error: " << e.message() << "\n"; });
+  return code;
+}
+
+int bindInputs(tec::Session &s, const std::vector<std::string> &specs, uint64_t randomSeed, bool quiet) {
+  std::vector<bool> given(s.inputs().size());
+  for (const std::string &spec : specs) {
+    auto [name, file] = llvm::StringRef(spec).split('=');
+    auto it = std::find_if(s.inputs().begin(), s.inputs().end(), [&](const auto &i) { return i.name == name; });
+    if (it == s.inputs().end()) {
+      llvm::errs() << "error: --input " << spec << ": the plan has no input '" << name << "'\n";
+      return kExitBadInput;
+    }
+    auto tensor = tec::readTensorFile(file.str());
+    if (!tensor.ok()) {
+      llvm::errs() << "error: " << tensor.error().message() << "\n";
+      return kExitBadInput;
+    }
+    if (tensor->dtype != it->dtype || tensor->shape != it->shape) {
+      llvm::errs() << "error: --input " << spec << ": expected " << tec::dtypeName(it->dtype) << "["
+                   << shapeString(it->shape) << "], got " << tec::dtypeName(tensor->dtype) << "["
+                   << shapeString(tensor->shape) << "]\n";
+      return kExitBadInput;
+    }
+    size_t index = it - s.inputs().begin();
+    if (given[index]) {
+      llvm::errs() << "error: --input " << spec << ": input '" << name << "' is given twice\n";
+      return kExitBadInput;
+    }
+    if (tec::Status st = s.setInput(index, tensor->bytes.data(), tensor->bytes.size()); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
+      return kExitBadInput;
+    }
+    given[index] = true;
+  }
+  std::mt19937_64 rng(randomSeed);
+  for (size_t i = 0; i < s.inputs().size(); ++i)
+    if (!given[i]) {
+      tec::fillRandom(s.inputData(i), s.inputs()[i], rng);
+      if (!quiet)
+        llvm::outs() << "  input " << s.inputs()[i].name << ": random (seed " << randomSeed << ")\n";
+    }
+  return 0;
+}
+
+void printNotes(const tec::Session &s) {
+  for (const std::string &line : s.notes())
+    llvm::outs() << "  note: " << line << "\n";
+}
+
+} // namespace cli

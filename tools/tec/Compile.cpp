@@ -1,0 +1,413 @@
+// tec model.onnx: compile a model into a plan and print the compile summary (or the IR, --emit).
+#include "Cli.h"
+
+#include "api/Compile.h"
+#include "ir/TecOps.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "runtime/MemoryReport.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace cli {
+
+cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"), cl::cat(category()));
+
+cl::opt<std::string> outputPath("o", cl::desc("where to write the plan (default: the model's path with .tecplan)"),
+                                cl::value_desc("file"), cl::cat(category()));
+
+cl::list<std::string> shapes("shape", cl::desc("fix dynamic input dims, e.g. --shape x=64x1024, or symbolic dims by "
+                                              "name, e.g. --shape batch=2,sequence=32 (repeatable, or a,b)"),
+                             cl::value_desc("name=AxB"), cl::CommaSeparated, cl::cat(category()));
+
+cl::list<std::string> frozenInputs("freeze-input",
+                                   cl::desc("fix a graph input's value at compile time (ONNX TensorProto .pb), "
+                                            "e.g. a shape input; repeatable"),
+                                   cl::value_desc("name=file.pb"), cl::CommaSeparated, cl::cat(category()));
+
+enum class Emit { Plan, Import, Tec, Cuda };
+
+cl::opt<Emit> emit("emit", cl::desc("what to produce"), cl::init(Emit::Plan),
+                   cl::values(clEnumValN(Emit::Plan, "plan", "write the plan and print the compile summary (default)"),
+                              clEnumValN(Emit::Import, "import", "print the tec IR as imported, before any pass"),
+                              clEnumValN(Emit::Tec, "tec", "print the tec IR after the pipeline"),
+                              clEnumValN(Emit::Cuda, "cuda",
+                                         "write the plan and, beside it (.cu), its GPU variant's launch sequence as a "
+                                         "standalone CUDA host program")),
+                   cl::cat(category()));
+
+cl::opt<std::string> dumpPasses("dump-passes", cl::desc("write the IR after each pass as DIR/NN-pass.mlir"),
+                                cl::value_desc("DIR"), cl::cat(category()));
+
+cl::opt<bool> fastGelu("fast-gelu", cl::desc("let an erf GELU use cuBLASLt's tanh GELU epilogue"), cl::cat(category()));
+
+cl::opt<std::string> targets("target",
+                            cl::desc("variants to build: all (default), auto (this machine), or a list such as "
+                                     "sm_90,sm_80,cpu"),
+                            cl::init("all"), cl::cat(category()));
+
+cl::opt<std::string> fp8Policy("fp8", cl::desc("which GEMMs run in FP8 where the target has it: auto | all | none"),
+                               cl::init("auto"), cl::cat(category()));
+
+cl::opt<std::string> keepPrecision("keep-precision",
+                                   cl::desc("regex of ONNX node names whose GEMMs stay out of FP8 (e.g. first|last)"),
+                                   cl::value_desc("regex"), cl::cat(category()));
+
+cl::opt<std::string> fp8Format("fp8-format",
+                               cl::desc("e4m3 | hybrid (E4M3 forward, E5M2 gradients; inference uses E4M3 either way)"),
+                               cl::init("hybrid"), cl::cat(category()));
+
+cl::opt<int64_t> amaxHistory("amax-history", cl::desc("length of each FP8 amax history"), cl::init(1024),
+                             cl::cat(category()));
+
+cl::opt<int64_t> fp8Margin("fp8-margin", cl::desc("delayed scaling margin: scale = (fp8_max / amax) / 2^margin"),
+                           cl::init(0), cl::cat(category()));
+
+cl::opt<std::string> amaxAlgo("amax-algo", cl::desc("amax from the history: max | most_recent"), cl::init("max"),
+                              cl::cat(category()));
+
+cl::opt<bool> fp8Emulate("fp8-emulate", cl::desc("keep FP8 GEMMs on the cpu target, emulated (to test numerics)"),
+                         cl::cat(category()));
+
+cl::opt<bool> fp8Attention("fp8-attention",
+                           cl::desc("attention in FP8 too where GEMMs run in FP8 (Transformer Engine's fp8_dpa)"),
+                           cl::cat(category()));
+
+cl::opt<bool> train("train", cl::desc("also build a training step (loss, backward, optimizer)"), cl::cat(category()));
+
+cl::opt<std::string> lossName("loss", cl::desc("training loss: mse | l1 | cross-entropy (int64 class labels)"),
+                              cl::init("mse"), cl::cat(category()));
+
+cl::opt<int64_t> ignoreIndex("ignore-index", cl::desc("cross-entropy: labels of this value count for nothing"),
+                             cl::init(-100), cl::cat(category()));
+
+cl::opt<std::string> frozenParams("frozen", cl::desc("regex of initializer names kept fixed in training"),
+                                  cl::value_desc("regex"), cl::cat(category()));
+
+cl::opt<std::string> trainableParams("trainable",
+                                     cl::desc("regex of initializer names trained even where tec would freeze them "
+                                              "(a value the exporter folded, a mask, a running statistic)"),
+                                     cl::value_desc("regex"), cl::cat(category()));
+
+cl::opt<double> lossScaleInit("loss-scale", cl::desc("dynamic loss scaling from this scale (default: 65536 on FP16 "
+                                                    "targets, off elsewhere)"),
+                              cl::init(0.0), cl::cat(category()));
+
+cl::opt<int64_t> growthInterval("loss-scale-growth-interval", cl::desc("clean steps before the loss scale doubles"),
+                                cl::init(2000), cl::cat(category()));
+
+cl::opt<double> clipNorm("clip-norm", cl::desc("clip gradients to this global norm (0: off)"), cl::init(0.0),
+                         cl::cat(category()));
+
+cl::opt<std::string> optimizerName("optimizer", cl::desc("sgd | adamw"), cl::init("adamw"), cl::cat(category()));
+
+cl::opt<double> lr("lr", cl::desc("learning rate"), cl::init(1e-3), cl::cat(category()));
+
+cl::opt<std::string> lrSchedule("schedule", cl::desc("learning-rate schedule: constant | warmup | cosine"),
+                                cl::init("constant"), cl::cat(category()));
+
+cl::opt<int64_t> warmupSteps("warmup-steps", cl::desc("linear warm-up steps"), cl::init(0), cl::cat(category()));
+
+cl::opt<int64_t> totalSteps("total-steps", cl::desc("steps of the cosine schedule"), cl::init(1000), cl::cat(category()));
+
+cl::opt<double> momentum("momentum", cl::desc("sgd momentum"), cl::init(0.0), cl::cat(category()));
+
+cl::opt<bool> nesterov("nesterov", cl::desc("sgd Nesterov momentum"), cl::cat(category()));
+
+cl::opt<double> beta1("beta1", cl::desc("adamw beta1"), cl::init(0.9), cl::cat(category()));
+
+cl::opt<double> beta2("beta2", cl::desc("adamw beta2"), cl::init(0.999), cl::cat(category()));
+
+cl::opt<double> adamEps("eps", cl::desc("adamw epsilon"), cl::init(1e-8), cl::cat(category()));
+
+cl::opt<double> weightDecay("weight-decay", cl::desc("weight decay (decoupled for adamw, L2 for sgd)"), cl::init(0.0),
+                            cl::cat(category()));
+
+cl::list<std::string> disabledPasses("disable-pass", cl::desc("leave a pass out of the pipeline (repeatable)"),
+                                     cl::value_desc("pass"), cl::CommaSeparated, cl::cat(category()));
+
+llvm::Error parseInputOptions(tec::ImportOptions &options) {
+  for (const std::string &spec : shapes) {
+    auto [name, dims] = llvm::StringRef(spec).split('=');
+    if (name.empty() || dims.empty())
+      return llvm::createStringError("--shape '" + spec + "': expected name=AxB (e.g. x=64x1024)");
+    llvm::SmallVector<llvm::StringRef> parts;
+    dims.split(parts, 'x');
+    llvm::SmallVector<int64_t> values;
+    for (llvm::StringRef p : parts) {
+      int64_t v;
+      if (p.getAsInteger(10, v) || v < 0)
+        return llvm::createStringError("--shape '" + spec + "': '" + p.str() + "' is not a non-negative integer");
+      values.push_back(v);
+    }
+    options.shapes[name] = values;
+  }
+  for (const std::string &spec : frozenInputs) {
+    auto [name, file] = llvm::StringRef(spec).split('=');
+    if (name.empty() || file.empty())
+      return llvm::createStringError("--freeze-input '" + spec + "': expected name=file.pb");
+    auto buffer = llvm::MemoryBuffer::getFile(file, /*IsText=*/false);
+    if (!buffer)
+      return llvm::createStringError("--freeze-input '" + spec + "': cannot read " + file.str() + ": " +
+                                     buffer.getError().message());
+    options.frozenInputs[name] = (*buffer)->getBuffer().str();
+  }
+  return llvm::Error::success();
+}
+
+std::string typeString(Type type) {
+  auto t = llvm::cast<RankedTensorType>(type);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t.getElementType() << "[" << shapeString(t.getShape()) << "]";
+  return s;
+}
+
+std::string opsString(const std::map<std::string, int> &counts, int &total) {
+  std::string s;
+  total = 0;
+  for (const auto &[name, n] : counts) {
+    s += (s.empty() ? "" : ", ") + name + " " + std::to_string(n);
+    total += n;
+  }
+  return s;
+}
+
+/// Which source nodes became which op, for every op built from more than one node.
+void printFusions(func::FuncOp forward) {
+  std::vector<std::string> lines;
+  forward.walk([&](Operation *op) {
+    auto nodes = tec::sourceNodes(op->getLoc());
+    if (nodes.size() < 2)
+      return;
+    std::string what = op->getName().stripDialect().str();
+    if (auto epilogue = op->getAttrOfType<StringAttr>("epilogue"); epilogue && epilogue.getValue() != "none")
+      what += " (epilogue " + epilogue.getValue().str() + ")";
+    if (auto causal = op->getAttrOfType<BoolAttr>("causal"); causal && causal.getValue())
+      what += " (causal)";
+    lines.push_back(what + " <- " + llvm::join(nodes, ", "));
+  });
+  llvm::outs() << "  fusions  " << lines.size() << (lines.empty() ? "\n" : ":\n");
+  for (const auto &l : lines)
+    llvm::outs() << "    " << l << "\n";
+}
+
+/// TensorRT's layer information in the terminal: each GEMM's precision per target, then the reasons.
+void printPrecisions(const tec::CompiledModel &c) {
+  if (c.layers.empty())
+    return;
+  auto &os = llvm::outs();
+  size_t width = 5;
+  for (const auto &l : c.layers)
+    width = std::max(width, l.layer.size());
+  os << "  precision per GEMM layer:\n    " << llvm::left_justify("layer", width);
+  for (const auto &v : c.plan.variants())
+    os << "  " << llvm::left_justify(v.target(), 6);
+  os << "\n";
+  for (const auto &l : c.layers) {
+    os << "    " << llvm::left_justify(l.layer, width);
+    for (const auto &v : c.plan.variants()) {
+      auto it = std::find_if(l.perTarget.begin(), l.perTarget.end(), [&](const auto &p) { return p.first == v.target(); });
+      std::string precision = it == l.perTarget.end() ? "-" : llvm::StringRef(it->second).split(':').first.str();
+      os << "  " << llvm::left_justify(precision, 6);
+    }
+    os << "\n";
+  }
+  // Why, once per distinct reason of each layer.
+  for (const auto &l : c.layers) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> reasons;
+    for (const auto &[target, text] : l.perTarget) {
+      auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto &r) { return r.first == text; });
+      if (it == reasons.end())
+        reasons.push_back({text, {target}});
+      else
+        it->second.push_back(target);
+    }
+    for (const auto &[text, targetsWithIt] : reasons)
+      os << "    " << l.layer << " on " << llvm::join(targetsWithIt, ", ") << ": " << text << "\n";
+  }
+}
+
+/// With --train: which params the step trains, and each frozen one with why (from the first train module).
+void printTrainedParams(const tec::CompiledModel &c) {
+  if (c.trainModules.empty())
+    return;
+  auto step = const_cast<mlir::OwningOpRef<mlir::ModuleOp> &>(c.trainModules.front())->lookupSymbol<func::FuncOp>(
+      "train_step");
+  if (!step)
+    return;
+  std::vector<std::string> trained, frozen;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto name = step.getArgAttrOfType<mlir::StringAttr>(i, tec::kParamAttrName);
+    if (!name)
+      continue;
+    if (auto why = step.getArgAttrOfType<mlir::StringAttr>(i, tec::kFrozenAttrName))
+      frozen.push_back(name.str() + " (" + why.str() + ")");
+    else
+      trained.push_back(name.str());
+  }
+  llvm::outs() << "  trained  " << trained.size() << " params" << (frozen.empty() ? "" : ", frozen " + std::to_string(frozen.size()) + ":") << "\n";
+  for (const auto &f : frozen)
+    llvm::outs() << "    " << f << "\n";
+}
+
+void printSummary(const tec::CompiledModel &c, const std::string &planPath) {
+  auto &os = llvm::outs();
+  const auto &model = c.model;
+  auto forward = const_cast<tec::ImportedModel &>(model).module->lookupSymbol<func::FuncOp>("forward");
+  os << "tec: compiled " << inputPath << "\n";
+  os << "  model    opset " << model.opset << (model.producer.empty() ? "" : ", producer " + model.producer) << "\n";
+  auto args = forward.getArgumentTypes();
+  for (auto [i, name] : llvm::enumerate(model.inputNames))
+    os << "  input    " << name << " " << typeString(args[i]) << "\n";
+  auto results = forward.getResultTypes();
+  for (auto [i, name] : llvm::enumerate(model.outputNames))
+    os << "  output   " << name << " " << typeString(results[i]) << "\n";
+  double bytes = 0;
+  int64_t elements = 0;
+  for (const auto &p : model.params) {
+    bytes += p.bytes.size();
+    elements += p.type.getNumElements();
+  }
+  os << "  params   " << model.params.size() << " tensors, " << elements << " values, " << bytesString(bytes) << "\n";
+  int total;
+  std::string ops = opsString(c.importedOps, total);
+  os << "  imported " << total << " ops: " << ops << "\n";
+  ops = opsString(c.compiledOps, total);
+  os << "  compiled " << total << " ops: " << ops << "\n";
+  os << "  pipeline " << llvm::join(c.passes, " -> ") << "\n";
+  printFusions(forward);
+  printTrainedParams(c);
+  for (const auto &v : c.plan.variants()) {
+    os << "  variant  " << v.target() << (v.kind() == "train" ? " train step" : "") << " (" << v.precision()
+       << "): " << v.steps_size() << " steps, arena " << bytesString(v.arena_bytes());
+    if (v.kind() == "train") // what the backward pass keeps, the first thing lower precision should shrink
+      os << ", saved activations " << bytesString(tec::memoryReport(v).savedBytes);
+    os << "\n";
+  }
+  printPrecisions(c);
+  if (!planPath.empty())
+    os << "  plan     " << planPath << " (data " << bytesString(c.data.size()) << ")\n";
+  if (!c.dumpFiles.empty())
+    os << "  dumps    " << c.dumpFiles.size() << " files in " << dumpPasses << "\n";
+}
+
+/// --emit=cuda: for the inference step and (with --train) the training step, the plan's first GPU
+/// variant (else its first one) as PLAN.cu and PLAN.train.cu.
+int writeCudaProgram(const tec::plan::Plan &plan, const std::string &planPath) {
+  for (const std::string kind : {"", "train"}) {
+    int chosen = -1;
+    for (int i = 0; i < plan.variants_size(); ++i)
+      if (plan.variants(i).kind() == kind &&
+          (chosen < 0 || (!llvm::StringRef(plan.variants(chosen).target()).starts_with("sm_") &&
+                          llvm::StringRef(plan.variants(i).target()).starts_with("sm_"))))
+        chosen = i;
+    if (chosen < 0)
+      continue;
+    llvm::SmallString<256> cuPath(planPath);
+    llvm::sys::path::replace_extension(cuPath, kind.empty() ? "cu" : "train.cu");
+    auto source = tec::cudaProgramSource(plan.variants(chosen), llvm::sys::path::filename(planPath).str());
+    if (!source.ok()) {
+      llvm::errs() << "error: --emit=cuda: " << source.error().message() << "\n";
+      return kExitBadInput;
+    }
+    if (tec::Status st = tec::writeFileAtomically(cuPath.str().str(), *source); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
+      return kExitBadInput;
+    }
+    llvm::outs() << "wrote " << cuPath << ": variant " << plan.variants(chosen).target()
+                 << (kind.empty() ? "" : " train step") << " as a CUDA host program\n";
+  }
+  return 0;
+}
+
+/// The compile flags as the API's options (the model's inputs and the targets aside).
+tec::CompileOptions compileOptionsFromFlags() {
+  tec::CompileOptions options;
+  options.pipeline.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
+  options.pipeline.fastGelu = fastGelu;
+  options.pipeline.fp8 = fp8Policy;
+  options.pipeline.keepPrecision = keepPrecision;
+  options.pipeline.amaxHistory = amaxHistory;
+  options.pipeline.fp8Format = fp8Format;
+  options.pipeline.margin = fp8Margin;
+  options.pipeline.amaxAlgo = amaxAlgo;
+  options.pipeline.fp8Emulate = fp8Emulate;
+  options.pipeline.fp8Attention = fp8Attention;
+  options.train = train;
+  options.pipeline.train = {lossName, optimizerName, lrSchedule, frozenParams, trainableParams, lr, momentum,
+                            beta1,    beta2,         adamEps,    weightDecay,  clipNorm,   nesterov,
+                            warmupSteps, totalSteps, lossScaleInit, growthInterval};
+  options.pipeline.train.ignoreIndex = ignoreIndex;
+  return options;
+}
+
+int compile() {
+  if (inputPath.empty()) {
+    llvm::errs() << "error: no model given (usage: tec model.onnx, tec run plan.tecplan, tec inspect plan.tecplan)\n";
+    return kExitBadInput;
+  }
+  tec::CompileOptions options = compileOptionsFromFlags();
+  if (auto err = parseInputOptions(options.import)) {
+    llvm::errs() << "error: " << llvm::toString(std::move(err)) << "\n";
+    return kExitBadInput;
+  }
+  auto resolved = tec::resolveTargets(targets);
+  if (!resolved) {
+    llvm::errs() << "error: " << llvm::toString(resolved.takeError()) << "\n";
+    return kExitBadInput;
+  }
+  options.targets = *resolved;
+  options.dumpDir = dumpPasses;
+  MLIRContext context;
+  context.printOpOnDiagnostic(false);
+  if (emit == Emit::Import) {
+    auto model = tec::importOnnxFile(context, inputPath, options.import);
+    if (!model)
+      return reportCompileError(model.takeError());
+    model->module->print(llvm::outs(), tec::irPrintingFlags());
+    llvm::outs() << "\n";
+    return 0;
+  }
+  if (int code = refuseOverwrite("-o", outputPath, inputPath))
+    return code;
+  auto compiled = tec::compileModel(context, inputPath, options);
+  if (!compiled)
+    return reportCompileError(compiled.takeError());
+  if (emit == Emit::Tec) {
+    std::string ir;
+    llvm::raw_string_ostream os(ir);
+    (*compiled)->model.module->print(os, tec::irPrintingFlags());
+    os << "\n";
+    os.flush();
+    llvm::outs() << ir;
+    if (!outputPath.empty())
+      if (tec::Status st = tec::writeFileAtomically(outputPath, ir); !st.ok()) {
+        llvm::errs() << "error: " << st.message() << "\n";
+        return kExitBadInput;
+      }
+    return 0;
+  }
+  std::string planPath = outputPath;
+  if (planPath.empty()) {
+    llvm::SmallString<256> p(inputPath.getValue());
+    llvm::sys::path::replace_extension(p, "tecplan");
+    planPath = p.str().str();
+  }
+  if (tec::Status s = tec::writePlanFile(planPath, (*compiled)->plan, (*compiled)->data); !s.ok()) {
+    llvm::errs() << "error: " << s.message() << "\n";
+    return kExitBadInput;
+  }
+  printSummary(**compiled, planPath);
+  if (emit == Emit::Cuda)
+    return writeCudaProgram((*compiled)->plan, planPath);
+  return 0;
+}
+
+std::string compileFlagsError() { return tec::compileOptionError(compileOptionsFromFlags()); }
+
+} // namespace cli

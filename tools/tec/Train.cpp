@@ -1,0 +1,386 @@
+// tec train plan.tecplan: train over a data set (or distil a teacher), with checkpoints and reports.
+#include "Cli.h"
+
+#include "api/Checkpoint.h"
+#include "api/Compile.h"
+#include "api/TensorFiles.h"
+#include "api/Trainer.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "runtime/MemoryReport.h"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+namespace cl = llvm::cl;
+
+namespace cli {
+
+cl::SubCommand &trainSubcommand() {
+  static cl::SubCommand sub("train", "train: run the plan's training step over a data set");
+  return sub;
+}
+
+cl::opt<std::string> trainPlan(cl::Positional, cl::desc("<model.tecplan>"), cl::Required, cl::sub(trainSubcommand()),
+                               cl::cat(category()));
+
+cl::list<std::string> trainInputs("input", cl::desc("a model input's samples, .npy with a leading sample dim"),
+                                  cl::value_desc("name=file.npy"), cl::sub(trainSubcommand()), cl::cat(category()));
+
+cl::list<std::string> trainTargets("target", cl::desc("an output's target samples, .npy with a leading sample dim"),
+                                   cl::value_desc("output=file.npy"), cl::sub(trainSubcommand()), cl::cat(category()));
+
+cl::opt<int> trainSteps("steps", cl::desc("training steps (default: one epoch)"), cl::init(0), cl::sub(trainSubcommand()),
+                        cl::cat(category()));
+
+cl::opt<int> trainEpochs("epochs", cl::desc("passes over the data set"), cl::init(0), cl::sub(trainSubcommand()),
+                         cl::cat(category()));
+
+cl::opt<int> batchSize("batch-size", cl::desc("samples per step; must be the model's batch (fix it with --shape "
+                                             "when compiling)"),
+                        cl::init(0), cl::sub(trainSubcommand()), cl::cat(category()));
+
+cl::opt<std::string> trainVariant("variant", cl::desc("train with this variant (a target such as sm_75)"),
+                                  cl::sub(trainSubcommand()), cl::cat(category()));
+
+cl::opt<int> trainThreads("threads", cl::desc("CPU threads"), cl::init(0), cl::sub(trainSubcommand()), cl::cat(category()));
+
+cl::opt<bool> trainProfile("profile", cl::desc("print each plan step's mean time per training step"),
+                           cl::sub(trainSubcommand()), cl::cat(category()));
+
+cl::opt<std::string> checkpointDir("checkpoint-dir", cl::desc("write checkpoints here (atomically)"),
+                                   cl::value_desc("DIR"), cl::sub(trainSubcommand()), cl::cat(category()));
+
+cl::opt<int> checkpointEvery("checkpoint-every", cl::desc("steps between checkpoints (0: only at the end)"),
+                             cl::init(0), cl::sub(trainSubcommand()), cl::cat(category()));
+
+cl::opt<std::string> resumeDir("resume", cl::desc("continue from the latest checkpoint in DIR"), cl::value_desc("DIR"),
+                               cl::sub(trainSubcommand()), cl::cat(category()));
+
+cl::opt<std::string> teacherModel("teacher",
+                                  cl::desc("distill: the targets are this ONNX model's outputs on seeded random inputs"),
+                                  cl::value_desc("teacher.onnx"), cl::sub(trainSubcommand()), cl::cat(category()));
+
+cl::opt<uint64_t> trainSeed("seed", cl::desc("seed of the random inputs when distilling"), cl::init(0),
+                            cl::sub(trainSubcommand()), cl::cat(category()));
+
+cl::opt<bool> fp8Report("fp8-report", cl::desc("FP8 health per quantized tensor: amax history, scale, and the share "
+                                              "of values that saturated or flushed to zero in the last step"),
+                        cl::sub(trainSubcommand()), cl::cat(category()));
+
+cl::opt<std::string> trainReport("report", cl::desc("write loss per step, step times and memory as JSON"),
+                                 cl::value_desc("file"), cl::sub(trainSubcommand()), cl::cat(category()));
+
+/// A data set bound to one plan input: its samples and how many bytes one batch takes.
+struct Samples {
+  size_t input;
+  tec::HostTensor data;
+  int64_t batchBytes, batches;
+  std::string file;
+  int64_t sampleBytes;
+};
+
+int trainLoop() {
+  tec::SessionOptions options;
+  options.kind = "train";
+  options.device = device;
+  options.allowTf32 = allowTf32;
+  options.threads = trainThreads;
+  options.variant = trainVariant;
+  options.fp8Stats = fp8Report || !trainReport.empty(); // the report carries FP8 health too
+  if (int code = refuseOverwrite("--report", trainReport, trainPlan))
+    return code;
+  auto opened = tec::Trainer::open(trainPlan, options);
+  if (!opened.ok()) {
+    llvm::errs() << "error: " << opened.error().message() << "\n";
+    return kExitBadInput;
+  }
+  tec::Trainer &trainer = **opened;
+  tec::Session &s = trainer.session();
+  if (batchSize > 0)
+    for (const auto &in : s.inputs())
+      if (in.shape.empty() || in.shape[0] != batchSize) {
+        llvm::errs() << "error: --batch-size " << batchSize << ": the plan's training step takes '" << in.name
+                     << "' as " << shapeString(in.shape) << "; recompile with --shape to change the batch\n";
+        return kExitBadInput;
+      }
+  // Bind each data set: --input name=... feeds input `name`, --target out=... feeds `target:out`.
+  std::vector<Samples> data;
+  auto bindData = [&](const std::string &spec, const std::string &prefix) -> int {
+    auto [name, file] = llvm::StringRef(spec).split('=');
+    std::string inputName = prefix + name.str();
+    auto it = std::find_if(s.inputs().begin(), s.inputs().end(), [&](const auto &i) { return i.name == inputName; });
+    if (it == s.inputs().end()) {
+      llvm::errs() << "error: " << spec << ": the training step has no input '" << inputName << "'\n";
+      return kExitBadInput;
+    }
+    const size_t index = it - s.inputs().begin();
+    if (std::any_of(data.begin(), data.end(), [&](const Samples &d) { return d.input == index; })) {
+      llvm::errs() << "error: " << spec << ": '" << inputName << "' is given twice\n";
+      return kExitBadInput;
+    }
+    auto tensor = tec::readTensorFile(file.str());
+    if (!tensor.ok()) {
+      llvm::errs() << "error: " << tensor.error().message() << "\n";
+      return kExitBadInput;
+    }
+    // Samples are batches of the plan's shape stacked along the first dim.
+    const auto &batchShape = it->shape;
+    bool fits = tensor->dtype == it->dtype && !batchShape.empty() && tensor->shape.size() == batchShape.size() &&
+                std::equal(batchShape.begin() + 1, batchShape.end(), tensor->shape.begin() + 1) &&
+                tensor->shape[0] >= batchShape[0];
+    if (!fits) {
+      llvm::errs() << "error: " << spec << ": expected " << tec::dtypeName(it->dtype) << " samples shaped [N >= "
+                   << batchShape[0] << ", " << shapeString(std::vector<int64_t>(batchShape.begin() + 1, batchShape.end()))
+                   << "], got " << tec::dtypeName(tensor->dtype) << "[" << shapeString(tensor->shape) << "]\n";
+      return kExitBadInput;
+    }
+    int64_t batches = tensor->shape[0] / batchShape[0];
+    // Every data set holds the same samples: a shorter one would silently shorten the others.
+    if (!data.empty() && data.front().data.shape[0] != tensor->shape[0]) {
+      llvm::errs() << "error: " << spec << ": holds " << tensor->shape[0] << " samples, but " << data.front().file
+                   << " holds " << data.front().data.shape[0] << "\n";
+      return kExitBadInput;
+    }
+    data.push_back({static_cast<size_t>(it - s.inputs().begin()), std::move(*tensor), it->bytes, batches, file.str(),
+                    it->bytes / batchShape[0]});
+    return 0;
+  };
+  // Distillation: the teacher, compiled here for the CPU, turns seeded random inputs into targets.
+  std::unique_ptr<tec::Session> teacher;
+  mlir::MLIRContext teacherContext;
+  std::string teacherDir;
+  if (!teacherModel.empty()) {
+    tec::CompileOptions options;
+    auto compiled = tec::compileModel(teacherContext, teacherModel, options);
+    if (!compiled)
+      return reportCompileError(compiled.takeError());
+    llvm::SmallString<128> dir;
+    llvm::sys::fs::createUniqueDirectory("tec-teacher", dir);
+    teacherDir = dir.str().str();
+    std::string plan = teacherDir + "/teacher.tecplan";
+    if (tec::Status st = tec::writePlanFile(plan, (*compiled)->plan, (*compiled)->data); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
+      return kExitInternal;
+    }
+    auto teacherSession = tec::Session::open(plan);
+    if (!teacherSession.ok()) {
+      llvm::errs() << "error: " << teacherSession.error().message() << "\n";
+      return kExitInternal;
+    }
+    teacher = teacherSession.take();
+    for (size_t i = 0; i < s.inputs().size(); ++i) {
+      const auto &in = s.inputs()[i];
+      bool isTarget = llvm::StringRef(in.name).starts_with("target:");
+      const auto &list = isTarget ? teacher->outputs() : teacher->inputs();
+      std::string want = isTarget ? in.name.substr(7) : in.name;
+      auto it = std::find_if(list.begin(), list.end(), [&](const auto &t) { return t.name == want; });
+      if (it == list.end() || it->shape != in.shape || it->dtype != in.dtype) {
+        llvm::errs() << "error: --teacher " << teacherModel << ": the student's " << (isTarget ? "output" : "input")
+                     << " '" << want << "' has no teacher counterpart of the same type and shape\n";
+        return kExitBadInput;
+      }
+    }
+  }
+  for (const auto &spec : trainInputs)
+    if (int code = bindData(spec, ""); code)
+      return code;
+  for (const auto &spec : trainTargets)
+    if (int code = bindData(spec, "target:"); code)
+      return code;
+  if (teacher && !data.empty()) {
+    llvm::errs() << "error: --teacher makes its own inputs and targets; drop --input/--target\n";
+    return kExitBadInput;
+  }
+  if (!teacher && data.size() != s.inputs().size()) {
+    llvm::errs() << "error: the training step takes " << s.inputs().size() << " inputs (";
+    for (size_t i = 0; i < s.inputs().size(); ++i)
+      llvm::errs() << (i ? ", " : "") << s.inputs()[i].name;
+    llvm::errs() << "); give each with --input or --target\n";
+    return kExitBadInput;
+  }
+  int64_t batches = teacher ? 1 : data.front().batches;
+  for (const auto &d : data)
+    batches = std::min(batches, d.batches);
+  if (teacher && trainSteps <= 0) {
+    llvm::errs() << "error: --teacher needs --steps (the data is generated, there are no epochs)\n";
+    return kExitBadInput;
+  }
+  int64_t steps = trainSteps > 0 ? trainSteps : batches * std::max(1, trainEpochs.getValue());
+  int64_t start = 0;
+  if (!resumeDir.empty()) {
+    auto resumed = trainer.resume(resumeDir);
+    if (!resumed.ok()) {
+      llvm::errs() << "error: " << resumed.error().message() << "\n";
+      return kExitBadInput;
+    }
+    start = *resumed;
+    llvm::outs() << "resumed from " << resumeDir << " at step " << start << "\n";
+  }
+  if (!checkpointDir.empty())
+    if (auto ec = llvm::sys::fs::create_directories(checkpointDir)) {
+      llvm::errs() << "error: " << checkpointDir << ": " << ec.message() << "\n";
+      return kExitBadInput;
+    }
+  llvm::outs() << "tec train: " << s.selectionReason() << "\n  ";
+  if (teacher)
+    llvm::outs() << "distilling " << teacherModel << " on seeded random inputs (seed " << trainSeed << "), ";
+  else
+    llvm::outs() << batches << " batches of " << s.inputs()[data.front().input].shape[0] << ", ";
+  llvm::outs() << steps << " steps\n";
+  std::vector<double> losses, stepMs, lossScales;
+  std::vector<double> stepMillis(s.variant().steps_size()); // --profile: per plan step, summed
+  auto begin = std::chrono::steady_clock::now();
+  int64_t reportEvery = std::max<int64_t>(1, (steps - start) / 20);
+  for (int64_t step = start; step < steps; ++step) {
+    int64_t batch = step % batches; // the order depends on the step alone: resuming replays it exactly
+    if (teacher) {
+      // Inputs drawn from the seed and the step (so resuming replays them), labelled by the teacher.
+      std::mt19937_64 rng(trainSeed * 1000003 + step);
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      for (size_t i = 0; i < s.inputs().size(); ++i) {
+        const auto &in = s.inputs()[i];
+        if (llvm::StringRef(in.name).starts_with("target:"))
+          continue;
+        std::vector<float> values(in.bytes / 4);
+        for (auto &v : values)
+          v = normal(rng);
+        auto t = std::find_if(teacher->inputs().begin(), teacher->inputs().end(),
+                              [&](const auto &ti) { return ti.name == in.name; });
+        (void)s.setInput(i, values.data(), in.bytes);
+        (void)teacher->setInput(t - teacher->inputs().begin(), values.data(), in.bytes);
+      }
+      if (tec::Status st = teacher->run(); !st.ok()) {
+        llvm::errs() << "error: the teacher: " << st.message() << "\n";
+        return kExitInternal;
+      }
+      for (size_t i = 0; i < s.inputs().size(); ++i) {
+        const auto &in = s.inputs()[i];
+        if (!llvm::StringRef(in.name).starts_with("target:"))
+          continue;
+        auto o = std::find_if(teacher->outputs().begin(), teacher->outputs().end(),
+                              [&](const auto &to) { return to.name == in.name.substr(7); });
+        (void)s.setInput(i, teacher->outputData(o - teacher->outputs().begin()), in.bytes);
+      }
+    }
+    for (const auto &d : data)
+      if (tec::Status st = s.setInput(d.input, d.data.bytes.data() + batch * d.batchBytes, d.batchBytes); !st.ok()) {
+        llvm::errs() << "error: " << st.message() << "\n";
+        return kExitInternal;
+      }
+    auto t0 = std::chrono::steady_clock::now();
+    auto loss = trainer.step(trainProfile ? &stepMillis : nullptr);
+    if (!loss.ok()) {
+      const tec::Status &st = loss.error();
+      llvm::errs() << "error: step " << step + 1 << ": " << st.message();
+      if (st.isBadData()) { // name the samples the step read
+        for (const auto &d : data)
+          llvm::errs() << llvm::formatv("{0} samples {1}-{2} of {3}", &d == &data.front() ? " (in" : ",",
+                                        batch * d.batchBytes / std::max<int64_t>(1, d.sampleBytes),
+                                        (batch + 1) * d.batchBytes / std::max<int64_t>(1, d.sampleBytes) - 1, d.file);
+        llvm::errs() << (data.empty() ? "" : ")");
+      }
+      llvm::errs() << "\n";
+      return st.isBadData() ? kExitBadInput : kExitInternal;
+    }
+    stepMs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    losses.push_back(*loss);
+    if (auto scale = trainer.lossScale())
+      lossScales.push_back(*scale);
+    int64_t done = step + 1 - start;
+    if (done % reportEvery == 0 || step + 1 == steps) {
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      double rate = done / elapsed;
+      llvm::outs() << llvm::formatv("  step {0,6}/{1}  loss {2,10:e3}  {3,7:f1} steps/s  ETA {4:f1} s\n", step + 1,
+                                    steps, losses.back(), rate, (steps - step - 1) / rate);
+    }
+    bool checkpointNow = !checkpointDir.empty() &&
+                         ((checkpointEvery > 0 && (step + 1) % checkpointEvery == 0) || step + 1 == steps);
+    if (checkpointNow)
+      if (tec::Status st = trainer.save(checkpointDir); !st.ok()) {
+        llvm::errs() << "error: checkpoint: " << st.message() << "\n";
+        return kExitBadInput;
+      }
+  }
+  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  double meanMs = 0;
+  for (double v : stepMs)
+    meanMs += v / std::max<size_t>(1, stepMs.size());
+  int64_t memory = s.variant().arena_bytes();
+  llvm::outs() << llvm::formatv("=== Training summary ===\nsteps {0}, final loss {1:e4}, {2:f3} ms/step, "
+                                "{3:f1} steps/s, arena {4}\n",
+                                steps - start, losses.empty() ? 0.0 : losses.back(), meanMs,
+                                (steps - start) / std::max(total, 1e-9), bytesString(memory));
+  if (trainProfile)
+    printProfile(s.variant(), stepMillis, stepMs.size(), "training step");
+  // FP8 health: per quantized tensor its amax history (recent values), scale, and last step's shares.
+  const std::vector<tec::Fp8Health> health = options.fp8Stats ? trainer.fp8Health() : std::vector<tec::Fp8Health>();
+  if (fp8Report) {
+    llvm::outs() << "=== FP8 health (last step) ===\n"
+                 << llvm::formatv("{0,-34} {1,11} {2,11} {3,10} {4,10}\n", "tensor", "amax", "scale", "saturated",
+                                  "flushed");
+    auto share = [](double x) { return std::isnan(x) ? std::string("-") : llvm::formatv("{0:f3}%", 100 * x).str(); };
+    for (const auto &e : health)
+      llvm::outs() << llvm::formatv("{0,-34} {1,11:e3} {2,11:e3} {3,10} {4,10}\n", e.tensor, e.amax, e.scale,
+                                    share(e.saturated), share(e.flushed));
+    if (health.empty())
+      llvm::outs() << "(the training step has no FP8 GEMMs: compile with --fp8=all --fp8-emulate, or for an FP8 GPU)\n";
+  }
+  if (!trainReport.empty()) {
+    std::string report;
+    llvm::raw_string_ostream json(report);
+    json << "{\"variant\": \"" << s.variant().target() << "\", \"first_step\": " << start << ", \"loss\": [";
+    // JSON has no NaN or infinity: a non-finite loss is null.
+    auto number = [](double v) { return std::isfinite(v) ? llvm::formatv("{0:e9}", v).str() : std::string("null"); };
+    for (size_t i = 0; i < losses.size(); ++i)
+      json << (i ? ", " : "") << number(losses[i]);
+    json << "], \"loss_scale\": [";
+    for (size_t i = 0; i < lossScales.size(); ++i)
+      json << (i ? ", " : "") << number(lossScales[i]);
+    json << "], \"step_ms\": [";
+    for (size_t i = 0; i < stepMs.size(); ++i)
+      json << (i ? ", " : "") << llvm::formatv("{0:f4}", stepMs[i]);
+    const tec::MemoryReport mem = tec::memoryReport(s.variant());
+    json << "], \"peak_memory_bytes\": " << memory << ", \"memory\": {\"arena\": " << mem.arena
+         << ", \"peak_step\": " << mem.peakStep << ", \"live_at_peak\": " << mem.peakBytes
+         << ", \"saved_activations\": " << mem.savedBytes << ", \"bytes_read\": " << mem.readBytes
+         << ", \"bytes_written\": " << mem.writtenBytes;
+    for (auto [kind, bytes] : mem.atPeak)
+      json << ", \"" << tec::kindName(kind) << "\": " << bytes;
+    json << "}, \"fp8\": [";
+    for (size_t i = 0; i < health.size(); ++i) {
+      const auto &e = health[i];
+      json << (i ? ", " : "") << "{\"tensor\": \"" << e.tensor << "\", \"amax\": " << llvm::formatv("{0:e6}", e.amax)
+           << ", \"scale\": " << llvm::formatv("{0:e6}", e.scale) << ", \"saturated\": " << number(e.saturated)
+           << ", \"flushed\": " << number(e.flushed) << ", \"recent_amax\": [";
+      for (size_t j = 0; j < e.recentAmax.size(); ++j)
+        json << (j ? ", " : "") << llvm::formatv("{0:e6}", e.recentAmax[j]);
+      json << "]}";
+    }
+    json << "]}\n";
+    json.flush();
+    if (tec::Status st = tec::writeFileAtomically(trainReport, report); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
+      return kExitBadInput;
+    }
+  }
+  printNotes(s);
+  if (!teacherDir.empty())
+    llvm::sys::fs::remove_directories(teacherDir);
+  return 0;
+}
+
+std::string trainFlagsError() {
+  const double maxSteps = 2147483647.0;
+  for (const std::string &e :
+       {tec::optionRangeError("threads", trainThreads, 0, 4096), tec::optionRangeError("steps", trainSteps, 0, maxSteps),
+        tec::optionRangeError("epochs", trainEpochs, 0, 1e6),
+        tec::optionRangeError("batch-size", batchSize, batchSize.getNumOccurrences() ? 1 : 0, maxSteps),
+        tec::optionRangeError("checkpoint-every", checkpointEvery, 0, maxSteps)})
+    if (!e.empty())
+      return e;
+  return "";
+}
+
+} // namespace cli
