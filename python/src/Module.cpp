@@ -3,6 +3,7 @@
 // runs or trains.
 #include "api/Compile.h"
 #include "api/Export.h"
+#include "api/Inspect.h"
 #include "api/Trainer.h"
 #include "runtime/Doctor.h"
 #include "runtime/Session.h"
@@ -142,6 +143,13 @@ NB_MODULE(_tec, m) {
       },
       nb::arg("model"), nb::arg("plan"), nb::arg("shapes"), nb::arg("targets"), nb::arg("strings"),
       nb::arg("numbers"), nb::arg("train"), nb::arg("disabled_passes"));
+
+  m.def("describe_plan", [](const std::string &path, bool json) {
+    auto file = PlanFile::open(path);
+    if (!file.ok())
+      raise(file.error(), "bad_input");
+    return json ? planMetadataJson((*file)->plan()) : describePlan(**file, path);
+  });
 
   m.def("doctor", [](const std::string &plan) {
     auto report = doctorReport(plan);

@@ -11,6 +11,7 @@ Keyword names mirror the CLI's flags (`--fp8-format` is `fp8_format`). Errors ra
 with the CLI's messages.
 """
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -97,8 +98,22 @@ class Plan:
         return opened.inputs()
 
     def summary(self) -> str:
+        """The plan as `tec inspect` prints it: per variant its memory, steps and buffers."""
+        return _tec.describe_plan(self.path, False)
+
+    def metadata(self) -> dict:
+        """The plan's metadata as data (`tec inspect --json`): variants, steps, buffers, attributes."""
+        return json.loads(_tec.describe_plan(self.path, True))
+
+    def variants(self) -> List[dict]:
+        """Each variant: target, kind (inference or train), precision, steps, arena bytes."""
+        return [{"target": v.get("target"), "kind": v.get("kind") or "inference", "precision": v.get("precision"),
+                 "steps": len(v.get("steps", [])), "arena_bytes": int(v.get("arenaBytes", 0))}
+                for v in self.metadata().get("variants", [])]
+
+    def selection(self) -> str:
         """Which variant this machine runs and why (as `tec doctor PLAN` says)."""
-        return _tec.doctor(self.path)
+        return doctor(self.path).get("plan", "")
 
 
 def load(path: str) -> Plan:

@@ -160,3 +160,17 @@ def test_doctor_reports_the_machine_as_a_dict():
     report = tec.doctor()
     assert "CPU BLAS" in report and "CPU threads" in report and "GPU" in report
     assert "single-threaded in tec's pool" in report["CPU BLAS"]
+
+
+def test_a_plan_inspects_as_text_and_data(tmp_path):
+    plan = tec.compile(MLP, targets=["sm_90", "cpu"], train=train_options())
+    variants = plan.variants()
+    assert {(v["target"], v["kind"]) for v in variants} >= {("cpu", "inference"), ("cpu", "train"),
+                                                            ("sm_90", "inference"), ("sm_90", "train")}
+    assert all(v["steps"] > 0 and v["arena_bytes"] > 0 for v in variants)
+    summary = plan.summary()
+    assert "variant cpu" in summary and "memory: arena" in summary
+    assert plan.metadata()["variants"][0]["steps"][0]["kernel"]
+    assert "cpu" in plan.selection()  # no GPU here: the cpu variant, and why
+    cli(MLP, "--target", "sm_90,cpu", "--train", "--loss", "mse", "-o", str(tmp_path / "p.tecplan"))
+    assert json.loads(cli("inspect", str(tmp_path / "p.tecplan"), "--json"))["variants"] == plan.metadata()["variants"]

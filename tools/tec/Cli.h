@@ -3,6 +3,7 @@
 #ifndef TEC_TOOLS_TEC_CLI_H
 #define TEC_TOOLS_TEC_CLI_H
 
+#include "api/Inspect.h"
 #include "runtime/Session.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -17,10 +18,6 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-
-namespace tec {
-struct MemoryReport;
-}
 
 namespace cli {
 
@@ -60,11 +57,9 @@ std::string commonFlagsError();
 /// Refuses an output that is one of the command's inputs (by any path): writing it would destroy the
 /// user's file. 0 or the exit code.
 int refuseOverwrite(const std::string &flag, const std::string &output, const std::string &input);
-std::string bytesString(double bytes);
-/// "64x1024", or "scalar".
-std::string shapeString(llvm::ArrayRef<int64_t> dims);
-/// "peak at step N: X live: params A, saved activations B, ..." for tec inspect and the compile summary.
-std::string memoryLine(const tec::MemoryReport &m);
+using tec::bytesString;
+using tec::memoryLine;
+using tec::shapeString;
 /// Each plan step's mean time over `runs` (summed in `stepMillis`), as trtexec --dumpProfile.
 void printProfile(const tec::plan::Variant &v, const std::vector<double> &stepMillis, size_t runs, const char *per);
 /// Prints a failed compile's message; the exit code (2 for a bad model, 1 for tec's own failure).

@@ -31,24 +31,9 @@ cl::opt<std::string> device("device", cl::desc("auto, cpu or cuda (cuda: no fall
 cl::opt<bool> allowTf32("tf32", cl::desc("let FP32 GEMMs on the GPU use TF32 tensor cores (10-bit mantissa inputs)"),
                         cl::sub(runSubcommand()), cl::sub(trainSubcommand()), cl::cat(category()));
 
-std::string bytesString(double bytes) { return tec::formatBytes(bytes); }
-
 std::string commonFlagsError() { return tec::optionChoiceError("device", device, {"auto", "cpu", "cuda"}); }
 
-std::string shapeString(llvm::ArrayRef<int64_t> dims) {
-  std::string s;
-  for (auto [i, d] : llvm::enumerate(dims))
-    s += (i ? "x" : "") + std::to_string(d);
-  return s.empty() ? "scalar" : s;
-}
 
-std::string memoryLine(const tec::MemoryReport &m) {
-  std::string line = (m.savedBytes ? "saved for the backward pass " + bytesString(m.savedBytes) + "; " : std::string()) +
-                     "peak at step " + std::to_string(m.peakStep) + ": " + bytesString(m.peakBytes) + " live";
-  for (auto [i, entry] : llvm::enumerate(m.atPeak))
-    line += std::string(i ? ", " : ": ") + tec::kindName(entry.first) + " " + bytesString(entry.second);
-  return line;
-}
 
 void printProfile(const tec::plan::Variant &v, const std::vector<double> &stepMillis, size_t runs, const char *per) {
   double sum = 0;

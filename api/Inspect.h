@@ -1,0 +1,29 @@
+// A plan described for people and programs: `tec inspect` and tec.Plan.summary()/metadata().
+#ifndef TEC_API_INSPECT_H
+#define TEC_API_INSPECT_H
+
+#include "runtime/MemoryReport.h"
+#include "runtime/PlanFile.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <string>
+
+namespace tec {
+
+/// "1.5 MiB".
+std::string bytesString(double bytes);
+/// "64x1024", or "scalar".
+std::string shapeString(llvm::ArrayRef<int64_t> dims);
+/// "peak at step N: X live: params A, saved activations B, ..." for tec inspect and the compile summary.
+std::string memoryLine(const MemoryReport &m);
+
+/// The plan at `path` (opened as `file`): its source, inputs and outputs, and per variant its memory,
+/// steps and buffers, as `tec inspect` prints them.
+std::string describePlan(const PlanFile &file, const std::string &path);
+/// The plan's metadata (variants, steps, buffers, attributes) as JSON.
+std::string planMetadataJson(const plan::Plan &plan);
+
+} // namespace tec
+
+#endif
