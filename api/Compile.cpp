@@ -1,4 +1,5 @@
 #include "api/Compile.h"
+#include "api/Summary.h"
 
 #include <algorithm>
 #include <cmath>
@@ -286,7 +287,7 @@ ApiError toApiError(llvm::Error error) {
 }
 
 std::optional<ApiError> compileToPlanFile(const std::string &modelPath, const CompileOptions &options,
-                                          const std::string &planPath) {
+                                          const std::string &planPath, std::string *summary) {
   if (std::string e = compileOptionError(options); !e.empty())
     return ApiError{ErrorKind::BadInput, e};
   MLIRContext context;
@@ -296,6 +297,8 @@ std::optional<ApiError> compileToPlanFile(const std::string &modelPath, const Co
     return toApiError(compiled.takeError());
   if (Status s = writePlanFile(planPath, (*compiled)->plan, (*compiled)->data); !s.ok())
     return ApiError{ErrorKind::BadInput, s.message()};
+  if (summary)
+    *summary = compileSummary(**compiled, modelPath, planPath, options.dumpDir);
   return std::nullopt;
 }
 

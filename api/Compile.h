@@ -72,9 +72,10 @@ std::string compileOptionError(const CompileOptions &options);
 /// The error `compileModel` returned, as a value.
 ApiError toApiError(llvm::Error error);
 
-/// Compiles `modelPath` and writes the plan to `planPath` (atomically); nothing on success.
+/// Compiles `modelPath` and writes the plan to `planPath` (atomically); nothing on success, and then the
+/// compile summary (`tec model.onnx`'s) in `summary` if given.
 std::optional<ApiError> compileToPlanFile(const std::string &modelPath, const CompileOptions &options,
-                                          const std::string &planPath);
+                                          const std::string &planPath, std::string *summary = nullptr);
 
 /// The IR as the dumps and --emit print it (large constants elided).
 mlir::OpPrintingFlags irPrintingFlags();

@@ -134,12 +134,14 @@ NB_MODULE(_tec, m) {
             num("loss_scale_growth_interval", t.growthInterval), num("ignore_index", t.ignoreIndex);
         options.train = train;
         std::optional<ApiError> error;
+        std::string summary;
         {
           nb::gil_scoped_release release;
-          error = compileToPlanFile(model, options, plan);
+          error = compileToPlanFile(model, options, plan, &summary);
         }
         if (error)
           throw CompileFailure{kindName(error->kind), error->message};
+        return summary;
       },
       nb::arg("model"), nb::arg("plan"), nb::arg("shapes"), nb::arg("targets"), nb::arg("strings"),
       nb::arg("numbers"), nb::arg("train"), nb::arg("disabled_passes"));

@@ -79,9 +79,11 @@ class TrainOptions:
 class Plan:
     """A compiled plan (.tecplan): what `tec.compile` returns and `tec.load` opens."""
 
-    def __init__(self, path: str, _owned_dir: Optional[str] = None):
+    def __init__(self, path: str, _owned_dir: Optional[str] = None, compile_summary: str = ""):
         self.path = os.fspath(path)
         self._owned_dir = _owned_dir  # a temporary folder holding the plan, removed with this object
+        #: What `tec model.onnx` prints: passes, fusions, each layer's precision per target and why, variants.
+        self.compile_summary = compile_summary
 
     def __del__(self):
         if getattr(self, "_owned_dir", None):
@@ -159,15 +161,16 @@ def compile(model, shapes: Optional[Dict[str, List[int]]] = None, targets=("all"
                 (strings if isinstance(value, str) else numbers)[field.name] = value
         shape_lists = {name: [int(d) for d in (dims if hasattr(dims, "__len__") else [dims])]
                        for name, dims in (shapes or {}).items()}
-        _tec.compile_to_file(path, plan_path, shape_lists, list(targets), strings,
-                             {k: float(v) for k, v in numbers.items()}, train is not None, list(disable_pass))
+        summary = _tec.compile_to_file(path, plan_path, shape_lists, list(targets), strings,
+                                       {k: float(v) for k, v in numbers.items()}, train is not None,
+                                       list(disable_pass))
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     if output:
         shutil.rmtree(folder, ignore_errors=True)
-        return Plan(plan_path)
-    return Plan(plan_path, _owned_dir=folder)
+        return Plan(plan_path, compile_summary=summary)
+    return Plan(plan_path, _owned_dir=folder, compile_summary=summary)
 
 
 _DTYPES = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "bool": np.bool_}

@@ -44,8 +44,10 @@ def test_inference_equals_the_cli_bit_for_bit(tmp_path, data):
     got = tec.Session(plan, device="cpu").run({"x": batch})["y"]
     assert got.dtype == np.float32 and got.shape == (64, 16)
     np.testing.assert_array_equal(got, expected)
-    # The plans themselves: the same compile, the same file (deterministic serialization).
+    # The plans themselves: the same compile, the same file (deterministic serialization), the same summary.
     assert (tmp_path / "py.tecplan").read_bytes() == (tmp_path / "cli.tecplan").read_bytes()
+    summary = cli(MLP, "--target", "cpu", "-o", str(tmp_path / "py.tecplan"))
+    assert plan.compile_summary == summary and "layer" in summary
 
 
 def train_options():

@@ -1,0 +1,166 @@
+#include "api/Summary.h"
+
+#include "api/Inspect.h"
+#include "ir/TecOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace tec {
+
+namespace {
+
+std::string typeString(Type type) {
+  auto t = llvm::cast<RankedTensorType>(type);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t.getElementType() << "[" << shapeString(t.getShape()) << "]";
+  return s;
+}
+
+std::string opsString(const std::map<std::string, int> &counts, int &total) {
+  std::string s;
+  total = 0;
+  for (const auto &[name, n] : counts) {
+    s += (s.empty() ? "" : ", ") + name + " " + std::to_string(n);
+    total += n;
+  }
+  return s;
+}
+
+/// Which source nodes became which op, for every op built from more than one node.
+void printFusions(func::FuncOp forward, llvm::raw_ostream &os) {
+  std::vector<std::string> lines;
+  forward.walk([&](Operation *op) {
+    auto nodes = sourceNodes(op->getLoc());
+    if (nodes.size() < 2)
+      return;
+    std::string what = op->getName().stripDialect().str();
+    if (auto epilogue = op->getAttrOfType<StringAttr>("epilogue"); epilogue && epilogue.getValue() != "none")
+      what += " (epilogue " + epilogue.getValue().str() + ")";
+    if (auto causal = op->getAttrOfType<BoolAttr>("causal"); causal && causal.getValue())
+      what += " (causal)";
+    lines.push_back(what + " <- " + llvm::join(nodes, ", "));
+  });
+  os << "  fusions  " << lines.size() << (lines.empty() ? "\n" : ":\n");
+  for (const auto &l : lines)
+    os << "    " << l << "\n";
+}
+
+/// TensorRT's layer information in the terminal: each GEMM's precision per target, then the reasons.
+void printPrecisions(const CompiledModel &c, llvm::raw_ostream &os) {
+  if (c.layers.empty())
+    return;
+  size_t width = 5;
+  for (const auto &l : c.layers)
+    width = std::max(width, l.layer.size());
+  os << "  precision per GEMM layer:\n    " << llvm::left_justify("layer", width);
+  for (const auto &v : c.plan.variants())
+    os << "  " << llvm::left_justify(v.target(), 6);
+  os << "\n";
+  for (const auto &l : c.layers) {
+    os << "    " << llvm::left_justify(l.layer, width);
+    for (const auto &v : c.plan.variants()) {
+      auto it = std::find_if(l.perTarget.begin(), l.perTarget.end(), [&](const auto &p) { return p.first == v.target(); });
+      std::string precision = it == l.perTarget.end() ? "-" : llvm::StringRef(it->second).split(':').first.str();
+      os << "  " << llvm::left_justify(precision, 6);
+    }
+    os << "\n";
+  }
+  // Why, once per distinct reason of each layer.
+  for (const auto &l : c.layers) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> reasons;
+    for (const auto &[target, text] : l.perTarget) {
+      auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto &r) { return r.first == text; });
+      if (it == reasons.end())
+        reasons.push_back({text, {target}});
+      else
+        it->second.push_back(target);
+    }
+    for (const auto &[text, targetsWithIt] : reasons)
+      os << "    " << l.layer << " on " << llvm::join(targetsWithIt, ", ") << ": " << text << "\n";
+  }
+}
+
+/// With --train: which params the step trains, and each frozen one with why (from the first train module).
+void printTrainedParams(const CompiledModel &c, llvm::raw_ostream &os) {
+  if (c.trainModules.empty())
+    return;
+  auto step = const_cast<mlir::OwningOpRef<mlir::ModuleOp> &>(c.trainModules.front())->lookupSymbol<func::FuncOp>(
+      "train_step");
+  if (!step)
+    return;
+  std::vector<std::string> trained, frozen;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto name = step.getArgAttrOfType<mlir::StringAttr>(i, kParamAttrName);
+    if (!name)
+      continue;
+    if (auto why = step.getArgAttrOfType<mlir::StringAttr>(i, kFrozenAttrName))
+      frozen.push_back(name.str() + " (" + why.str() + ")");
+    else
+      trained.push_back(name.str());
+  }
+  os << "  trained  " << trained.size() << " params" << (frozen.empty() ? "" : ", frozen " + std::to_string(frozen.size()) + ":") << "\n";
+  for (const auto &f : frozen)
+    os << "    " << f << "\n";
+}
+
+void printSummary(const CompiledModel &c, const std::string &modelPath, const std::string &planPath,
+                  const std::string &dumpDir, llvm::raw_ostream &os) {
+  const auto &model = c.model;
+  auto forward = const_cast<ImportedModel &>(model).module->lookupSymbol<func::FuncOp>("forward");
+  os << "tec: compiled " << modelPath << "\n";
+  os << "  model    opset " << model.opset << (model.producer.empty() ? "" : ", producer " + model.producer) << "\n";
+  auto args = forward.getArgumentTypes();
+  for (auto [i, name] : llvm::enumerate(model.inputNames))
+    os << "  input    " << name << " " << typeString(args[i]) << "\n";
+  auto results = forward.getResultTypes();
+  for (auto [i, name] : llvm::enumerate(model.outputNames))
+    os << "  output   " << name << " " << typeString(results[i]) << "\n";
+  double bytes = 0;
+  int64_t elements = 0;
+  for (const auto &p : model.params) {
+    bytes += p.bytes.size();
+    elements += p.type.getNumElements();
+  }
+  os << "  params   " << model.params.size() << " tensors, " << elements << " values, " << bytesString(bytes) << "\n";
+  int total;
+  std::string ops = opsString(c.importedOps, total);
+  os << "  imported " << total << " ops: " << ops << "\n";
+  ops = opsString(c.compiledOps, total);
+  os << "  compiled " << total << " ops: " << ops << "\n";
+  os << "  pipeline " << llvm::join(c.passes, " -> ") << "\n";
+  printFusions(forward, os);
+  printTrainedParams(c, os);
+  for (const auto &v : c.plan.variants()) {
+    os << "  variant  " << v.target() << (v.kind() == "train" ? " train step" : "") << " (" << v.precision()
+       << "): " << v.steps_size() << " steps, arena " << bytesString(v.arena_bytes());
+    if (v.kind() == "train") // what the backward pass keeps, the first thing lower precision should shrink
+      os << ", saved activations " << bytesString(memoryReport(v).savedBytes);
+    os << "\n";
+  }
+  printPrecisions(c, os);
+  if (!planPath.empty())
+    os << "  plan     " << planPath << " (data " << bytesString(c.data.size()) << ")\n";
+  if (!c.dumpFiles.empty())
+    os << "  dumps    " << c.dumpFiles.size() << " files in " << dumpDir << "\n";
+}
+
+} // namespace
+
+
+std::string compileSummary(const CompiledModel &compiled, const std::string &modelPath, const std::string &planPath,
+                           const std::string &dumpDir) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printSummary(compiled, modelPath, planPath, dumpDir, os);
+  os.flush();
+  return text;
+}
+
+} // namespace tec
