@@ -32,6 +32,13 @@ public:
   /// Copies any buffer (state: checkpoints, calibration, FP8 health) to or from host memory, outside run().
   virtual Status readBuffer(int buffer, void *destination) = 0;
   virtual Status writeBuffer(int buffer, const void *source) = 0;
+  /// Device memory (the CUDA backend; the CPU backend has none): a buffer's address on the device, valid
+  /// until the next prepare, and an input filled from device memory (it is then not uploaded from its host
+  /// staging at the next run).
+  virtual void *deviceData(int) { return nullptr; }
+  virtual Status writeBufferFromDevice(int, const void *) {
+    return Status::error(std::string("the ") + name() + " backend runs in host memory: give the input as a host array");
+  }
   /// Runs every step; with `stepMillis` (one entry per plan step), adds each step's time to it.
   virtual Status run(std::vector<double> *stepMillis = nullptr) = 0;
   /// With statistics asked for at creation: one entry per quantize step, updated by every run.

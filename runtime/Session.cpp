@@ -180,6 +180,15 @@ Status Session::setInput(size_t index, const void *data, int64_t bytes) {
   return Status::success();
 }
 
+Status Session::setInputFromDevice(size_t index, const void *devicePointer) {
+  if (index >= inputInfo.size())
+    return Status::error("no input #" + std::to_string(index));
+  if (Status s = backend->writeBufferFromDevice(inputInfo[index].buffer, devicePointer); !s.ok())
+    return Status::error("input '" + inputInfo[index].name + "': " + s.message());
+  pending[index] = false; // an f32 value staged earlier must not replace it
+  return Status::success();
+}
+
 void *Session::inputData(size_t index) {
   if (staging[index].empty())
     return backend->hostData(inputInfo[index].buffer);

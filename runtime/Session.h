@@ -75,6 +75,11 @@ public:
   /// GPU backend uploads the inputs asked for since the last run). An input the plan holds in 16 bits
   /// is filled in f32 here and rounded before the run.
   void *inputData(size_t index);
+  /// On the CUDA backend: copies input `index` from device memory (device to device; the input's own
+  /// dtype and size, no f32 staging), and where output `index` lies on the device after a run (valid until
+  /// the next run). On the CPU backend the first is an error and the second null.
+  Status setInputFromDevice(size_t index, const void *devicePointer);
+  const void *outputDevicePointer(size_t index) { return backend->deviceData(outputInfo[index].buffer); }
   Status run(std::vector<double> *stepMillis = nullptr);
   const std::vector<QuantizeStats> &quantizeStats() const { return backend->quantizeStats(); }
   /// What the backend ran instead of a faster path, and why (Backend::notes).

@@ -62,6 +62,9 @@ nb::list tensorList(const std::vector<TensorInfo> &tensors) {
 /// Any C-contiguous CPU array (NumPy's, or a DLPack tensor such as PyTorch's), read where it lies.
 using HostArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 
+/// A C-contiguous CUDA tensor (PyTorch's through DLPack), copied device to device.
+using DeviceArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cuda>;
+
 /// Copies `array`'s bytes into input `index` after checking their count against the tensor; the package
 /// has already matched dtype and shape by name.
 void bindInput(Session &s, size_t index, const HostArray &array) {
@@ -180,6 +183,15 @@ NB_MODULE(_tec, m) {
       .def("inputs", [](Session &s) { return tensorList(s.inputs()); })
       .def("outputs", [](Session &s) { return tensorList(s.outputs()); })
       .def("set_input", [](Session &s, size_t index, const HostArray &a) { bindInput(s, index, a); })
+      .def("set_input_device",
+           [](Session &s, size_t index, const DeviceArray &a) {
+             const TensorInfo &info = s.inputs()[index];
+             if (static_cast<int64_t>(a.nbytes()) != info.bytes)
+               throw CompileFailure{"bad_input", "input '" + info.name + "': expected " + std::to_string(info.bytes) +
+                                                     " bytes, got " + std::to_string(a.nbytes())};
+             if (Status st = s.setInputFromDevice(index, a.data()); !st.ok())
+               raise(st, "bad_input");
+           })
       .def("run",
            [](Session &s) {
              Status st = Status::success();

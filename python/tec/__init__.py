@@ -173,6 +173,8 @@ def compile(model, shapes: Optional[Dict[str, List[int]]] = None, targets=("all"
     return Plan(plan_path, _owned_dir=folder, compile_summary=summary)
 
 
+_DEVICE_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i32": "int32", "i64": "int64",
+                  "bool": "bool"}
 _DTYPES = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
 
 
@@ -190,6 +192,11 @@ def _host_array(value, info):
     return array
 
 
+def _on_cuda(value) -> bool:
+    """A DLPack tensor in CUDA memory (PyTorch's .cuda() tensors): kDLCUDA is device type 2."""
+    return hasattr(value, "__dlpack_device__") and value.__dlpack_device__()[0] == 2
+
+
 def _bind(native, infos, values: dict, prefix=""):
     by_name = {info["name"]: (i, info) for i, info in enumerate(infos)}
     for name, value in values.items():
@@ -199,7 +206,15 @@ def _bind(native, infos, values: dict, prefix=""):
                                  (prefix or not i["name"].startswith("target:")))
             raise BadInputError(f"'{name}': not {'a target' if prefix else 'an input'} of the plan (it has: {expected})")
         index, info = by_name[key]
-        native.set_input(index, _host_array(value, info))
+        if _on_cuda(value) and hasattr(native, "set_input_device"):
+            # Device memory is copied as it is: the plan's own dtype (a bf16 input takes bf16) and shape.
+            dtype = str(getattr(value, "dtype", "")).replace("torch.", "")
+            if _DEVICE_DTYPES.get(info["dtype"]) != dtype or list(value.shape) != list(info["shape"]):
+                raise BadInputError(f"input '{name}': expected a {_DEVICE_DTYPES.get(info['dtype'])} tensor shaped "
+                                    f"{list(info['shape'])}, got {dtype} {list(value.shape)}")
+            native.set_input_device(index, value.contiguous() if hasattr(value, "contiguous") else value)
+        else:
+            native.set_input(index, _host_array(value.cpu() if _on_cuda(value) else value, info))
 
 
 class Session:

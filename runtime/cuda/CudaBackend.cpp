@@ -80,6 +80,8 @@ public:
   void *hostData(int buffer) override;
   Status readBuffer(int buffer, void *destination) override;
   Status writeBuffer(int buffer, const void *source) override;
+  void *deviceData(int buffer) override { return arena + slots[buffer].offset; }
+  Status writeBufferFromDevice(int buffer, const void *source) override;
   Status run(std::vector<double> *stepMillis) override;
   const std::vector<QuantizeStats> &quantizeStats() const override { return stats; }
   std::vector<std::string> notes() const override { return notes_; }
@@ -1694,6 +1696,18 @@ Status CudaBackend::writeBuffer(int buffer, const void *source) {
     e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess)
     return Status::error("cannot write '" + variant->buffers(buffer).name() + "' to the GPU: " + cudaText(e));
+  return Status::success();
+}
+
+Status CudaBackend::writeBufferFromDevice(int buffer, const void *source) {
+  cudaError_t e = cudaMemcpyAsync(arena + slots[buffer].offset, source, variant->buffers(buffer).bytes(),
+                                  cudaMemcpyDeviceToDevice, stream);
+  if (e == cudaSuccess)
+    e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess)
+    return Status::error("cannot copy '" + variant->buffers(buffer).name() + "' from device memory: " + cudaText(e));
+  // The device copy is the input now: its host staging must not overwrite it at the next run.
+  staleInputs.erase(variant->buffers(buffer).alias_of() >= 0 ? variant->buffers(buffer).alias_of() : buffer);
   return Status::success();
 }
 

@@ -121,6 +121,21 @@ TEST(PlanFile, WrongInputSizeIsAnError) {
   EXPECT_EQ(s.message(), "input 'x' takes 24 bytes, got 8");
 }
 
+/// Device pointers are for the CUDA backend: on the CPU the input is refused with why, and no output has a
+/// device address.
+TEST(PlanFile, DevicePointersAreRefusedOnTheCpu) {
+  SmallPlan small;
+  SessionOptions options;
+  options.device = "cpu";
+  auto session = Session::open(small.write(tempDir()), options);
+  ASSERT_TRUE(session.ok());
+  float x[6] = {};
+  Status s = (*session)->setInputFromDevice(0, x);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "input 'x': the cpu backend runs in host memory: give the input as a host array");
+  EXPECT_EQ((*session)->outputDevicePointer(0), nullptr);
+}
+
 TEST(PlanFile, CorruptByteIsRefusedByTheChecksum) {
   SmallPlan small;
   std::string path = small.write(tempDir());
