@@ -203,6 +203,30 @@ NB_MODULE(_tec, m) {
                raise(st);
            })
       .def("output", &outputBytes)
+      .def(
+          "output_device",
+          [](nb::handle self, size_t index) -> nb::object {
+            Session &s = nb::cast<Session &>(self);
+            const void *data = s.outputDevicePointer(index);
+            if (!data)
+              return nb::none();
+            const TensorInfo &info = s.outputs()[index];
+            nb::dlpack::dtype dtype;
+            switch (info.dtype) {
+            case plan::F32: dtype = nb::dtype<float>(); break;
+            case plan::I32: dtype = nb::dtype<int32_t>(); break;
+            case plan::I64: dtype = nb::dtype<int64_t>(); break;
+            case plan::BOOL: dtype = nb::dtype<bool>(); break;
+            case plan::F16: dtype = {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}; break;
+            case plan::BF16: dtype = {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1}; break;
+            default: throw CompileFailure{"bad_input", "output '" + info.name + "' has no DLPack type"};
+            }
+            std::vector<size_t> shape(info.shape.begin(), info.shape.end());
+            // A view of the output where it lies on the GPU, keeping the session alive; the next run overwrites it.
+            return nb::cast(nb::ndarray<nb::device::cuda>(const_cast<void *>(data), shape.size(), shape.data(), self,
+                                                          nullptr, dtype, nb::device::cuda::value, 0));
+          },
+          nb::arg("index"))
       .def("selection_reason", [](Session &s) { return s.selectionReason(); })
       .def("backend", [](Session &s) { return s.backendName(); });
 

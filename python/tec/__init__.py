@@ -231,12 +231,22 @@ class Session:
         """Which variant and backend run, and why (one line, as `tec run` prints it)."""
         return self._native.selection_reason()
 
-    def run(self, inputs: dict) -> Dict[str, np.ndarray]:
+    def run(self, inputs: dict, outputs: str = "numpy") -> dict:
+        """Runs the plan on `inputs` (by name). outputs="numpy": copies as NumPy arrays; "device": on the CUDA
+        backend, DLPack tensors where the outputs lie on the GPU (torch.from_dlpack takes them without a
+        copy), valid until the next run."""
         missing = [i["name"] for i in self._inputs if i["name"] not in inputs]
         if missing:
             raise BadInputError(f"missing inputs: {', '.join(missing)}")
+        if outputs not in ("numpy", "device"):
+            raise BadInputError(f"outputs={outputs!r}: expected 'numpy' or 'device'")
         _bind(self._native, self._inputs, inputs)
         self._native.run()
+        if outputs == "device":
+            views = {o["name"]: self._native.output_device(i) for i, o in enumerate(self._outputs)}
+            if any(v is None for v in views.values()):
+                raise BadInputError(f"outputs='device' needs the CUDA backend; {self.selection_reason}")
+            return views
         return {o["name"]: np.frombuffer(self._native.output(i), dtype=_DTYPES.get(o["dtype"], np.uint8))
                 .reshape(o["shape"]).copy() for i, o in enumerate(self._outputs)}
 

@@ -127,6 +127,8 @@ def test_errors_raise_their_classes_with_the_cli_messages(tmp_path):
         session.run({})
     with pytest.raises(tec.BadInputError, match="not an input"):
         session.run({"x": np.zeros((64, 256), np.float32), "z": np.zeros(1)})
+    with pytest.raises(tec.BadInputError, match="outputs='device' needs the CUDA backend"):
+        session.run({"x": np.zeros((64, 256), np.float32)}, outputs="device")
     with pytest.raises(tec.BadInputError, match="cannot open"):
         tec.load(str(tmp_path / "missing.tecplan"))
     trainer = tec.Trainer(tec.compile(MLP, targets="cpu", train=train_options()), device="cpu")
