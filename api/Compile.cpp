@@ -302,6 +302,21 @@ std::optional<ApiError> compileToPlanFile(const std::string &modelPath, const Co
   return std::nullopt;
 }
 
+std::optional<ApiError> compileBytesToPlanFile(const std::string &modelBytes, const CompileOptions &options,
+                                               const std::string &planPath, std::string *summary) {
+  llvm::SmallString<128> folder;
+  if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("tec-model", folder))
+    return ApiError{ErrorKind::Internal, "cannot create a temporary folder: " + ec.message()};
+  const std::string path = (folder + "/model.onnx").str();
+  std::optional<ApiError> result;
+  if (Status s = writeFileAtomically(path, modelBytes); !s.ok())
+    result = ApiError{ErrorKind::Internal, s.message()};
+  else
+    result = compileToPlanFile(path, options, planPath, summary);
+  llvm::sys::fs::remove_directories(folder);
+  return result;
+}
+
 std::string optionRangeError(const char *flag, double value, double lo, double hi) {
   if (std::isfinite(value) && value >= lo && value <= hi)
     return "";

@@ -77,6 +77,11 @@ ApiError toApiError(llvm::Error error);
 std::optional<ApiError> compileToPlanFile(const std::string &modelPath, const CompileOptions &options,
                                           const std::string &planPath, std::string *summary = nullptr);
 
+/// The same for a model held in memory (serialized ModelProto bytes); its messages call it `model.onnx`.
+/// Tensors in external data files cannot be found from bytes: compile such a model from its path.
+std::optional<ApiError> compileBytesToPlanFile(const std::string &modelBytes, const CompileOptions &options,
+                                               const std::string &planPath, std::string *summary = nullptr);
+
 /// The IR as the dumps and --emit print it (large constants elided).
 mlir::OpPrintingFlags irPrintingFlags();
 

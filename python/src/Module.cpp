@@ -104,9 +104,18 @@ NB_MODULE(_tec, m) {
 
   m.def(
       "compile_to_file",
-      [](const std::string &model, const std::string &plan, const std::map<std::string, std::vector<int64_t>> &shapes,
+      [](nb::object modelSource, bool modelIsBytes, const std::string &plan,
+         const std::map<std::string, std::vector<int64_t>> &shapes,
          const std::vector<std::string> &targets, const std::map<std::string, std::string> &strings,
          const std::map<std::string, double> &numbers, bool train, const std::vector<std::string> &disabledPasses) {
+        // A path (str), or the serialized model (bytes).
+        std::string model;
+        if (modelIsBytes) {
+          nb::bytes b = nb::cast<nb::bytes>(modelSource);
+          model.assign(b.c_str(), b.size());
+        } else {
+          model = nb::cast<std::string>(modelSource);
+        }
         CompileOptions options;
         for (const auto &[name, dims] : shapes)
           options.import.shapes[name] = llvm::SmallVector<int64_t>(dims.begin(), dims.end());
@@ -140,13 +149,14 @@ NB_MODULE(_tec, m) {
         std::string summary;
         {
           nb::gil_scoped_release release;
-          error = compileToPlanFile(model, options, plan, &summary);
+          error = modelIsBytes ? compileBytesToPlanFile(model, options, plan, &summary)
+                               : compileToPlanFile(model, options, plan, &summary);
         }
         if (error)
           throw CompileFailure{kindName(error->kind), error->message};
         return summary;
       },
-      nb::arg("model"), nb::arg("plan"), nb::arg("shapes"), nb::arg("targets"), nb::arg("strings"),
+      nb::arg("model"), nb::arg("model_is_bytes"), nb::arg("plan"), nb::arg("shapes"), nb::arg("targets"), nb::arg("strings"),
       nb::arg("numbers"), nb::arg("train"), nb::arg("disabled_passes"));
 
   m.def("describe_plan", [](const std::string &path, bool json) {

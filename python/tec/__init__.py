@@ -125,17 +125,14 @@ def load(path: str) -> Plan:
     return Plan(path)
 
 
-def _model_path(model, folder):
-    """A path to the model: itself, or `model` (bytes or an onnx.ModelProto) written into `folder`."""
+def _model_source(model):
+    """(path or serialized bytes, whether bytes) for a model given as a path, bytes or an onnx.ModelProto."""
     if isinstance(model, (str, os.PathLike)):
-        return os.fspath(model)
+        return os.fspath(model), False
     if hasattr(model, "SerializeToString"):
         model = model.SerializeToString()
     if isinstance(model, (bytes, bytearray, memoryview)):
-        path = os.path.join(folder, "model.onnx")
-        with open(path, "wb") as f:
-            f.write(bytes(model))
-        return path
+        return bytes(model), True
     raise BadInputError(f"model: expected a path, bytes or an onnx.ModelProto, got {type(model).__name__}")
 
 
@@ -148,7 +145,7 @@ def compile(model, shapes: Optional[Dict[str, List[int]]] = None, targets=("all"
     symbolic dim's name with a one-element list); `targets` as --target ("all", "auto", "cpu", "sm_90", ...)."""
     folder = tempfile.mkdtemp(prefix="tec-")
     try:
-        path = _model_path(model, folder)
+        source, is_bytes = _model_source(model)
         plan_path = os.fspath(output) if output else os.path.join(folder, "model.tecplan")
         if isinstance(targets, str):
             targets = [targets]
@@ -161,7 +158,7 @@ def compile(model, shapes: Optional[Dict[str, List[int]]] = None, targets=("all"
                 (strings if isinstance(value, str) else numbers)[field.name] = value
         shape_lists = {name: [int(d) for d in (dims if hasattr(dims, "__len__") else [dims])]
                        for name, dims in (shapes or {}).items()}
-        summary = _tec.compile_to_file(path, plan_path, shape_lists, list(targets), strings,
+        summary = _tec.compile_to_file(source, is_bytes, plan_path, shape_lists, list(targets), strings,
                                        {k: float(v) for k, v in numbers.items()}, train is not None,
                                        list(disable_pass))
     except BaseException:
