@@ -82,6 +82,8 @@ public:
   Status writeBuffer(int buffer, const void *source) override;
   void *deviceData(int buffer) override { return arena + slots[buffer].offset; }
   Status writeBufferFromDevice(int buffer, const void *source) override;
+  /// A buffer's bytes from host or device memory, synchronously.
+  Status copyIntoBuffer(int buffer, const void *source, cudaMemcpyKind kind);
   Status run(std::vector<double> *stepMillis) override;
   const std::vector<QuantizeStats> &quantizeStats() const override { return stats; }
   std::vector<std::string> notes() const override { return notes_; }
@@ -1689,23 +1691,23 @@ Status CudaBackend::readBuffer(int buffer, void *destination) {
   return Status::success();
 }
 
-Status CudaBackend::writeBuffer(int buffer, const void *source) {
-  cudaError_t e = cudaMemcpyAsync(arena + slots[buffer].offset, source, variant->buffers(buffer).bytes(),
-                                  cudaMemcpyHostToDevice, stream);
+Status CudaBackend::copyIntoBuffer(int buffer, const void *source, cudaMemcpyKind kind) {
+  cudaError_t e = cudaMemcpyAsync(arena + slots[buffer].offset, source, variant->buffers(buffer).bytes(), kind, stream);
   if (e == cudaSuccess)
     e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess)
-    return Status::error("cannot write '" + variant->buffers(buffer).name() + "' to the GPU: " + cudaText(e));
+    return Status::error("cannot copy '" + variant->buffers(buffer).name() + "' to the GPU from " +
+                         (kind == cudaMemcpyHostToDevice ? "host" : "device") + " memory: " + cudaText(e));
   return Status::success();
 }
 
+Status CudaBackend::writeBuffer(int buffer, const void *source) {
+  return copyIntoBuffer(buffer, source, cudaMemcpyHostToDevice);
+}
+
 Status CudaBackend::writeBufferFromDevice(int buffer, const void *source) {
-  cudaError_t e = cudaMemcpyAsync(arena + slots[buffer].offset, source, variant->buffers(buffer).bytes(),
-                                  cudaMemcpyDeviceToDevice, stream);
-  if (e == cudaSuccess)
-    e = cudaStreamSynchronize(stream);
-  if (e != cudaSuccess)
-    return Status::error("cannot copy '" + variant->buffers(buffer).name() + "' from device memory: " + cudaText(e));
+  if (Status s = copyIntoBuffer(buffer, source, cudaMemcpyDeviceToDevice); !s.ok())
+    return s;
   // The device copy is the input now: its host staging must not overwrite it at the next run.
   staleInputs.erase(variant->buffers(buffer).alias_of() >= 0 ? variant->buffers(buffer).alias_of() : buffer);
   return Status::success();
