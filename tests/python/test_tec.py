@@ -137,7 +137,31 @@ def test_errors_raise_their_classes_with_the_cli_messages(tmp_path):
     assert issubclass(tec.BadInputError, tec.Error) and issubclass(tec.UnsupportedError, tec.Error)
 
 
-def test_dlpack_tensors_run_as_numpy_arrays_do():
+class DLPackOnly:
+    """A tensor reachable only through the DLPack protocol (as a framework's would be)."""
+
+    def __init__(self, array):
+        self._array = array
+        self.shape, self.dtype = array.shape, array.dtype
+
+    def __dlpack__(self, **kwargs):
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+
+def test_any_dlpack_tensor_runs_as_a_numpy_array_does():
+    x = np.random.default_rng(4).standard_normal((64, 256)).astype(np.float32)
+    session = tec.Session(tec.compile(MLP, targets="cpu"), device="cpu")
+    np.testing.assert_array_equal(session.run({"x": x})["y"], session.run({"x": DLPackOnly(x)})["y"])
+    trainer = tec.Trainer(tec.compile(MLP, targets="cpu", train=train_options()), device="cpu")
+    y = np.zeros((64, 16), np.float32)
+    reference = tec.Trainer(trainer.plan, device="cpu").step({"x": x}, {"y": y})
+    assert trainer.step({"x": DLPackOnly(x)}, {"y": DLPackOnly(y)}) == reference
+
+
+def test_pytorch_tensors_run_as_numpy_arrays_do():
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(2).standard_normal((64, 256)).astype(np.float32)
     session = tec.Session(tec.compile(MLP, targets="cpu"), device="cpu")
