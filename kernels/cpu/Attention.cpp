@@ -2,6 +2,7 @@
 // at a time with an online softmax, so a step holds one block of scores per thread, never the
 // queries x keys matrix. The block products are BLAS GEMMs.
 #include "kernels/cpu/Blas.h"
+#include "kernels/cpu/Clones.h"
 #include "kernels/cpu/CpuKernels.h"
 
 #include "kernels/common/Activations.h"
@@ -56,7 +57,7 @@ void blockScores(const Head &hd, const float *q, const float *k, const void *mas
 int64_t keysSeen(const AttentionShape &a, int64_t i0, int64_t nq) { return a.visibleKeys(i0 + nq - 1); }
 
 /// p = e^(s - lse) in place (0 where s is -inf), for a block whose rows' lse are known.
-void probabilities(float *s, const float *lse, int64_t nq, int64_t nk) {
+TEC_CPU_CLONES void probabilities(float *s, const float *lse, int64_t nq, int64_t nk) {
   for (int64_t r = 0; r < nq; ++r) {
     float *row = s + r * kKeyBlock;
     const float shift = lse[r];
@@ -77,7 +78,7 @@ void rowDots(const float *dout, const float *out, int64_t nq, int64_t width, flo
 }
 
 /// ds = p * (dp - delta) in place over dp.
-void scoreGradients(const float *p, float *dp, const float *delta, int64_t nq, int64_t nk) {
+TEC_CPU_CLONES void scoreGradients(const float *p, float *dp, const float *delta, int64_t nq, int64_t nk) {
   for (int64_t r = 0; r < nq; ++r)
 #pragma omp simd
     for (int64_t c = 0; c < nk; ++c)
@@ -123,6 +124,67 @@ float largest(const std::vector<float> &amaxes) {
   return a;
 }
 
+/// The largest of a row's scores and `init` (a NaN score never wins).
+TEC_CPU_CLONES float rowMax(const float *row, int64_t n, float init) {
+  float mx = init;
+#pragma omp simd reduction(max : mx)
+  for (int64_t c = 0; c < n; ++c)
+    mx = row[c] > mx ? row[c] : mx;
+  return mx;
+}
+
+/// The sum of x in one order on every CPU: 16 running partial sums (a vector register's lanes), then a tree;
+/// a plain reduction ends in a serial pass over the lanes, the longest part of a short row's softmax.
+TEC_CPU_CLONES float laneSum(const float *x, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  float partial[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int64_t lane = 0; lane < kLanes; ++lane)
+      partial[lane] += x[c + lane];
+  for (int64_t lane = 0; c < n; ++c, ++lane)
+    partial[lane] += x[c];
+  for (int64_t width = kLanes / 2; width > 0; width /= 2)
+    for (int64_t lane = 0; lane < width; ++lane)
+      partial[lane] += partial[lane + width];
+  return partial[0];
+}
+
+/// One key block of the online softmax, row by row: the running max m and sum l take in the block's
+/// scores, which become e^(s - m) in place, and the output accumulated so far is rescaled to the new max.
+TEC_CPU_CLONES void onlineSoftmaxBlock(float *s, int64_t nq, int64_t nk, float *m, float *l, float *o,
+                                       int64_t valueDim) {
+  for (int64_t r = 0; r < nq; ++r) {
+    float *row = s + r * kKeyBlock;
+    const float mx = rowMax(row, nk, m[r]);
+    if (mx == kMinusInf) { // every key so far hidden: nothing to add
+      std::fill(row, row + nk, 0.0f);
+      continue;
+    }
+    const float correction = expApprox(m[r] - mx);
+#pragma omp simd
+    for (int64_t c = 0; c < nk; ++c)
+      row[c] = expApprox(row[c] - mx);
+    l[r] = l[r] * correction + laneSum(row, nk);
+    m[r] = mx;
+    if (correction != 1.0f)
+#pragma omp simd
+      for (int64_t d = 0; d < valueDim; ++d)
+        o[r * valueDim + d] *= correction;
+  }
+}
+
+/// The output rows divided by their sums, and each row's logsumexp.
+TEC_CPU_CLONES void normalizeRows(float *o, int64_t nq, int64_t valueDim, const float *m, const float *l, float *lse) {
+  for (int64_t r = 0; r < nq; ++r) {
+    const float inv = 1.0f / l[r]; // a row with every key hidden is 0/0: NaN, as the decomposed softmax gives
+#pragma omp simd
+    for (int64_t d = 0; d < valueDim; ++d)
+      o[r * valueDim + d] = l[r] == 0.0f ? std::numeric_limits<float>::quiet_NaN() : o[r * valueDim + d] * inv;
+    lse[r] = m[r] + std::log(l[r]);
+  }
+}
+
 bool worthThreads(const AttentionShape &a) {
   return a.batch * a.heads * a.queries * a.keys * (a.headDim + a.valueDim) > kParallelThreshold;
 }
@@ -144,37 +206,11 @@ void attention(const AttentionShape &a, const float *q, const float *k, const fl
     for (int64_t j0 = 0, end = keysSeen(a, i0, nq); j0 < end; j0 += kKeyBlock) {
       const int64_t nk = std::min(kKeyBlock, end - j0);
       blockScores(hd, q, k, mask, i0, nq, j0, nk, s);
-      for (int64_t r = 0; r < nq; ++r) {
-        float *row = s + r * kKeyBlock;
-        float mx = m[r];
-        for (int64_t c = 0; c < nk; ++c)
-          mx = row[c] > mx ? row[c] : mx;
-        if (mx == kMinusInf) { // every key so far hidden: nothing to add
-          std::fill(row, row + nk, 0.0f);
-          continue;
-        }
-        const float correction = expApprox(m[r] - mx);
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t c = 0; c < nk; ++c) {
-          row[c] = expApprox(row[c] - mx);
-          sum += row[c];
-        }
-        l[r] = l[r] * correction + sum;
-        m[r] = mx;
-        if (correction != 1.0f)
-          for (int64_t d = 0; d < a.valueDim; ++d)
-            o[r * a.valueDim + d] *= correction;
-      }
+      onlineSoftmaxBlock(s, nq, nk, m, l, o, a.valueDim);
       sgemm(false, false, nq, a.valueDim, nk, 1.0f, s, kKeyBlock, v + hd.keyRow(j0) * a.valueDim, a.valueDim, 1.0f, o,
             a.valueDim);
     }
-    for (int64_t r = 0; r < nq; ++r) {
-      const float inv = 1.0f / l[r]; // a row with every key hidden is 0/0: NaN, as the decomposed softmax gives
-      for (int64_t d = 0; d < a.valueDim; ++d)
-        o[r * a.valueDim + d] = l[r] == 0.0f ? std::numeric_limits<float>::quiet_NaN() : o[r * a.valueDim + d] * inv;
-      lse[hd.queryRow(i0 + r)] = m[r] + std::log(l[r]);
-    }
+    normalizeRows(o, nq, a.valueDim, m, l, lse + hd.queryRow(i0));
   });
 }
 
