@@ -46,6 +46,9 @@ public:
   /// What ran instead of a faster path, and why, one line each (a fused epilogue cuBLASLt lacks, a CUDA
   /// graph that could not be captured): for the user to see, and for the GPU check to flag.
   virtual std::vector<std::string> notes() const { return {}; }
+  /// The step whose launch computes plan step `step` after prepare: itself, or the one it was fused into
+  /// (a GEMM's epilogue, an elementwise chain); a run's time for it is counted there.
+  virtual int computedBy(int step) const { return step; }
 };
 
 /// `threads` = 0 keeps OpenMP's and BLAS's defaults.

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/ElementwiseChain.h"
 
 #include <chrono>
 #include <cmath>
@@ -14,9 +15,9 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <memory>
 #include <optional>
-#include <set>
 #include <unordered_map>
 
 namespace tec {
@@ -33,9 +34,14 @@ struct AlignedFree {
 
 class CpuBackend final : public Backend {
 public:
-  CpuBackend(int threads, bool countQuantized) : threads(threads), countQuantized(countQuantized) {}
+  CpuBackend(int threads, bool countQuantized) : threads(threads), countQuantized(countQuantized) {
+    // TEC_CPU_FUSION=off runs each elementwise step alone (to compare: fusing changes no bit of a result).
+    const char *fusion = std::getenv("TEC_CPU_FUSION");
+    fuseChains = !fusion || std::string(fusion) != "off";
+  }
   const std::vector<QuantizeStats> &quantizeStats() const override { return stats; }
   const char *name() const override { return "cpu"; }
+  int computedBy(int step) const override { return computingStep[step]; }
   Status prepare(const plan::Variant &variant, const char *data) override;
   void *hostData(int buffer) override { return pointers[buffer]; }
   Status readBuffer(int buffer, void *destination) override {
@@ -150,7 +156,22 @@ private:
     kernels::Epilogue activation = kernels::Epilogue::None;
   };
   FoldedStep foldIntoEpilogue(int y, kernels::Epilogue own);
-  std::set<int> foldedSteps;
+  /// Per plan step, the step whose closure computes it: itself, or the GEMM or chain it was folded into.
+  std::vector<int> computingStep;
+  bool folded(int step) const { return computingStep[step] != step; }
+
+  /// Elementwise chains: consecutive elementwise steps over one f32 shape run as one pass over memory
+  /// (kernels/cpu/ElementwiseChain.h), their values in cache; those nothing after the chain reads are never
+  /// written. chainOps builds the chain of steps [first, last] when it is one: false when a step reads a
+  /// value of the chain through another shape, or what the chain writes early overlaps what it still reads.
+  using ChainOp = kernels::cpu::ElementwiseChain::Op;
+  using ChainKind = kernels::cpu::ElementwiseChain::Kind;
+  bool chainOps(int first, int last, std::vector<ChainOp> &ops) const;
+  /// The last step of the longest chain from `first` (at most kMaxChain steps); `first` when there is none.
+  int chainEnd(int first) const;
+  Status elementwiseChain(int first, int last);
+  static constexpr int kMaxChain = 32;
+  bool fuseChains = true;
 
   int threads;
   bool countQuantized;
@@ -529,6 +550,7 @@ bool CpuBackend::foldTransposeIntoLinear(int source, int transposed) {
       !graph->unchangedBetween(source, currentStep, gemm + 1)) // nor the GEMM's output, in the source's storage
     return false;
   transposedInput[gemm] = source;
+  computingStep[currentStep] = gemm;
   return true;
 }
 
@@ -575,7 +597,7 @@ CpuBackend::FoldedStep CpuBackend::foldIntoEpilogue(int y, kernels::Epilogue own
   if ((outRoot != graph->rootOf(y) && graph->onlyReaderAfter(y, currentStep) != j) ||
       (!inPlace && !graph->writableEarly(f.out, currentStep, j)))
     return {};
-  foldedSteps.insert(j);
+  computingStep[j] = currentStep;
   return f;
 }
 
@@ -1013,6 +1035,97 @@ Status CpuBackend::optimizerUpdate(const plan::Step &s) {
   return Status::success();
 }
 
+bool CpuBackend::chainOps(int first, int last, std::vector<ChainOp> &ops) const {
+  const k::Shape chainShape = shape(variant->steps(first).outputs(0));
+  std::map<int, int> valueOf;        // root buffer -> the chain op whose value it holds now
+  std::vector<int> tensors, written; // buffers read from memory; buffers written
+  ops.clear();
+  for (int i = first; i <= last; ++i) {
+    const plan::Step &s = variant->steps(i);
+    ChainOp op;
+    const auto compiler = stepCompilers<CpuBackend>().at(s.kernel());
+    op.kind = compiler == &CpuBackend::binary ? ChainKind::Binary
+              : compiler == &CpuBackend::unary ? ChainKind::Unary
+                                               : ChainKind::ActivationGrad;
+    op.unary = op.kind == ChainKind::Unary ? unaryKind(s) : op.unary;
+    op.binary = op.kind == ChainKind::Binary ? binaryKind(s) : op.binary;
+    op.grad = op.kind == ChainKind::ActivationGrad ? activationGradKind(s) : op.grad;
+    for (int j = 0; j < s.inputs_size(); ++j) {
+      const int in = s.inputs(j);
+      const auto value = valueOf.find(graph->rootOf(in));
+      if (value != valueOf.end() && shape(in) != chainShape)
+        return false; // a value of the chain seen through another shape
+      (j ? op.b : op.a) = value != valueOf.end() ? k::ElementwiseChain::Operand::value(value->second)
+                                                   : k::ElementwiseChain::Operand::tensor(ptr<float>(in), shape(in));
+      if (value == valueOf.end())
+        tensors.push_back(in);
+    }
+    valueOf[graph->rootOf(s.outputs(0))] = static_cast<int>(ops.size());
+    ops.push_back(op);
+  }
+  // A value is written when something after the chain reads its storage (or it is no temporary).
+  for (const auto &[root, op] : valueOf) {
+    int readsInside = 0;
+    for (int i = first; i <= last; ++i)
+      for (int in : variant->steps(i).inputs())
+        readsInside += graph->rootOf(in) == root;
+    if (graph->readers(root) > readsInside || buf(root).role() != plan::TEMP) {
+      ops[op].out = ptr<float>(root);
+      written.push_back(root);
+    }
+  }
+  // Written early, span by span: a tensor still to be read may share that storage only element for element.
+  for (size_t w = 0; w < written.size(); ++w) {
+    for (size_t x = w + 1; x < written.size(); ++x)
+      if (graph->overlaps(written[w], written[x]))
+        return false;
+    for (int t : tensors)
+      if (graph->overlaps(written[w], t) &&
+          (shape(t) != chainShape || buf(graph->rootOf(t)).offset() != buf(written[w]).offset()))
+        return false;
+  }
+  return true;
+}
+
+int CpuBackend::chainEnd(int first) const {
+  auto chainable = [&](int i) {
+    const plan::Step &s = variant->steps(i);
+    const auto compiler = stepCompilers<CpuBackend>().find(s.kernel());
+    if (folded(i) || compiler == stepCompilers<CpuBackend>().end() ||
+        (compiler->second != &CpuBackend::binary && compiler->second != &CpuBackend::unary &&
+         compiler->second != &CpuBackend::activationGrad) ||
+        s.outputs_size() != 1 || s.inputs_size() != (compiler->second == &CpuBackend::unary ? 1 : 2) ||
+        shape(s.outputs(0)) != shape(variant->steps(first).outputs(0)) || dtype(s.outputs(0)) != plan::F32)
+      return false;
+    for (int in : s.inputs()) // unary ops and gradients read their shape; binary ones broadcast
+      if (dtype(in) != plan::F32 || (compiler->second != &CpuBackend::binary && shape(in) != shape(s.outputs(0))))
+        return false;
+    return true;
+  };
+  if (!fuseChains || !chainable(first))
+    return first;
+  int last = first;
+  while (last + 1 < variant->steps_size() && last + 1 - first < kMaxChain && chainable(last + 1))
+    ++last;
+  std::vector<ChainOp> ops;
+  while (last > first && !chainOps(first, last, ops))
+    --last;
+  return last;
+}
+
+Status CpuBackend::elementwiseChain(int first, int last) {
+  std::vector<ChainOp> ops;
+  chainOps(first, last, ops);
+  for (int i = first + 1; i <= last; ++i)
+    computingStep[i] = first;
+  auto chain = std::make_shared<k::ElementwiseChain>(shape(variant->steps(first).outputs(0)), std::move(ops));
+  emit([chain] {
+    chain->run();
+    return Status::success();
+  });
+  return Status::success();
+}
+
 Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
   variant = &v;
   k::setThreads(threads);
@@ -1039,9 +1152,11 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
       std::memcpy(pointers[i], data + b.init_offset(), b.bytes());
   }
   graph.emplace(v);
+  computingStep.resize(v.steps_size());
+  std::iota(computingStep.begin(), computingStep.end(), 0);
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
-    if (foldedSteps.count(currentStep))
+    if (folded(currentStep))
       continue;
     auto it = stepCompilers<CpuBackend>().find(step.kernel());
     if (it == stepCompilers<CpuBackend>().end())
@@ -1055,6 +1170,11 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
     for (int i : step.inputs())
       if (isGemm && step.kernel() != "fp8_gemm" && !isFloat(dtype(i)))
         return Status::error("step '" + step.kernel() + "' needs float operands");
+    if (const int last = chainEnd(currentStep); last > currentStep) {
+      if (Status s = elementwiseChain(currentStep, last); !s.ok())
+        return s;
+      continue;
+    }
     if (Status s = (this->*(it->second))(step); !s.ok())
       return s;
   }

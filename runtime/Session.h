@@ -84,6 +84,8 @@ public:
   const std::vector<QuantizeStats> &quantizeStats() const { return backend->quantizeStats(); }
   /// What the backend ran instead of a faster path, and why (Backend::notes).
   std::vector<std::string> notes() const { return backend->notes(); }
+  /// The step whose launch computes `step` (Backend::computedBy).
+  int computedBy(int step) const { return backend->computedBy(step); }
   const void *outputData(size_t index) { return backend->hostData(outputInfo[index].buffer); }
   /// Copies buffer `index` of the running variant out or in (state: to save it, or to restore it).
   Status readBuffer(int index, void *destination) { return backend->readBuffer(index, destination); }

@@ -85,14 +85,6 @@ TEC_CPU_CLONES void scoreGradients(const float *p, float *dp, const float *delta
       dp[r * kKeyBlock + c] = p[r * kKeyBlock + c] * (dp[r * kKeyBlock + c] - delta[r]);
 }
 
-/// Scratch reused across steps by each thread: no allocation per step once it has grown.
-float *threadScratch(size_t floats) {
-  thread_local std::vector<float> scratch;
-  if (scratch.size() < floats)
-    scratch.resize(floats);
-  return scratch.data();
-}
-
 /// The largest entry (NaN wins) of a block, each row nk wide.
 float blockAmax(const float *s, int64_t nq, int64_t nk, float amax) {
   for (int64_t r = 0; r < nq; ++r)

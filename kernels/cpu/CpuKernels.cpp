@@ -41,18 +41,6 @@ int64_t numElements(const Dims &shape) {
 
 namespace {
 
-/// Strides of `shape` broadcast (right-aligned) to `out`: 0 along broadcast dims.
-Dims broadcastStrides(const Dims &shape, const Dims &out) {
-  Dims strides(out.size(), 0);
-  int64_t stride = 1;
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 1, o = static_cast<int64_t>(out.size()) - 1; i >= 0;
-       --i, --o) {
-    strides[o] = shape[i] == 1 ? 0 : stride;
-    stride *= shape[i];
-  }
-  return strides;
-}
-
 /// Calls f(row, offsets...) for each row of `out` (its last dim), with each operand's element offset
 /// at the row's start; operands advance along the row by their last stride. Rows go in chunks of about
 /// 16K elements: one division walk per chunk, then an odometer step per row (short rows are common:
@@ -102,6 +90,11 @@ TEC_CPU_CLONES void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, R 
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
       out[j] = op(a[j], s);
+  } else if (sa == 0 && sb == 1) {
+    const T s = a[0];
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      out[j] = op(s, b[j]);
   } else {
     for (int64_t j = 0; j < n; ++j)
       out[j] = op(a[j * sa], b[j * sb]);
@@ -130,10 +123,11 @@ void binaryLoop(const T *a, const Shape &aShape, const T *b, const Shape &bShape
 
 } // namespace
 
-template <typename T>
-void binary(BinaryKind kind, const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
-            const Shape &outShape) {
-  // One specialized loop per common kind (so it vectorizes); the rest through the shared math.
+namespace {
+
+/// f(op) with the per-element function of a binary kind: one specialized function per common kind (so that
+/// its loops vectorize), the rest through the shared math. Every loop over a kind takes its op from here.
+template <typename T, typename F> void withBinaryOp(BinaryKind kind, F &&f) {
   auto apply = [kind](T x, T y) {
     if constexpr (std::is_integral_v<T>)
       return applyIntBinary(kind, x, y);
@@ -141,21 +135,33 @@ void binary(BinaryKind kind, const T *a, const Shape &aShape, const T *b, const 
       return applyBinary(kind, x, y);
   };
   switch (kind) {
-  case BinaryKind::Add: return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return T(x + y); });
-  case BinaryKind::Sub: return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return T(x - y); });
-  case BinaryKind::Mul: return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return T(x * y); });
+  case BinaryKind::Add: return f([](T x, T y) { return T(x + y); });
+  case BinaryKind::Sub: return f([](T x, T y) { return T(x - y); });
+  case BinaryKind::Mul: return f([](T x, T y) { return T(x * y); });
   case BinaryKind::Div:
     if constexpr (std::is_integral_v<T>)
-      return binaryLoop(a, aShape, b, bShape, out, outShape, apply);
+      return f(apply);
     else
-      return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return T(x / y); });
-  case BinaryKind::SwiGlu: // Llama's MLP: a loop of its own so the sigmoid vectorizes
+      return f([](T x, T y) { return T(x / y); });
+  case BinaryKind::SwiGlu: // Llama's MLP: a function of its own so the sigmoid vectorizes
     if constexpr (std::is_floating_point_v<T>)
-      return binaryLoop(a, aShape, b, bShape, out, outShape, [](T x, T y) { return silu(x) * y; });
+      return f([](T x, T y) { return silu(x) * y; });
     else
-      return binaryLoop(a, aShape, b, bShape, out, outShape, apply);
-  default: return binaryLoop(a, aShape, b, bShape, out, outShape, apply);
+      return f(apply);
+  default: return f(apply);
   }
+}
+
+} // namespace
+
+template <typename T>
+void binary(BinaryKind kind, const T *a, const Shape &aShape, const T *b, const Shape &bShape, T *out,
+            const Shape &outShape) {
+  withBinaryOp<T>(kind, [&](auto op) { binaryLoop(a, aShape, b, bShape, out, outShape, op); });
+}
+
+void binarySpan(BinaryKind kind, const float *a, int64_t sa, const float *b, int64_t sb, float *out, int64_t n) {
+  withBinaryOp<float>(kind, [&](auto op) { binaryRow(a, sa, b, sb, out, n, op); });
 }
 
 template <typename T>
@@ -198,29 +204,42 @@ template <typename Op> void mapUnary(const float *x, float *y, int64_t n, Op op)
 
 } // namespace
 
-void unary(UnaryKind kind, const float *x, float *y, int64_t n) {
+namespace {
+
+/// f(op) with the per-element function of a unary kind.
+template <typename F> void withUnaryOp(UnaryKind kind, F &&f) {
   switch (kind) {
-  case UnaryKind::Relu: return mapUnary(x, y, n, [](float v) { return relu(v); });
-  case UnaryKind::Tanh: return mapUnary(x, y, n, [](float v) { return std::tanh(v); });
-  case UnaryKind::Sigmoid: return mapUnary(x, y, n, [](float v) { return sigmoid(v); });
-  case UnaryKind::Erf: return mapUnary(x, y, n, [](float v) { return std::erf(v); });
-  case UnaryKind::Sqrt: return mapUnary(x, y, n, [](float v) { return std::sqrt(v); });
-  case UnaryKind::Exp: return mapUnary(x, y, n, [](float v) { return std::exp(v); });
-  case UnaryKind::Abs: return mapUnary(x, y, n, [](float v) { return std::fabs(v); });
+  case UnaryKind::Relu: return f([](float v) { return relu(v); });
+  case UnaryKind::Tanh: return f([](float v) { return std::tanh(v); });
+  case UnaryKind::Sigmoid: return f([](float v) { return sigmoid(v); });
+  case UnaryKind::Erf: return f([](float v) { return std::erf(v); });
+  case UnaryKind::Sqrt: return f([](float v) { return std::sqrt(v); });
+  case UnaryKind::Exp: return f([](float v) { return std::exp(v); });
+  case UnaryKind::Abs: return f([](float v) { return std::fabs(v); });
   case UnaryKind::Sign:
-    return mapUnary(x, y, n, [](float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); });
-  case UnaryKind::Gelu: return mapUnary(x, y, n, [](float v) { return gelu(v); });
-  case UnaryKind::GeluTanh: return mapUnary(x, y, n, [](float v) { return geluTanh(v); });
-  case UnaryKind::Neg: return mapUnary(x, y, n, [](float v) { return -v; });
-  case UnaryKind::Reciprocal: return mapUnary(x, y, n, [](float v) { return 1.0f / v; });
-  case UnaryKind::Log: return mapUnary(x, y, n, [](float v) { return std::log(v); });
-  case UnaryKind::Sin: return mapUnary(x, y, n, [](float v) { return std::sin(v); });
-  case UnaryKind::Cos: return mapUnary(x, y, n, [](float v) { return std::cos(v); });
-  case UnaryKind::Softplus: return mapUnary(x, y, n, [](float v) { return softplus(v); });
-  case UnaryKind::Silu: return mapUnary(x, y, n, [](float v) { return silu(v); });
-  case UnaryKind::Floor: return mapUnary(x, y, n, [](float v) { return std::floor(v); });
-  case UnaryKind::Ceil: return mapUnary(x, y, n, [](float v) { return std::ceil(v); });
+    return f([](float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); });
+  case UnaryKind::Gelu: return f([](float v) { return gelu(v); });
+  case UnaryKind::GeluTanh: return f([](float v) { return geluTanh(v); });
+  case UnaryKind::Neg: return f([](float v) { return -v; });
+  case UnaryKind::Reciprocal: return f([](float v) { return 1.0f / v; });
+  case UnaryKind::Log: return f([](float v) { return std::log(v); });
+  case UnaryKind::Sin: return f([](float v) { return std::sin(v); });
+  case UnaryKind::Cos: return f([](float v) { return std::cos(v); });
+  case UnaryKind::Softplus: return f([](float v) { return softplus(v); });
+  case UnaryKind::Silu: return f([](float v) { return silu(v); });
+  case UnaryKind::Floor: return f([](float v) { return std::floor(v); });
+  case UnaryKind::Ceil: return f([](float v) { return std::ceil(v); });
   }
+}
+
+} // namespace
+
+void unary(UnaryKind kind, const float *x, float *y, int64_t n) {
+  withUnaryOp(kind, [&](auto op) { mapUnary(x, y, n, op); });
+}
+
+void unarySpan(UnaryKind kind, const float *x, float *y, int64_t n) {
+  withUnaryOp(kind, [&](auto op) { mapChunk(x, y, n, op); });
 }
 
 namespace {
@@ -260,13 +279,25 @@ template <typename Op> void mapGrad(const float *dy, const float *x, float *dx, 
 
 } // namespace
 
-void activationGrad(ActivationGradKind kind, const float *dy, const float *x, float *dx, int64_t n) {
+namespace {
+
+/// f(op) with the per-element function of an activation's gradient: op(dy, x) = dy * act'(x).
+template <typename F> void withActivationGradOp(ActivationGradKind kind, F &&f) {
   switch (kind) {
-  case ActivationGradKind::Relu: return mapGrad(dy, x, dx, n, [](float g, float v) { return reluGrad(g, v); });
-  case ActivationGradKind::Gelu: return mapGrad(dy, x, dx, n, [](float g, float v) { return g * geluGrad(v); });
-  case ActivationGradKind::GeluTanh:
-    return mapGrad(dy, x, dx, n, [](float g, float v) { return g * geluTanhGrad(v); });
+  case ActivationGradKind::Relu: return f([](float g, float v) { return reluGrad(g, v); });
+  case ActivationGradKind::Gelu: return f([](float g, float v) { return g * geluGrad(v); });
+  case ActivationGradKind::GeluTanh: return f([](float g, float v) { return g * geluTanhGrad(v); });
   }
+}
+
+} // namespace
+
+void activationGrad(ActivationGradKind kind, const float *dy, const float *x, float *dx, int64_t n) {
+  withActivationGradOp(kind, [&](auto op) { mapGrad(dy, x, dx, n, op); });
+}
+
+void activationGradSpan(ActivationGradKind kind, const float *dy, const float *x, float *dx, int64_t n) {
+  withActivationGradOp(kind, [&](auto op) { gradChunk(dy, x, dx, n, op); });
 }
 
 void where(const bool *cond, const Shape &condShape, const void *x, const Shape &xShape, const void *y,

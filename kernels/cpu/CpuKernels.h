@@ -67,6 +67,13 @@ void unary(UnaryKind kind, const float *x, float *y, int64_t n);
 
 void activationGrad(ActivationGradKind kind, const float *dy, const float *x, float *dx, int64_t n);
 
+/// One span of binary(), unary() and activationGrad(), on the calling thread, each element computed exactly
+/// as those compute it (the fused elementwise chains are built from these): a and b advance by sa and sb
+/// elements (0: one value broadcast, 1: contiguous); out may be an input (in place).
+void binarySpan(BinaryKind kind, const float *a, int64_t sa, const float *b, int64_t sb, float *out, int64_t n);
+void unarySpan(UnaryKind kind, const float *x, float *y, int64_t n);
+void activationGradSpan(ActivationGradKind kind, const float *dy, const float *x, float *dx, int64_t n);
+
 /// Where(cond, x, y) with broadcasting, on elements of `bytes` bytes.
 void where(const bool *cond, const Shape &condShape, const void *x, const Shape &xShape, const void *y,
            const Shape &yShape, void *out, const Shape &outShape, size_t bytes);

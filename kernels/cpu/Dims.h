@@ -69,6 +69,18 @@ private:
   size_t count = 0;
 };
 
+/// Strides of a contiguous tensor of `shape` broadcast (right-aligned) to `out`: 0 along broadcast dims.
+inline Dims broadcastStrides(const Dims &shape, const Dims &out) {
+  Dims strides(out.size(), 0);
+  int64_t stride = 1;
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1, o = static_cast<int64_t>(out.size()) - 1; i >= 0;
+       --i, --o) {
+    strides[o] = shape[i] == 1 ? 0 : stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
 } // namespace tec::kernels::cpu
 
 #endif

@@ -219,4 +219,11 @@ void parallelFor(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> b
     body(begin, std::min(n, begin + grain));
 }
 
+float *threadScratch(size_t floats) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < floats)
+    scratch.resize(floats);
+  return scratch.data();
+}
+
 } // namespace tec::kernels::cpu

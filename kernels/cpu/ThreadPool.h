@@ -7,6 +7,7 @@
 #ifndef TEC_KERNELS_CPU_THREADPOOL_H
 #define TEC_KERNELS_CPU_THREADPOOL_H
 
+#include <cstddef>
 #include <cstdint>
 #include "kernels/cpu/FunctionRef.h"
 
@@ -24,6 +25,10 @@ int poolThreads();
 /// pool; serial when there is one chunk, one thread, or the call comes from inside another loop. The chunks
 /// depend on n and grain only, so what each computes does not depend on the thread count.
 void parallelFor(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> body);
+
+/// `floats` of scratch for the calling thread, reused across steps (no allocation once it has grown): valid
+/// until the thread's next call.
+float *threadScratch(size_t floats);
 
 } // namespace tec::kernels::cpu
 

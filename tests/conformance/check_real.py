@@ -4,8 +4,9 @@ export's symbolic dims with --shape), run on the CPU, and compare with ONNX Runt
 (relative 1e-4, with an absolute floor of 1e-5 for values near zero). Then the static exports train: 4
 steps of SGD and of AdamW with an MSE loss, each loss within 1e-4 (relative) of torch's, and for the
 TorchScript exports every trained weight (`tec export --checkpoint`) within 1e-4 of torch's (relative to the
-tensor's largest value, so entries near zero are held to the tensor's scale). Prints one line per check;
-any compile error, run error or mismatch fails."""
+tensor's largest value, so entries near zero are held to the tensor's scale). Prints one line per check.
+Every run and training is repeated with the CPU backend's fusion off (TEC_CPU_FUSION=off): outputs, losses
+and checkpoints must not differ in a bit. Any compile error, run error or mismatch fails."""
 import argparse
 import json
 import os
@@ -40,6 +41,9 @@ def check(tec, folder, entry, work):
                        text=True)
     if r.returncode:
         return "run failed: " + r.stderr.strip()
+    unfused = same_unfused(tec, [tec, "run", plan, "--threads", "1", "--iterations", "1"] + args, outputs)
+    if unfused:
+        return unfused
     reference = np.load(os.path.join(folder, entry["reference"]))
     worst = 0.0
     for name in reference.files:
@@ -119,6 +123,10 @@ def check_training(tec, folder, entry, work):
             return f"{optimizer}: train failed: " + r.stderr.strip()
         with open(report) as f:
             got = np.array([np.nan if v is None else v for v in json.load(f)["loss"]])
+        unfused = same_unfused(tec, [tec, "train", plan, "--steps", str(len(want)), "--threads", "1"] + data,
+                               checkpoints, got)
+        if unfused:
+            return f"{optimizer}: {unfused}"
         error = np.abs(got - want) / (1e-4 * np.abs(want) + 1e-9)
         worst = max(worst, float(error.max()))
         mismatch = None
@@ -139,6 +147,36 @@ def check_training(tec, folder, entry, work):
         notes.append("cross-entropy over [B, T, V] with ignored labels: losses equal torch's")
     weights = f", {compared} trained tensors equal torch's" if compared else ""
     return f"ok (worst loss error {worst:.2f} of the tolerance{weights})" + "".join(f"\n    note: {n}" for n in notes)
+
+
+def files_bytes(folder):
+    """Every file under `folder` (relative path -> bytes)."""
+    found = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            with open(os.path.join(root, name), "rb") as f:
+                found[os.path.relpath(os.path.join(root, name), folder)] = f.read()
+    return found
+
+
+def same_unfused(tec, command, outputs, losses=None):
+    """The CPU backend fuses elementwise chains and GEMM epilogues; with TEC_CPU_FUSION=off it runs each step
+    alone. Reruns `command` so (its outputs in a new folder) and returns what differs in any bit, or None."""
+    alone = outputs + "_unfused"
+    flag = "--output-dir" if "run" in command[1:2] else "--checkpoint-dir"
+    report = alone + ".json"
+    extra = [flag, alone] + (["--report", report] if losses is not None else [])
+    r = subprocess.run(command + extra, capture_output=True, text=True, env={**os.environ, "TEC_CPU_FUSION": "off"})
+    if r.returncode:
+        return "unfused run failed: " + r.stderr.strip()
+    if losses is not None:
+        with open(report) as f:
+            alone_losses = np.array([np.nan if v is None else v for v in json.load(f)["loss"]])
+        if alone_losses.tobytes() != losses.tobytes():
+            return f"losses {losses.tolist()} fused, {alone_losses.tolist()} unfused"
+    fused, unfused = files_bytes(outputs), files_bytes(alone)
+    differ = sorted(k for k in fused.keys() | unfused.keys() if fused.get(k) != unfused.get(k))
+    return f"fused and unfused runs differ in {differ}" if differ else None
 
 
 def check_language_model(tec, folder, entry, base, data, reference, output):

@@ -61,7 +61,7 @@ using tec::bytesString;
 using tec::memoryLine;
 using tec::shapeString;
 /// Each plan step's mean time over `runs` (summed in `stepMillis`), as trtexec --dumpProfile.
-void printProfile(const tec::plan::Variant &v, const std::vector<double> &stepMillis, size_t runs, const char *per);
+void printProfile(const tec::Session &s, const std::vector<double> &stepMillis, size_t runs, const char *per);
 /// Prints a failed compile's message; the exit code (2 for a bad model, 1 for tec's own failure).
 int reportCompileError(llvm::Error err);
 /// Binds `--input name=file` inputs and fills the rest with seeded random data; 0 or an exit code.

@@ -35,16 +35,20 @@ std::string commonFlagsError() { return tec::optionChoiceError("device", device,
 
 
 
-void printProfile(const tec::plan::Variant &v, const std::vector<double> &stepMillis, size_t runs, const char *per) {
+void printProfile(const tec::Session &s, const std::vector<double> &stepMillis, size_t runs, const char *per) {
+  const tec::plan::Variant &v = s.variant();
   double sum = 0;
   for (double ms : stepMillis)
     sum += ms;
   llvm::outs() << llvm::formatv("=== Profile (mean per {5}) ===\n{0,4}  {1,-14} {2,10} {3,7}  {4}\n", "step", "kernel",
                                 "ms", "%", "source", per);
-  for (int i = 0; i < v.steps_size(); ++i)
-    llvm::outs() << llvm::formatv("{0,4}  {1,-14} {2,10:f4} {3,6:f1}%  {4}\n", i, v.steps(i).kernel(),
-                                  stepMillis[i] / std::max<size_t>(runs, 1), sum ? 100 * stepMillis[i] / sum : 0,
+  for (int i = 0; i < v.steps_size(); ++i) {
+    const int by = s.computedBy(i); // a fused step's time is its launch's
+    const std::string fused = by == i ? "" : llvm::formatv("[in step {0}] ", by).str();
+    llvm::outs() << llvm::formatv("{0,4}  {1,-14} {2,10:f4} {3,6:f1}%  {4}{5}\n", i, v.steps(i).kernel(),
+                                  stepMillis[i] / std::max<size_t>(runs, 1), sum ? 100 * stepMillis[i] / sum : 0, fused,
                                   v.steps(i).source());
+  }
 }
 
 int reportCompileError(llvm::Error err) {

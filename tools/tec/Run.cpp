@@ -105,7 +105,7 @@ int run() {
       sorted.front(), sorted.back(), mean, median, p90, p99);
   printNotes(s);
   if (profile)
-    printProfile(s.variant(), stepMillis, ms.size(), "run");
+    printProfile(s, stepMillis, ms.size(), "run");
   if (!jsonReport.empty()) {
     const std::string json = llvm::formatv("{{\"variant\": \"{0}\", \"backend\": \"{1}\", \"iterations\": {2}, \"threads\": {3}, "
                           "\"throughput_qps\": {4}, \"latency_ms\": {{\"min\": {5}, \"max\": {6}, \"mean\": {7}, "

@@ -313,7 +313,7 @@ int trainLoop() {
                                 steps - start, losses.empty() ? 0.0 : losses.back(), meanMs,
                                 (steps - start) / std::max(total, 1e-9), bytesString(memory));
   if (trainProfile)
-    printProfile(s.variant(), stepMillis, stepMs.size(), "training step");
+    printProfile(s, stepMillis, stepMs.size(), "training step");
   // FP8 health: per quantized tensor its amax history (recent values), scale, and last step's shares.
   const std::vector<tec::Fp8Health> health = options.fp8Stats ? trainer.fp8Health() : std::vector<tec::Fp8Health>();
   if (fp8Report) {

@@ -1,0 +1,130 @@
+#include "kernels/cpu/ElementwiseChain.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace tec::kernels::cpu {
+
+namespace {
+
+/// Elements per op in one pass: a chain's values for a span (2 KiB each) stay in L1.
+constexpr int64_t kSpan = 512;
+
+/// How a tensor with these broadcast strides reads the trailing dims of `out` from `first` on: whole
+/// (contiguous, as the output is laid out: 1), one value for all of them (0), or neither (-1).
+int64_t trailingAccess(const Dims &strides, const Dims &out, size_t first) {
+  bool whole = true, single = true;
+  int64_t contiguous = 1;
+  for (size_t d = out.size(); d-- > first;) {
+    if (out[d] != 1) {
+      whole = whole && strides[d] == contiguous;
+      single = single && strides[d] == 0;
+    }
+    contiguous *= out[d];
+  }
+  return whole ? 1 : single ? 0 : -1;
+}
+
+} // namespace
+
+ElementwiseChain::ElementwiseChain(Shape shape, std::vector<Op> ops) : shape_(std::move(shape)), ops_(std::move(ops)) {
+  const Dims out(shape_);
+  std::vector<Dims> strides;
+  for (const Op &op : ops_)
+    for (const Operand *o : {&op.a, &op.b})
+      strides.push_back(o->op < 0 && o->data ? broadcastStrides(Dims(o->shape), out) : Dims(out.size(), 0));
+  // A row: as many trailing dims as every tensor reads whole or as one value (at least the last), so that
+  // a span of a row is a pointer and a stride of 0 or 1 for each.
+  size_t first = out.size() ? out.size() - 1 : 0;
+  auto rowFits = [&](size_t from) {
+    return std::all_of(strides.begin(), strides.end(), [&](const Dims &s) { return trailingAccess(s, out, from) >= 0; });
+  };
+  while (first > 0 && rowFits(first - 1))
+    --first;
+  outer_ = Dims(out.begin(), out.begin() + first);
+  for (size_t d = first; d < out.size(); ++d)
+    inner_ *= out[d];
+  for (size_t i = 0; i < strides.size(); ++i) {
+    const Operand &o = i % 2 ? ops_[i / 2].b : ops_[i / 2].a;
+    access_.push_back({o.data, Dims(strides[i].begin(), strides[i].begin() + first),
+                       out.size() ? trailingAccess(strides[i], out, first) : 0});
+  }
+}
+
+void ElementwiseChain::run() const {
+  int64_t rows = 1;
+  for (int64_t d : outer_)
+    rows *= d;
+  if (!rows || !inner_)
+    return;
+  const int64_t n = static_cast<int64_t>(ops_.size()), slots = static_cast<int64_t>(access_.size());
+  const int64_t rank = static_cast<int64_t>(outer_.size());
+  const int64_t rowsPerTask = std::max<int64_t>(1, kParallelThreshold / inner_);
+  const int64_t tasks = (rows + rowsPerTask - 1) / rowsPerTask;
+  parallelLoop(tasks, rows * inner_ * n, [&](int64_t t) {
+    const int64_t begin = t * rowsPerTask, end = std::min(rows, begin + rowsPerTask);
+    float *scratch = threadScratch(n * kSpan); // a span per op
+    thread_local std::vector<int64_t> walk;     // each tensor's offset at the row, then the row's coordinates
+    walk.assign(slots + rank, 0);               // no allocation once it has grown
+    int64_t *offset = walk.data(), *coord = offset + slots;
+    for (int64_t d = rank - 1, rest = begin; d >= 0; --d) {
+      coord[d] = rest % outer_[d];
+      rest /= outer_[d];
+      for (int64_t k = 0; k < slots; ++k)
+        offset[k] += coord[d] * access_[k].outerStrides[d];
+    }
+    for (int64_t row = begin; row < end; ++row) {
+      for (int64_t c0 = 0; c0 < inner_; c0 += kSpan) {
+        const int64_t len = std::min(kSpan, inner_ - c0), at = row * inner_ + c0;
+        auto operand = [&](const Operand &o, int64_t slot, int64_t &stride) -> const float * {
+          if (o.op >= 0) {
+            stride = 1;
+            return ops_[o.op].out ? ops_[o.op].out + at : scratch + o.op * kSpan;
+          }
+          stride = access_[slot].innerStride;
+          return access_[slot].data + offset[slot] + c0 * stride;
+        };
+        for (int64_t i = 0; i < n; ++i) {
+          const Op &op = ops_[i];
+          int64_t sa = 1, sb = 1;
+          const float *a = operand(op.a, 2 * i, sa);
+          float *y = op.out ? op.out + at : scratch + i * kSpan;
+          switch (op.kind) {
+          case Kind::Unary:
+            if (sa == 0) { // one value for the whole span
+              std::fill(y, y + len, *a);
+              a = y;
+            }
+            unarySpan(op.unary, a, y, len);
+            break;
+          case Kind::Binary: {
+            const float *b = operand(op.b, 2 * i + 1, sb);
+            binarySpan(op.binary, a, sa, b, sb, y, len);
+            break;
+          }
+          case Kind::ActivationGrad: {
+            const float *b = operand(op.b, 2 * i + 1, sb);
+            if (sa == 1 && sb == 1)
+              activationGradSpan(op.grad, a, b, y, len);
+            else
+              for (int64_t j = 0; j < len; ++j)
+                activationGradSpan(op.grad, a + j * sa, b + j * sb, y + j, 1);
+            break;
+          }
+          }
+        }
+      }
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        for (int64_t k = 0; k < slots; ++k)
+          offset[k] += access_[k].outerStrides[d];
+        if (++coord[d] < outer_[d])
+          break;
+        for (int64_t k = 0; k < slots; ++k)
+          offset[k] -= access_[k].outerStrides[d] * outer_[d];
+        coord[d] = 0;
+      }
+    }
+  });
+}
+
+} // namespace tec::kernels::cpu
