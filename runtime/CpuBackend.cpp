@@ -8,6 +8,7 @@
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/ElementwiseChain.h"
+#include "kernels/cpu/PackedGemm.h"
 
 #include <chrono>
 #include <cmath>
@@ -626,9 +627,13 @@ Status CpuBackend::linear(const plan::Step &s) {
   float *r = next.residual >= 0 ? ptr<float>(next.residual) : nullptr;
   float *out = next.step >= 0 ? ptr<float>(next.out) : nullptr;
   float *y = floatOut(s.outputs(0));
-  k::gemmLibrary({transA, transB, m, n, kk}); // measured now, at prepare, when the choice is new
+  // The library (or B packed once, for a constant weight) is measured now, at prepare, when the choice is new.
+  const bool constant = constantWeight(s.inputs(1)) && !transA;
+  std::shared_ptr<k::PackedGemm> packed;
+  if (k::gemmLibrary({transA, transB, m, n, kk, constant}) == k::packedGemmChoice() && constant)
+    packed = k::PackedGemm::create(transB, m, n, kk, w, transB ? kk : n);
   emit([=] {
-    k::linear(x, w, b, y, m, n, kk, transA, transB, e, r, out);
+    k::linear(x, w, b, y, m, n, kk, transA, transB, e, r, out, packed.get());
     return Status::success();
   });
   return Status::success();

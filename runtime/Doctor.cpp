@@ -1,6 +1,7 @@
 #include "runtime/Doctor.h"
 
 #include "kernels/cpu/Blas.h"
+#include "kernels/cpu/PackedGemm.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "runtime/CudaPlugin.h"
 #include "runtime/Device.h"
@@ -51,8 +52,12 @@ Result<std::string> doctorReport(const std::string &planPath) {
     report += line("CPU BLAS", library.config + " (" + library.file + "; single-threaded in tec's pool)");
   for (const auto &note : blas.notes)
     report += line("", note);
-  if (blas.loaded)
+  if (blas.loaded) {
     report += line("GEMM choice", kernels::cpu::gemmTableDescription());
+    const std::string &noPacking = kernels::cpu::PackedGemm::unavailable();
+    report += line("", noPacking.empty() ? "constant weights: packed once by oneDNN's matmul where measured faster"
+                                         : "constant weights are not packed once: " + noPacking);
+  }
   const int cpus = kernels::cpu::availableCpus();
   report += line("CPU threads", std::to_string(cpus) + " by default: the CPUs this process may use (affinity, cgroup quota; of " +
                                     std::to_string(std::thread::hardware_concurrency()) + " online); --threads sets it");

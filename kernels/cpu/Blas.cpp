@@ -1,4 +1,5 @@
 #include "kernels/cpu/Blas.h"
+#include "kernels/cpu/PackedGemm.h"
 #include "kernels/cpu/ThreadPool.h"
 
 #include <dlfcn.h>
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <numeric>
 
@@ -34,6 +36,7 @@ struct GemmFn {
 
 /// Each loaded library's SGEMM, in blas().libraries' order.
 std::vector<GemmFn> sgemmFns;
+void *oneDnn = nullptr;
 
 /// C = alpha op(A) op(B) + beta C, row-major, with one library, on the calling thread alone.
 void callGemm(const GemmFn &g, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
@@ -173,6 +176,7 @@ void loadOneDnn(BlasInfo &info) {
         config += " " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
     info.libraries.push_back({"oneDNN", path, config});
     sgemmFns.push_back({nullptr, sgemm});
+    oneDnn = lib;
     return;
   }
   info.notes.push_back("oneDNN not found (optional: apt-get install libdnnl2, or TEC_ONEDNN=path)");
@@ -221,18 +225,28 @@ std::vector<double> measure(const GemmShape &s) {
   for (size_t i = 0; i < sizeB; ++i)
     b[i] = static_cast<float>(i % 5) * 0.125f - 0.25f;
   const size_t libraries = sgemmFns.size();
-  std::vector<double> best(libraries, 1e300);
+  // B packed once, where it is constant and packing can be had: one more candidate.
+  std::unique_ptr<PackedGemm> packed;
+  if (s.constantB && !s.transA && packedGemmChoice() >= 0)
+    packed = PackedGemm::create(s.transB, s.m, s.n, s.k, b.data(), s.transB ? s.k : s.n);
+  const size_t candidates = libraries + (packedGemmChoice() >= 0);
+  std::vector<double> best(candidates, packed ? 1e300 : std::numeric_limits<double>::infinity());
+  std::fill(best.begin(), best.begin() + libraries, 1e300);
   auto once = [&](size_t library) {
     auto start = std::chrono::steady_clock::now();
-    sgemm(static_cast<int>(library), s.transA, s.transB, s.m, s.n, s.k, 1.0f, a.data(), s.transA ? s.m : s.k, b.data(),
-          s.transB ? s.k : s.n, 0.0f, c.data(), s.n);
+    if (library == libraries)
+      packed->run(a.data(), c.data());
+    else
+      sgemm(static_cast<int>(library), s.transA, s.transB, s.m, s.n, s.k, 1.0f, a.data(), s.transA ? s.m : s.k,
+            b.data(), s.transB ? s.k : s.n, 0.0f, c.data(), s.n);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   };
-  for (size_t library = 0; library < libraries; ++library)
+  const size_t measured = libraries + (packed != nullptr);
+  for (size_t library = 0; library < measured; ++library)
     once(library); // warm: packing buffers, pages
   double spent = 0;
   for (int round = 0; round < 15 && (round < 3 || spent < 50.0); ++round)
-    for (size_t library = 0; library < libraries; ++library) {
+    for (size_t library = 0; library < measured; ++library) {
       const double ms = once(library);
       best[library] = std::min(best[library], ms);
       spent += ms;
@@ -246,6 +260,8 @@ GemmTable &table() {
     std::vector<std::string> names;
     for (const auto &l : info.libraries)
       names.push_back(l.name + " " + l.config);
+    if (packedGemmChoice() >= 0)
+      names.push_back("oneDNN matmul, B packed once");
     std::string path;
     if (names.size() > 1 && !cacheDirectory().empty()) {
       uint64_t hash = 1469598103934665603ull; // FNV-1a of the machine and the libraries
@@ -269,11 +285,52 @@ const BlasInfo &blas() {
 }
 
 int gemmLibrary(const GemmShape &shape) {
-  return blas().libraries.size() < 2 ? 0 : table().choose(shape);
+  return blas().libraries.size() + (packedGemmChoice() >= 0) < 2 ? 0 : table().choose(shape);
+}
+
+void *oneDnnHandle() {
+  blas();
+  return oneDnn;
+}
+
+int packedGemmChoice() {
+  static const int choice = PackedGemm::unavailable().empty() ? static_cast<int>(blas().libraries.size()) : -1;
+  return choice;
+}
+
+GemmSplit gemmSplit(int64_t m, int64_t n, int64_t k) {
+  // Below ~2^20 multiply-adds a split costs more than it saves. Chunks of at least 128 rows or columns,
+  // and at most 8 of them: each call packs its own panel of the other operand.
+  constexpr int64_t kSplitWork = int64_t(1) << 20;
+  auto chunk = [](int64_t dim) { return std::max<int64_t>(128, (dim / 8 + 63) / 64 * 64); };
+  if (m * n * k < kSplitWork)
+    return {GemmSplit::Whole, std::max<int64_t>(n, 1)};
+  return n >= m ? GemmSplit{GemmSplit::Columns, chunk(n)} : GemmSplit{GemmSplit::Rows, chunk(m)};
+}
+
+void runSplit(const GemmSplit &split, int64_t m, int64_t n, FunctionRef<void(int64_t, int64_t, int64_t, int64_t)> call,
+              const GemmChunkEpilogue &epilogue) {
+  auto callWithEpilogue = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    call(i0, i1, j0, j1);
+    if (epilogue)
+      epilogue(i0, i1, j0, j1);
+  };
+  switch (split.by) {
+  case GemmSplit::Whole:
+    call(0, m, 0, n);
+    if (epilogue) // a small k can leave many rows
+      parallelFor(m, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(n, 1)),
+                  [&](int64_t i0, int64_t i1) { epilogue(i0, i1, 0, n); });
+    return;
+  case GemmSplit::Columns:
+    return parallelFor(n, split.chunk, [&](int64_t j0, int64_t j1) { callWithEpilogue(0, m, j0, j1); });
+  case GemmSplit::Rows:
+    return parallelFor(m, split.chunk, [&](int64_t i0, int64_t i1) { callWithEpilogue(i0, i1, 0, n); });
+  }
 }
 
 std::string gemmTableDescription() {
-  if (blas().libraries.size() < 2)
+  if (blas().libraries.size() + (packedGemmChoice() >= 0) < 2)
     return "one library: nothing to choose";
   if (!table().problem().empty())
     return table().problem();
@@ -289,25 +346,7 @@ void sgemm(int library, bool transA, bool transB, int64_t m, int64_t n, int64_t 
     callGemm(fn, transA, transB, i1 - i0, j1 - j0, k, alpha, a + (transA ? i0 : i0 * lda), lda,
              b + (transB ? j0 * ldb : j0), ldb, beta, c + i0 * ldc + j0, ldc);
   };
-  auto callWithEpilogue = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-    call(i0, i1, j0, j1);
-    if (epilogue)
-      epilogue(i0, i1, j0, j1);
-  };
-  // Below ~2^20 multiply-adds a split costs more than it saves. Chunks of at least 128 rows or columns,
-  // and at most 8 of them: each call packs its own panel of the other operand.
-  constexpr int64_t kSplitWork = int64_t(1) << 20;
-  auto chunk = [](int64_t dim) { return std::max<int64_t>(128, (dim / 8 + 63) / 64 * 64); };
-  if (m * n * k < kSplitWork) {
-    call(0, m, 0, n);
-    if (epilogue) // a small k can leave many rows
-      parallelFor(m, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(n, 1)),
-                  [&](int64_t i0, int64_t i1) { epilogue(i0, i1, 0, n); });
-  } else if (n >= m) {
-    parallelFor(n, chunk(n), [&](int64_t j0, int64_t j1) { callWithEpilogue(0, m, j0, j1); });
-  } else {
-    parallelFor(m, chunk(m), [&](int64_t i0, int64_t i1) { callWithEpilogue(i0, i1, 0, n); });
-  }
+  runSplit(gemmSplit(m, n, k), m, n, call, epilogue);
 }
 
 } // namespace tec::kernels::cpu

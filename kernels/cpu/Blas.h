@@ -51,6 +51,22 @@ std::string gemmTableDescription();
 /// [j0, j1) (a GEMM epilogue: bias, activation).
 using GemmChunkEpilogue = FunctionRef<void(int64_t i0, int64_t i1, int64_t j0, int64_t j1)>;
 
+/// How a GEMM spreads over tec's pool: whole below the work a split pays back, else chunks of `chunk` columns
+/// of C (a GEMM of few rows: a small batch) or rows. Fixed by the shape, not the thread count.
+struct GemmSplit {
+  enum By { Whole, Columns, Rows } by;
+  int64_t chunk;
+};
+GemmSplit gemmSplit(int64_t m, int64_t n, int64_t k);
+/// call(i0, i1, j0, j1) on each chunk of C the split makes, over the pool, each followed by `epilogue`.
+void runSplit(const GemmSplit &split, int64_t m, int64_t n, FunctionRef<void(int64_t, int64_t, int64_t, int64_t)> call,
+              const GemmChunkEpilogue &epilogue);
+/// The oneDNN library tec loaded (dlopen's handle), or null.
+void *oneDnnHandle();
+/// The index gemmLibrary gives a GEMM whose B is best packed once (PackedGemm.h), past blas().libraries;
+/// -1 where packing is unavailable.
+int packedGemmChoice();
+
 /// Row-major C = alpha op(A) op(B) + beta C with `library` (blas().libraries). Large GEMMs split the longer of
 /// C's dims into chunks fixed by the shape (not the thread count), one BLAS call each, over the pool: a GEMM
 /// of 64 rows (a small batch) splits over its columns. `epilogue`, when set, runs on each chunk.

@@ -6,6 +6,7 @@
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/Clones.h"
 #include "kernels/cpu/Dims.h"
+#include "kernels/cpu/PackedGemm.h"
 
 #include <atomic>
 
@@ -593,7 +594,8 @@ TEC_CPU_CLONES void epilogueRow(const float *row, const float *bias, const float
 } // namespace
 
 void linear(const float *x, const float *weight, const float *bias, float *y, int64_t m, int64_t n, int64_t k,
-            bool transposeA, bool transposeB, Epilogue epilogue, const float *residual, float *out) {
+            bool transposeA, bool transposeB, Epilogue epilogue, const float *residual, float *out,
+            const PackedGemm *packed) {
   if (m == 0 || n == 0)
     return;
   auto withActivation = [&](auto act) {
@@ -606,8 +608,12 @@ void linear(const float *x, const float *weight, const float *bias, float *y, in
       std::fill(y, y + m * n, 0.0f);
       parallelLoop(m, m * n, [&](int64_t i) { chunk(i, i + 1, 0, n); });
     } else {
-      planSgemm(transposeA, transposeB, m, n, k, 1.0f, x, transposeA ? m : k, weight, transposeB ? k : n, 0.0f, y, n,
-                bias || residual || out || epilogue != Epilogue::None ? GemmChunkEpilogue(chunk) : GemmChunkEpilogue());
+      const bool epilogueWork = bias || residual || out || epilogue != Epilogue::None;
+      if (packed)
+        packed->run(x, y, epilogueWork ? GemmChunkEpilogue(chunk) : GemmChunkEpilogue());
+      else
+        planSgemm(transposeA, transposeB, m, n, k, 1.0f, x, transposeA ? m : k, weight, transposeB ? k : n, 0.0f, y,
+                  n, epilogueWork ? GemmChunkEpilogue(chunk) : GemmChunkEpilogue());
     }
   };
   switch (epilogue) {

@@ -19,6 +19,7 @@
 namespace tec::kernels::cpu {
 
 using Shape = std::vector<int64_t>;
+class PackedGemm;
 
 int64_t numElements(const Shape &shape);
 
@@ -120,10 +121,10 @@ void gemm(const float *a, const float *b, const float *c, const Shape &cShape, f
 /// y[M,N] = epilogue(X · W + bias) + residual, X = x[M,K] or x[K,M]ᵀ, W = weight[K,N] or weight[N,K]ᵀ; bias and
 /// residual ([M,N]) may be null. With `out`, the result goes there and y keeps X · W; `out` may be y or the
 /// residual itself. The bias, activation and residual add run on each chunk as the GEMM writes it (one pass
-/// over memory, in cache).
+/// over memory, in cache). With `packed` (the same weight packed once, x not transposed), the GEMM runs on it.
 void linear(const float *x, const float *weight, const float *bias, float *y, int64_t m, int64_t n, int64_t k,
             bool transposeA, bool transposeB, Epilogue epilogue, const float *residual = nullptr,
-            float *out = nullptr);
+            float *out = nullptr, const PackedGemm *packed = nullptr);
 
 // Data movement on elements of `bytes` bytes.
 void transpose(const void *x, const Shape &inShape, const std::vector<int64_t> &perm, void *y, size_t bytes);

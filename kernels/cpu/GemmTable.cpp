@@ -17,7 +17,7 @@ namespace tec::kernels::cpu {
 
 namespace {
 
-constexpr const char *kMagic = "# tec GEMM table v1";
+constexpr const char *kMagic = "# tec GEMM table v2";
 
 std::string librariesLine(const std::vector<std::string> &libraries) {
   std::string line = "# libraries:";
@@ -87,12 +87,12 @@ bool GemmTable::readFile() {
     return false; // another format or library set: measured anew and rewritten
   while (std::getline(in, line)) {
     std::istringstream fields(line);
-    int ta, tb, library;
+    int ta, tb, constantB, library;
     GemmShape s;
-    if (!(fields >> ta >> tb >> s.m >> s.n >> s.k >> library) || library < 0 ||
+    if (!(fields >> ta >> tb >> s.m >> s.n >> s.k >> constantB >> library) || library < 0 ||
         library >= static_cast<int>(libraries_.size()) || s.m <= 0 || s.n <= 0 || s.k <= 0)
       continue; // a damaged line is measured again
-    s.transA = ta != 0, s.transB = tb != 0;
+    s.transA = ta != 0, s.transB = tb != 0, s.constantB = constantB != 0;
     choices_.emplace(s, library);
   }
   return true;
@@ -104,7 +104,8 @@ void GemmTable::writeFile() {
     std::ofstream out(temp, std::ios::trunc);
     out << kMagic << "\n" << librariesLine(libraries_) << "\n";
     for (const auto &[s, library] : choices_)
-      out << s.transA << " " << s.transB << " " << s.m << " " << s.n << " " << s.k << " " << library << "\n";
+      out << s.transA << " " << s.transB << " " << s.m << " " << s.n << " " << s.k << " " << s.constantB << " "
+          << library << "\n";
     out.flush();
     if (!out) {
       problem_ = "cannot write " + temp + ": choices are measured again in every process";

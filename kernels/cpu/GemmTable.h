@@ -18,13 +18,16 @@ namespace tec::kernels::cpu {
 struct GemmShape {
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0;
-  auto key() const { return std::tuple(transA, transB, m, n, k); }
+  /// B is the same on every call (a weight during inference): it may be packed once (PackedGemm.h).
+  bool constantB = false;
+  auto key() const { return std::tuple(transA, transB, m, n, k, constantB); }
   bool operator<(const GemmShape &o) const { return key() < o.key(); }
 };
 
 class GemmTable {
 public:
-  /// Times one GEMM of the shape with each library: milliseconds, in the order of `libraries`.
+  /// Times one GEMM of the shape with each library: milliseconds, in the order of `libraries` (a library
+  /// that cannot run the shape: infinity).
   using Measure = std::function<std::vector<double>(const GemmShape &)>;
 
   /// `path` empty: the table lives in memory only. `libraries` names the loaded libraries; a table written

@@ -3,6 +3,7 @@
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/GemmTable.h"
+#include "kernels/cpu/PackedGemm.h"
 
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -47,7 +49,8 @@ struct LinearCase {
 class LinearKernel : public ::testing::TestWithParam<LinearCase> {};
 
 /// y = act(op(x) op(W) + b) against the same in double: both transposes, with and without a bias, every
-/// epilogue, GEMMs small enough to run whole and large enough to split over the pool (64 rows: by columns).
+/// epilogue, GEMMs small enough to run whole and large enough to split over the pool (64 rows: by columns);
+/// where oneDNN's matmul can pack the weight once, the packed GEMM too (not for a split by rows).
 TEST_P(LinearKernel, MatchesADoublePrecisionProduct) {
   ASSERT_TRUE(blas().loaded) << blas().library;
   const auto c = GetParam();
@@ -57,21 +60,43 @@ TEST_P(LinearKernel, MatchesADoublePrecisionProduct) {
   for (auto *v : {&x, &w, &b})
     for (float &e : *v)
       e = normal(rng);
-  for (int threads : {1, 2}) {
-    setThreads(threads);
-    linear(x.data(), w.data(), c.bias ? b.data() : nullptr, y.data(), c.m, c.n, c.k, c.transA, c.transB, c.epilogue);
-    double worst = 0;
-    for (int64_t i = 0; i < c.m; ++i)
-      for (int64_t j = 0; j < c.n; ++j) {
-        double z = c.bias ? b[j] : 0;
-        for (int64_t p = 0; p < c.k; ++p)
-          z += double(c.transA ? x[p * c.m + i] : x[i * c.k + p]) * (c.transB ? w[j * c.k + p] : w[p * c.n + j]);
-        worst = std::max(worst, std::abs(activate(c.epilogue, z) - y[i * c.n + j]) / (1 + std::abs(z)));
-      }
-    EXPECT_LT(worst, 2e-5) << c.m << "x" << c.n << "x" << c.k << " transA " << c.transA << " transB " << c.transB
-                           << " on " << threads << " threads";
+  std::unique_ptr<PackedGemm> packed;
+  if (!c.transA && c.k > 0) {
+    packed = PackedGemm::create(c.transB, c.m, c.n, c.k, w.data(), c.transB ? c.k : c.n);
+    EXPECT_EQ(packed != nullptr, PackedGemm::unavailable().empty() && gemmSplit(c.m, c.n, c.k).by != GemmSplit::Rows)
+        << PackedGemm::unavailable();
   }
+  for (const PackedGemm *form : {static_cast<const PackedGemm *>(nullptr), static_cast<const PackedGemm *>(packed.get())})
+    for (int threads : {1, 2}) {
+      if (form == nullptr && packed && threads == 1)
+        continue; // the unpacked GEMM ran in the first pass
+      setThreads(threads);
+      std::fill(y.begin(), y.end(), NAN);
+      linear(x.data(), w.data(), c.bias ? b.data() : nullptr, y.data(), c.m, c.n, c.k, c.transA, c.transB,
+             c.epilogue, nullptr, nullptr, form);
+      double worst = 0;
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+          double z = c.bias ? b[j] : 0;
+          for (int64_t p = 0; p < c.k; ++p)
+            z += double(c.transA ? x[p * c.m + i] : x[i * c.k + p]) * (c.transB ? w[j * c.k + p] : w[p * c.n + j]);
+          worst = std::max(worst, std::abs(activate(c.epilogue, z) - y[i * c.n + j]) / (1 + std::abs(z)));
+        }
+      EXPECT_LT(worst, 2e-5) << c.m << "x" << c.n << "x" << c.k << " transA " << c.transA << " transB " << c.transB
+                             << " on " << threads << " threads" << (form ? ", B packed" : "");
+    }
   setThreads(0);
+}
+
+/// Where oneDNN 2 is loaded (./dev installs it), a weight packs once and the GEMM of a small batch reads it.
+TEST(PackedGemm, PacksAConstantWeightWhereOneDnnIsLoaded) {
+  if (!PackedGemm::unavailable().empty())
+    GTEST_SKIP() << PackedGemm::unavailable();
+  std::vector<float> w(1024 * 1024, 0.5f);
+  EXPECT_NE(PackedGemm::create(false, 64, 1024, 1024, w.data(), 1024), nullptr);
+  EXPECT_NE(PackedGemm::create(true, 8, 256, 512, w.data(), 512), nullptr);
+  EXPECT_EQ(PackedGemm::create(false, 4096, 512, 1024, w.data(), 512), nullptr); // split by rows: not packed
+  EXPECT_GE(packedGemmChoice(), static_cast<int>(blas().libraries.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -116,7 +141,7 @@ TEST(GemmTable, KeepsTheFastestLibraryPerShape) {
   EXPECT_EQ(measured, 1);
   {
     std::ofstream damage(path, std::ios::app);
-    damage << "0 1 64 x 7 1\n1 0 32 32 32 9\n";
+    damage << "0 1 64 x 7 0 1\n1 0 32 32 32 0 9\n";
   }
   measured = 0;
   GemmTable damaged(path, {"OpenBLAS 0.3", "MKL 2026"}, measure);
