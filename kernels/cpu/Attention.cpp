@@ -285,62 +285,50 @@ float attentionGradImpl(const AttentionShape &plain, const AttentionFp8Scales *f
         x[i] *= scale;
   };
   const int64_t scratchFloats = 2 * kQueryBlock * kKeyBlock + kQueryBlock;
-  // dq: each block of queries over the keys it sees.
-  const int64_t queryBlocks = blocks(a.queries, kQueryBlock), queryTasks = a.batch * a.heads * queryBlocks;
-  std::vector<float> dprobsAmax(fp8 ? queryTasks : 0, 0.0f);
-  parallelLoop(queryTasks, worthThreads(a) ? kParallelThreshold * (queryTasks) : 0, [&](int64_t t) {
-    const Head hd{a, t / queryBlocks / a.heads, t / queryBlocks % a.heads};
-    const int64_t i0 = t % queryBlocks * kQueryBlock, nq = std::min(kQueryBlock, a.queries - i0);
-    float *p = threadScratch(scratchFloats), *ds = p + kQueryBlock * kKeyBlock, *delta = ds + kQueryBlock * kKeyBlock;
-    const float *dob = dout + hd.queryRow(i0) * a.valueDim;
-    rowDots(dob, out + hd.queryRow(i0) * a.valueDim, nq, a.valueDim, delta);
-    scaleRows(delta, nq, deltaScale);
-    float *dqb = dq + hd.queryRow(i0) * a.headDim;
-    std::fill(dqb, dqb + nq * a.headDim, 0.0f);
-    for (int64_t j0 = 0, end = keysSeen(a, i0, nq); j0 < end; j0 += kKeyBlock) {
-      const int64_t nk = std::min(kKeyBlock, end - j0);
-      blockScores(hd, q, k, mask, i0, nq, j0, nk, p);
-      probabilities(p, lse + hd.queryRow(i0), nq, nk);
-      sgemm(false, true, nq, nk, a.valueDim, dpScale, dob, a.valueDim, v + hd.keyRow(j0) * a.valueDim, a.valueDim,
-            0.0f, ds, kKeyBlock);
-      scoreGradients(p, ds, delta, nq, nk);
-      if (fp8)
-        dprobsAmax[t] = blockAmax(ds, nq, nk, dprobsAmax[t]);
-      roundScoreGradients(ds, nq, nk);
-      sgemm(false, false, nq, a.headDim, nk, plain.scale * f.descaleK, ds, kKeyBlock, k + hd.keyRow(j0) * a.headDim,
-            a.headDim, 1.0f, dqb, a.headDim);
-    }
-  });
-  // dk, dv: each block of keys over every query head of its group that sees it; no two tasks write one row.
-  const int64_t keyBlocks = blocks(a.keys, kKeyBlock), keyTasks = a.batch * a.kvHeads * keyBlocks,
-                group = a.heads / a.kvHeads;
-  parallelLoop(keyTasks, worthThreads(a) ? kParallelThreshold * (keyTasks) : 0, [&](int64_t t) {
-    const int64_t b = t / keyBlocks / a.kvHeads, kvHead = t / keyBlocks % a.kvHeads;
-    const int64_t j0 = t % keyBlocks * kKeyBlock, nk = std::min(kKeyBlock, a.keys - j0);
+  // One pass per (batch, K/V head): the task owns the dq rows of its group's query heads and its dk, dv rows,
+  // so each (query block, key block) pair's probabilities and dS are made once and feed all three (a pass for
+  // dq and another for dk, dv would make them twice). Every row sums its blocks in the same order as then.
+  const int64_t group = a.heads / a.kvHeads, tasks = a.batch * a.kvHeads;
+  std::vector<float> dprobsAmax(fp8 ? tasks : 0, 0.0f);
+  parallelLoop(tasks, worthThreads(a) ? kParallelThreshold * tasks : 0, [&](int64_t t) {
+    const int64_t b = t / a.kvHeads, kvHead = t % a.kvHeads;
     float *p = threadScratch(scratchFloats), *ds = p + kQueryBlock * kKeyBlock, *delta = ds + kQueryBlock * kKeyBlock;
     const Head kv{a, b, kvHead * group};
-    float *dkb = dk + kv.keyRow(j0) * a.headDim, *dvb = dv + kv.keyRow(j0) * a.valueDim;
-    std::fill(dkb, dkb + nk * a.headDim, 0.0f);
-    std::fill(dvb, dvb + nk * a.valueDim, 0.0f);
-    // Under the causal rule, queries before j0 see none of these keys.
-    const int64_t firstQuery = a.causal ? std::min(j0, a.queries) / kQueryBlock * kQueryBlock : 0;
     for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
-      const Head hd{a, b, h};
-      for (int64_t i0 = firstQuery; i0 < a.queries; i0 += kQueryBlock) {
-        const int64_t nq = std::min(kQueryBlock, a.queries - i0);
-        const float *dob = dout + hd.queryRow(i0) * a.valueDim;
-        blockScores(hd, q, k, mask, i0, nq, j0, nk, p);
-        probabilities(p, lse + hd.queryRow(i0), nq, nk);
-        rowDots(dob, out + hd.queryRow(i0) * a.valueDim, nq, a.valueDim, delta);
-        scaleRows(delta, nq, deltaScale);
-        sgemm(false, true, nq, nk, a.valueDim, dpScale, dob, a.valueDim, v + hd.keyRow(j0) * a.valueDim, a.valueDim,
-              0.0f, ds, kKeyBlock);
-        scoreGradients(p, ds, delta, nq, nk);
-        roundScoreGradients(ds, nq, nk);
-        sgemm(true, false, nk, a.headDim, nq, plain.scale * f.descaleQ, ds, kKeyBlock, q + hd.queryRow(i0) * a.headDim,
-              a.headDim, 1.0f, dkb, a.headDim);
-        roundProbs(p, nq, nk);
-        sgemm(true, false, nk, a.valueDim, nq, f.descaleDout, p, kKeyBlock, dob, a.valueDim, 1.0f, dvb, a.valueDim);
+      float *dqh = dq + Head{a, b, h}.queryRow(0) * a.headDim;
+      std::fill(dqh, dqh + a.queries * a.headDim, 0.0f);
+    }
+    std::fill(dk + kv.keyRow(0) * a.headDim, dk + kv.keyRow(a.keys) * a.headDim, 0.0f);
+    std::fill(dv + kv.keyRow(0) * a.valueDim, dv + kv.keyRow(a.keys) * a.valueDim, 0.0f);
+    for (int64_t j0 = 0; j0 < a.keys; j0 += kKeyBlock) {
+      float *dkb = dk + kv.keyRow(j0) * a.headDim, *dvb = dv + kv.keyRow(j0) * a.valueDim;
+      // Under the causal rule, queries before j0 see none of these keys.
+      const int64_t firstQuery = a.causal ? std::min(j0, a.queries) / kQueryBlock * kQueryBlock : 0;
+      for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
+        const Head hd{a, b, h};
+        for (int64_t i0 = firstQuery; i0 < a.queries; i0 += kQueryBlock) {
+          const int64_t nq = std::min(kQueryBlock, a.queries - i0);
+          const int64_t nk = std::min(kKeyBlock, keysSeen(a, i0, nq) - j0); // the keys past it are hidden
+          if (nk <= 0)
+            continue;
+          const float *dob = dout + hd.queryRow(i0) * a.valueDim;
+          blockScores(hd, q, k, mask, i0, nq, j0, nk, p);
+          probabilities(p, lse + hd.queryRow(i0), nq, nk);
+          rowDots(dob, out + hd.queryRow(i0) * a.valueDim, nq, a.valueDim, delta);
+          scaleRows(delta, nq, deltaScale);
+          sgemm(false, true, nq, nk, a.valueDim, dpScale, dob, a.valueDim, v + hd.keyRow(j0) * a.valueDim,
+                a.valueDim, 0.0f, ds, kKeyBlock);
+          scoreGradients(p, ds, delta, nq, nk);
+          if (fp8)
+            dprobsAmax[t] = blockAmax(ds, nq, nk, dprobsAmax[t]);
+          roundScoreGradients(ds, nq, nk);
+          sgemm(false, false, nq, a.headDim, nk, plain.scale * f.descaleK, ds, kKeyBlock,
+                k + hd.keyRow(j0) * a.headDim, a.headDim, 1.0f, dq + hd.queryRow(i0) * a.headDim, a.headDim);
+          sgemm(true, false, nk, a.headDim, nq, plain.scale * f.descaleQ, ds, kKeyBlock,
+                q + hd.queryRow(i0) * a.headDim, a.headDim, 1.0f, dkb, a.headDim);
+          roundProbs(p, nq, nk);
+          sgemm(true, false, nk, a.valueDim, nq, f.descaleDout, p, kKeyBlock, dob, a.valueDim, 1.0f, dvb, a.valueDim);
+        }
       }
     }
   });

@@ -447,12 +447,56 @@ void layerNorm(const float *x, const float *scale, const float *bias, float *y, 
   });
 }
 
+namespace {
+
+/// The sum of x in double, in one order: 8 running partial sums (vector lanes), then a tree.
+template <typename T> TEC_CPU_CLONES double laneSumDouble(const T *x, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  double partial[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t lane = 0; lane < kLanes; ++lane)
+      partial[lane] += static_cast<double>(x[i + lane]);
+  for (int64_t lane = 0; i < n; ++i, ++lane)
+    partial[lane] += static_cast<double>(x[i]);
+  for (int64_t width = kLanes / 2; width > 0; width /= 2)
+    for (int64_t lane = 0; lane < width; ++lane)
+      partial[lane] += partial[lane + width];
+  return partial[0];
+}
+
+} // namespace
+
 template <typename T>
 void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<int64_t> &axes, T *y) {
   const int64_t rank = shape.size();
   Dims strides(rank, 1);
   for (int64_t d = rank - 2; d >= 0; --d)
     strides[d] = strides[d + 1] * shape[d + 1];
+  // Over the trailing dims (a loss's mean, a row's sum): each output's elements are contiguous, read in order.
+  // Float sums go into 8 running partial sums then a tree: a fixed order on every CPU and thread count.
+  const int64_t reduced = static_cast<int64_t>(axes.size());
+  bool trailing = reduced > 0;
+  for (int64_t i = 0; i < reduced && trailing; ++i)
+    trailing = std::count(axes.begin(), axes.end(), rank - reduced + i) == 1;
+  if (trailing) {
+    int64_t count = 1, outCount = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      (d < rank - reduced ? outCount : count) *= shape[d];
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+    parallelLoop(outCount, outCount * count, [&](int64_t o) {
+      const T *row = x + o * count;
+      Acc sum = kernels::reduceIdentity<Acc>(kind);
+      if constexpr (std::is_floating_point_v<T>)
+        if (kind == ReduceKind::Sum || kind == ReduceKind::Mean)
+          sum = laneSumDouble(row, count);
+      if (!std::is_floating_point_v<T> || (kind != ReduceKind::Sum && kind != ReduceKind::Mean))
+        for (int64_t i = 0; i < count; ++i)
+          sum = kernels::reduceCombine<Acc>(kind, sum, row[i]);
+      y[o] = kind == ReduceKind::Mean ? static_cast<T>(count ? sum / static_cast<Acc>(count) : 0) : static_cast<T>(sum);
+    });
+    return;
+  }
   Dims keptDims, keptStrides;
   // Each reduced element's offset from its output's first, kept per thread across calls (no allocation
   // once the largest reduction has run).
