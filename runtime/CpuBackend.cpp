@@ -36,9 +36,10 @@ struct AlignedFree {
 class CpuBackend final : public Backend {
 public:
   CpuBackend(int threads, bool countQuantized) : threads(threads), countQuantized(countQuantized) {
-    // TEC_CPU_FUSION=off runs each elementwise step alone (to compare: fusing changes no bit of a result).
+    // TEC_CPU_FUSION=off runs every step alone: no chains, epilogues or views (to compare: fusing changes no
+    // bit of a result).
     const char *fusion = std::getenv("TEC_CPU_FUSION");
-    fuseChains = !fusion || std::string(fusion) != "off";
+    fuse = !fusion || std::string(fusion) != "off";
   }
   const std::vector<QuantizeStats> &quantizeStats() const override { return stats; }
   const char *name() const override { return "cpu"; }
@@ -117,6 +118,7 @@ private:
   Status attention(const plan::Step &s);
   Status attentionFp8(const AttentionStep &a, const float *q, const float *k, const float *v, const void *mask,
                       float *lse);
+  Status attentionInPlace(const AttentionStep &a, const void *mask);
   Status reduce(const plan::Step &s);
   Status matmul(const plan::Step &s);
   Status gemm(const plan::Step &s);
@@ -161,6 +163,22 @@ private:
   std::vector<int> computingStep;
   bool folded(int step) const { return computingStep[step] != step; }
 
+  /// Attention reads q, k and v where the plan's copies into place came from, and writes out where the copy
+  /// after it puts it (kernels::cpu::AttentionLayout): a head transpose ([B,T,H,D] <-> [B,H,T,D]) whose only
+  /// reader is the attention, and a split along the last dim before them (a fused QKV projection's).
+  struct HeadView {
+    int buffer = -1;    // the storage read
+    int64_t offset = 0; // elements from its start
+    int64_t strides[3] = {0, 0, 0};
+  };
+  std::map<int, HeadView> headViews; // an attention operand -> where it is read
+  /// The attention that reads a head transpose's output as q, k or v, when it is the only reader; else -1.
+  int headTransposeReader(int step) const;
+  /// Whether `buffer` is unchanged over steps (from, to), but for the steps in `skipped` (folded: they do not run).
+  bool unchangedOutside(int buffer, int from, int to, const std::vector<int> &skipped) const;
+  bool foldHeadSplit(const plan::Step &s);
+  bool foldHeadTranspose(const plan::Step &s);
+
   /// Elementwise chains: consecutive elementwise steps over one f32 shape run as one pass over memory
   /// (kernels/cpu/ElementwiseChain.h), their values in cache; those nothing after the chain reads are never
   /// written. chainOps builds the chain of steps [first, last] when it is one: false when a step reads a
@@ -172,7 +190,7 @@ private:
   int chainEnd(int first) const;
   Status elementwiseChain(int first, int last);
   static constexpr int kMaxChain = 32;
-  bool fuseChains = true;
+  bool fuse = true;
 
   int threads;
   bool countQuantized;
@@ -428,6 +446,9 @@ Status CpuBackend::attention(const plan::Step &s) {
     return Status::error("step '" + s.kernel() + "' (from " + s.source() + "): " + step.error().message());
   const AttentionStep a = *step;
   const void *mask = a.mask < 0 ? nullptr : dtype(a.mask) == plan::BOOL ? ptr(a.mask) : floatIn(a.mask);
+  if (!a.grad && !a.fp8 && (headViews.count(a.q) || headViews.count(a.k) || headViews.count(a.v) ||
+                            (fuse && dtype(a.out) == plan::F32)))
+    return attentionInPlace(a, mask);
   float *q = floatIn(a.q), *k = floatIn(a.k), *v = floatIn(a.v), *lse = ptr<float>(a.lse);
   if (a.fp8) // FP8 codes widen to their values; outputs come back scaled and narrow to FP8 as they are written
     return attentionFp8(a, q, k, v, mask, lse);
@@ -443,6 +464,49 @@ Status CpuBackend::attention(const plan::Step &s) {
   float *dq = floatOut(a.dq), *dk = floatOut(a.dk), *dv = floatOut(a.dv);
   emit([=] {
     k::attentionGrad(a.shape, dout, q, k, v, out, lse, mask, dq, dk, dv);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+/// Forward attention over head views: q, k, v where headViews says (else their own buffers), and out written
+/// through the head transpose after it when that is its only reader and its storage is free until then.
+Status CpuBackend::attentionInPlace(const AttentionStep &a, const void *mask) {
+  k::AttentionLayout layout = k::AttentionLayout::contiguous(a.shape);
+  const float *operands[3];
+  std::vector<int> read; // the storage q, k and v are read from
+  int64_t(*strides[3])[3] = {&layout.q, &layout.k, &layout.v};
+  const int inputs[3] = {a.q, a.k, a.v};
+  for (int i = 0; i < 3; ++i) {
+    const auto view = headViews.find(inputs[i]);
+    if (view == headViews.end()) {
+      operands[i] = floatIn(inputs[i]);
+      read.push_back(inputs[i]);
+      continue;
+    }
+    operands[i] = ptr<float>(view->second.buffer) + view->second.offset;
+    std::copy(view->second.strides, view->second.strides + 3, *strides[i]);
+    read.push_back(view->second.buffer);
+  }
+  float *out = nullptr;
+  const int t = fuse ? graph->onlyReaderAfter(a.out, currentStep) : -1;
+  if (t >= 0 && variant->steps(t).kernel() == "transpose" && variant->steps(t).outputs_size() == 1 &&
+      attrInts(variant->steps(t), "perm") == std::vector<int64_t>{0, 2, 1, 3} && dtype(a.out) == plan::F32 &&
+      dtype(variant->steps(t).outputs(0)) == plan::F32 &&
+      graph->writableEarly(variant->steps(t).outputs(0), currentStep, t) &&
+      !graph->overlaps(a.lse, variant->steps(t).outputs(0)) && // written at once (an lse nothing reads is not live)
+      std::none_of(read.begin(), read.end(), [&](int r) { return graph->overlaps(r, variant->steps(t).outputs(0)); })) {
+    const int y = variant->steps(t).outputs(0); // [B, T, H, D]
+    const k::Shape ys = shape(y);
+    out = ptr<float>(y);
+    layout.out[0] = ys[1] * ys[2] * ys[3], layout.out[1] = ys[3], layout.out[2] = ys[2] * ys[3];
+    computingStep[t] = currentStep;
+  } else {
+    out = floatOut(a.out);
+  }
+  float *lse = ptr<float>(a.lse);
+  emit([=, q = operands[0], k = operands[1], v = operands[2]] {
+    k::attention(a.shape, q, k, v, mask, out, lse, &layout);
     return Status::success();
   });
   return Status::success();
@@ -543,7 +607,7 @@ bool CpuBackend::constantWeight(int i) const {
 
 bool CpuBackend::foldTransposeIntoLinear(int source, int transposed) {
   const int gemm = graph->onlyReaderAfter(transposed, currentStep);
-  if (gemm < 0)
+  if (!fuse || gemm < 0)
     return false;
   const auto &g = variant->steps(gemm);
   if (g.kernel() != "linear" || g.inputs_size() < 2 || g.inputs(0) != transposed || g.inputs(1) == transposed ||
@@ -561,7 +625,7 @@ CpuBackend::FoldedStep CpuBackend::foldIntoEpilogue(int y, kernels::Epilogue own
     for (int in : variant->steps(i).inputs())
       if (graph->rootOf(in) == graph->rootOf(y))
         j = i;
-  if (j < 0 || variant->steps(j).outputs_size() != 1)
+  if (!fuse || j < 0 || variant->steps(j).outputs_size() != 1)
     return {};
   const auto &r = variant->steps(j);
   FoldedStep f;
@@ -639,6 +703,77 @@ Status CpuBackend::linear(const plan::Step &s) {
   return Status::success();
 }
 
+int CpuBackend::headTransposeReader(int step) const {
+  const plan::Step &t = variant->steps(step);
+  if (!fuse || t.kernel() != "transpose" || t.inputs_size() != 1 || t.outputs_size() != 1 ||
+      attrInts(t, "perm") != std::vector<int64_t>{0, 2, 1, 3} || dtype(t.inputs(0)) != plan::F32)
+    return -1;
+  const int a = graph->onlyReaderAfter(t.outputs(0), step);
+  if (a < 0 || variant->steps(a).kernel() != "attention" || variant->steps(a).inputs_size() < 3 ||
+      dtype(t.outputs(0)) != plan::F32)
+    return -1;
+  const auto &in = variant->steps(a).inputs();
+  return std::find(in.begin(), in.begin() + 3, t.outputs(0)) != in.begin() + 3 ? a : -1;
+}
+
+bool CpuBackend::unchangedOutside(int buffer, int from, int to, const std::vector<int> &skipped) const {
+  for (int i = from + 1; i < to; ++i)
+    if (std::find(skipped.begin(), skipped.end(), i) == skipped.end())
+      for (int out : variant->steps(i).outputs())
+        if (graph->overlaps(out, buffer))
+          return false;
+  return true;
+}
+
+/// A split along the last dim whose every part (through a [B,T,H*D] -> [B,T,H,D] view) goes only to a head
+/// transpose into an attention: the attentions read the parts in the split's input, and neither runs.
+bool CpuBackend::foldHeadSplit(const plan::Step &s) {
+  const int z = s.inputs_size() == 1 ? s.inputs(0) : -1;
+  if (!fuse || z < 0 || shape(z).size() != 3 || attrI(s, "axis") != 2 || dtype(z) != plan::F32)
+    return false;
+  std::vector<int> transposes, readers, skipped{currentStep};
+  for (int part : s.outputs()) {
+    const int t = graph->onlyReaderAfter(part, currentStep);
+    const int a = t < 0 ? -1 : headTransposeReader(t);
+    if (a < 0 || dtype(part) != plan::F32)
+      return false;
+    const k::Shape x = shape(variant->steps(t).inputs(0)), p = shape(part); // x: [B, T, H, D] over [B, T, H*D]
+    if (x.size() != 4 || p.size() != 3 || x[0] != p[0] || x[1] != p[1] || x[2] * x[3] != p[2])
+      return false;
+    transposes.push_back(t), readers.push_back(a), skipped.push_back(t);
+  }
+  // Read until the last attention: unchanged till then, nor written by the attentions themselves.
+  const int last = *std::max_element(readers.begin(), readers.end());
+  if (!unchangedOutside(z, currentStep, last + 1, skipped))
+    return false;
+  const k::Shape zs = shape(z);
+  int64_t offset = 0;
+  for (size_t p = 0; p < transposes.size(); ++p) {
+    const plan::Step &t = variant->steps(transposes[p]);
+    const k::Shape x = shape(t.inputs(0)); // [B, T, H, D], a view of the part
+    HeadView view{z, offset, {zs[1] * zs[2], x[3], zs[2]}};
+    headViews[t.outputs(0)] = view;
+    computingStep[transposes[p]] = readers[p];
+    offset += shape(s.outputs(static_cast<int>(p)))[2];
+  }
+  computingStep[currentStep] = readers.front();
+  graph->extendLive(z, last);
+  return true;
+}
+
+/// A head transpose of a contiguous [B,T,H,D] tensor into an attention: read in place.
+bool CpuBackend::foldHeadTranspose(const plan::Step &s) {
+  const int a = headTransposeReader(currentStep);
+  const int x = s.inputs(0);
+  if (a < 0 || shape(x).size() != 4 || !graph->unchangedBetween(x, currentStep, a + 1)) // nor by its outputs
+    return false;
+  const k::Shape xs = shape(x);
+  headViews[s.outputs(0)] = HeadView{x, 0, {xs[1] * xs[2] * xs[3], xs[3], xs[2] * xs[3]}};
+  computingStep[currentStep] = a;
+  graph->extendLive(x, a);
+  return true;
+}
+
 Status CpuBackend::transpose(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, 1); !st.ok())
     return st;
@@ -647,6 +782,8 @@ Status CpuBackend::transpose(const plan::Step &s) {
   if (perm.size() != in.size())
     return Status::error("transpose perm does not match the rank");
   if (perm == std::vector<int64_t>{1, 0} && foldTransposeIntoLinear(s.inputs(0), s.outputs(0)))
+    return Status::success();
+  if (perm == std::vector<int64_t>{0, 2, 1, 3} && foldHeadTranspose(s))
     return Status::success();
   size_t bytes = dtypeBytes(dtype(s.inputs(0)));
   emit([=, x = ptr(s.inputs(0)), y = ptr(s.outputs(0))] {
@@ -689,6 +826,8 @@ Status CpuBackend::concat(const plan::Step &s) {
 Status CpuBackend::split(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, s.outputs_size()); !st.ok())
     return st;
+  if (foldHeadSplit(s))
+    return Status::success();
   int64_t axis = attrI(s, "axis");
   auto in = shape(s.inputs(0));
   size_t bytes = dtypeBytes(dtype(s.inputs(0)));
@@ -1107,7 +1246,7 @@ int CpuBackend::chainEnd(int first) const {
         return false;
     return true;
   };
-  if (!fuseChains || !chainable(first))
+  if (!fuse || !chainable(first))
     return first;
   int last = first;
   while (last + 1 < variant->steps_size() && last + 1 - first < kMaxChain && chainable(last + 1))

@@ -21,20 +21,28 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 int64_t blocks(int64_t n, int64_t block) { return (n + block - 1) / block; }
 
-/// The rows of one (batch, head) in q/out/lse, and of its K/V head in k/v.
+/// The rows of one (batch, head) in q/out/lse, and of its K/V head in k/v: row indices of contiguous
+/// tensors, and where a row lies under the layout (q and k are read through it).
 struct Head {
   const AttentionShape &a;
   int64_t b, h;
+  const AttentionLayout &l;
   int64_t queryRow(int64_t i) const { return (b * a.heads + h) * a.queries + i; }
   int64_t keyRow(int64_t j) const { return (b * a.kvHeads + a.kvHeadOf(h)) * a.keys + j; }
+  template <typename T> T *at(T *base, const int64_t (&strides)[3], int64_t head, int64_t row) const {
+    return base + b * strides[0] + head * strides[1] + row * strides[2];
+  }
+  const float *q(const float *base, int64_t i) const { return at(base, l.q, h, i); }
+  const float *k(const float *base, int64_t j) const { return at(base, l.k, a.kvHeadOf(h), j); }
+  const float *v(const float *base, int64_t j) const { return at(base, l.v, a.kvHeadOf(h), j); }
+  float *out(float *base, int64_t i) const { return at(base, l.out, h, i); }
 };
 
 /// Keys [j0, j0 + nk) for queries [i0, i0 + nq): s[r * kKeyBlock + c] = scale q.k, masked.
 void blockScores(const Head &hd, const float *q, const float *k, const void *mask, int64_t i0, int64_t nq, int64_t j0,
                  int64_t nk, float *s) {
   const AttentionShape &a = hd.a;
-  sgemm(false, true, nq, nk, a.headDim, a.scale, q + hd.queryRow(i0) * a.headDim, a.headDim,
-        k + hd.keyRow(j0) * a.headDim, a.headDim, 0.0f, s, kKeyBlock);
+  sgemm(false, true, nq, nk, a.headDim, a.scale, hd.q(q, i0), hd.l.q[2], hd.k(k, j0), hd.l.k[2], 0.0f, s, kKeyBlock);
   const int64_t ms = a.maskStrides[3];
   for (int64_t r = 0; r < nq; ++r) {
     float *row = s + r * kKeyBlock;
@@ -145,7 +153,7 @@ TEC_CPU_CLONES float laneSum(const float *x, int64_t n) {
 /// One key block of the online softmax, row by row: the running max m and sum l take in the block's
 /// scores, which become e^(s - m) in place, and the output accumulated so far is rescaled to the new max.
 TEC_CPU_CLONES void onlineSoftmaxBlock(float *s, int64_t nq, int64_t nk, float *m, float *l, float *o,
-                                       int64_t valueDim) {
+                                       int64_t valueDim, int64_t ldo) {
   for (int64_t r = 0; r < nq; ++r) {
     float *row = s + r * kKeyBlock;
     const float mx = rowMax(row, nk, m[r]);
@@ -162,17 +170,18 @@ TEC_CPU_CLONES void onlineSoftmaxBlock(float *s, int64_t nq, int64_t nk, float *
     if (correction != 1.0f)
 #pragma omp simd
       for (int64_t d = 0; d < valueDim; ++d)
-        o[r * valueDim + d] *= correction;
+        o[r * ldo + d] *= correction;
   }
 }
 
-/// The output rows divided by their sums, and each row's logsumexp.
-TEC_CPU_CLONES void normalizeRows(float *o, int64_t nq, int64_t valueDim, const float *m, const float *l, float *lse) {
+/// The output rows (ldo apart) divided by their sums, and each row's logsumexp.
+TEC_CPU_CLONES void normalizeRows(float *o, int64_t nq, int64_t valueDim, int64_t ldo, const float *m, const float *l,
+                                  float *lse) {
   for (int64_t r = 0; r < nq; ++r) {
     const float inv = 1.0f / l[r]; // a row with every key hidden is 0/0: NaN, as the decomposed softmax gives
 #pragma omp simd
     for (int64_t d = 0; d < valueDim; ++d)
-      o[r * valueDim + d] = l[r] == 0.0f ? std::numeric_limits<float>::quiet_NaN() : o[r * valueDim + d] * inv;
+      o[r * ldo + d] = l[r] == 0.0f ? std::numeric_limits<float>::quiet_NaN() : o[r * ldo + d] * inv;
     lse[r] = m[r] + std::log(l[r]);
   }
 }
@@ -183,26 +192,35 @@ bool worthThreads(const AttentionShape &a) {
 
 } // namespace
 
+AttentionLayout AttentionLayout::contiguous(const AttentionShape &a) {
+  return {{a.heads * a.queries * a.headDim, a.queries * a.headDim, a.headDim},
+          {a.kvHeads * a.keys * a.headDim, a.keys * a.headDim, a.headDim},
+          {a.kvHeads * a.keys * a.valueDim, a.keys * a.valueDim, a.valueDim},
+          {a.heads * a.queries * a.valueDim, a.queries * a.valueDim, a.valueDim}};
+}
+
 void attention(const AttentionShape &a, const float *q, const float *k, const float *v, const void *mask, float *out,
-               float *lse) {
+               float *lse, const AttentionLayout *layout) {
+  const AttentionLayout l = layout ? *layout : AttentionLayout::contiguous(a);
   const int64_t queryBlocks = blocks(a.queries, kQueryBlock), tasks = a.batch * a.heads * queryBlocks;
   parallelLoop(tasks, worthThreads(a) ? kParallelThreshold * (tasks) : 0, [&](int64_t t) {
-    const Head hd{a, t / queryBlocks / a.heads, t / queryBlocks % a.heads};
+    const Head hd{a, t / queryBlocks / a.heads, t / queryBlocks % a.heads, l};
     const int64_t i0 = t % queryBlocks * kQueryBlock, nq = std::min(kQueryBlock, a.queries - i0);
     float *s = threadScratch(kQueryBlock * kKeyBlock + 2 * kQueryBlock), *m = s + kQueryBlock * kKeyBlock,
-          *l = m + kQueryBlock;
-    float *o = out + hd.queryRow(i0) * a.valueDim; // accumulates the unnormalized output
-    std::fill(o, o + nq * a.valueDim, 0.0f);
+          *ls = m + kQueryBlock;
+    float *o = hd.out(out, i0); // accumulates the unnormalized output
+    const int64_t ldo = l.out[2];
+    for (int64_t r = 0; r < nq; ++r)
+      std::fill(o + r * ldo, o + r * ldo + a.valueDim, 0.0f);
     std::fill(m, m + nq, kMinusInf);
-    std::fill(l, l + nq, 0.0f);
+    std::fill(ls, ls + nq, 0.0f);
     for (int64_t j0 = 0, end = keysSeen(a, i0, nq); j0 < end; j0 += kKeyBlock) {
       const int64_t nk = std::min(kKeyBlock, end - j0);
       blockScores(hd, q, k, mask, i0, nq, j0, nk, s);
-      onlineSoftmaxBlock(s, nq, nk, m, l, o, a.valueDim);
-      sgemm(false, false, nq, a.valueDim, nk, 1.0f, s, kKeyBlock, v + hd.keyRow(j0) * a.valueDim, a.valueDim, 1.0f, o,
-            a.valueDim);
+      onlineSoftmaxBlock(s, nq, nk, m, ls, o, a.valueDim, ldo);
+      sgemm(false, false, nq, a.valueDim, nk, 1.0f, s, kKeyBlock, hd.v(v, j0), l.v[2], 1.0f, o, ldo);
     }
-    normalizeRows(o, nq, a.valueDim, m, l, lse + hd.queryRow(i0));
+    normalizeRows(o, nq, a.valueDim, ldo, m, ls, lse + hd.queryRow(i0));
   });
 }
 
@@ -211,10 +229,11 @@ AttentionFp8Amaxes attentionFp8(const AttentionShape &a, const AttentionFp8Scale
   // Scores from the codes: the descales of q and k fold into the scale.
   AttentionShape codes = a;
   codes.scale = a.scale * f.descaleQ * f.descaleK;
+  const AttentionLayout layout = AttentionLayout::contiguous(a);
   const int64_t queryBlocks = blocks(a.queries, kQueryBlock), tasks = a.batch * a.heads * queryBlocks;
   std::vector<float> probsAmax(tasks, 0.0f);
   parallelLoop(tasks, worthThreads(a) ? kParallelThreshold * (tasks) : 0, [&](int64_t t) {
-    const Head hd{codes, t / queryBlocks / a.heads, t / queryBlocks % a.heads};
+    const Head hd{codes, t / queryBlocks / a.heads, t / queryBlocks % a.heads, layout};
     const int64_t i0 = t % queryBlocks * kQueryBlock, nq = std::min(kQueryBlock, a.queries - i0);
     float *s = threadScratch(kQueryBlock * kKeyBlock + 2 * kQueryBlock), *m = s + kQueryBlock * kKeyBlock,
           *l = m + kQueryBlock, *rowLse = lse + hd.queryRow(i0);
@@ -289,13 +308,14 @@ float attentionGradImpl(const AttentionShape &plain, const AttentionFp8Scales *f
   // so each (query block, key block) pair's probabilities and dS are made once and feed all three (a pass for
   // dq and another for dk, dv would make them twice). Every row sums its blocks in the same order as then.
   const int64_t group = a.heads / a.kvHeads, tasks = a.batch * a.kvHeads;
+  const AttentionLayout layout = AttentionLayout::contiguous(a);
   std::vector<float> dprobsAmax(fp8 ? tasks : 0, 0.0f);
   parallelLoop(tasks, worthThreads(a) ? kParallelThreshold * tasks : 0, [&](int64_t t) {
     const int64_t b = t / a.kvHeads, kvHead = t % a.kvHeads;
     float *p = threadScratch(scratchFloats), *ds = p + kQueryBlock * kKeyBlock, *delta = ds + kQueryBlock * kKeyBlock;
-    const Head kv{a, b, kvHead * group};
+    const Head kv{a, b, kvHead * group, layout};
     for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
-      float *dqh = dq + Head{a, b, h}.queryRow(0) * a.headDim;
+      float *dqh = dq + Head{a, b, h, layout}.queryRow(0) * a.headDim;
       std::fill(dqh, dqh + a.queries * a.headDim, 0.0f);
     }
     std::fill(dk + kv.keyRow(0) * a.headDim, dk + kv.keyRow(a.keys) * a.headDim, 0.0f);
@@ -305,7 +325,7 @@ float attentionGradImpl(const AttentionShape &plain, const AttentionFp8Scales *f
       // Under the causal rule, queries before j0 see none of these keys.
       const int64_t firstQuery = a.causal ? std::min(j0, a.queries) / kQueryBlock * kQueryBlock : 0;
       for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
-        const Head hd{a, b, h};
+        const Head hd{a, b, h, layout};
         for (int64_t i0 = firstQuery; i0 < a.queries; i0 += kQueryBlock) {
           const int64_t nq = std::min(kQueryBlock, a.queries - i0);
           const int64_t nk = std::min(kKeyBlock, keysSeen(a, i0, nq) - j0); // the keys past it are hidden

@@ -96,8 +96,15 @@ void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<i
 // Attention (kernels/common/Attention.h), tiled with an online softmax: memory per thread is one block
 // of scores, never queries x keys. `mask` is null, f32 (additive) or bool, as the shape says.
 /// out and lse [batch, heads, queries] (the softmax's log-normalizer, which the backward pass reuses).
+/// With `layout`, q, k, v and out lie where it says (views of other tensors, read and written in place).
+struct AttentionLayout {
+  /// Per operand, the strides in elements of its batch, head and row dims; a row's elements are contiguous.
+  int64_t q[3], k[3], v[3], out[3];
+  /// Contiguous [batch, heads, rows, dim] tensors.
+  static AttentionLayout contiguous(const AttentionShape &a);
+};
 void attention(const AttentionShape &shape, const float *q, const float *k, const float *v, const void *mask,
-               float *out, float *lse);
+               float *out, float *lse, const AttentionLayout *layout = nullptr);
 /// FlashAttention-2's backward: the probabilities recomputed from lse, dq over blocks of queries, then dk
 /// and dv over blocks of keys (each written by one task: deterministic, no atomics).
 void attentionGrad(const AttentionShape &shape, const float *dout, const float *q, const float *k, const float *v,

@@ -172,6 +172,38 @@ TEST(AttentionMasking, AFullyHiddenRowIsNaN) {
   EXPECT_FLOAT_EQ(out[3], 4.0f);
 }
 
+/// q, k and v read where a fused QKV projection left them ([B, T, 3, H, D]: the split and the head transposes a
+/// plan has before attention, folded) and out written as [B, T, H, D] give the same bits as contiguous tensors.
+TEST(AttentionLayout, ReadsAndWritesViewsOfOtherTensors) {
+  ASSERT_TRUE(cpu::blas().loaded) << cpu::blas().library;
+  const AttentionShape a = geometry(2, 3, 3, 70, 70, 8, 8, true);
+  const int64_t B = 2, T = 70, H = 3, D = 8, row = 3 * H * D;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<float> qkv(B * T * row);
+  for (float &x : qkv)
+    x = normal(rng);
+  std::vector<float> q(B * H * T * D), k(q.size()), v(q.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          const int64_t at = ((b * H + h) * T + t) * D + d, from = b * T * row + t * row + h * D + d;
+          q[at] = qkv[from], k[at] = qkv[from + H * D], v[at] = qkv[from + 2 * H * D];
+        }
+  std::vector<float> out(q.size()), lse(B * H * T), viewOut(q.size(), NAN), viewLse(lse.size());
+  cpu::attention(a, q.data(), k.data(), v.data(), nullptr, out.data(), lse.data());
+  const cpu::AttentionLayout layout{{T * row, D, row}, {T * row, D, row}, {T * row, D, row}, {T * H * D, D, H * D}};
+  cpu::attention(a, qkv.data(), qkv.data() + H * D, qkv.data() + 2 * H * D, nullptr, viewOut.data(), viewLse.data(),
+                 &layout);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d)
+          ASSERT_EQ(viewOut[((b * T + t) * H + h) * D + d], out[((b * H + h) * T + t) * D + d]) << b << h << t << d;
+  EXPECT_EQ(viewLse, lse);
+}
+
 /// FP8 attention against the decomposed form in double with the same FP8 roundings (the probabilities
 /// through E4M3 before P V and P^T dO, the scores' gradient through E5M2 before dS K and dS^T Q). A value
 /// within float rounding of an FP8 rounding boundary may round the other way in the kernel, moving the
