@@ -108,8 +108,8 @@ int run() {
     printProfile(s, stepMillis, ms.size(), "run");
   if (!jsonReport.empty()) {
     const std::string json = llvm::formatv("{{\"variant\": \"{0}\", \"backend\": \"{1}\", \"iterations\": {2}, \"threads\": {3}, "
-                          "\"throughput_qps\": {4}, \"latency_ms\": {{\"min\": {5}, \"max\": {6}, \"mean\": {7}, "
-                          "\"median\": {8}, \"p90\": {9}, \"p99\": {10}}}\n",
+                          "\"throughput_qps\": {4:f2}, \"latency_ms\": {{\"min\": {5:f6}, \"max\": {6:f6}, \"mean\": {7:f6}, "
+                          "\"median\": {8:f6}, \"p90\": {9:f6}, \"p99\": {10:f6}}}\n",
                           s.variant().target(), s.backendName(), ms.size(), threads.getValue(), ms.size() / total,
                           sorted.front(), sorted.back(), mean, median, p90, p99).str();
     if (tec::Status st = tec::writeFileAtomically(jsonReport, json); !st.ok()) {
