@@ -143,6 +143,7 @@ private:
   Closure quantizeInto(int scale, int y, const float *x, int64_t n);
   Status dequantize(const plan::Step &s);
   Status amax(const plan::Step &s);
+  int quantizeAfterAmax(const plan::Step &s) const;
   Status fp8Gemm(const plan::Step &s);
   Status delayedScaling(const plan::Step &s);
   Status optimizerUpdate(const plan::Step &s);
@@ -1110,10 +1111,39 @@ Status CpuBackend::dequantize(const plan::Step &s) {
   return Status::success();
 }
 
+/// The quantize right after an amax of the same tensor (delayed scaling's pair: the amax goes to the history,
+/// the quantize uses the scale from before): one pass over the tensor for both.
+int CpuBackend::quantizeAfterAmax(const plan::Step &s) const {
+  const int next = currentStep + 1;
+  if (!fuse || next >= variant->steps_size() || folded(next))
+    return -1;
+  const plan::Step &q = variant->steps(next);
+  if (q.kernel() != "quantize" || q.inputs_size() != 2 || q.outputs_size() != 1 || attrI(q, "transpose_input") ||
+      q.inputs(0) != s.inputs(0) || dtype(s.inputs(0)) != plan::F32 || graph->overlaps(q.inputs(1), s.outputs(0)) ||
+      !graph->writableEarly(q.outputs(0), currentStep, next))
+    return -1;
+  return next;
+}
+
 Status CpuBackend::amax(const plan::Step &s) {
   if (Status st = expectArity(s, 1, 1, 1); !st.ok())
     return st;
   int64_t n = count(s.inputs(0));
+  if (const int next = quantizeAfterAmax(s); next >= 0) {
+    const plan::Step &q = variant->steps(next);
+    computingStep[next] = currentStep;
+    const auto format = fp8Format(dtype(q.outputs(0)));
+    const size_t index = stats.size(); // the quantize's health counts, where asked for
+    if (countQuantized)
+      stats.push_back({quantizedTensor(buf(q.inputs(1)).name()), n, 0, 0});
+    emit([=, this, x = ptr<float>(s.inputs(0)), y = ptr<float>(s.outputs(0)), scale = ptr<float>(q.inputs(1)),
+          codes = ptr<uint8_t>(q.outputs(0))] {
+      *y = k::quantizeWithAmax(x, *scale, codes, n, format, countQuantized ? &stats[index].saturated : nullptr,
+                               countQuantized ? &stats[index].flushed : nullptr);
+      return Status::success();
+    });
+    return Status::success();
+  }
   float *x = floatIn(s.inputs(0));
   emit([=, y = ptr<float>(s.outputs(0))] {
     *y = k::amax(x, n);

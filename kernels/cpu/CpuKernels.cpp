@@ -997,10 +997,34 @@ TEC_CPU_CLONES void quantizeChunk(const float *x, float scale, uint8_t *y, int64
   }
 }
 
+/// The largest |x| of a chunk as the bits of a non-negative float (a NaN's are above +inf's): an unsigned max,
+/// which vectorizes and is exact in any order.
+TEC_CPU_CLONES uint32_t amaxBits(const float *x, int64_t n) {
+  uint32_t largest = 0;
+#pragma omp simd reduction(max : largest)
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = floatBits(x[i]) & 0x7FFFFFFFu;
+    largest = bits > largest ? bits : largest;
+  }
+  return largest;
+}
+
+/// Folds a chunk's amax bits into the running one.
+void foldAmax(std::atomic<uint32_t> &largest, uint32_t bits) {
+  for (uint32_t seen = largest.load(); bits > seen && !largest.compare_exchange_weak(seen, bits);) {
+  }
+}
+
+/// The amax from its bits: any NaN as the canonical one.
+float amaxFromBits(uint32_t bits) { return bits > 0x7F800000u ? canonicalNan() : bitsToFloat(bits); }
+
+/// The quantize, with its counts when asked and with x's amax when `amax` is set, each chunk's amax read
+/// right after its quantize, while the chunk is in cache.
 template <bool Count>
 void quantizeImpl(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format, int64_t &saturated,
-                  int64_t &flushed) {
+                  int64_t &flushed, float *amax = nullptr) {
   std::atomic<int64_t> sat{0}, flush{0};
+  std::atomic<uint32_t> largest{0};
   parallelFor(n, kParallelThreshold, [&](int64_t begin, int64_t end) {
     int64_t s = 0, f = 0;
     if (format == Fp8Format::E4M3)
@@ -1008,9 +1032,13 @@ void quantizeImpl(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format 
     else
       quantizeChunk<Fp8Format::E5M2, Count>(x + begin, scale, y + begin, end - begin, s, f);
     sat += s, flush += f; // counts: the order of the sums does not matter
+    if (amax)
+      foldAmax(largest, amaxBits(x + begin, end - begin));
   });
   saturated = sat;
   flushed = flush;
+  if (amax)
+    *amax = amaxFromBits(largest.load());
 }
 
 template <Fp8Format F> TEC_CPU_CLONES void dequantizeChunk(const uint8_t *x, float scaleInv, float *y, int64_t n) {
@@ -1031,6 +1059,17 @@ void quantizeCounting(const float *x, float scale, uint8_t *y, int64_t n, Fp8For
   quantizeImpl<true>(x, scale, y, n, format, saturated, flushed);
 }
 
+float quantizeWithAmax(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format, int64_t *saturated,
+                       int64_t *flushed) {
+  float amax = 0.0f;
+  int64_t unusedSaturated, unusedFlushed;
+  if (saturated && flushed)
+    quantizeImpl<true>(x, scale, y, n, format, *saturated, *flushed, &amax);
+  else
+    quantizeImpl<false>(x, scale, y, n, format, unusedSaturated, unusedFlushed, &amax);
+  return amax;
+}
+
 void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format format) {
   parallelFor(n, kParallelThreshold, [&](int64_t begin, int64_t end) {
     if (format == Fp8Format::E4M3)
@@ -1041,21 +1080,11 @@ void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format
 }
 
 float amax(const float *x, int64_t n) {
-  // Per chunk, then folded into one atomic: non-negative floats order like their bits (a NaN's are above
-  // +inf's), and a max is exact in any order, so the same every run.
+  // Per chunk, then folded into one atomic: non-negative floats order like their bits, and a max is exact
+  // in any order, so the same every run.
   std::atomic<uint32_t> largest{0};
-  parallelFor(n, kParallelThreshold, [&](int64_t begin, int64_t end) {
-    float result = 0.0f;
-    bool sawNan = false;
-    for (int64_t i = begin; i < end; ++i) {
-      sawNan = sawNan || std::isnan(x[i]);
-      result = std::max(result, std::fabs(x[i]));
-    }
-    const uint32_t bits = sawNan ? floatBits(canonicalNan()) : floatBits(result);
-    for (uint32_t seen = largest.load(); bits > seen && !largest.compare_exchange_weak(seen, bits);) {
-    }
-  });
-  return bitsToFloat(largest.load());
+  parallelFor(n, kParallelThreshold, [&](int64_t begin, int64_t end) { foldAmax(largest, amaxBits(x + begin, end - begin)); });
+  return amaxFromBits(largest.load());
 }
 
 void delayedScaling(const float *history, int64_t length, float scale, float amaxValue, float fp8Max, int64_t margin,

@@ -188,6 +188,9 @@ void quantizeCounting(const float *x, float scale, uint8_t *y, int64_t n, Fp8For
 void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format format);
 /// max |x|; the canonical NaN (kernels/common/Fp8.h) if any element is NaN.
 float amax(const float *x, int64_t n);
+/// quantize (quantizeCounting with counts given) and, in the same pass over x, amax(x).
+float quantizeWithAmax(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format,
+                       int64_t *saturated = nullptr, int64_t *flushed = nullptr);
 /// Transformer Engine's delayed scaling: reduce the history with this step's `amax` (max or most
 /// recent), compute the new scale (keeping `scale` when the amax is 0/inf/NaN), then roll one slot; a
 /// step whose amax is 0 leaves the history unrolled (TE's bulk update).

@@ -44,6 +44,18 @@ def check(tec, folder, entry, work):
     unfused = same_unfused(tec, [tec, "run", plan, "--threads", "1", "--iterations", "1"] + args, outputs)
     if unfused:
         return unfused
+    if entry["form"] == "ts_static":  # FP8 emulated: the amax + quantize pairs fold too
+        fp8_plan = base + "_fp8.tecplan"
+        r = subprocess.run(cmd[:3] + [fp8_plan] + cmd[4:] + ["--fp8=all", "--fp8-emulate"], capture_output=True,
+                           text=True)
+        if r.returncode:
+            return "fp8 compile failed: " + (r.stderr.strip().splitlines() or [""])[0]
+        r = subprocess.run([tec, "run", fp8_plan, "--output-dir", base + "_fp8_out", "--threads", "1",
+                            "--iterations", "1"] + args, capture_output=True, text=True)
+        unfused = "fp8 run failed: " + r.stderr.strip() if r.returncode else same_unfused(
+            tec, [tec, "run", fp8_plan, "--threads", "1", "--iterations", "1"] + args, base + "_fp8_out")
+        if unfused:
+            return "fp8: " + unfused
     reference = np.load(os.path.join(folder, entry["reference"]))
     worst = 0.0
     for name in reference.files:
@@ -140,6 +152,24 @@ def check_training(tec, folder, entry, work):
         if mismatch:
             known = KNOWN.get((entry["arch"], entry["form"], optimizer)) or KNOWN.get((entry["arch"], entry["form"]))
             return f"known difference ({known}): {mismatch}" if known else mismatch
+    if entry["form"] == "ts_static" and entry["arch"] in ("gpt2", "mlp_gelu"):  # FP8 emulated, health counted
+        plan = f"{base}_fp8.tecplan"
+        r = subprocess.run([tec, os.path.join(folder, entry["model"]), "-o", plan, "--target", "cpu", "--train",
+                            "--loss", "mse", "--fp8=all", "--fp8-emulate"] + TRAINING["adamw"], capture_output=True,
+                           text=True)
+        if r.returncode:
+            return "fp8: compile failed: " + (r.stderr.strip().splitlines() or [""])[0]
+        command = [tec, "train", plan, "--steps", "3", "--threads", "1", "--fp8-report"] + data
+        checkpoints = f"{base}_fp8_checkpoints"
+        r = subprocess.run(command + ["--checkpoint-dir", checkpoints, "--report", f"{base}_fp8.json"],
+                           capture_output=True, text=True)
+        if r.returncode:
+            return "fp8: train failed: " + r.stderr.strip()
+        with open(f"{base}_fp8.json") as f:
+            losses = np.array([np.nan if v is None else v for v in json.load(f)["loss"]])
+        unfused = same_unfused(tec, command, checkpoints, losses)
+        if unfused:
+            return f"fp8: {unfused}"
     if "lm_labels" in reference.files:  # next-token cross-entropy with ignored padding labels
         mismatch = check_language_model(tec, folder, entry, base, data[:-2], reference, output)
         if mismatch:
