@@ -677,13 +677,23 @@ Status CpuBackend::linear(const plan::Step &s) {
   const auto folded = transposedInput.find(currentStep);
   const bool transA = folded != transposedInput.end();
   float *x = transA ? ptr<float>(folded->second) : floatIn(s.inputs(0)), *w = floatIn(s.inputs(1));
-  // A constant [N, K] weight is laid out once, at prepare, as [K, N]: OpenBLAS's NN GEMM runs 5-25% faster
-  // than its NT one at the batch sizes of inference (no transposed panel to pack on every call).
-  if (transB && constantWeight(s.inputs(1)) && ws.size() == 2) {
+  // The library, or B packed once for a constant weight, is measured now, at prepare, when the choice is new.
+  // A weight packed as it lies needs no other copy.
+  const bool constant = constantWeight(s.inputs(1)) && !transA;
+  std::shared_ptr<k::PackedGemm> packed;
+  auto packIfChosen = [&] {
+    if (constant && k::gemmLibrary({transA, transB, m, n, kk, true}) == k::packedGemmChoice())
+      packed = k::PackedGemm::create(transB, m, n, kk, w, transB ? kk : n);
+  };
+  packIfChosen();
+  // Else a constant [N, K] weight is laid out once, at prepare, as [K, N]: OpenBLAS's NN GEMM runs 5-25%
+  // faster than its NT one at the batch sizes of inference (no transposed panel to pack on every call).
+  if (!packed && transB && constantWeight(s.inputs(1)) && ws.size() == 2) {
     auto &laidOut = scratch.emplace_back(ws[0] * ws[1]);
     k::transpose(w, {ws[0], ws[1]}, {1, 0}, laidOut.data(), sizeof(float));
     w = laidOut.data();
     transB = false;
+    packIfChosen();
   }
   float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
   const FoldedStep next = foldIntoEpilogue(s.outputs(0), e);
@@ -692,11 +702,8 @@ Status CpuBackend::linear(const plan::Step &s) {
   float *r = next.residual >= 0 ? ptr<float>(next.residual) : nullptr;
   float *out = next.step >= 0 ? ptr<float>(next.out) : nullptr;
   float *y = floatOut(s.outputs(0));
-  // The library (or B packed once, for a constant weight) is measured now, at prepare, when the choice is new.
-  const bool constant = constantWeight(s.inputs(1)) && !transA;
-  std::shared_ptr<k::PackedGemm> packed;
-  if (k::gemmLibrary({transA, transB, m, n, kk, constant}) == k::packedGemmChoice() && constant)
-    packed = k::PackedGemm::create(transB, m, n, kk, w, transB ? kk : n);
+  if (!packed)
+    k::gemmLibrary({transA, transB, m, n, kk, false}); // planSgemm's choice, measured now
   emit([=] {
     k::linear(x, w, b, y, m, n, kk, transA, transB, e, r, out, packed.get());
     return Status::success();
