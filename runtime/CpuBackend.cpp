@@ -447,20 +447,11 @@ Status CpuBackend::attention(const plan::Step &s) {
     return Status::error("step '" + s.kernel() + "' (from " + s.source() + "): " + step.error().message());
   const AttentionStep a = *step;
   const void *mask = a.mask < 0 ? nullptr : dtype(a.mask) == plan::BOOL ? ptr(a.mask) : floatIn(a.mask);
-  if (!a.grad && !a.fp8 && (headViews.count(a.q) || headViews.count(a.k) || headViews.count(a.v) ||
-                            (fuse && dtype(a.out) == plan::F32)))
+  if (!a.grad && !a.fp8)
     return attentionInPlace(a, mask);
   float *q = floatIn(a.q), *k = floatIn(a.k), *v = floatIn(a.v), *lse = ptr<float>(a.lse);
   if (a.fp8) // FP8 codes widen to their values; outputs come back scaled and narrow to FP8 as they are written
     return attentionFp8(a, q, k, v, mask, lse);
-  if (!a.grad) {
-    float *out = floatOut(a.out);
-    emit([=] {
-      k::attention(a.shape, q, k, v, mask, out, lse);
-      return Status::success();
-    });
-    return Status::success();
-  }
   float *dout = floatIn(a.dout), *out = floatIn(a.out);
   float *dq = floatOut(a.dq), *dk = floatOut(a.dk), *dv = floatOut(a.dv);
   emit([=] {
@@ -470,8 +461,8 @@ Status CpuBackend::attention(const plan::Step &s) {
   return Status::success();
 }
 
-/// Forward attention over head views: q, k, v where headViews says (else their own buffers), and out written
-/// through the head transpose after it when that is its only reader and its storage is free until then.
+/// Forward attention: q, k, v where headViews says (else their own buffers), and out written through the head
+/// transpose after it when that is its only reader and its storage is free until then (else its own buffer).
 Status CpuBackend::attentionInPlace(const AttentionStep &a, const void *mask) {
   k::AttentionLayout layout = k::AttentionLayout::contiguous(a.shape);
   const float *operands[3];
