@@ -1,4 +1,5 @@
 #include "api/Compile.h"
+#include "api/Trainer.h"
 #include "api/Summary.h"
 
 #include <algorithm>
@@ -155,7 +156,10 @@ std::map<std::string, int> countOps(ModuleOp module) {
 llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context, const std::string &path,
                                                             const CompileOptions &options) {
   auto compiled = std::make_unique<CompiledModel>();
-  auto model = importOnnxFile(context, path, options.import);
+  ImportOptions import = options.import;
+  if (options.train)
+    import.trainable = options.pipeline.train.trainable;
+  auto model = importOnnxFile(context, path, import);
   if (!model)
     return model.takeError();
   compiled->model = std::move(*model);
@@ -241,10 +245,16 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
     auto step = copy->lookupSymbol<func::FuncOp>("train_step");
     CodegenInputs trainInputs = inputs;
     std::vector<std::string> trainInputNames = compiled->model.inputNames;
-    for (const auto &name : compiled->model.outputNames) {
-      trainInputs.argNames.push_back("target:" + name);
+    std::vector<std::string> targetInputs;
+    for (const auto &name : compiled->model.outputNames)
+      targetInputs.push_back(kTargetPrefix.str() + name);
+    if (compiled->model.outputNames.size() > 1) // each output's loss weight (see Trainer::trainOn)
+      for (const auto &name : compiled->model.outputNames)
+        targetInputs.push_back(kLossWeightPrefix.str() + name);
+    for (const auto &name : targetInputs) {
+      trainInputs.argNames.push_back(name);
       trainInputs.argDataOffsets.push_back(-1);
-      trainInputNames.push_back("target:" + name);
+      trainInputNames.push_back(name);
     }
     bool fp8 = false;
     step.walk([&](Fp8GemmOp) { fp8 = true; });

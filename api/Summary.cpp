@@ -105,7 +105,28 @@ void printTrainedParams(const CompiledModel &c, llvm::raw_ostream &os) {
     else
       trained.push_back(name.str());
   }
-  os << "  trained  " << trained.size() << " params" << (frozen.empty() ? "" : ", frozen " + std::to_string(frozen.size()) + ":") << "\n";
+  // Every param by name, trained or frozen, so that none can be missed silently (a one-element bias was).
+  os << "  trained  " << trained.size() << " params" << (trained.empty() ? "" : ":") << "\n";
+  std::string line;
+  for (const auto &t : trained) {
+    if (!line.empty() && line.size() + t.size() > 100) {
+      os << "    " << line << ",\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : ", ") + t;
+  }
+  if (!line.empty())
+    os << "    " << line << "\n";
+  if (!c.model.scalarConstants.empty())
+    os << "  constants " << c.model.scalarConstants.size() << " one-element initializers, not trained: "
+       << llvm::join(c.model.scalarConstants, ", ")
+       << " (taken as scalar factors: the model is not a PyTorch export, whose parameters are named by module "
+          "path; --trainable NAME trains one)\n";
+  if (c.model.outputNames.size() > 1)
+    os << "  outputs  " << llvm::join(c.model.outputNames, ", ")
+       << ": each with a loss term; tec train trains on those given a --target and ignores the others\n";
+  if (!frozen.empty())
+    os << "  frozen   " << frozen.size() << " params:\n";
   for (const auto &f : frozen)
     os << "    " << f << "\n";
 }

@@ -2,6 +2,8 @@
 
 #include "api/Checkpoint.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -14,7 +16,61 @@ Result<std::unique_ptr<Trainer>> Trainer::open(const std::string &planPath, Sess
     return session.error();
   auto trainer = std::make_unique<Trainer>();
   trainer->session_ = session.take();
+  if (Status st = trainer->trainOn(trainer->outputs()); !st.ok())
+    return st;
   return trainer;
+}
+
+bool Trainer::bindsInput(size_t index) const {
+  return !llvm::StringRef(session_->inputs()[index].name).starts_with(kLossWeightPrefix);
+}
+
+std::vector<std::string> Trainer::outputs() const {
+  std::vector<std::string> names;
+  for (const auto &in : session_->inputs())
+    if (llvm::StringRef(in.name).starts_with(kTargetPrefix))
+      names.push_back(in.name.substr(kTargetPrefix.size()));
+  return names;
+}
+
+Status Trainer::trainOn(const std::vector<std::string> &chosen) {
+  const auto all = outputs();
+  if (chosen.empty())
+    return Status::badData("train on at least one output (the plan's: " + llvm::join(all, ", ") + ")");
+  for (const auto &name : chosen)
+    if (std::find(all.begin(), all.end(), name) == all.end())
+      return Status::badData("'" + name + "' is not an output the plan trains on (it has: " + llvm::join(all, ", ") +
+                              ")");
+  const auto &ins = session_->inputs();
+  const bool weighted = std::any_of(ins.begin(), ins.end(), [&](const TensorInfo &t) {
+    return llvm::StringRef(t.name).starts_with(kLossWeightPrefix);
+  });
+  if (!weighted && chosen.size() != all.size())
+    return Status::badData("this plan's training step has a loss term per output and no weights for them: give a "
+                           "target for each of " + llvm::join(all, ", ") + " (or recompile it with this tec)");
+  for (size_t i = 0; i < ins.size(); ++i) {
+    llvm::StringRef name(ins[i].name);
+    if (!name.consume_front(kLossWeightPrefix))
+      continue;
+    const bool on = std::find(chosen.begin(), chosen.end(), name.str()) != chosen.end();
+    const float weight = on ? 1.0f : 0.0f;
+    if (Status st = session_->setInput(i, &weight, sizeof weight); !st.ok())
+      return st;
+    // An ignored output's target is never bound: zeros, so that its (weightless) term stays finite.
+    auto target = std::find_if(ins.begin(), ins.end(), [&](const TensorInfo &t) {
+      return t.name == kTargetPrefix.str() + name.str();
+    });
+    if (!on && target != ins.end()) {
+      std::vector<char> zeros(target->bytes, 0);
+      if (Status st = session_->setInput(target - ins.begin(), zeros.data(), target->bytes); !st.ok())
+        return st;
+    }
+  }
+  trained_.clear();
+  for (const auto &name : all) // in the plan's order
+    if (std::find(chosen.begin(), chosen.end(), name) != chosen.end())
+      trained_.push_back(name);
+  return Status::success();
 }
 
 Result<float> Trainer::step(std::vector<double> *stepMillis) {

@@ -7,12 +7,19 @@
 
 #include "runtime/Session.h"
 
+#include "llvm/ADT/StringRef.h"
+
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace tec {
+
+/// A training step's input "target:<output>" is that output's target; "loss-weight:<output>" (multi-output
+/// models) weighs its loss term, set by the trainer from the outputs it trains on.
+inline constexpr llvm::StringLiteral kTargetPrefix = "target:";
+inline constexpr llvm::StringLiteral kLossWeightPrefix = "loss-weight:";
 
 /// One quantized tensor's FP8 state after the last step (Transformer Engine's delayed scaling).
 struct Fp8Health {
@@ -33,6 +40,16 @@ public:
 
   Session &session() { return *session_; }
   const std::vector<TensorInfo> &inputs() const { return session_->inputs(); }
+  /// Whether the user binds input `index` (a model input or a target), rather than the trainer (a loss weight).
+  bool bindsInput(size_t index) const;
+
+  /// The model outputs the plan can train on (one target each), and those the loss covers now: all of them
+  /// until trainOn says otherwise.
+  std::vector<std::string> outputs() const;
+  const std::vector<std::string> &trainedOutputs() const { return trained_; }
+  /// Trains on these outputs only (at least one; their targets must be bound before each step): the others'
+  /// loss terms weigh 0 and their targets are zeros nobody reads. A single-output plan takes only its output.
+  Status trainOn(const std::vector<std::string> &outputs);
 
   /// One training step over the inputs bound since the last one (Session::setInput / inputData): the loss.
   /// `stepMillis`, when given, gets each plan step's time added (a profile).
@@ -53,6 +70,7 @@ public:
 private:
   std::unique_ptr<Session> session_;
   int64_t steps_ = 0;
+  std::vector<std::string> trained_;
 };
 
 } // namespace tec

@@ -75,6 +75,98 @@ std::optional<std::string> exporterConstant(llvm::StringRef name, RankedTensorTy
   return std::string("an additive mask");
 }
 
+/// What the dynamo exporter records of an initializer in its value_info's metadata: torch.export's graph
+/// signature kind (PARAMETER, BUFFER, CONSTANT_TENSOR) and, for a tensor its optimizer folded, the values it
+/// was folded from. ONNX 1.12's schema has no ValueInfoProto.metadata_props (field 4, ONNX 1.16), so the
+/// entries arrive as unknown fields and are parsed here.
+struct TorchOrigin {
+  std::string kind;
+  std::vector<std::string> foldedFrom;
+};
+
+llvm::StringMap<TorchOrigin> torchOrigins(const onnx::GraphProto &graph) {
+  constexpr int kMetadataProps = 4;
+  llvm::StringMap<TorchOrigin> origins;
+  for (const auto &vi : graph.value_info()) {
+    const auto &unknown = vi.GetReflection()->GetUnknownFields(vi);
+    for (int i = 0; i < unknown.field_count(); ++i) {
+      const auto &field = unknown.field(i);
+      onnx::StringStringEntryProto entry;
+      if (field.number() != kMetadataProps || field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED ||
+          !entry.ParseFromString(field.length_delimited()))
+        continue;
+      if (entry.key() == "pkg.torch.export.graph_signature.InputSpec.kind") {
+        origins[vi.name()].kind = entry.value();
+      } else if (entry.key() == "pkg.onnxscript.optimizer.folded_from") { // a Python list: "['a', 'b']"
+        llvm::SmallVector<llvm::StringRef> parts;
+        llvm::StringRef(entry.value()).trim("[]").split(parts, ',', -1, false);
+        for (auto part : parts)
+          origins[vi.name()].foldedFrom.push_back(part.trim().trim("'\"").str());
+      }
+    }
+  }
+  return origins;
+}
+
+/// A name an exporter made up for a value it computed, as opposed to a module's parameter path
+/// ("fc.bias", "logit_scale"): TorchScript's "onnx::Mul_12" and "/attn/Constant_output_0", bare numbers
+/// (older TorchScript), onnxscript's "val_12".
+bool isExporterName(llvm::StringRef name) {
+  static const llvm::Regex made("(::|(^|/)[A-Z][A-Za-z]*_output_[0-9]+$|^[0-9]+$|^_?val_[0-9]+$)");
+  return made.match(name);
+}
+
+/// How an initializer enters the IR: as a constant (shapes, axes, indices, masks and scalar factors such
+/// as 1/sqrt(d), which passes fold and patterns match), or as a param, trained unless `frozen` says why not.
+/// Element count alone decides nothing about a float: a one-element parameter (a Linear(8, 1)'s bias,
+/// CLIP's logit_scale) trains like any other. What tells a scalar parameter from a scalar factor is what
+/// the exporter says (torch.export's signature), how it names values (PyTorch names parameters by module
+/// path and made-up values "onnx::Mul_12", "val_3"), or the user (`--trainable`). Of other producers a
+/// one-element initializer is a constant, listed as such (`scalarConstant`) so the summary can say so.
+struct InitializerRole {
+  bool constant = false, scalarConstant = false;
+  std::optional<std::string> frozen;
+};
+
+InitializerRole initializerRole(const onnx::TensorProto &init, Type elt, const llvm::StringMap<TorchOrigin> &origins,
+                                bool signedByTorch, bool fromPyTorch, const std::optional<llvm::Regex> &trainable) {
+  if (elt.isInteger(1) || elt.isInteger(32) || elt.isInteger(64))
+    return {true};
+  const bool oneElement = llvm::all_of(init.dims(), [](int64_t d) { return d == 1; });
+  if (oneElement && trainable && trainable->match(init.name()))
+    return {};
+  auto origin = origins.find(init.name());
+  if (signedByTorch) {
+    // torch.export says what each input of the program was: PARAMETERs train, buffers and constants do
+    // not. Of what the exporter's optimizer made, a tensor folded from one value (besides its own made-up
+    // shape constants) is that value laid out anew, a transposed weight: a param as the weight was. One
+    // folded from several values is computed (positions, masks, rotary tables): fixed. A tensor with no
+    // record at all (BatchNormalization folded into a convolution's weight) is a weight.
+    const TorchOrigin none;
+    const TorchOrigin &o = origin == origins.end() ? none : origin->second;
+    if (o.kind == "PARAMETER")
+      return {};
+    if (oneElement)
+      return {true};
+    if (!o.kind.empty())
+      return {false, false, "a " + llvm::StringRef(o.kind).lower() + " in torch.export's signature, not a parameter"};
+    std::vector<std::string> sources;
+    for (const auto &f : o.foldedFrom)
+      if (!isExporterName(f))
+        sources.push_back(f);
+    if (sources.size() <= 1)
+      return {};
+    return {false, false, "a value the exporter computed from " + llvm::join(sources, ", ")};
+  }
+  if (!oneElement)
+    return {};
+  if (isExporterName(init.name()))
+    return {true};
+  if (fromPyTorch)
+    return {};
+  return {true, true};
+}
+
 std::string joinSorted(const llvm::StringSet<> &names) {
   std::vector<std::string> sorted;
   for (const auto &n : names)
@@ -355,6 +447,8 @@ private:
   llvm::StringMap<int64_t> dimParams;
   /// A transposed copy's name -> the initializer it copies.
   llvm::StringMap<std::string> transposedCopies;
+  /// One-element initializers taken as constants for the summary (ImportedModel::scalarConstants).
+  llvm::StringSet<> scalarConstants;
   /// Params that training must leave alone, and why (tec.frozen).
   llvm::StringMap<std::string> frozenParams;
   /// Next values of running statistics (training-mode BatchNormalization), by the param they update.
@@ -716,6 +810,8 @@ Expected<Value> GraphImporter::value(const onnx::NodeProto &node, int i) {
   if (auto it = values.find(name); it != values.end())
     return it->second;
   if (auto it = constants.find(name); it != constants.end()) {
+    if (scalarConstants.contains(name))
+      out.scalarConstants.push_back(name);
     auto bytes = tensorBytes(*it->second, "tensor '" + name + "'");
     if (!bytes)
       return bytes.takeError();
@@ -766,7 +862,7 @@ Expected<Value> GraphImporter::param(const std::string &name) {
   Value arg = body->addArgument(type, NameLoc::get(builder.getStringAttr(name)));
   out.params.push_back({name, type, *bytes});
   if (auto why = exporterConstant(name, type, *bytes))
-    frozenParams[name] = *why;
+    frozenParams.try_emplace(name, *why);
   return values[name] = arg;
 }
 
@@ -2697,6 +2793,12 @@ Error GraphImporter::run() {
   for (const auto &vi : graph.input())
     if (!inputNames.insert(vi.name()).second)
       return invalid("graph input '" + vi.name() + "' is listed twice");
+  const auto origins = torchOrigins(graph);
+  const bool signedByTorch = llvm::any_of(origins, [](const auto &o) { return !o.getValue().kind.empty(); });
+  const bool fromPyTorch = storage.model.producer_name() == "pytorch";
+  std::optional<llvm::Regex> trainable;
+  if (!options.trainable.empty() && llvm::Regex(options.trainable).isValid())
+    trainable.emplace(options.trainable); // an invalid one is the training pipeline's to report
   for (const auto &init : graph.initializer()) {
     if (init.name().empty())
       return invalid("an initializer has no name");
@@ -2705,13 +2807,14 @@ Error GraphImporter::run() {
     if (auto err = checkTensorProto(init, "initializer '" + init.name() + "'"))
       return err;
     initializers[init.name()] = &init;
-    // Integer and bool initializers are shapes, axes, indices and masks, and one-element floats (0-D or
-    // [1], [1, 1]...) are factors such as 1/sqrt(d) or a fill value: never trained, so constants. Every
-    // other one is a param.
-    Type elt = elementTypeFor(ctx, init.data_type());
-    const bool oneElement = llvm::all_of(init.dims(), [](int64_t d) { return d == 1; });
-    if (elt.isInteger(1) || elt.isInteger(32) || elt.isInteger(64) || oneElement)
+    auto role = initializerRole(init, elementTypeFor(ctx, init.data_type()), origins, signedByTorch, fromPyTorch,
+                                trainable);
+    if (role.constant)
       constants[init.name()] = &init;
+    if (role.scalarConstant)
+      scalarConstants.insert(init.name());
+    else if (role.frozen)
+      frozenParams[init.name()] = *role.frozen;
   }
   findTransposedCopies();
   // A --shape name that is no graph input binds a symbolic dim (dim_param) of that name.

@@ -40,6 +40,9 @@ struct ImportOptions {
   /// Values fixed at compile time for graph inputs (`--freeze-input name=file.pb`), each a serialized
   /// ONNX TensorProto: the input becomes a constant, as shape inputs must be for static shapes.
   llvm::StringMap<std::string> frozenInputs;
+  /// Training's `--trainable` regex: a one-element initializer it names is a param even where the importer
+  /// would take it for a scalar constant (see ImportedModel::scalarConstants).
+  std::string trainable;
 };
 
 /// An initializer that became a `tec.param` argument. `bytes` points into the parsed model or a
@@ -64,6 +67,11 @@ struct ImportedModel {
   /// Initializers that are a transposed copy of a param (an exporter untying lm_head from the embedding),
   /// imported as that param's transpose: copy name -> param name. `tec export` writes them from the param.
   std::map<std::string, std::string> transposedCopies;
+  /// One-element float initializers of a model not exported by PyTorch taken as constants (a hand-built
+  /// graph's 1/sqrt(d) and the like: other producers name scalar factors as they please, where PyTorch's
+  /// exporters name every parameter by its module path). The compile summary lists them; --trainable
+  /// makes one a param.
+  std::vector<std::string> scalarConstants;
   /// Owns the memory that `params` point into.
   std::shared_ptr<void> storage;
 };

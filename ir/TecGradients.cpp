@@ -105,18 +105,32 @@ LogicalResult DivOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImp
 }
 
 LogicalResult PowOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
-  // Only x^c with a constant exponent (the LayerNorm square, x^3 in tanh GELU) is differentiated.
-  auto constant = getRhs().getDefiningOp<ConstantOp>();
-  auto dense = constant ? llvm::dyn_cast<DenseFPElementsAttr>(constant.getValue()) : nullptr;
-  if (!dense || !dense.isSplat())
-    return emitOpError("expected a constant exponent to differentiate, got a computed one");
-  double c = dense.getSplatValue<APFloat>().convertToDouble();
+  // d(x^c)/dx = c x^(c-1); with a constant c (the LayerNorm square, x^3 in tanh GELU) that is all, else
+  // d(x^c)/dc = x^c ln x as torch's, 0 where x = 0 and c >= 0 (x^c is 1 or 0 there whatever c does).
   Location loc = getLoc();
   Type element = getType().getElementType();
-  Value power = binary<PowOp>(b, loc, getLhs(), scalar(b, loc, element, c - 1.0));
-  Value da = binary<MulOp>(b, loc, binary<MulOp>(b, loc, dys[0], power), scalar(b, loc, element, c));
+  auto constant = getRhs().getDefiningOp<ConstantOp>();
+  auto dense = constant ? llvm::dyn_cast<DenseFPElementsAttr>(constant.getValue()) : nullptr;
+  if (dense && dense.isSplat()) {
+    double c = dense.getSplatValue<APFloat>().convertToDouble();
+    Value power = binary<PowOp>(b, loc, getLhs(), scalar(b, loc, element, c - 1.0));
+    Value da = binary<MulOp>(b, loc, binary<MulOp>(b, loc, dys[0], power), scalar(b, loc, element, c));
+    grads.push_back(unbroadcast(b, loc, da, getLhs().getType()));
+    grads.push_back(Value());
+    return success();
+  }
+  Value c = getRhs();
+  Value power = binary<PowOp>(b, loc, getLhs(), binary<SubOp>(b, loc, c, scalar(b, loc, element, 1.0)));
+  Value da = binary<MulOp>(b, loc, binary<MulOp>(b, loc, dys[0], power), c);
   grads.push_back(unbroadcast(b, loc, da, getLhs().getType()));
-  grads.push_back(Value());
+  auto type = getType();
+  auto mask = RankedTensorType::get(type.getShape(), b.getI1Type());
+  Value x = binary<AddOp>(b, loc, getLhs(), zerosLike(b, loc, type)); // x at the result's shape
+  Value logX = b.create<LogOp>(loc, type, x);
+  Value zero = zerosLike(b, loc, type);
+  Value atZero = b.create<CompareOp>(loc, mask, x, zero, b.getStringAttr("eq"));
+  Value db = b.create<WhereOp>(loc, type, atZero, zero, binary<MulOp>(b, loc, binary<MulOp>(b, loc, dys[0], getResult()), logX));
+  grads.push_back(unbroadcast(b, loc, db, getRhs().getType()));
   return success();
 }
 
@@ -520,34 +534,73 @@ LogicalResult SplitOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorI
   return success();
 }
 
+/// dY placed back along dim `d` of a tensor whose size there is `size`: its elements at `first`,
+/// `first + stride`, ..., zeros between and around (a strided scatter into zeros). Built as an interleave
+/// with zeros (dY as [.., n, 1, ..] beside zeros [.., n, stride - 1, ..], then [.., n * stride, ..]), cut to
+/// what fits and padded before and after.
+static Value scatterAlong(OpBuilder &b, Location loc, Value g, int64_t d, int64_t first, int64_t stride,
+                          int64_t size) {
+  auto t = typeOf(g);
+  const int64_t n = t.getDimSize(d);
+  auto zeros = [&](ArrayRef<int64_t> dims) {
+    return zerosLike(b, loc, RankedTensorType::get(dims, t.getElementType()));
+  };
+  auto withDim = [&](ArrayRef<int64_t> dims, int64_t at, int64_t value) {
+    SmallVector<int64_t> out(dims);
+    out[at] = value;
+    return out;
+  };
+  if (n == 0)
+    return zeros(withDim(t.getShape(), d, size));
+  if (stride > 1) {
+    SmallVector<int64_t> split(t.getShape());
+    split.insert(split.begin() + d + 1, 1);
+    Value column = reshapeTo(b, loc, g, split);
+    auto interleaved = withDim(split, d + 1, stride);
+    g = b.create<ConcatOp>(loc, RankedTensorType::get(interleaved, t.getElementType()),
+                           ValueRange{column, zeros(withDim(split, d + 1, stride - 1))}, d + 1);
+    g = reshapeTo(b, loc, g, withDim(t.getShape(), d, n * stride));
+  }
+  const int64_t covered = std::min(typeOf(g).getDimSize(d), size - first); // the last zeros may not fit
+  if (covered < typeOf(g).getDimSize(d)) {
+    SmallVector<int64_t> starts(t.getRank(), 0), ends(typeOf(g).getShape()), steps(t.getRank(), 1);
+    ends[d] = covered;
+    g = b.create<SliceOp>(loc, RankedTensorType::get(withDim(t.getShape(), d, covered), t.getElementType()), g,
+                          starts, ends, steps);
+  }
+  SmallVector<Value> parts;
+  if (first > 0)
+    parts.push_back(zeros(withDim(t.getShape(), d, first)));
+  parts.push_back(g);
+  if (size - first - covered > 0)
+    parts.push_back(zeros(withDim(t.getShape(), d, size - first - covered)));
+  if (parts.size() == 1)
+    return g;
+  return b.create<ConcatOp>(loc, RankedTensorType::get(withDim(t.getShape(), d, size), t.getElementType()), parts, d);
+}
+
 LogicalResult SliceOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
-  // dY padded back to the input's shape with zeros, one dim at a time (a concat of zeros, dY, zeros).
+  // dY scattered back into zeros of the input's shape, one dim at a time; a negative step reads the input
+  // backwards, so its dY is reversed first and lands from the last element it picked.
   auto input = getInput().getType();
   if (!llvm::isa<FloatType>(input.getElementType()))
     return emitOpError("expected float data to differentiate, got ") << input.getElementType();
   Location loc = getLoc();
   Value g = dys[0];
   for (int64_t d = 0; d < input.getRank(); ++d) {
-    auto current = typeOf(g);
-    if (current.getDimSize(d) == input.getDimSize(d))
+    const int64_t n = typeOf(g).getDimSize(d), step = getSteps()[d];
+    if (n == input.getDimSize(d) && step == 1)
       continue;
-    if (getSteps()[d] != 1)
-      return emitOpError("expected unit steps to differentiate, got step ") << getSteps()[d] << " on dim " << d;
-    const int64_t before = getStarts()[d], after = input.getDimSize(d) - before - current.getDimSize(d);
-    SmallVector<Value> parts;
-    auto zeros = [&](int64_t size) {
-      SmallVector<int64_t> dims(current.getShape());
-      dims[d] = size;
-      return zerosLike(b, loc, RankedTensorType::get(dims, current.getElementType()));
-    };
-    if (before > 0)
-      parts.push_back(zeros(before));
-    parts.push_back(g);
-    if (after > 0)
-      parts.push_back(zeros(after));
-    SmallVector<int64_t> dims(current.getShape());
-    dims[d] = input.getDimSize(d);
-    g = b.create<ConcatOp>(loc, RankedTensorType::get(dims, current.getElementType()), parts, d);
+    int64_t first = getStarts()[d];
+    if (step < 0 && n > 0) {
+      SmallVector<int64_t> starts(input.getRank(), 0), ends(typeOf(g).getShape()), steps(input.getRank(), 1);
+      starts[d] = n - 1;
+      ends[d] = -1;
+      steps[d] = -1;
+      g = b.create<SliceOp>(loc, typeOf(g), g, starts, ends, steps);
+      first += (n - 1) * step;
+    }
+    g = scatterAlong(b, loc, g, d, first, std::abs(step), input.getDimSize(d));
   }
   grads.push_back(g);
   return success();

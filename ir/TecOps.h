@@ -45,6 +45,9 @@ inline constexpr llvm::StringLiteral kStateUpdateAttrName = "tec.state_update";
 inline constexpr llvm::StringLiteral kRunningStatAttrName = "tec.running_stat";
 /// On a train_step argument: the index of the model output it is the target of.
 inline constexpr llvm::StringLiteral kTargetAttrName = "tec.target";
+/// On a train_step argument of a multi-output model: the index of the output whose loss term it weighs
+/// (1 trains on that output, 0 ignores it).
+inline constexpr llvm::StringLiteral kLossWeightAttrName = "tec.loss_weight";
 /// On a result of a vector-Jacobian product: the index of the argument it is the gradient of.
 inline constexpr llvm::StringLiteral kGradOfAttrName = "tec.grad_of";
 /// On a GEMM built by autodiff: its role in training ("dgrad", "wgrad"; forward GEMMs have none) and

@@ -33,6 +33,22 @@ static bool selected(func::FuncOp f, unsigned arg, StringRef wrt) {
   return wrt == "all" || (wrt == "params") == isParam;
 }
 
+/// In the user's terms: the ONNX node, not the internal op, and why when the op said (the driver turns
+/// this into an unsupported-model error, exit 2).
+static void noGradient(Operation *op, StringRef why) {
+  if (auto opPrefix = why.find("' op "); why.starts_with("'") && opPrefix != StringRef::npos)
+    why = why.drop_front(opPrefix + 5); // "'tec.slice' op expected ..." -> "expected ..."
+  const auto nodes = sourceNodes(op->getLoc());
+  InFlightDiagnostic d = op->emitError();
+  if (nodes.empty())
+    d << "'" << op->getName() << "'";
+  else
+    d << "node '" << llvm::join(nodes, "+") << "' (" << op->getName().stripDialect() << ")";
+  d << " has no gradient: tec cannot train through it";
+  if (!why.empty())
+    d << " (" << why << ")";
+}
+
 } // namespace
 
 FailureOr<func::FuncOp> tec::buildVjp(func::FuncOp forward, StringRef wrt, StringRef name) {
@@ -83,19 +99,18 @@ FailureOr<func::FuncOp> tec::buildVjp(func::FuncOp forward, StringRef wrt, Strin
       if (!needed)
         continue;
       auto differentiableOp = llvm::dyn_cast<Differentiable>(op);
-      if (!differentiableOp) {
-        // In the user's terms: the ONNX node, not the internal op (the driver turns this into a bad-input error).
-        const auto nodes = sourceNodes(op->getLoc());
-        if (nodes.empty())
-          op->emitError() << "'" << op->getName() << "' has no gradient: tec cannot train through it";
-        else
-          op->emitError() << "node '" << llvm::join(nodes, "+") << "' (" << op->getName().stripDialect()
-                          << ") has no gradient: tec cannot train through it";
-        vjp.erase();
-        return failure();
-      }
       SmallVector<Value> operandGrads;
-      if (failed(differentiableOp.buildGradients(b, resultGrads, operandGrads))) {
+      std::string why;
+      LogicalResult built = failure();
+      if (differentiableOp) { // an op that cannot differentiate this instance says why: kept for the message
+        ScopedDiagnosticHandler capture(op->getContext(), [&](Diagnostic &d) {
+          why = d.str();
+          return success();
+        });
+        built = differentiableOp.buildGradients(b, resultGrads, operandGrads);
+      }
+      if (failed(built)) {
+        noGradient(op, why);
         vjp.erase();
         return failure();
       }

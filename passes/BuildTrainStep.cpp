@@ -71,7 +71,9 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     return b.create<ReduceMeanOp>(loc, scalarType, pointwise, axes, false);
   }
 
-  /// `@__loss`: forward's arguments plus one target per result, returning the loss (a 0-D f32).
+  /// `@__loss`: forward's arguments plus one target per result, returning the loss (a 0-D f32). With more
+  /// than one result, each term is scaled by a 0-D weight argument after the targets: the trainer sets 1
+  /// for the outputs the user gives targets for and 0 for the others, so one plan trains on any of them.
   FailureOr<func::FuncOp> buildLoss(func::FuncOp forward) {
     OpBuilder b(forward);
     b.setInsertionPointAfter(forward);
@@ -79,6 +81,9 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     for (Type t : forward.getResultTypes())
       argTypes.push_back(targetType(t));
     auto scalarType = RankedTensorType::get({}, b.getF32Type());
+    const bool weighted = forward.getNumResults() > 1;
+    if (weighted)
+      argTypes.append(forward.getNumResults(), scalarType);
     auto fn = b.create<func::FuncOp>(forward.getLoc(), "__loss", b.getFunctionType(argTypes, {scalarType}));
     for (unsigned i = 0; i < forward.getNumArguments(); ++i)
       if (auto attrs = forward.getArgAttrDict(i))
@@ -101,6 +106,9 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
                << type, failure();
       }
       Value term = lossTerm(b, fn.getLoc(), prediction, target);
+      if (weighted)
+        term = b.create<MulOp>(fn.getLoc(), scalarType, term,
+                               body->getArgument(forward.getNumArguments() + forward.getNumResults() + i));
       total = total ? b.create<AddOp>(fn.getLoc(), scalarType, total, term).getResult() : term;
     }
     b.create<func::ReturnOp>(fn.getLoc(), total);
@@ -331,9 +339,14 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     for (auto [i, arg] : llvm::enumerate(updates))
       if (arg >= 0)
         step.setResultAttr(i, kStateUpdateAttrName, b.getI64IntegerAttr(arg));
-    // Targets are named after the outputs they are compared with.
-    for (unsigned i = forward.getNumArguments(); i < nArgs; ++i)
-      step.setArgAttr(i, kTargetAttrName, b.getI64IntegerAttr(i - forward.getNumArguments()));
+    // Targets (and their loss weights) are named after the outputs they are compared with.
+    for (unsigned i = forward.getNumArguments(); i < nArgs; ++i) {
+      unsigned k = i - forward.getNumArguments();
+      if (k < forward.getNumResults())
+        step.setArgAttr(i, kTargetAttrName, b.getI64IntegerAttr(k));
+      else
+        step.setArgAttr(i, kLossWeightAttrName, b.getI64IntegerAttr(k - forward.getNumResults()));
+    }
     vjp->erase();
     lossFn->erase();
   }

@@ -263,6 +263,12 @@ NB_MODULE(_tec, m) {
                raise(loss->error());
              return **loss;
            })
+      .def("train_on",
+           [](Trainer &t, const std::vector<std::string> &outputs) {
+             if (Status st = t.trainOn(outputs); !st.ok())
+               raise(st, "bad_input");
+           })
+      .def("trained_outputs", [](Trainer &t) { return t.trainedOutputs(); })
       .def("steps", &Trainer::steps)
       .def("save",
            [](Trainer &t, const std::string &dir) {

@@ -195,12 +195,12 @@ def _on_cuda(value) -> bool:
 
 
 def _bind(native, infos, values: dict, prefix=""):
-    by_name = {info["name"]: (i, info) for i, info in enumerate(infos)}
+    by_name = {info["name"]: (i, info) for i, info in enumerate(infos) if not info["name"].startswith("loss-weight:")}
     for name, value in values.items():
         key = prefix + name
         if key not in by_name:
             expected = ", ".join(i["name"][len(prefix):] for i in infos if i["name"].startswith(prefix) and
-                                 (prefix or not i["name"].startswith("target:")))
+                                 (prefix or not i["name"].startswith(("target:", "loss-weight:"))))
             raise BadInputError(f"'{name}': not {'a target' if prefix else 'an input'} of the plan (it has: {expected})")
         index, info = by_name[key]
         if _on_cuda(value) and hasattr(native, "set_input_device"):
@@ -267,10 +267,14 @@ class Trainer:
         return self._native.selection_reason()
 
     def step(self, inputs: dict, targets: dict) -> float:
-        given = set(inputs) | {"target:" + t for t in targets}
-        missing = [i["name"] for i in self._inputs if i["name"] not in given]
+        """One step on `inputs` against `targets`; a multi-output model trains on the outputs given a target
+        (at least one) and ignores the others."""
+        missing = [i["name"] for i in self._inputs if not i["name"].startswith(("target:", "loss-weight:")) and
+                   i["name"] not in inputs]
         if missing:
-            raise BadInputError(f"missing inputs or targets: {', '.join(missing)}")
+            raise BadInputError(f"missing inputs: {', '.join(missing)}")
+        if set(targets) != set(self._native.trained_outputs()):
+            self._native.train_on(list(targets))
         _bind(self._native, self._inputs, inputs)
         _bind(self._native, self._inputs, targets, prefix="target:")
         return self._native.step()

@@ -76,8 +76,6 @@ def check(tec, folder, entry, work):
 KNOWN = {
     ("gpt2", "dynamo_static"): "the dynamo exporter folds the position embeddings into a per-batch constant",
     ("bert", "dynamo_static"): "the dynamo exporter folds the token-type embeddings into a per-batch constant",
-    ("llama", "dynamo_static"): "the dynamo exporter leaves computed tensors as unnamed initializers "
-                                "('unsqueeze_14', 'unsqueeze_15') that tec cannot tell from weights, so it trains them",
     ("gpt2_untied", "dynamo_static"): "the dynamo exporter folds the position embeddings into a per-batch constant",
     ("resnet18", "ts_static"): "the exporter folds BatchNormalization into the convolutions (eval mode): torch "
                                "trains convolution and BatchNormalization apart (resnet18_bn trains equal)",

@@ -26,12 +26,13 @@ tests/models/real):
 `./dev test` needs none of torch, transformers or timm: check_real.py compares tec with the committed
 outputs. Rerun (with torch, transformers, timm, onnxscript and onnxruntime installed) to regenerate:
 
-  python tests/models/export_real.py [folder]
+  python tests/models/export_real.py [folder] [--only arch,...]
 
 GPT-2 comes tied (lm_head is the token embedding, as Hugging Face ties it) and untied (`gpt2_untied`);
 ResNet-18 in eval mode (the exporter folds BatchNormalization into the convolutions) and in train mode
 (`resnet18_bn`, exported with TrainingMode.TRAINING: BatchNormalization with training_mode = 1).
 """
+import argparse
 import json
 import os
 import sys
@@ -110,6 +111,67 @@ def architectures():
         features, "x"
     yield "mlp_gelu", torch.nn.Sequential(torch.nn.Linear(24, 32), torch.nn.GELU(approximate="tanh"),
                                           torch.nn.LayerNorm(32), torch.nn.Linear(32, 10)), features, "x"
+    yield "scalar_params", ScalarParams(), features, "x"
+    yield "patch_merging", PatchMerging(), torch.randn(BATCH, 6, 6, 4, generator=torch.Generator().manual_seed(6)), "x"
+    yield "depthwise", depthwise_net(), image, "x"
+    yield "t5_encoder", Wrapped(T.T5EncoderModel(T.T5Config(vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                                                            num_heads=4, relative_attention_num_buckets=8,
+                                                            relative_attention_max_distance=16, dropout_rate=0.0)),
+                                "hf"), tokens, "input_ids"
+
+
+class ScalarParams(torch.nn.Module):
+    """One-element parameters in each shape models have them: a Linear(8, 1)'s bias ([1]), a 0-D logit scale
+    (CLIP's), a [1, 1] gain."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(24, 8)
+        self.head = torch.nn.Linear(8, 1)
+        self.logit_scale = torch.nn.Parameter(torch.tensor(0.3))
+        self.gain = torch.nn.Parameter(torch.ones(1, 1))
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(x)) * self.logit_scale.exp()
+        return self.head(h) * self.gain
+
+
+class PatchMerging(torch.nn.Module):
+    """Swin's patch merging (x[:, 0::2, 0::2] and its three siblings, concatenated), and a step-4 slice whose
+    last pick is not at the end of its dim."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Linear(4, 8)
+        self.norm = torch.nn.LayerNorm(32)
+        self.reduction = torch.nn.Linear(32, 16, bias=False)
+        self.sparse = torch.nn.Linear(8, 16)
+
+    def forward(self, x):
+        x = self.embed(x)
+        merged = torch.cat([x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2]], -1)
+        return self.reduction(self.norm(merged)) + self.sparse(x[:, 1::4, 1::4]).mean(dim=(1, 2), keepdim=True)
+
+
+class SqueezeExcite(torch.nn.Module):
+    def __init__(self, channels, squeezed):
+        super().__init__()
+        self.reduce = torch.nn.Conv2d(channels, squeezed, 1)
+        self.expand = torch.nn.Conv2d(squeezed, channels, 1)
+
+    def forward(self, x):
+        s = torch.nn.functional.adaptive_avg_pool2d(x, 1)
+        return x * torch.nn.functional.hardsigmoid(self.expand(torch.relu(self.reduce(s))))
+
+
+def depthwise_net():
+    """MobileNetV3's pieces without BatchNormalization: a strided stem, a depthwise 3x3 with hardswish, squeeze
+    and excite, a pointwise projection, a 5x5 depthwise with stride 2, pooling and a classifier."""
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.Hardswish(),
+                         nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.Hardswish(), SqueezeExcite(8, 4),
+                         nn.Conv2d(8, 16, 1), nn.ReLU(), nn.Conv2d(16, 16, 5, stride=2, padding=2, groups=16),
+                         nn.ReLU6(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
 
 
 def dynamic_axes(x):
@@ -151,6 +213,8 @@ def export(model, x, name, path, dynamo, dynamic, train_mode=False):
 LANGUAGE_MODELS = {"gpt2", "gpt2_untied", "llama"}
 # Architectures that train in train mode (BatchNormalization on batch statistics), exported that way.
 TRAIN_MODE = {"resnet18_bn"}
+# Architectures torch's dynamo exporter cannot export (torch 2.15): TorchScript forms only.
+TORCHSCRIPT_ONLY = {"t5_encoder": "aten.view of T5's transposed attention output fails in torch.export's decomposition"}
 # Eval-mode exports whose convolutions carry BatchNormalization folded in: torch's trained weights (conv and
 # BatchNormalization apart) have no counterpart in the export, so none are written.
 FOLDS_BATCH_NORM = {"resnet18"}
@@ -192,7 +256,7 @@ def training_reference(model, x, seed, arch, name):
             export(trained, x, name, path, dynamo=False, dynamic=False, train_mode=train_mode)
             for init in onnx.load(path).graph.initializer:
                 w = numpy_helper.to_array(init)
-                if w.dtype == np.float32 and w.size > 1:
+                if w.dtype == np.float32:  # one-element ones too: a [1] bias or a 0-D scale trains as any
                     weights[f"{opt}/{init.name}"] = w
     if arch in SGD_LR:
         losses["sgd_lr"] = np.array(SGD_LR[arch], np.float64)
@@ -225,10 +289,20 @@ def language_model_reference(model, x, seed):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "real")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", nargs="?", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "real"))
+    parser.add_argument("--only", help="comma-separated architectures to export again; the manifest keeps the others")
+    args = parser.parse_args()
+    out, only = args.folder, set(args.only.split(",")) if args.only else None
     os.makedirs(out, exist_ok=True)
     manifest = []
-    for seed, (arch, model, x, name) in enumerate(architectures()):
+    kept = []
+    if only and os.path.exists(os.path.join(out, "manifest.json")):
+        with open(os.path.join(out, "manifest.json")) as f:
+            kept = [e for e in json.load(f) if e["arch"] not in only]
+    for seed, (arch, model, x, name) in enumerate(architectures()):  # seeds by position, whatever --only says
+        if only and arch not in only:
+            continue
         randomize(model, 100 + seed).train(arch in TRAIN_MODE)
         np.savez(os.path.join(out, f"{arch}_inputs.npz"), **{name: x.numpy()})
         target, losses, weights = training_reference(model, x, 200 + seed, arch, name)
@@ -242,7 +316,7 @@ def main():
                 exact = copy.deepcopy(model).double()(x.double()).float().numpy()
             np.savez(os.path.join(out, f"{arch}_f64.npz"), y=exact)
         # The dynamo exporter has no training mode: it writes inference BatchNormalization.
-        for dynamo in (False,) if train_mode else (False, True):
+        for dynamo in (False,) if train_mode or arch in TORCHSCRIPT_ONLY else (False, True):
             for dynamic in (False, True):
                 form = f"{'dynamo' if dynamo else 'ts'}_{'dynamic' if dynamic else 'static'}"
                 path = os.path.join(out, f"{arch}_{form}.onnx")
@@ -258,6 +332,8 @@ def main():
                                  "reference": f"{arch}_f64.npz" if train_mode else f"{arch}_{form}_ort.npz",
                                  "shape": ",".join(f"{d}={DIMS.get(d, -1)}" for d in shapes)})
                 print(f"{arch:10s} {form:15s} {os.path.getsize(path):8d} bytes  dynamic dims: {shapes or '-'}")
+    order = [arch for arch, *_ in architectures()]
+    manifest = sorted(kept + manifest, key=lambda e: order.index(e["arch"]) if e["arch"] in order else len(order))
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
 

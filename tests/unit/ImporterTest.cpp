@@ -238,6 +238,106 @@ TEST(Importer, ConstantsAndScalarInitializersAreNotParams) {
   EXPECT_EQ(m->forward().getNumArguments(), 1u);
 }
 
+std::vector<std::string> paramNames(const Imported &m) {
+  std::vector<std::string> names;
+  for (const auto &p : m.model.params)
+    names.push_back(p.name);
+  return names;
+}
+
+/// A model whose output is x * a * b * c * d, each factor a one-element initializer of the given name.
+OnnxBuilder scalarFactors(const std::vector<std::pair<std::string, std::vector<int64_t>>> &factors) {
+  OnnxBuilder b;
+  b.input("x", {4});
+  std::string last = "x";
+  for (const auto &[name, dims] : factors) {
+    b.initF32(name, dims, {1.5f});
+    b.node("Mul", {last, name}, {last + "*"});
+    last += "*";
+  }
+  b.output(last);
+  return b;
+}
+
+TEST(Importer, OneElementParamsOfAPyTorchExportAreParams) {
+  // PyTorch names parameters by module path and the values it made up "onnx::Op_N" (TorchScript) or
+  // "val_N": a [1] bias, a 0-D scale and a [1, 1] gain train whatever their size; the others are constants.
+  auto b = scalarFactors({{"head.bias", {1}}, {"logit_scale", {}}, {"gain", {1, 1}}, {"onnx::Mul_3", {}},
+                          {"val_7", {}}, {"/attn/Constant_output_0", {}}});
+  b.model.set_producer_name("pytorch");
+  auto m = importOk(b);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(paramNames(*m), (std::vector<std::string>{"head.bias", "logit_scale", "gain"}));
+  EXPECT_EQ(m->ops<ConstantOp>().size(), 3u);
+  EXPECT_TRUE(m->model.scalarConstants.empty());
+}
+
+TEST(Importer, OneElementInitializersOfOtherProducersAreListedConstantsUnlessTrainable) {
+  // A hand-built graph names its scalar factors as it likes ("inv_sqrt_hd"): constants that passes can fold,
+  // each listed for the compile summary, and --trainable makes one a param.
+  auto b = scalarFactors({{"inv_sqrt_hd", {}}, {"head.bias", {1}}, {"onnx::Mul_3", {}}});
+  auto m = importOk(b);
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(m->model.params.empty());
+  EXPECT_EQ(m->model.scalarConstants, (std::vector<std::string>{"inv_sqrt_hd", "head.bias"}));
+  ImportOptions options;
+  options.trainable = "^head\\.";
+  auto trained = importOk(b, options);
+  ASSERT_TRUE(trained);
+  EXPECT_EQ(paramNames(*trained), (std::vector<std::string>{"head.bias"}));
+  EXPECT_EQ(trained->model.scalarConstants, (std::vector<std::string>{"inv_sqrt_hd"}));
+}
+
+/// Adds torch.export's metadata to value_info `name` as the dynamo exporter writes it (ValueInfoProto field
+/// 4, metadata_props, which ONNX 1.12's schema lacks: an unknown field).
+void torchMetadata(OnnxBuilder &b, const std::string &name, const std::string &key, const std::string &value) {
+  auto *vi = b.graph().add_value_info();
+  vi->set_name(name);
+  onnx::StringStringEntryProto entry;
+  entry.set_key(key);
+  entry.set_value(value);
+  vi->GetReflection()->MutableUnknownFields(vi)->AddLengthDelimited(4, entry.SerializeAsString());
+}
+
+TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
+  // With torch.export's signature only PARAMETERs train: a one-element parameter named like a made-up value
+  // ("zeros" is an FX node's name too) trains, a buffer stays fixed, and a tensor the exporter folded from
+  // one weight (and its own shape constants) is that weight (a transpose), from several a computed value.
+  OnnxBuilder b;
+  b.model.set_producer_name("pytorch");
+  b.input("x", {2, 2});
+  b.initF32("zeros", {}, {0.5f});
+  b.initF32("scale_buffer", {2}, {1.0f, 2.0f});
+  b.initF32("val_12", {2, 2}, {1, 2, 3, 4});
+  b.initF32("where", {2, 2}, {0, -1e9f, 0, 0});
+  b.initF32("val_3", {}, {2.0f});
+  b.node("Mul", {"x", "zeros"}, {"a"});
+  b.node("Mul", {"a", "scale_buffer"}, {"b"});
+  b.node("MatMul", {"b", "val_12"}, {"c"});
+  b.node("Add", {"c", "where"}, {"d"});
+  b.node("Mul", {"d", "val_3"}, {"y"});
+  b.output("y");
+  const std::string kind = "pkg.torch.export.graph_signature.InputSpec.kind";
+  const std::string folded = "pkg.onnxscript.optimizer.folded_from";
+  torchMetadata(b, "zeros", kind, "PARAMETER");
+  torchMetadata(b, "scale_buffer", kind, "BUFFER");
+  torchMetadata(b, "val_12", folded, "['fc.weight', 'val_10']");
+  torchMetadata(b, "where", folded, "['arange', 'mask.bias']");
+  auto m = importOk(b);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(paramNames(*m), (std::vector<std::string>{"zeros", "scale_buffer", "val_12", "where"}));
+  auto f = m->forward();
+  auto frozen = [&](unsigned arg) {
+    auto why = f.getArgAttrOfType<mlir::StringAttr>(arg, kFrozenAttrName);
+    return why ? why.str() : std::string("trained");
+  };
+  EXPECT_EQ(frozen(1), "trained");
+  EXPECT_EQ(frozen(2), "a buffer in torch.export's signature, not a parameter");
+  EXPECT_EQ(frozen(3), "trained");
+  EXPECT_EQ(frozen(4), "a value the exporter computed from arange, mask.bias");
+  EXPECT_EQ(m->ops<ConstantOp>().size(), 1u); // val_3
+}
+
 TEST(Importer, ShapeOptionFixesDynamicDims) {
   OnnxBuilder b;
   b.input("x", {-1, 8});

@@ -116,6 +116,10 @@ int trainLoop() {
       return kExitBadInput;
     }
     const size_t index = it - s.inputs().begin();
+    if (!trainer.bindsInput(index)) {
+      llvm::errs() << "error: " << spec << ": '" << inputName << "' is set by tec train from the --target flags\n";
+      return kExitBadInput;
+    }
     if (std::any_of(data.begin(), data.end(), [&](const Samples &d) { return d.input == index; })) {
       llvm::errs() << "error: " << spec << ": '" << inputName << "' is given twice\n";
       return kExitBadInput;
@@ -172,9 +176,11 @@ int trainLoop() {
     teacher = teacherSession.take();
     for (size_t i = 0; i < s.inputs().size(); ++i) {
       const auto &in = s.inputs()[i];
-      bool isTarget = llvm::StringRef(in.name).starts_with("target:");
+      if (!trainer.bindsInput(i))
+        continue;
+      bool isTarget = llvm::StringRef(in.name).starts_with(tec::kTargetPrefix);
       const auto &list = isTarget ? teacher->outputs() : teacher->inputs();
-      std::string want = isTarget ? in.name.substr(7) : in.name;
+      std::string want = isTarget ? in.name.substr(tec::kTargetPrefix.size()) : in.name;
       auto it = std::find_if(list.begin(), list.end(), [&](const auto &t) { return t.name == want; });
       if (it == list.end() || it->shape != in.shape || it->dtype != in.dtype) {
         llvm::errs() << "error: --teacher " << teacherModel << ": the student's " << (isTarget ? "output" : "input")
@@ -187,19 +193,37 @@ int trainLoop() {
     if (int code = bindData(spec, ""); code)
       return code;
   for (const auto &spec : trainTargets)
-    if (int code = bindData(spec, "target:"); code)
+    if (int code = bindData(spec, tec::kTargetPrefix.str()); code)
       return code;
   if (teacher && !data.empty()) {
     llvm::errs() << "error: --teacher makes its own inputs and targets; drop --input/--target\n";
     return kExitBadInput;
   }
-  if (!teacher && data.size() != s.inputs().size()) {
-    llvm::errs() << "error: the training step takes " << s.inputs().size() << " inputs (";
-    for (size_t i = 0; i < s.inputs().size(); ++i)
-      llvm::errs() << (i ? ", " : "") << s.inputs()[i].name;
-    llvm::errs() << "); give each with --input or --target\n";
+  // Every model input is needed, and a target for each output trained on: those given (multi-output models).
+  std::vector<std::string> targeted;
+  for (const auto &d : data)
+    if (llvm::StringRef(s.inputs()[d.input].name).starts_with(tec::kTargetPrefix))
+      targeted.push_back(s.inputs()[d.input].name.substr(tec::kTargetPrefix.size()));
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < s.inputs().size(); ++i) {
+    const bool given = std::any_of(data.begin(), data.end(), [&](const Samples &d) { return d.input == i; });
+    if (!given && trainer.bindsInput(i) && !llvm::StringRef(s.inputs()[i].name).starts_with(tec::kTargetPrefix))
+      missing.push_back(s.inputs()[i].name);
+  }
+  if (!teacher && (!missing.empty() || targeted.empty())) {
+    llvm::errs() << "error: the training step needs " << (missing.empty() ? "a target" : "inputs " + llvm::join(missing, ", "))
+                 << " (it takes: ";
+    for (size_t i = 0, shown = 0; i < s.inputs().size(); ++i)
+      if (trainer.bindsInput(i))
+        llvm::errs() << (shown++ ? ", " : "") << s.inputs()[i].name;
+    llvm::errs() << "); give each input with --input and the outputs to train on with --target\n";
     return kExitBadInput;
   }
+  if (!teacher)
+    if (tec::Status st = trainer.trainOn(targeted); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
+      return kExitBadInput;
+    }
   int64_t batches = teacher ? 1 : data.front().batches;
   for (const auto &d : data)
     batches = std::min(batches, d.batches);
@@ -229,6 +253,14 @@ int trainLoop() {
   else
     llvm::outs() << batches << " batches of " << s.inputs()[data.front().input].shape[0] << ", ";
   llvm::outs() << steps << " steps\n";
+  if (trainer.trainedOutputs().size() < trainer.outputs().size()) { // the outputs without a --target
+    std::vector<std::string> ignored;
+    for (const auto &o : trainer.outputs())
+      if (!llvm::is_contained(trainer.trainedOutputs(), o))
+        ignored.push_back(o);
+    llvm::outs() << "  loss on " << llvm::join(trainer.trainedOutputs(), ", ") << "; ignoring " << llvm::join(ignored, ", ")
+                 << " (no --target)\n";
+  }
   std::vector<double> losses, stepMs, lossScales;
   std::vector<double> stepMillis(s.variant().steps_size()); // --profile: per plan step, summed
   auto begin = std::chrono::steady_clock::now();
@@ -241,7 +273,7 @@ int trainLoop() {
       std::normal_distribution<float> normal(0.0f, 1.0f);
       for (size_t i = 0; i < s.inputs().size(); ++i) {
         const auto &in = s.inputs()[i];
-        if (llvm::StringRef(in.name).starts_with("target:"))
+        if (llvm::StringRef(in.name).starts_with(tec::kTargetPrefix) || !trainer.bindsInput(i))
           continue;
         std::vector<float> values(in.bytes / 4);
         for (auto &v : values)
@@ -257,10 +289,11 @@ int trainLoop() {
       }
       for (size_t i = 0; i < s.inputs().size(); ++i) {
         const auto &in = s.inputs()[i];
-        if (!llvm::StringRef(in.name).starts_with("target:"))
+        if (!llvm::StringRef(in.name).starts_with(tec::kTargetPrefix))
           continue;
-        auto o = std::find_if(teacher->outputs().begin(), teacher->outputs().end(),
-                              [&](const auto &to) { return to.name == in.name.substr(7); });
+        auto o = std::find_if(teacher->outputs().begin(), teacher->outputs().end(), [&](const auto &to) {
+          return to.name == in.name.substr(tec::kTargetPrefix.size());
+        });
         (void)s.setInput(i, teacher->outputData(o - teacher->outputs().begin()), in.bytes);
       }
     }
