@@ -146,14 +146,21 @@ InitializerRole initializerRole(const onnx::TensorProto &init, Type elt, const l
     const TorchOrigin &o = origin == origins.end() ? none : origin->second;
     if (o.kind == "PARAMETER")
       return {};
-    if (oneElement)
-      return {true};
-    if (!o.kind.empty())
-      return {false, false, "a " + llvm::StringRef(o.kind).lower() + " in torch.export's signature, not a parameter"};
     std::vector<std::string> sources;
     for (const auto &f : o.foldedFrom)
       if (!isExporterName(f))
         sources.push_back(f);
+    // A scalar folded from a parameter (exp(logit_scale)) is no parameter, but the parameter is gone from
+    // the export: fixed, and listed with why, never silently.
+    if (oneElement && !sources.empty())
+      return {false, false,
+              "the exporter folded " + llvm::join(sources, ", ") +
+                  " into this value, so the parameter itself is not in the model (export with optimize=False to "
+                  "train it)"};
+    if (oneElement)
+      return {true};
+    if (!o.kind.empty())
+      return {false, false, "a " + llvm::StringRef(o.kind).lower() + " in torch.export's signature, not a parameter"};
     if (sources.size() <= 1)
       return {};
     return {false, false, "a value the exporter computed from " + llvm::join(sources, ", ")};
@@ -1006,8 +1013,13 @@ template <typename Op> Error GraphImporter::binary(const onnx::NodeProto &n) {
 
 template <typename Op> Error GraphImporter::unary(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
-  if (!isFloat(typeOf(x).getElementType()))
-    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  Type elt = typeOf(x).getElementType();
+  constexpr bool takesIntegers = std::is_same_v<Op, AbsOp> || std::is_same_v<Op, NegOp> || std::is_same_v<Op, SignOp>;
+  if (takesIntegers && (elt.isInteger(32) || elt.isInteger(64)))
+    return define(n, 0, create<Op>(n, x.getType(), x));
+  if (!isFloat(elt))
+    return nodeUnsupported(n, std::string("element type is not supported (f32, f16, bf16") +
+                                  (takesIntegers ? ", int32, int64 only)" : " only)"));
   return define(n, 0, create<Op>(n, x.getType(), x));
 }
 
@@ -2872,9 +2884,35 @@ Error GraphImporter::run() {
     values[vi.name()] = body->addArgument(*type, NameLoc::get(builder.getStringAttr(vi.name())));
     out.inputNames.push_back(vi.name());
   }
-  for (const auto &node : graph.node())
-    if (auto err = importNode(node))
+  // Every node tec cannot import (an operator's form or element type it lacks) is reported at once, as
+  // unsupported operators are: nodes that read what one of them would have made are skipped, not reported.
+  std::vector<std::string> unsupportedNodes;
+  llvm::StringSet<> skipped;
+  for (const auto &node : graph.node()) {
+    if (llvm::any_of(node.input(), [&](const std::string &in) { return skipped.contains(in); })) {
+      skipped.insert(node.output().begin(), node.output().end());
+      continue;
+    }
+    std::string message;
+    Error err = llvm::handleErrors(importNode(node), [&](std::unique_ptr<ImportError> e) -> Error {
+      if (e->getKind() != ImportErrorKind::Unsupported)
+        return Error(std::move(e));
+      message = e->getMessage();
+      return Error::success();
+    });
+    if (err)
       return err;
+    if (message.empty())
+      continue;
+    const std::string prefix = escapeControl(path + ": ");
+    unsupportedNodes.push_back(llvm::StringRef(message).starts_with(prefix) ? message.substr(prefix.size()) : message);
+    skipped.insert(node.output().begin(), node.output().end());
+  }
+  if (unsupportedNodes.size() == 1)
+    return unsupported(unsupportedNodes.front());
+  if (!unsupportedNodes.empty())
+    return unsupported(llvm::Twine(unsupportedNodes.size()) + " nodes tec cannot import:\n  " +
+                       llvm::join(unsupportedNodes, "\n  "));
 
   llvm::SmallVector<Value> results;
   for (const auto &o : graph.output()) {

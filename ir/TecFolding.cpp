@@ -263,7 +263,12 @@ OpFoldResult foldUnary(Operation *op, Attribute input) {
     return {};
   return evaluate(op->getResult(0).getType(), {input},
                   [&](const std::vector<Elements> &in, const std::vector<int64_t> &at, void *out, k::ElementType t,
-                      int64_t i) { k::storeFromDouble(out, t, i, k::applyUnary(*kind, loadFloat(in[0], at[0]))); });
+                      int64_t i) {
+                    if (isFloatElement(t))
+                      k::storeFromDouble(out, t, i, k::applyUnary(*kind, loadFloat(in[0], at[0])));
+                    else
+                      storeInt(out, t, i, k::applyIntUnary<int64_t>(*kind, k::loadInt(in[0].data(), in[0].element, at[0])));
+                  });
 }
 
 OpFoldResult foldBinary(Operation *op, Attribute lhs, Attribute rhs) {

@@ -143,7 +143,7 @@ def Tec_CompareOp : Tec_Op<"compare", [Pure]> {
   let hasFolder = 1;
 }
 
-class Tec_UnaryOp<string mnemonic, string onnxName, string formula>
+class Tec_UnaryOp<string mnemonic, string onnxName, string formula, Type tensor = Tec_FloatTensor>
     : Tec_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "elementwise " # onnxName;
   let description = !strconcat([{
@@ -154,8 +154,8 @@ class Tec_UnaryOp<string mnemonic, string onnxName, string formula>
     %0 = tec.}], mnemonic, [{ %x : tensor<4x8xf32>
     ```
   }]);
-  let arguments = (ins Tec_FloatTensor:$input);
-  let results = (outs Tec_FloatTensor:$result);
+  let arguments = (ins tensor:$input);
+  let results = (outs tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasFolder = 1;
   let extraClassDefinition = [{
@@ -169,8 +169,9 @@ def Tec_SigmoidOp : Tec_UnaryOp<"sigmoid", "Sigmoid", "1 / (1 + exp(-x))">;
 def Tec_ErfOp : Tec_UnaryOp<"erf", "Erf", "erf(x)">;
 def Tec_SqrtOp : Tec_UnaryOp<"sqrt", "Sqrt", "sqrt(x)">;
 def Tec_ExpOp : Tec_UnaryOp<"exp", "Exp", "e^x">;
-def Tec_AbsOp : Tec_UnaryOp<"abs", "Abs", "|x|">;
-def Tec_NegOp : Tec_UnaryOp<"neg", "Neg", "-x">;
+// Abs, Neg and Sign take integers too (position buckets, masks), wrapping at the type's minimum.
+def Tec_AbsOp : Tec_UnaryOp<"abs", "Abs", "|x|", Tec_NumericTensor>;
+def Tec_NegOp : Tec_UnaryOp<"neg", "Neg", "-x", Tec_NumericTensor>;
 def Tec_ReciprocalOp : Tec_UnaryOp<"reciprocal", "Reciprocal", "1 / x">;
 def Tec_LogOp : Tec_UnaryOp<"log", "Log", "ln(x)">;
 def Tec_SinOp : Tec_UnaryOp<"sin", "Sin", "sin(x)">;
@@ -191,8 +192,8 @@ def Tec_SignOp : Tec_Op<"sign", [Pure, SameOperandsAndResultType]> {
     %0 = tec.sign %x : tensor<4x8xf32>
     ```
   }];
-  let arguments = (ins Tec_FloatTensor:$input);
-  let results = (outs Tec_FloatTensor:$result);
+  let arguments = (ins Tec_NumericTensor:$input);
+  let results = (outs Tec_NumericTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasFolder = 1;
   let extraClassDefinition = [{

@@ -266,6 +266,20 @@ Status CpuBackend::unary(const plan::Step &s) {
     return st;
   auto kind = unaryKind(s);
   int64_t n = count(s.outputs(0));
+  if (dtype(s.outputs(0)) == plan::I32) {
+    emit([=, x = ptr<int32_t>(s.inputs(0)), y = ptr<int32_t>(s.outputs(0))] {
+      k::intUnary(kind, x, y, n);
+      return Status::success();
+    });
+    return Status::success();
+  }
+  if (dtype(s.outputs(0)) == plan::I64) {
+    emit([=, x = ptr<int64_t>(s.inputs(0)), y = ptr<int64_t>(s.outputs(0))] {
+      k::intUnary(kind, x, y, n);
+      return Status::success();
+    });
+    return Status::success();
+  }
   float *x = floatIn(s.inputs(0)), *y = floatOut(s.outputs(0));
   emit([=] {
     k::unary(kind, x, y, n);

@@ -142,7 +142,16 @@ private:
              text(shape(out(0)));
     return "";
   }
-  std::string unary() { return first({arity(1, 1, 1, 1), sameCount(in(0), out(0))}); }
+  std::string unary() {
+    if (auto e = first({arity(1, 1, 1, 1), sameCount(in(0), out(0))}); !e.empty())
+      return e;
+    if (dtype(in(0)) != dtype(out(0)))
+      return "expected input and output of one element type";
+    if (steps::isFloat(dtype(out(0))))
+      return "";
+    const bool integer = dtype(out(0)) == plan::I32 || dtype(out(0)) == plan::I64;
+    return integer && kernels::isIntUnary(steps::unaryKind(s)) ? "" : "expected float operands (integers: abs, neg, sign)";
+  }
   std::string activationGrad() {
     if (auto e = arity(2, 2, 1, 1); !e.empty())
       return e;

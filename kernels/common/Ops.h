@@ -116,6 +116,22 @@ TEC_HOST_DEVICE float applyBinary(BinaryKind kind, float a, float b) {
   return a;
 }
 
+/// The unary ops integers take (exporters' position buckets and masks): |x|, -x and sign(x), wrapping at the
+/// type's minimum as two's complement does (|INT64_MIN| = INT64_MIN, as numpy and torch give).
+inline constexpr bool isIntUnary(UnaryKind kind) {
+  return kind == UnaryKind::Abs || kind == UnaryKind::Neg || kind == UnaryKind::Sign;
+}
+template <typename T> TEC_HOST_DEVICE T applyIntUnary(UnaryKind kind, T x) {
+  using U = typename std::make_unsigned<T>::type;
+  const T negated = static_cast<T>(U(0) - static_cast<U>(x));
+  switch (kind) {
+  case UnaryKind::Abs: return x < 0 ? negated : x;
+  case UnaryKind::Neg: return negated;
+  case UnaryKind::Sign: return x > 0 ? T(1) : (x < 0 ? T(-1) : T(0));
+  default: return x; // float-only: the verifier and the plan contracts refuse integers
+  }
+}
+
 /// Integer binary ops. Division and remainder by 0 give 0 (undefined in ONNX: never trap), and so does
 /// the one quotient that overflows (the type's minimum over -1) without trapping: it wraps.
 template <typename T> TEC_HOST_DEVICE T applyIntBinary(BinaryKind kind, T x, T y) {

@@ -243,6 +243,13 @@ void unarySpan(UnaryKind kind, const float *x, float *y, int64_t n) {
   withUnaryOp(kind, [&](auto op) { mapChunk(x, y, n, op); });
 }
 
+template <typename T> void intUnary(UnaryKind kind, const T *x, T *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) // index math on small tensors: no threads
+    y[i] = applyIntUnary(kind, x[i]);
+}
+template void intUnary(UnaryKind, const int32_t *, int32_t *, int64_t);
+template void intUnary(UnaryKind, const int64_t *, int64_t *, int64_t);
+
 namespace {
 
 template <typename T>

@@ -65,6 +65,8 @@ void compare(CompareKind kind, const T *a, const Shape &aShape, const T *b, cons
              const Shape &outShape);
 
 void unary(UnaryKind kind, const float *x, float *y, int64_t n);
+/// Abs, Neg and Sign of int32_t or int64_t (isIntUnary kinds).
+template <typename T> void intUnary(UnaryKind kind, const T *x, T *y, int64_t n);
 
 void activationGrad(ActivationGradKind kind, const float *dy, const float *x, float *dx, int64_t n);
 

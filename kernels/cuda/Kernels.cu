@@ -97,6 +97,10 @@ __global__ void unaryKernel(UnaryKind kind, ConstRef x, Ref y, int64_t n) {
   TEC_GRID_LOOP(i, n) { store(y, i, applyUnary(kind, load(x, i))); }
 }
 
+template <typename T> __global__ void intUnaryKernel(UnaryKind kind, const T *x, T *y, int64_t n) {
+  TEC_GRID_LOOP(i, n) { y[i] = applyIntUnary(kind, x[i]); }
+}
+
 __global__ void activationGradKernel(ActivationGradKind kind, ConstRef dy, ConstRef x, Ref dx, int64_t n) {
   TEC_GRID_LOOP(i, n) { store(dx, i, applyActivationGrad(kind, load(dy, i), load(x, i))); }
 }
@@ -943,7 +947,15 @@ void compare(CompareKind kind, const void *a, Strided as, const void *b, Strided
 }
 
 void unary(UnaryKind kind, ConstRef x, Ref y, int64_t n, void *stream) {
-  if (n)
+  if (!n)
+    return;
+  if (x.type == ElementType::I32)
+    intUnaryKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, static_cast<const int32_t *>(x.data),
+                                                                     static_cast<int32_t *>(y.data), n);
+  else if (x.type == ElementType::I64)
+    intUnaryKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, static_cast<const int64_t *>(x.data),
+                                                                     static_cast<int64_t *>(y.data), n);
+  else
     unaryKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(kind, x, y, n);
 }
 

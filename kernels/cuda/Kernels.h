@@ -36,6 +36,7 @@ void binary(BinaryKind kind, const void *a, Strided as, const void *b, Strided b
 /// out = a (op) b as bools over `extent`; `type` is the operands' (float types compare in f32).
 void compare(CompareKind kind, const void *a, Strided as, const void *b, Strided bs, bool *out, const Extent &extent,
              ElementType type, void *stream);
+/// y = op(x); I32/I64 for the isIntUnary kinds, computed in their own type.
 void unary(UnaryKind kind, ConstRef x, Ref y, int64_t n, void *stream);
 void activationGrad(ActivationGradKind kind, ConstRef dy, ConstRef x, Ref dx, int64_t n, void *stream);
 void where(const bool *cond, Strided cs, const void *x, Strided xs, const void *y, Strided ys, void *out,

@@ -82,6 +82,20 @@ def cases():
     yield make("scatternd_add_duplicates", "ScatterND", {"data": f32(4, 3), "updates": f32(3, 3)},
                {"reduction": "add"}, {"indices": np.array([[1], [1], [-1]], np.int64)}, order=SCATTER)
 
+    # The integer forms of elementwise ops exporters write for relative-position buckets (T5, DeBERTa) and
+    # masks, with the extremes that wrap (|INT_MIN| = INT_MIN) and mixed signs for Div (truncation) and Mod.
+    for dtype in (np.int32, np.int64):
+        info = np.iinfo(dtype)
+        x = np.concatenate([rng.integers(-50, 50, 13), [0, info.min, info.max]]).astype(dtype).reshape(4, 4)
+        bits = np.dtype(dtype).itemsize * 8
+        for op in ("Abs", "Neg", "Sign"):
+            yield make(f"{op.lower()}_i{bits}", op, {"x": x})
+        y = rng.integers(1, 9, (4, 4)).astype(dtype) * np.where(rng.random((4, 4)) < 0.5, -1, 1).astype(dtype)
+        for op in ("Min", "Max", "Div"):
+            yield make(f"{op.lower()}_i{bits}", op, {"a": x, "b": y})
+        yield make(f"mod_i{bits}", "Mod", {"a": x, "b": y})
+        yield make(f"fmod_i{bits}", "Mod", {"a": x, "b": y}, {"fmod": 1})
+
     yield make("lrn", "LRN", {"x": f32(2, 6, 4, 3)}, {"size": 3, "alpha": 2e-4, "beta": 0.75, "bias": 2.0})
     yield make("lrn_size_5", "LRN", {"x": f32(1, 7, 2, 5)}, {"size": 5})  # ORT: odd sizes, 4-D only
 

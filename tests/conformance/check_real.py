@@ -77,6 +77,8 @@ KNOWN = {
     ("gpt2", "dynamo_static"): "the dynamo exporter folds the position embeddings into a per-batch constant",
     ("bert", "dynamo_static"): "the dynamo exporter folds the token-type embeddings into a per-batch constant",
     ("gpt2_untied", "dynamo_static"): "the dynamo exporter folds the position embeddings into a per-batch constant",
+    ("scalar_params", "dynamo_static"): "the dynamo exporter folds exp(logit_scale) into a constant, so the "
+                                        "parameter is not in the export (tec lists the value as frozen, saying why)",
     ("resnet18", "ts_static"): "the exporter folds BatchNormalization into the convolutions (eval mode): torch "
                                "trains convolution and BatchNormalization apart (resnet18_bn trains equal)",
     ("resnet18", "dynamo_static"): "the exporter folds BatchNormalization into the convolutions (eval mode): torch "

@@ -202,3 +202,57 @@ def test_a_plan_inspects_as_text_and_data(tmp_path):
     assert "cpu" in plan.selection()  # no GPU here: the cpu variant, and why
     cli(MLP, "--target", "sm_90,cpu", "--train", "--loss", "mse", "-o", str(tmp_path / "p.tecplan"))
     assert json.loads(cli("inspect", str(tmp_path / "p.tecplan"), "--json"))["variants"] == plan.metadata()["variants"]
+
+
+def two_headed_mlp(path, outputs=("logits", "embedding")):
+    """x [8, 12] -> h = relu(x W1 + b1); logits = h W2 + b2 [8, 4]; embedding = h W3 [8, 6] (as CLIP's or
+    ALBERT's several outputs over one trunk). `outputs` chooses which of them the graph returns."""
+    rng = np.random.default_rng(3)
+    inits = {"fc.weight": rng.standard_normal((12, 16)) * 0.3, "fc.bias": rng.standard_normal(16) * 0.1,
+             "head.weight": rng.standard_normal((16, 4)) * 0.3, "head.bias": rng.standard_normal(4) * 0.1,
+             "proj.weight": rng.standard_normal((16, 6)) * 0.3}
+    h = onnx.helper
+    nodes = [h.make_node("MatMul", ["x", "fc.weight"], ["xw"]), h.make_node("Add", ["xw", "fc.bias"], ["pre"]),
+             h.make_node("Relu", ["pre"], ["h"]), h.make_node("MatMul", ["h", "head.weight"], ["hw"]),
+             h.make_node("Add", ["hw", "head.bias"], ["logits"]), h.make_node("MatMul", ["h", "proj.weight"], ["embedding"])]
+    shapes = {"logits": [8, 4], "embedding": [8, 6]}
+    graph = h.make_graph(nodes, "two_heads", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [8, 12])],
+                         [h.make_tensor_value_info(o, onnx.TensorProto.FLOAT, shapes[o]) for o in outputs],
+                         [onnx.numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.producer_name = "pytorch"
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def test_a_multi_output_model_trains_on_the_outputs_given_targets(tmp_path):
+    # Trained on `logits` alone, the two-output model takes exactly the steps of the same model exported with
+    # `logits` as its only output; with both targets it trains on both (another trajectory).
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((8, 12)).astype(np.float32)
+    logits, embedding = rng.standard_normal((8, 4)).astype(np.float32), rng.standard_normal((8, 6)).astype(np.float32)
+    both = tec.Trainer(tec.compile(two_headed_mlp(tmp_path / "two.onnx"), targets="cpu", train=train_options()),
+                       device="cpu")
+    alone = tec.Trainer(tec.compile(two_headed_mlp(tmp_path / "one.onnx", ("logits",)), targets="cpu",
+                                    train=train_options()), device="cpu")
+    got = [both.step({"x": x}, {"logits": logits}) for _ in range(3)]
+    want = [alone.step({"x": x}, {"logits": logits}) for _ in range(3)]
+    assert got == want
+    with_embedding = both.step({"x": x}, {"logits": logits, "embedding": embedding})
+    assert with_embedding > alone.step({"x": x}, {"logits": logits})  # the embedding's term adds to the loss
+    with pytest.raises(tec.BadInputError, match="'pooled'"):
+        both.step({"x": x}, {"pooled": logits})
+    with pytest.raises(tec.BadInputError, match="at least one output"):
+        both.step({"x": x}, {})
+
+    # The CLI: --target names the outputs to train on, the others are said to be ignored; the same losses.
+    plan = str(tmp_path / "two.tecplan")
+    cli(str(tmp_path / "two.onnx"), "--target", "cpu", "--train", "--loss", "mse", "--optimizer", "adamw", "--lr",
+        "1e-3", "-o", plan)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "logits.npy", logits)
+    report = tmp_path / "report.json"
+    out = cli("train", plan, "--input", f"x={tmp_path / 'x.npy'}", "--target", f"logits={tmp_path / 'logits.npy'}",
+              "--steps", "3", "--report", str(report))
+    assert "loss on logits; ignoring embedding (no --target)" in out
+    assert [np.float32(v) for v in json.loads(report.read_text())["loss"]] == [np.float32(v) for v in want]

@@ -193,6 +193,10 @@ const GradCase kCases[] = {
     {"div", R"(func.func @forward(%a: tensor<3x4xf32>, %b: tensor<3x4xf32>) -> tensor<3x4xf32> {
        %0 = tec.div %a, %b : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
        return %0 : tensor<3x4xf32> })", Inputs::Positive},
+    // A computed exponent (a one-element parameter as the power): d/dx and d/dc, with c broadcast.
+    {"pow_computed_exponent", R"(func.func @forward(%a: tensor<3x4xf32>, %c: tensor<1xf32>) -> tensor<3x4xf32> {
+       %0 = tec.pow %a, %c : (tensor<3x4xf32>, tensor<1xf32>) -> tensor<3x4xf32>
+       return %0 : tensor<3x4xf32> })", Inputs::Positive},
     {"pow_square_and_cube", R"(func.func @forward(%a: tensor<3x4xf32>) -> (tensor<3x4xf32>, tensor<3x4xf32>) {
        %two = tec.constant dense<2.0> : tensor<f32>
        %three = tec.constant dense<3.0> : tensor<f32>
@@ -282,6 +286,16 @@ const GradCase kCases[] = {
        %0 = tec.slice %x {starts = array<i64: 0, 0, 4>, ends = array<i64: 2, 5, 8>, steps = array<i64: 1, 1, 1>} : tensor<2x5x8xf32> -> tensor<2x5x4xf32>
        %1 = tec.slice %x {starts = array<i64: 0, 1, 0>, ends = array<i64: 2, 3, 8>, steps = array<i64: 1, 1, 1>} : tensor<2x5x8xf32> -> tensor<2x2x8xf32>
        return %0, %1 : tensor<2x5x4xf32>, tensor<2x2x8xf32> })"},
+    // Swin's patch merging (x[:, 1::2, 0::2]), a step whose last pick leaves zeros after it (1::3 of 8: 1, 4,
+    // 7 of a dim of 8 and 2, 5 of 7), and a reversed slice (x[::-2] of 5: 4, 2, 0).
+    {"strided_slice", R"(func.func @forward(%x: tensor<2x8x7xf32>) -> (tensor<2x4x4xf32>, tensor<2x3x2xf32>, tensor<1x8x7xf32>) {
+       %0 = tec.slice %x {starts = array<i64: 0, 1, 0>, ends = array<i64: 2, 8, 7>, steps = array<i64: 1, 2, 2>} : tensor<2x8x7xf32> -> tensor<2x4x4xf32>
+       %1 = tec.slice %x {starts = array<i64: 0, 1, 2>, ends = array<i64: 2, 8, 7>, steps = array<i64: 1, 3, 3>} : tensor<2x8x7xf32> -> tensor<2x3x2xf32>
+       %2 = tec.slice %x {starts = array<i64: 1, 0, 0>, ends = array<i64: -1, 8, 7>, steps = array<i64: -2, 1, 1>} : tensor<2x8x7xf32> -> tensor<1x8x7xf32>
+       return %0, %1, %2 : tensor<2x4x4xf32>, tensor<2x3x2xf32>, tensor<1x8x7xf32> })"},
+    {"strided_reversed_slice", R"(func.func @forward(%x: tensor<5x3xf32>) -> tensor<3x3xf32> {
+       %0 = tec.slice %x {starts = array<i64: 4, 0>, ends = array<i64: -1, 3>, steps = array<i64: -2, 1>} : tensor<5x3xf32> -> tensor<3x3xf32>
+       return %0 : tensor<3x3xf32> })"},
     // Zero gradient; the inputs stay away from integers so that differences do not cross a step.
     {"floor_ceil", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
        %0 = tec.floor %a : tensor<4x4xf32>

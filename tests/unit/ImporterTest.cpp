@@ -302,7 +302,8 @@ void torchMetadata(OnnxBuilder &b, const std::string &name, const std::string &k
 TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   // With torch.export's signature only PARAMETERs train: a one-element parameter named like a made-up value
   // ("zeros" is an FX node's name too) trains, a buffer stays fixed, and a tensor the exporter folded from
-  // one weight (and its own shape constants) is that weight (a transpose), from several a computed value.
+  // one weight (and its own shape constants) is that weight (a transpose), from several a computed value; a
+  // scalar folded from a parameter (exp(logit_scale)) is fixed and says why.
   OnnxBuilder b;
   b.model.set_producer_name("pytorch");
   b.input("x", {2, 2});
@@ -311,11 +312,13 @@ TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   b.initF32("val_12", {2, 2}, {1, 2, 3, 4});
   b.initF32("where", {2, 2}, {0, -1e9f, 0, 0});
   b.initF32("val_3", {}, {2.0f});
+  b.initF32("exp", {}, {1.35f});
   b.node("Mul", {"x", "zeros"}, {"a"});
   b.node("Mul", {"a", "scale_buffer"}, {"b"});
   b.node("MatMul", {"b", "val_12"}, {"c"});
   b.node("Add", {"c", "where"}, {"d"});
-  b.node("Mul", {"d", "val_3"}, {"y"});
+  b.node("Mul", {"d", "val_3"}, {"e"});
+  b.node("Mul", {"e", "exp"}, {"y"});
   b.output("y");
   const std::string kind = "pkg.torch.export.graph_signature.InputSpec.kind";
   const std::string folded = "pkg.onnxscript.optimizer.folded_from";
@@ -323,9 +326,10 @@ TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   torchMetadata(b, "scale_buffer", kind, "BUFFER");
   torchMetadata(b, "val_12", folded, "['fc.weight', 'val_10']");
   torchMetadata(b, "where", folded, "['arange', 'mask.bias']");
+  torchMetadata(b, "exp", folded, "['logit_scale']");
   auto m = importOk(b);
   ASSERT_TRUE(m);
-  EXPECT_EQ(paramNames(*m), (std::vector<std::string>{"zeros", "scale_buffer", "val_12", "where"}));
+  EXPECT_EQ(paramNames(*m), (std::vector<std::string>{"zeros", "scale_buffer", "val_12", "where", "exp"}));
   auto f = m->forward();
   auto frozen = [&](unsigned arg) {
     auto why = f.getArgAttrOfType<mlir::StringAttr>(arg, kFrozenAttrName);
@@ -335,6 +339,8 @@ TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   EXPECT_EQ(frozen(2), "a buffer in torch.export's signature, not a parameter");
   EXPECT_EQ(frozen(3), "trained");
   EXPECT_EQ(frozen(4), "a value the exporter computed from arange, mask.bias");
+  EXPECT_EQ(frozen(5), "the exporter folded logit_scale into this value, so the parameter itself is not in the model "
+                       "(export with optimize=False to train it)");
   EXPECT_EQ(m->ops<ConstantOp>().size(), 1u); // val_3
 }
 

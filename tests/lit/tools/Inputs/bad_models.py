@@ -53,6 +53,13 @@ def main():
     both.raw_data = b"\0" * 36
     save(f"{out}/raw-and-float-data-o17.onnx", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm2")], 17,
          inits=[both])
+    # Valid ONNX whose element types tec lacks in two nodes: both are reported at once (their consumer is not).
+    ints = helper.make_graph([helper.make_node("Relu", ["x"], ["a"], name="relu_i64"),
+                              helper.make_node("Pow", ["x", "x"], ["b"], name="pow_i64"),
+                              helper.make_node("Add", ["a", "b"], ["y"], name="add_i64")], "ints",
+                             [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 3])],
+                             [helper.make_tensor_value_info("y", TensorProto.INT64, [2, 3])])
+    onnx.save(helper.make_model(ints, opset_imports=[helper.make_opsetid("", 17)]), f"{out}/int-relu-and-pow-o17.onnx")
     # A node name carrying a terminal escape sequence reaches no terminal raw.
     save(f"{out}/escape-in-name-o17.onnx", [helper.make_node("Frobnicate", ["x"], ["y"], name="evil\x1b[31mred")], 17)
 
