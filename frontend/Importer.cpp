@@ -23,7 +23,9 @@
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <array>
 #include <cctype>
+#include <cmath>
 #include <deque>
 #include <functional>
 #include <limits>
@@ -286,6 +288,9 @@ private:
   void findTransposedCopies();
   bool hasInput(const onnx::NodeProto &node, int i) { return node.input_size() > i && !node.input(i).empty(); }
   Expected<std::vector<int64_t>> constInts(const onnx::NodeProto &node, int i);
+  /// A float input known at compile time (Resize's scales), read where it lies: a Constant node, an
+  /// initializer (left out of the params), or a value folded from constants.
+  Expected<std::vector<float>> constFloats(const onnx::NodeProto &node, int i);
   Error define(const onnx::NodeProto &node, unsigned i, Value v);
   bool outputUsed(const onnx::NodeProto &node, int i) {
     return node.output_size() > i && !node.output(i).empty() && usedNames.contains(node.output(i));
@@ -382,6 +387,11 @@ private:
   /// x as NCHW: a 1-D input [N, C, L] as [N, C, 1, L].
   Value as2d(const onnx::NodeProto &n, Value x);
   Error conv(const onnx::NodeProto &n);
+  /// ConvTranspose as tec.conv_input_grad (the conv's adjoint) plus the bias.
+  Error convTranspose(const onnx::NodeProto &n);
+  /// Resize (opset 11+): per resized axis, each output element a weighted sum of input elements picked by
+  /// constant indices (nearest: 1, linear: 2, cubic: 4 taps), so gathers and products that train.
+  Error resize(const onnx::NodeProto &n);
   Error pool(const onnx::NodeProto &n);
   Error globalPool(const onnx::NodeProto &n);
   Error batchNorm(const onnx::NodeProto &n);
@@ -954,6 +964,34 @@ Expected<std::vector<int64_t>> GraphImporter::constInts(const onnx::NodeProto &n
       result[i] = v;
     }
   }
+  return result;
+}
+
+Expected<std::vector<float>> GraphImporter::constFloats(const onnx::NodeProto &node, int i) {
+  const std::string &name = node.input(i);
+  const onnx::TensorProto *t = nullptr;
+  if (auto it = constants.find(name); it != constants.end())
+    t = it->second;
+  else if (auto it = initializers.find(name); it != initializers.end())
+    t = it->second;
+  std::vector<float> result;
+  if (auto it = values.find(name); !t && it != values.end())
+    if (auto folded = it->second.getDefiningOp<ConstantOp>())
+      if (auto floats = llvm::dyn_cast<DenseFPElementsAttr>(folded.getValue())) {
+        for (const APFloat &v : floats.getValues<APFloat>())
+          result.push_back(v.convertToFloat());
+        return result;
+      }
+  if (!t)
+    return nodeUnsupported(node, "input '" + name + "' must be a constant or an initializer (it decides a shape)");
+  if (t->data_type() != onnx::TensorProto::FLOAT)
+    return nodeInvalid(node, "input '" + name + "' must be FLOAT, got " + onnxTypeName(t->data_type()));
+  auto bytes = tensorBytes(*t, "tensor '" + name + "'");
+  if (!bytes)
+    return bytes.takeError();
+  result.resize(bytes->size() / 4);
+  if (!result.empty())
+    std::memcpy(result.data(), bytes->data(), bytes->size());
   return result;
 }
 
@@ -2388,6 +2426,301 @@ Error GraphImporter::conv(const onnx::NodeProto &n) {
   return define(n, 0, y);
 }
 
+Error GraphImporter::convTranspose(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  TRY_ASSIGN(w, value(n, 1));
+  auto xt = typeOf(x), wt = typeOf(w);
+  if (xt.getRank() != 3 && xt.getRank() != 4)
+    return nodeUnsupported(n, "only 1-D and 2-D transposed convolutions are supported, got a rank-" +
+                                  llvm::Twine(xt.getRank()) + " input");
+  if (!isFloat(xt.getElementType()) || wt.getElementType() != xt.getElementType())
+    return nodeUnsupported(n, "element type is not supported (float input and weight of one type)");
+  const int64_t group = intAttr(n, "group", 1), spatial = xt.getRank() - 2;
+  if (wt.getRank() != xt.getRank() || group < 1 || wt.getDimSize(0) != xt.getDimSize(1) || xt.getDimSize(1) % group)
+    return nodeInvalid(n, "weight " + shape::str(wt.getShape()) + " does not fit input " + shape::str(xt.getShape()) +
+                              " with group " + llvm::Twine(group) + " (expected [C, M / group, kernel...])");
+  auto kernel = wt.getShape().drop_front(2);
+  if (const auto *k = findAttr(n, "kernel_shape"); k && !llvm::equal(k->ints(), kernel))
+    return nodeInvalid(n, "kernel_shape disagrees with the weight " + shape::str(wt.getShape()));
+  auto ints = [&](const char *name, int64_t count, int64_t dflt) -> Expected<llvm::SmallVector<int64_t>> {
+    const auto *a = findAttr(n, name);
+    if (!a)
+      return llvm::SmallVector<int64_t>(count, dflt);
+    if (a->ints_size() != count)
+      return nodeInvalid(n, "'" + llvm::Twine(name) + "' has " + llvm::Twine(a->ints_size()) + " values, expected " +
+                                llvm::Twine(count));
+    return llvm::SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+  };
+  TRY_ASSIGN(strides, ints("strides", spatial, 1));
+  TRY_ASSIGN(dilations, ints("dilations", spatial, 1));
+  TRY_ASSIGN(pads, ints("pads", 2 * spatial, 0));
+  TRY_ASSIGN(outputPadding, ints("output_padding", spatial, 0));
+  const auto *outputShapeAttr = findAttr(n, "output_shape");
+  llvm::SmallVector<int64_t> outputShape;
+  if (outputShapeAttr) { // the spatial dims, or (as some exporters write) the whole shape
+    outputShape.assign(outputShapeAttr->ints().begin(), outputShapeAttr->ints().end());
+    if (static_cast<int64_t>(outputShape.size()) == spatial + 2)
+      outputShape.erase(outputShape.begin(), outputShape.begin() + 2);
+    if (static_cast<int64_t>(outputShape.size()) != spatial)
+      return nodeInvalid(n, "output_shape must have one size per spatial dim");
+  }
+  if (llvm::any_of(strides, [](int64_t v) { return v < 1; }) || llvm::any_of(dilations, [](int64_t v) { return v < 1; }) ||
+      llvm::any_of(pads, [](int64_t v) { return v < 0; }) || llvm::any_of(outputPadding, [](int64_t v) { return v < 0; }))
+    return nodeInvalid(n, "strides and dilations must be positive, pads and output_padding non-negative");
+  const std::string autoPad = findAttr(n, "auto_pad") ? findAttr(n, "auto_pad")->s() : "NOTSET";
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    return nodeInvalid(n, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + autoPad + "'");
+  llvm::SmallVector<int64_t> outDims;
+  for (int64_t d = 0; d < spatial; ++d) {
+    const int64_t in = xt.getDimSize(2 + d), s = strides[d];
+    const int64_t natural = s * (in - 1) + outputPadding[d] + (kernel[d] - 1) * dilations[d] + 1;
+    int64_t &begin = pads[d], &end = pads[spatial + d];
+    if (autoPad == "VALID") {
+      begin = end = 0;
+    } else if (outputShapeAttr || autoPad != "NOTSET") {
+      // ONNX's rule: the padding that gives the output shape (in * stride for SAME), split with the odd cell
+      // at the end for SAME_UPPER and at the start otherwise (Python's floor division, as the reference).
+      const int64_t total = natural - (outputShapeAttr ? outputShape[d] : in * s);
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      begin = autoPad == "SAME_UPPER" ? half : total - half;
+      end = total - begin;
+    }
+    // Padding below zero at the end is more output (output_padding); at the start it would shift the output.
+    if (begin < 0)
+      return nodeUnsupported(n, "an output_shape that needs negative padding at the start is not supported");
+    if (end < 0) {
+      outputPadding[d] -= end;
+      end = 0;
+    }
+    if (outputPadding[d] >= s)
+      return nodeUnsupported(n, "output padding " + llvm::Twine(outputPadding[d]) + " of at least the stride " +
+                                    llvm::Twine(s) + " is not supported");
+    const int64_t out = s * (in - 1) + outputPadding[d] + (kernel[d] - 1) * dilations[d] + 1 - begin - end;
+    if (out < 1)
+      return nodeInvalid(n, "the padding leaves no output along spatial dim " + llvm::Twine(d));
+    outDims.push_back(out);
+  }
+  const int64_t outChannels = wt.getDimSize(1) * group;
+  Value bias;
+  if (hasInput(n, 2)) {
+    TRY_ASSIGN(b, value(n, 2));
+    if (typeOf(b).getShape() != ArrayRef<int64_t>{outChannels} || typeOf(b).getElementType() != xt.getElementType())
+      return nodeInvalid(n, "bias must be [" + llvm::Twine(outChannels) + "] of the input's type");
+    bias = b;
+  }
+  llvm::SmallVector<int64_t> win2Strides, win2Pads, win2Dilations, dims{xt.getDimSize(0), outChannels};
+  if (spatial == 1) {
+    win2Strides = {1, strides[0]}, win2Dilations = {1, dilations[0]}, win2Pads = {0, pads[0], 0, pads[1]};
+    dims.append({1, outDims[0]});
+  } else {
+    win2Strides = strides, win2Dilations = dilations, win2Pads = pads;
+    dims.append(outDims.begin(), outDims.end());
+  }
+  Type elt = xt.getElementType();
+  Value y = create<ConvInputGradOp>(n, RankedTensorType::get(dims, elt), as2d(n, x), as2d(n, w), win2Strides, win2Pads,
+                                    win2Dilations, group);
+  if (bias)
+    y = broadcast<AddOp>(n, y, create<ReshapeOp>(n, RankedTensorType::get({1, outChannels, 1, 1}, elt), bias));
+  if (spatial == 1)
+    y = create<ReshapeOp>(n, RankedTensorType::get({dims[0], dims[1], dims[3]}, elt), y);
+  return define(n, 0, y);
+}
+
+namespace {
+
+/// One resized axis: output element o reads input elements index[k][o] with weight[k][o], k over the taps.
+struct ResizeTaps {
+  std::vector<std::vector<int64_t>> index;
+  std::vector<std::vector<float>> weight;
+};
+
+/// ONNX Resize's coordinate transformation: output coordinate -> input coordinate, in float as ONNX Runtime
+/// computes it (so that nearest picks the same elements at exact halves).
+float resizeSource(llvm::StringRef mode, float x, float scale, int64_t in, int64_t out) {
+  if (mode == "asymmetric")
+    return x / scale;
+  if (mode == "align_corners")
+    return out == 1 ? 0.0f : x * static_cast<float>(in - 1) / static_cast<float>(out - 1);
+  if (mode == "tf_half_pixel_for_nn")
+    return (x + 0.5f) / scale;
+  if (mode == "pytorch_half_pixel")
+    return out > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
+  if (mode == "half_pixel_symmetric") {
+    const float adjustment = static_cast<float>(out) / (scale * static_cast<float>(in));
+    const float center = static_cast<float>(in) / 2.0f;
+    return center * (1.0f - adjustment) + (x + 0.5f) / scale - 0.5f;
+  }
+  return (x + 0.5f) / scale - 0.5f; // half_pixel
+}
+
+int64_t nearestIndex(llvm::StringRef mode, float x) {
+  if (mode == "floor")
+    return static_cast<int64_t>(std::floor(x));
+  if (mode == "ceil")
+    return static_cast<int64_t>(std::ceil(x));
+  const float below = std::floor(x);
+  if (x == below + 0.5f) // a tie
+    return static_cast<int64_t>(mode == "round_prefer_ceil" ? below + 1.0f : below);
+  return static_cast<int64_t>(std::round(x));
+}
+
+/// Keys's cubic convolution weights of the taps at floor(x) - 1 .. floor(x) + 2, for x's fraction `r`.
+std::array<float, 4> cubicWeights(float r, float a) {
+  auto near = [&](float t) { return ((a + 2) * t - (a + 3)) * t * t + 1; };              // |t| <= 1
+  auto far = [&](float t) { return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a; };          // 1 < |t| < 2
+  return {far(r + 1), near(r), near(1 - r), far(2 - r)};
+}
+
+ResizeTaps resizeTaps(llvm::StringRef mode, llvm::StringRef transform, llvm::StringRef nearestMode, float cubicA,
+                      bool excludeOutside, float scale, int64_t in, int64_t out) {
+  const int64_t taps = mode == "nearest" ? 1 : mode == "linear" ? 2 : 4;
+  ResizeTaps t{std::vector<std::vector<int64_t>>(taps, std::vector<int64_t>(out)),
+               std::vector<std::vector<float>>(taps, std::vector<float>(out))};
+  auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
+  for (int64_t o = 0; o < out; ++o) {
+    float x = resizeSource(transform, static_cast<float>(o), scale, in, out);
+    if (mode == "nearest") {
+      t.index[0][o] = clamp(nearestIndex(nearestMode, x));
+      t.weight[0][o] = 1.0f;
+      continue;
+    }
+    if (mode == "linear") { // the source clamped to the input, as ONNX Runtime's bilinear
+      x = std::clamp(x, 0.0f, static_cast<float>(in - 1));
+      const int64_t lo = static_cast<int64_t>(std::floor(x)), hi = clamp(lo + 1);
+      const float r = x - static_cast<float>(lo);
+      t.index[0][o] = lo, t.index[1][o] = hi;
+      t.weight[0][o] = 1.0f - r, t.weight[1][o] = r;
+      continue;
+    }
+    const float below = std::floor(x);
+    const auto w = cubicWeights(x - below, cubicA);
+    float sum = 0.0f;
+    for (int64_t k = 0; k < 4; ++k) {
+      const int64_t i = static_cast<int64_t>(below) - 1 + k;
+      const bool outside = i < 0 || i >= in;
+      t.index[k][o] = clamp(i);
+      t.weight[k][o] = excludeOutside && outside ? 0.0f : w[k];
+      sum += t.weight[k][o];
+    }
+    if (excludeOutside)
+      for (int64_t k = 0; k < 4; ++k)
+        t.weight[k][o] /= sum;
+  }
+  return t;
+}
+
+} // namespace
+
+Error GraphImporter::resize(const onnx::NodeProto &n) {
+  TRY_ASSIGN(x, value(n, 0));
+  auto xt = typeOf(x);
+  Type elt = xt.getElementType();
+  const int64_t rank = xt.getRank();
+  if (!isFloat(elt))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  if (opset < 11)
+    return nodeUnsupported(n, "Resize before opset 11 is not supported (convert the model to opset 11 or later)");
+  auto str = [&](const char *name, const char *dflt) {
+    const auto *a = findAttr(n, name);
+    return a ? a->s() : std::string(dflt);
+  };
+  const std::string mode = str("mode", "nearest"), transform = str("coordinate_transformation_mode", "half_pixel"),
+                    nearestMode = str("nearest_mode", "round_prefer_floor"),
+                    aspect = str("keep_aspect_ratio_policy", "stretch");
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return nodeInvalid(n, "mode must be nearest, linear or cubic, got '" + mode + "'");
+  static const llvm::StringSet<> transforms{"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                                            "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+  if (!transforms.contains(transform))
+    return nodeInvalid(n, "unknown coordinate_transformation_mode '" + transform + "'");
+  if (transform == "tf_crop_and_resize")
+    return nodeUnsupported(n, "coordinate_transformation_mode tf_crop_and_resize is not supported");
+  if (nearestMode != "round_prefer_floor" && nearestMode != "round_prefer_ceil" && nearestMode != "floor" &&
+      nearestMode != "ceil")
+    return nodeInvalid(n, "unknown nearest_mode '" + nearestMode + "'");
+  if (intAttr(n, "antialias", 0) != 0 && mode != "nearest")
+    return nodeUnsupported(n, "antialias is not supported");
+  if (aspect != "stretch" && aspect != "not_larger" && aspect != "not_smaller")
+    return nodeInvalid(n, "unknown keep_aspect_ratio_policy '" + aspect + "'");
+  std::vector<int64_t> axes;
+  if (const auto *a = findAttr(n, "axes"))
+    for (int64_t axis : a->ints()) {
+      TRY_ASSIGN(d, normalizeAxis(n, axis, rank));
+      if (llvm::is_contained(axes, d))
+        return nodeInvalid(n, "axes names dim " + llvm::Twine(d) + " twice");
+      axes.push_back(d);
+    }
+  else
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  // The output size and the scale of each axis: from sizes (scale = out / in) or scales (out = floor(in * s)).
+  std::vector<int64_t> outSize(xt.getShape());
+  std::vector<float> scale(rank, 1.0f);
+  const bool bySizes = hasInput(n, 3);
+  if (bySizes) {
+    TRY_ASSIGN(sizes, constInts(n, 3));
+    if (sizes.size() != axes.size())
+      return nodeInvalid(n, "sizes has " + llvm::Twine(sizes.size()) + " values for " + llvm::Twine(axes.size()) + " axes");
+    float fit = aspect == "not_larger" ? INFINITY : 0.0f;
+    for (size_t k = 0; k < axes.size(); ++k) {
+      if (sizes[k] < 1)
+        return nodeInvalid(n, "sizes must be positive");
+      const float s = static_cast<float>(sizes[k]) / static_cast<float>(xt.getDimSize(axes[k]));
+      fit = aspect == "not_larger" ? std::min(fit, s) : std::max(fit, s);
+      outSize[axes[k]] = sizes[k], scale[axes[k]] = s;
+    }
+    if (aspect != "stretch")
+      for (int64_t d : axes) {
+        scale[d] = fit;
+        outSize[d] = static_cast<int64_t>(std::round(fit * static_cast<float>(xt.getDimSize(d))));
+      }
+  } else if (hasInput(n, 2)) {
+    TRY_ASSIGN(scales, constFloats(n, 2));
+    if (scales.size() != axes.size())
+      return nodeInvalid(n, "scales has " + llvm::Twine(scales.size()) + " values for " + llvm::Twine(axes.size()) +
+                                " axes");
+    for (size_t k = 0; k < axes.size(); ++k) {
+      if (!(scales[k] > 0.0f) || !std::isfinite(scales[k]))
+        return nodeInvalid(n, "scales must be positive and finite");
+      scale[axes[k]] = scales[k];
+      outSize[axes[k]] = static_cast<int64_t>(std::floor(static_cast<double>(xt.getDimSize(axes[k])) * scales[k]));
+      if (outSize[axes[k]] < 1)
+        return nodeInvalid(n, "scales leave no output along dim " + llvm::Twine(axes[k]));
+    }
+  } else {
+    return nodeInvalid(n, "expected scales or sizes");
+  }
+  TRY_ASSIGN(checked, checkedType(n, outSize, elt));
+  (void)checked;
+  const float cubicA = floatAttr(n, "cubic_coeff_a", -0.75f);
+  const bool excludeOutside = intAttr(n, "exclude_outside", 0) != 0;
+  Value y = x;
+  for (int64_t d : axes) {
+    const int64_t in = xt.getDimSize(d), out = outSize[d];
+    if (in == out && scale[d] == 1.0f)
+      continue; // every transformation maps an unscaled axis onto itself
+    auto taps = resizeTaps(mode, transform, nearestMode, cubicA, excludeOutside, scale[d], in, out);
+    auto current = typeOf(y);
+    SmallVector<int64_t> dims(current.getShape()), weightDims(rank, 1);
+    dims[d] = out, weightDims[d] = out;
+    auto resultType = RankedTensorType::get(dims, elt);
+    Value sum;
+    for (size_t k = 0; k < taps.index.size(); ++k) {
+      Value picked = create<GatherOp>(n, resultType, y, int64Constant(n, {out}, taps.index[k]), d);
+      if (mode != "nearest") {
+        auto f32Weights = RankedTensorType::get(weightDims, builder.getF32Type());
+        Value weight = create<ConstantOp>(n, f32Weights, DenseElementsAttr::get(f32Weights, ArrayRef<float>(taps.weight[k])));
+        if (!elt.isF32())
+          weight = create<CastOp>(n, RankedTensorType::get(weightDims, elt), weight);
+        picked = broadcast<MulOp>(n, picked, weight);
+      }
+      sum = sum ? create<AddOp>(n, resultType, sum, picked) : picked;
+    }
+    y = sum;
+  }
+  return define(n, 0, y);
+}
+
 Error GraphImporter::pool(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
   auto xt = typeOf(x);
@@ -2667,6 +3000,8 @@ const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
       {"IsInf", &G::isInf},
       {"Exp", &G::unary<ExpOp>},
       {"Abs", &G::unary<AbsOp>},
+      {"ConvTranspose", &G::convTranspose},
+      {"Resize", &G::resize},
       {"Sign", &G::unary<SignOp>},
       {"LeakyRelu", &G::leakyRelu},
       {"HardSigmoid", &G::hardSigmoid},

@@ -659,6 +659,18 @@ LogicalResult ConvOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorIm
   return success();
 }
 
+LogicalResult ConvInputGradOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // y = conv^T(x, W) is linear in x with the conv as its adjoint: dx = conv(dy, W). In W, <dy, conv^T(x, W)>
+  // = <conv(dy, W), x>: the conv's weight gradient with dy as the input and x as the output's gradient.
+  Location loc = getLoc();
+  auto weight = getWeight().getType();
+  grads.push_back(b.create<ConvOp>(loc, getDy().getType(), dys[0], getWeight(), Value(), getStrides(), getPads(),
+                                   getDilations(), getGroup()));
+  grads.push_back(b.create<ConvWeightGradOp>(loc, weight, getDy(), dys[0], weight.getShape().drop_front(2), getStrides(),
+                                             getPads(), getDilations(), getGroup()));
+  return success();
+}
+
 LogicalResult PoolOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
   grads.push_back(b.create<PoolGradOp>(getLoc(), getInput().getType(), dys[0], getInput(), getKind(), getKernel(),
                                        getStrides(), getPads(), getDilations(), getCountIncludePad()));

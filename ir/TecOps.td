@@ -785,10 +785,14 @@ def Tec_ConvOp : Tec_WindowOp<"conv", [DeclareOpInterfaceMethods<Tec_Differentia
   let hasVerifier = 1;
 }
 
-def Tec_ConvInputGradOp : Tec_WindowOp<"conv_input_grad"> {
-  let summary = "the gradient of tec.conv with respect to its input";
+def Tec_ConvInputGradOp : Tec_WindowOp<"conv_input_grad", [DeclareOpInterfaceMethods<Tec_Differentiable>]> {
+  let summary = "the gradient of tec.conv with respect to its input, and ONNX ConvTranspose";
   let description = [{
-    `dx = conv_transpose(dy, weight)` with tec.conv's attributes; `result` has the input's shape.
+    `dx = conv_transpose(dy, weight)` with tec.conv's attributes; `result` has the input's shape. It is ONNX
+    `ConvTranspose` too (its weight [C, M/group, kh, kw] is the conv's from M to C channels; output_padding
+    is a larger `result` whose last rows no window reaches from the end padding), so it differentiates:
+    the conv of the incoming gradient for `dy`, the conv's weight gradient with the roles swapped for
+    `weight`.
   }];
   let arguments = (ins Tec_FloatTensor:$dy, Tec_FloatTensor:$weight, DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations, I64Attr:$group);

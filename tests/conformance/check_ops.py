@@ -96,6 +96,42 @@ def cases():
         yield make(f"mod_i{bits}", "Mod", {"a": x, "b": y})
         yield make(f"fmod_i{bits}", "Mod", {"a": x, "b": y}, {"fmod": 1})
 
+    # Resize as torch.onnx writes F.interpolate: nearest (asymmetric, floor), bilinear and bicubic (half_pixel,
+    # pytorch_half_pixel, align_corners), by scales and by sizes, up and down, non-integer ratios.
+    image = f32(2, 3, 5, 7)
+    forms = [("nearest", "asymmetric", "floor"), ("nearest", "half_pixel", "round_prefer_floor"),
+             ("nearest", "tf_half_pixel_for_nn", "round_prefer_ceil"), ("linear", "half_pixel", None),
+             ("linear", "pytorch_half_pixel", None), ("linear", "align_corners", None), ("linear", "asymmetric", None),
+             ("cubic", "half_pixel", None), ("cubic", "align_corners", None)]
+    for mode, transform, nearest in forms:
+        attrs = {"mode": mode, "coordinate_transformation_mode": transform}
+        if nearest:
+            attrs["nearest_mode"] = nearest
+        tag = f"{mode}_{transform}"
+        yield make(f"resize_scales_up_{tag}", "Resize", {"x": image}, attrs,
+                   {"roi": np.array([], np.float32), "scales": np.array([1, 1, 2, 1.5], np.float32)})
+        yield make(f"resize_sizes_down_{tag}", "Resize", {"x": image}, attrs,
+                   {"roi": np.array([], np.float32), "scales": np.array([], np.float32),
+                    "sizes": np.array([2, 3, 3, 4], np.int64)})
+    yield make("resize_cubic_exclude_outside", "Resize", {"x": image},
+               {"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1},
+               {"roi": np.array([], np.float32), "scales": np.array([1, 1, 1.6, 0.6], np.float32)})
+    yield make("resize_1d_linear", "Resize", {"x": f32(2, 3, 9)}, {"mode": "linear"},
+               {"roi": np.array([], np.float32), "scales": np.array([1, 1, 2], np.float32)})
+
+    # ConvTranspose as exporters write it: a U-Net's 2x2 stride-2 upsampling, output_padding, groups,
+    # dilation, 1-D, output_shape, SAME_UPPER.
+    transposed = [("unet_up", f32(2, 8, 4, 5), f32(8, 4, 2, 2), {"strides": [2, 2]}),
+                  ("output_padding", f32(1, 4, 3, 3), f32(4, 2, 3, 3),
+                   {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}),
+                  ("groups_dilation", f32(2, 6, 4, 4), f32(6, 2, 3, 3), {"group": 3, "dilations": [2, 1], "pads": [1, 0, 2, 1]}),
+                  ("conv1d", f32(2, 4, 7), f32(4, 3, 4), {"strides": [3], "pads": [1, 2]}),
+                  ("output_shape", f32(1, 2, 3, 3), f32(2, 3, 3, 3), {"strides": [3, 2], "output_shape": [10, 8]}),
+                  ("same_upper", f32(1, 2, 3, 4), f32(2, 2, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"})]
+    for name, x, w, attrs in transposed:
+        yield make(f"conv_transpose_{name}", "ConvTranspose", {"x": x}, attrs,
+                   {"w": w, "b": f32(w.shape[1] * attrs.get("group", 1))})
+
     yield make("lrn", "LRN", {"x": f32(2, 6, 4, 3)}, {"size": 3, "alpha": 2e-4, "beta": 0.75, "bias": 2.0})
     yield make("lrn_size_5", "LRN", {"x": f32(1, 7, 2, 5)}, {"size": 5})  # ORT: odd sizes, 4-D only
 

@@ -259,6 +259,11 @@ const GradCase kCases[] = {
        %1 = tec.reduce_min %a {axes = array<i64: 0, 2>, keepdims = true} : tensor<2x3x4xf32> -> tensor<1x3x1xf32>
        return %0, %1 : tensor<2x4xf32>, tensor<1x3x1xf32> })"},
     // Groups, strides, asymmetric pads and dilations, with a bias.
+    // ONNX ConvTranspose (groups, stride 2, output padding: the last row and column take only the padding's
+    // side of the window).
+    {"conv_transpose", R"(func.func @forward(%x: tensor<2x4x3x3xf32>, %w: tensor<4x3x3x2xf32>) -> tensor<2x6x6x6xf32> {
+       %0 = tec.conv_input_grad %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 1, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<2x4x3x3xf32>, tensor<4x3x3x2xf32>) -> tensor<2x6x6x6xf32>
+       return %0 : tensor<2x6x6x6xf32> })"},
     {"conv", R"(func.func @forward(%x: tensor<2x4x7x6xf32>, %w: tensor<6x2x3x2xf32>, %b: tensor<6xf32>) -> tensor<2x6x3x5xf32> {
        %0 = tec.conv %x, %w, %b {strides = array<i64: 2, 1>, pads = array<i64: 1, 0, 0, 1>, dilations = array<i64: 1, 2>, group = 2 : i64}
             : (tensor<2x4x7x6xf32>, tensor<6x2x3x2xf32>, tensor<6xf32>) -> tensor<2x6x3x5xf32>
