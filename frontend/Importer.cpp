@@ -142,8 +142,9 @@ InitializerRole initializerRole(const onnx::TensorProto &init, Type elt, const l
     // torch.export says what each input of the program was: PARAMETERs train, buffers and constants do
     // not. Of what the exporter's optimizer made, a tensor folded from one value (besides its own made-up
     // shape constants) is that value laid out anew, a transposed weight: a param as the weight was. One
-    // folded from several values is computed (positions, masks, rotary tables): fixed. A tensor with no
-    // record at all (BatchNormalization folded into a convolution's weight) is a weight.
+    // folded from several values is computed (positions, masks, rotary tables), and one from made-up
+    // values only or named like them (GroupNorm's unit gains) is a constant: fixed. A tensor with no record
+    // and a module's name (BatchNormalization folded into a convolution's weight) is a weight.
     const TorchOrigin none;
     const TorchOrigin &o = origin == origins.end() ? none : origin->second;
     if (o.kind == "PARAMETER")
@@ -163,9 +164,13 @@ InitializerRole initializerRole(const onnx::TensorProto &init, Type elt, const l
       return {true};
     if (!o.kind.empty())
       return {false, false, "a " + llvm::StringRef(o.kind).lower() + " in torch.export's signature, not a parameter"};
-    if (sources.size() <= 1)
+    if (sources.size() == 1)
       return {};
-    return {false, false, "a value the exporter computed from " + llvm::join(sources, ", ")};
+    if (sources.size() > 1)
+      return {false, false, "a value the exporter computed from " + llvm::join(sources, ", ")};
+    if (!o.foldedFrom.empty() || isExporterName(init.name()))
+      return {false, false, std::string("a value the exporter computed")};
+    return {};
   }
   if (!oneElement)
     return {};
@@ -389,6 +394,7 @@ private:
   Error conv(const onnx::NodeProto &n);
   /// ConvTranspose as tec.conv_input_grad (the conv's adjoint) plus the bias.
   Error convTranspose(const onnx::NodeProto &n);
+  Error instanceNorm(const onnx::NodeProto &n);
   /// Resize (opset 11+): per resized axis, each output element a weighted sum of input elements picked by
   /// constant indices (nearest: 1, linear: 2, cubic: 4 taps), so gathers and products that train.
   Error resize(const onnx::NodeProto &n);
@@ -1271,6 +1277,37 @@ Error GraphImporter::layerNorm(const onnx::NodeProto &n) {
     if (auto err = define(n, i, r))
       return err;
   return Error::success();
+}
+
+Error GraphImporter::instanceNorm(const onnx::NodeProto &n) {
+  // Each (sample, channel) normalized over its spatial dims: a LayerNorm from axis 2 (a unit gain over the
+  // normalized dims), then the per-channel scale and bias. GroupNorm exports as this over [N, groups, -1].
+  TRY_ASSIGN(x, value(n, 0));
+  TRY_ASSIGN(scale, value(n, 1));
+  TRY_ASSIGN(bias, value(n, 2));
+  auto xt = typeOf(x);
+  Type elt = xt.getElementType();
+  if (!isFloat(elt))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  if (xt.getRank() < 3)
+    return nodeInvalid(n, "expected an input [N, C, spatial...], got rank " + llvm::Twine(xt.getRank()));
+  const int64_t channels = xt.getDimSize(1);
+  for (Value v : {scale, bias})
+    if (typeOf(v).getShape() != ArrayRef<int64_t>{channels} || typeOf(v).getElementType() != elt)
+      return nodeInvalid(n, "scale and bias must be [" + llvm::Twine(channels) + "] of the input's type");
+  auto normalizedType = RankedTensorType::get(xt.getShape().drop_front(2), elt);
+  Value ones = create<ConstantOp>(n, normalizedType, DenseElementsAttr::get(normalizedType, builder.getFloatAttr(elt, 1.0)));
+  shape::Dims statsShape{xt.getDimSize(0), channels};
+  statsShape.resize(xt.getRank(), 1);
+  auto statsType = RankedTensorType::get(statsShape, builder.getF32Type());
+  auto normalized = builder.create<LayerNormOp>(loc(n), TypeRange{xt, statsType, statsType}, x, ones, Value(),
+                                                builder.getI64IntegerAttr(2),
+                                                builder.getF32FloatAttr(floatAttr(n, "epsilon", 1e-5f)));
+  shape::Dims perChannel(xt.getRank() - 1, 1);
+  perChannel[0] = channels;
+  auto perChannelType = RankedTensorType::get(perChannel, elt);
+  Value y = broadcast<MulOp>(n, normalized->getResult(0), create<ReshapeOp>(n, perChannelType, scale));
+  return define(n, 0, broadcast<AddOp>(n, y, create<ReshapeOp>(n, perChannelType, bias)));
 }
 
 Expected<GraphImporter::ReduceSpec> GraphImporter::reduceSpec(const onnx::NodeProto &n, RankedTensorType in,
@@ -3002,6 +3039,7 @@ const llvm::StringMap<GraphImporter::ImportFn> &GraphImporter::importers() {
       {"Abs", &G::unary<AbsOp>},
       {"ConvTranspose", &G::convTranspose},
       {"Resize", &G::resize},
+      {"InstanceNormalization", &G::instanceNorm},
       {"Sign", &G::unary<SignOp>},
       {"LeakyRelu", &G::leakyRelu},
       {"HardSigmoid", &G::hardSigmoid},

@@ -118,6 +118,7 @@ def architectures():
                                                             num_heads=4, relative_attention_num_buckets=8,
                                                             relative_attention_max_distance=16, dropout_rate=0.0)),
                                 "hf"), tokens, "input_ids"
+    yield "unet", UNet(), image, "x"
 
 
 class ScalarParams(torch.nn.Module):
@@ -151,6 +152,34 @@ class PatchMerging(torch.nn.Module):
         x = self.embed(x)
         merged = torch.cat([x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2]], -1)
         return self.reduction(self.norm(merged)) + self.sparse(x[:, 1::4, 1::4]).mean(dim=(1, 2), keepdim=True)
+
+
+class UNet(torch.nn.Module):
+    """A two-level U-Net: strided-conv encoder, a transposed-conv (2x2, stride 2) and a bilinear upsampling
+    decoder with skip connections, a nearest-upsampled side output added in (GroupNorm, not BatchNorm, so that
+    the export trains as torch does)."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.enc1 = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.GroupNorm(2, 8), nn.SiLU())
+        self.enc2 = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.GroupNorm(4, 16), nn.SiLU())
+        self.bottom = nn.Sequential(nn.Conv2d(16, 16, 3, stride=2, padding=1), nn.ReLU())
+        self.up2 = nn.ConvTranspose2d(16, 16, 2, stride=2)
+        self.dec2 = nn.Sequential(nn.Conv2d(32, 8, 3, padding=1), nn.ReLU())
+        self.dec1 = nn.Sequential(nn.Conv2d(16, 8, 3, padding=1), nn.ReLU())
+        self.side = nn.Conv2d(16, 4, 1)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)
+        e2 = self.enc2(e1)
+        b = self.bottom(e2)
+        d2 = self.dec2(torch.cat([self.up2(b), e2], 1))
+        up = torch.nn.functional.interpolate(d2, scale_factor=2, mode="bilinear", align_corners=False)
+        d1 = self.dec1(torch.cat([up, e1], 1))
+        side = torch.nn.functional.interpolate(self.side(b), scale_factor=4, mode="nearest")
+        return self.head(d1) + side
 
 
 class SqueezeExcite(torch.nn.Module):

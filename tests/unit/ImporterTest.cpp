@@ -313,12 +313,16 @@ TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   b.initF32("where", {2, 2}, {0, -1e9f, 0, 0});
   b.initF32("val_3", {}, {2.0f});
   b.initF32("exp", {}, {1.35f});
+  b.initF32("val_48", {2}, {1.0f, 1.0f});
+  b.initF32("conv.weight_bias", {2}, {0.5f, 0.25f});
   b.node("Mul", {"x", "zeros"}, {"a"});
   b.node("Mul", {"a", "scale_buffer"}, {"b"});
   b.node("MatMul", {"b", "val_12"}, {"c"});
   b.node("Add", {"c", "where"}, {"d"});
   b.node("Mul", {"d", "val_3"}, {"e"});
-  b.node("Mul", {"e", "exp"}, {"y"});
+  b.node("Mul", {"e", "exp"}, {"f"});
+  b.node("Mul", {"f", "val_48"}, {"g"});
+  b.node("Add", {"g", "conv.weight_bias"}, {"y"});
   b.output("y");
   const std::string kind = "pkg.torch.export.graph_signature.InputSpec.kind";
   const std::string folded = "pkg.onnxscript.optimizer.folded_from";
@@ -329,7 +333,8 @@ TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   torchMetadata(b, "exp", folded, "['logit_scale']");
   auto m = importOk(b);
   ASSERT_TRUE(m);
-  EXPECT_EQ(paramNames(*m), (std::vector<std::string>{"zeros", "scale_buffer", "val_12", "where", "exp"}));
+  EXPECT_EQ(paramNames(*m), (std::vector<std::string>{"zeros", "scale_buffer", "val_12", "where", "exp", "val_48",
+                                                      "conv.weight_bias"}));
   auto f = m->forward();
   auto frozen = [&](unsigned arg) {
     auto why = f.getArgAttrOfType<mlir::StringAttr>(arg, kFrozenAttrName);
@@ -341,6 +346,8 @@ TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   EXPECT_EQ(frozen(4), "a value the exporter computed from arange, mask.bias");
   EXPECT_EQ(frozen(5), "the exporter folded logit_scale into this value, so the parameter itself is not in the model "
                        "(export with optimize=False to train it)");
+  EXPECT_EQ(frozen(6), "a value the exporter computed"); // no record, a made-up name: GroupNorm's unit gains
+  EXPECT_EQ(frozen(7), "trained");                       // no record, a module's name: a folded weight
   EXPECT_EQ(m->ops<ConstantOp>().size(), 1u); // val_3
 }
 
