@@ -21,15 +21,17 @@ ELEMENT = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorPr
            np.dtype(np.int32): TensorProto.INT32}
 
 
-def make(name, op, inputs, attrs=None, constants=None, opset=18, order=None, check=True):
+def make(name, op, inputs, attrs=None, constants=None, opset=18, order=None, check=True, outputs=1):
     """A one-node model: `inputs` (name -> array) are graph inputs, `constants` initializers; the node
-    reads them in `order` (default: inputs, then constants). Returns (name, model, inputs, expected): expected
-    None (ONNX Runtime is the oracle) unless the caller computes it."""
+    reads them in `order` (default: inputs, then constants; "" skips an optional input) and writes `outputs`
+    outputs (y, then y1, y2...). Returns (name, model, inputs, expected): expected None (ONNX Runtime is the
+    oracle) unless the caller computes it."""
     constants = constants or {}
-    node = helper.make_node(op, order or list(inputs) + list(constants), ["y"], name=name, **(attrs or {}))
+    names = ["y"] + [f"y{i}" for i in range(1, outputs)]
+    node = helper.make_node(op, order or list(inputs) + list(constants), names, name=name, **(attrs or {}))
     graph = helper.make_graph(
         [node], name, [helper.make_tensor_value_info(k, ELEMENT[v.dtype], v.shape) for k, v in inputs.items()],
-        [helper.make_empty_tensor_value_info("y")],
+        [helper.make_empty_tensor_value_info(o) for o in names],
         [numpy_helper.from_array(v, k) for k, v in constants.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 9
@@ -132,6 +134,30 @@ def cases():
         yield make(f"conv_transpose_{name}", "ConvTranspose", {"x": x}, attrs,
                    {"w": w, "b": f32(w.shape[1] * attrs.get("group", 1))})
 
+    # Recurrent ops in their forms: bidirectional with sequence lengths and initial states, reverse, GRU with
+    # and without linear_before_reset, peepholes, clip; sequence lengths are graph inputs.
+    T, B, I, H = 5, 3, 4, 6
+    lens = np.array([5, 2, 4], np.int32)
+    for op, gates in (("LSTM", 4), ("GRU", 3), ("RNN", 1)):
+        for direction in ("forward", "reverse", "bidirectional"):
+            dirs = 2 if direction == "bidirectional" else 1
+            weights = {"W": f32(dirs, gates * H, I) * 0.5, "R": f32(dirs, gates * H, H) * 0.5,
+                       "B": f32(dirs, 2 * gates * H) * 0.2}
+            states = {"initial_h": f32(dirs, B, H)}
+            if op == "LSTM":
+                states["initial_c"] = f32(dirs, B, H)
+            attrs = {"hidden_size": H, "direction": direction}
+            order = ["X", "W", "R", "B", "sequence_lens", "initial_h"] + (["initial_c"] if op == "LSTM" else [])
+            yield make(f"{op.lower()}_{direction}_lengths", op, {"X": f32(T, B, I), "sequence_lens": lens, **states},
+                       attrs, weights, order=order, outputs=3 if op == "LSTM" else 2)
+            if op == "GRU":
+                yield make(f"gru_{direction}_linear_before_reset", op, {"X": f32(T, B, I)},
+                           {**attrs, "linear_before_reset": 1}, weights, order=["X", "W", "R", "B"], outputs=2)
+    # (ONNX Runtime has no batch-first layout: ONNX's own node tests check it.)
+    yield make("lstm_peepholes_clip", "LSTM", {"X": f32(T, B, I)}, {"hidden_size": H, "clip": 1.5},
+               {"W": f32(1, 4 * H, I), "R": f32(1, 4 * H, H), "B": f32(1, 8 * H), "P": f32(1, 3 * H)},
+               order=["X", "W", "R", "B", "", "", "", "P"], outputs=3)
+
     yield make("lrn", "LRN", {"x": f32(2, 6, 4, 3)}, {"size": 3, "alpha": 2e-4, "beta": 0.75, "bias": 2.0})
     yield make("lrn_size_5", "LRN", {"x": f32(1, 7, 2, 5)}, {"size": 5})  # ORT: odd sizes, 4-D only
 
@@ -152,7 +178,7 @@ def run_tec(tec, name, model, inputs, work):
                        capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError("run failed: " + r.stderr.strip())
-    return np.load(os.path.join(out, "y.npy"))
+    return [np.load(os.path.join(out, o.name + ".npy")) for o in model.graph.output]
 
 
 def main():
@@ -163,22 +189,27 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for name, model, inputs, expected in cases():
             total += 1
-            want = expected if expected is not None else ort.InferenceSession(
-                model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+            wants = [expected] if expected is not None else ort.InferenceSession(
+                model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)
             try:
-                got = run_tec(args.tec, name, model, inputs, work)
+                gots = run_tec(args.tec, name, model, inputs, work)
             except RuntimeError as e:
                 print(f"FAIL {name}: {e}")
                 failures += 1
                 continue
-            if got.shape != want.shape or got.dtype != want.dtype:
-                ok, detail = False, f"{got.dtype}{list(got.shape)} vs ONNX Runtime's {want.dtype}{list(want.shape)}"
-            elif np.issubdtype(want.dtype, np.integer):
-                ok, detail = np.array_equal(got, want), "exact" if np.array_equal(got, want) else "integers differ"
-            else:
-                ok = np.allclose(got, want, rtol=RTOL, atol=ATOL)
-                detail = f"max abs error {np.abs(got - want).max():.3g}"
-            print(f"{'ok  ' if ok else 'FAIL'} {name} ({model.graph.node[0].op_type}): {detail}")
+            ok, details = True, []
+            for output, got, want in zip(model.graph.output, gots, wants):
+                if got.shape != want.shape or got.dtype != want.dtype:
+                    good, detail = False, f"{got.dtype}{list(got.shape)} vs ONNX Runtime's {want.dtype}{list(want.shape)}"
+                elif np.issubdtype(want.dtype, np.integer):
+                    good = np.array_equal(got, want)
+                    detail = "exact" if good else "integers differ"
+                else:
+                    good = np.allclose(got, want, rtol=RTOL, atol=ATOL)
+                    detail = f"max abs error {np.abs(got - want).max():.3g}"
+                ok &= good
+                details.append(detail if len(gots) == 1 else f"{output.name}: {detail}")
+            print(f"{'ok  ' if ok else 'FAIL'} {name} ({model.graph.node[0].op_type}): {', '.join(details)}")
             failures += not ok
     print(f"{total - failures} of {total} operator models match ONNX Runtime (numpy where it refuses the model)")
     return 1 if failures else 0
