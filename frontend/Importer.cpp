@@ -118,6 +118,23 @@ bool isExporterName(llvm::StringRef name) {
   return made.match(name);
 }
 
+/// Whether a name in the dynamo exporter's folded_from list is an FX node of an op that computes new values
+/// from its inputs (arange, gather, expand, cos, ...): a tensor folded through one is no parameter laid out
+/// anew. Layout ops (cat, transpose, view, zeros for padding) and parameter names are not.
+bool isComputingFxNode(llvm::StringRef name) {
+  static const llvm::Regex numbered("^(.*)_[0-9]+$");
+  llvm::SmallVector<llvm::StringRef, 2> match;
+  llvm::StringRef base = numbered.match(name, &match) ? match[1] : name;
+  static const llvm::StringSet<> computing{
+      "arange",      "expand",     "gather",      "index",      "index_select", "embedding", "cos",      "sin",
+      "mul",         "add",        "sub",         "div",        "pow",          "exp",       "log",      "sqrt",
+      "rsqrt",       "neg",        "le",          "lt",         "ge",           "gt",        "eq",       "ne",
+      "bitwise_and", "bitwise_or", "bitwise_not", "where",      "new_ones",     "ones_like", "zeros_like",
+      "full_like",   "cumsum",     "mean",        "sum",        "masked_fill",  "triu",      "tril",     "repeat",
+      "tile",        "matmul",     "mm",          "bmm",        "linear",       "softmax",   "scalar_tensor"};
+  return computing.contains(base);
+}
+
 /// How an initializer enters the IR: as a constant (shapes, axes, indices, masks and scalar factors such
 /// as 1/sqrt(d), which passes fold and patterns match), or as a param, trained unless `frozen` says why not.
 /// Element count alone decides nothing about a float: a one-element parameter (a Linear(8, 1)'s bias,
@@ -140,11 +157,11 @@ InitializerRole initializerRole(const onnx::TensorProto &init, Type elt, const l
   auto origin = origins.find(init.name());
   if (signedByTorch) {
     // torch.export says what each input of the program was: PARAMETERs train, buffers and constants do
-    // not. Of what the exporter's optimizer made, a tensor folded from one value (besides its own made-up
-    // shape constants) is that value laid out anew, a transposed weight: a param as the weight was. One
-    // folded from several values is computed (positions, masks, rotary tables), and one from made-up
-    // values only or named like them (GroupNorm's unit gains) is a constant: fixed. A tensor with no record
-    // and a module's name (BatchNormalization folded into a convolution's weight) is a weight.
+    // not. Of what the exporter's optimizer made, a tensor folded from parameters through layout ops only
+    // (a transposed weight; an LSTM's directions packed into one W) is those parameters laid out anew: a
+    // param as they were. One folded through ops that compute (positions gathered from an embedding, masks,
+    // rotary tables) or from made-up values only (GroupNorm's unit gains), or named like one, is fixed. A
+    // tensor with no record and a module's name (BatchNormalization folded into a convolution) is a weight.
     const TorchOrigin none;
     const TorchOrigin &o = origin == origins.end() ? none : origin->second;
     if (o.kind == "PARAMETER")
@@ -164,9 +181,9 @@ InitializerRole initializerRole(const onnx::TensorProto &init, Type elt, const l
       return {true};
     if (!o.kind.empty())
       return {false, false, "a " + llvm::StringRef(o.kind).lower() + " in torch.export's signature, not a parameter"};
-    if (sources.size() == 1)
+    if (!sources.empty() && llvm::none_of(sources, isComputingFxNode))
       return {};
-    if (sources.size() > 1)
+    if (!sources.empty())
       return {false, false, "a value the exporter computed from " + llvm::join(sources, ", ")};
     if (!o.foldedFrom.empty() || isExporterName(init.name()))
       return {false, false, std::string("a value the exporter computed")};

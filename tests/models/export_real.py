@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Exports the model families users bring (Hugging Face GPT-2, BERT, Llama and ViT, a ResNet-18-shaped timm
-ResNet, torch's TransformerEncoderLayer, two MLPs) with torch.onnx.export, four ways each: the TorchScript
-exporter at opset 17 and the dynamo exporter at opset 18, each with static and with dynamic batch/sequence
-axes. Tiny configs, random init with fixed seeds, nothing downloaded. Writes into the folder given (default:
+"""Exports the model families users bring (Hugging Face GPT-2, BERT, Llama, ViT and a T5 encoder, a
+ResNet-18-shaped timm ResNet, torch's TransformerEncoderLayer, two MLPs, a model with one-element parameters,
+Swin's patch merging, a depthwise/squeeze-excite conv net, a U-Net, LSTM and GRU stacks) with
+torch.onnx.export, four ways each: the TorchScript exporter at opset 17 and the dynamo exporter at opset 18,
+each with static and with dynamic batch/sequence axes (TorchScript only where torch's dynamo exporter fails). Tiny configs, random init with fixed seeds, nothing downloaded. Writes into the folder given (default:
 tests/models/real):
 
   <arch>_<form>.onnx     the export (form: ts_static, ts_dynamic, dynamo_static, dynamo_dynamic)
@@ -119,6 +120,8 @@ def architectures():
                                                             relative_attention_max_distance=16, dropout_rate=0.0)),
                                 "hf"), tokens, "input_ids"
     yield "unet", UNet(), image, "x"
+    yield "lstm", Recurrent(torch.nn.LSTM), sequence, "x"
+    yield "gru", Recurrent(torch.nn.GRU), sequence, "x"
 
 
 class ScalarParams(torch.nn.Module):
@@ -152,6 +155,21 @@ class PatchMerging(torch.nn.Module):
         x = self.embed(x)
         merged = torch.cat([x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2]], -1)
         return self.reduction(self.norm(merged)) + self.sparse(x[:, 1::4, 1::4]).mean(dim=(1, 2), keepdim=True)
+
+
+class Recurrent(torch.nn.Module):
+    """A two-layer bidirectional LSTM or GRU over [B, T, 32] (batch first, as most users write it) and a
+    linear head over its outputs and its last hidden states."""
+
+    def __init__(self, cell):
+        super().__init__()
+        self.rnn = cell(32, 16, num_layers=2, bidirectional=True, batch_first=True)
+        self.head = torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        out, state = self.rnn(x)
+        last = (state[0] if isinstance(state, tuple) else state)[-2:].transpose(0, 1).reshape(x.shape[0], 1, -1)
+        return self.head(out + last)
 
 
 class UNet(torch.nn.Module):

@@ -302,8 +302,9 @@ void torchMetadata(OnnxBuilder &b, const std::string &name, const std::string &k
 TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   // With torch.export's signature only PARAMETERs train: a one-element parameter named like a made-up value
   // ("zeros" is an FX node's name too) trains, a buffer stays fixed, and a tensor the exporter folded from
-  // one weight (and its own shape constants) is that weight (a transpose), from several a computed value; a
-  // scalar folded from a parameter (exp(logit_scale)) is fixed and says why.
+  // weights through layout ops (an LSTM's two directions packed into one W) is those weights, one folded
+  // through a computing op (arange) a computed value; a scalar folded from a parameter (exp(logit_scale)) is
+  // fixed and says why.
   OnnxBuilder b;
   b.model.set_producer_name("pytorch");
   b.input("x", {2, 2});
@@ -328,8 +329,8 @@ TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   const std::string folded = "pkg.onnxscript.optimizer.folded_from";
   torchMetadata(b, "zeros", kind, "PARAMETER");
   torchMetadata(b, "scale_buffer", kind, "BUFFER");
-  torchMetadata(b, "val_12", folded, "['fc.weight', 'val_10']");
-  torchMetadata(b, "where", folded, "['arange', 'mask.bias']");
+  torchMetadata(b, "val_12", folded, "['rnn.weight_ih_l0', 'rnn.weight_ih_l0_reverse', 'zeros', 'val_10']");
+  torchMetadata(b, "where", folded, "['arange_2', 'mask.bias']");
   torchMetadata(b, "exp", folded, "['logit_scale']");
   auto m = importOk(b);
   ASSERT_TRUE(m);
@@ -343,7 +344,7 @@ TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   EXPECT_EQ(frozen(1), "trained");
   EXPECT_EQ(frozen(2), "a buffer in torch.export's signature, not a parameter");
   EXPECT_EQ(frozen(3), "trained");
-  EXPECT_EQ(frozen(4), "a value the exporter computed from arange, mask.bias");
+  EXPECT_EQ(frozen(4), "a value the exporter computed from arange_2, mask.bias");
   EXPECT_EQ(frozen(5), "the exporter folded logit_scale into this value, so the parameter itself is not in the model "
                        "(export with optimize=False to train it)");
   EXPECT_EQ(frozen(6), "a value the exporter computed"); // no record, a made-up name: GroupNorm's unit gains
