@@ -1239,7 +1239,7 @@ Error GraphImporter::hardSwish(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
   if (!isFloat(typeOf(x).getElementType()))
     return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
-  return define(n, 0, broadcast<MulOp>(n, x, hardSigmoidOf(builder, loc(n), x, 1.0f / 6, 0.5f)));
+  return define(n, 0, create<HardSwishOp>(n, x.getType(), x));
 }
 
 Error GraphImporter::gelu(const onnx::NodeProto &n) {

@@ -188,6 +188,7 @@ std::optional<k::UnaryKind> unaryKindOf(Operation *op) {
       .Case([](FloorOp) { return k::UnaryKind::Floor; })
       .Case([](CeilOp) { return k::UnaryKind::Ceil; })
       .Case([](SiluOp) { return k::UnaryKind::Silu; })
+      .Case([](HardSwishOp) { return k::UnaryKind::HardSwish; })
       .Default([](Operation *) { return std::nullopt; });
 }
 

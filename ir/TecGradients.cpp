@@ -265,6 +265,25 @@ LogicalResult SiluOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorIm
   return success();
 }
 
+LogicalResult HardSwishOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // torch's: 0 below -3, (x / 3 + 1/2) on [-3, 3], 1 above: the gate plus x / 6 where the gate's ramp is.
+  Location loc = getLoc();
+  Value x = getInput();
+  auto type = typeOf(x);
+  Type element = type.getElementType();
+  auto mask = RankedTensorType::get(type.getShape(), b.getI1Type());
+  Value ramp = binary<AddOp>(b, loc, binary<MulOp>(b, loc, x, scalar(b, loc, element, 1.0 / 6)), scalar(b, loc, element, 0.5));
+  Value gate = binary<MaxOp>(b, loc, binary<MinOp>(b, loc, ramp, scalar(b, loc, element, 1.0)), scalar(b, loc, element, 0.0));
+  Value inside = b.create<CompareOp>(loc, mask, b.create<CompareOp>(loc, mask, ramp, zerosLike(b, loc, type), b.getStringAttr("ge")),
+                                     b.create<CompareOp>(loc, mask, ramp, binary<AddOp>(b, loc, zerosLike(b, loc, type), scalar(b, loc, element, 1.0)),
+                                                         b.getStringAttr("le")),
+                                     b.getStringAttr("and"));
+  Value slope = b.create<WhereOp>(loc, type, inside, binary<AddOp>(b, loc, gate, binary<MulOp>(b, loc, x, scalar(b, loc, element, 1.0 / 6))),
+                                  gate);
+  grads.push_back(binary<MulOp>(b, loc, dys[0], slope));
+  return success();
+}
+
 LogicalResult SwigluOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
   // d gate = dy * up * silu'(gate), d up = dy * silu(gate)
   Location loc = getLoc();

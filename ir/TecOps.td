@@ -178,6 +178,7 @@ def Tec_SinOp : Tec_UnaryOp<"sin", "Sin", "sin(x)">;
 def Tec_CosOp : Tec_UnaryOp<"cos", "Cos", "cos(x)">;
 def Tec_SoftplusOp : Tec_UnaryOp<"softplus", "Softplus", "ln(1 + e^x)">;
 def Tec_SiluOp : Tec_UnaryOp<"silu", "x * Sigmoid(x) (SiLU, recognized)", "x / (1 + exp(-x))">;
+def Tec_HardSwishOp : Tec_UnaryOp<"hard_swish", "HardSwish", "x * max(0, min(1, x / 6 + 1/2))">;
 def Tec_FloorOp : Tec_UnaryOp<"floor", "Floor", "floor(x) (gradient 0, as PyTorch's)">;
 def Tec_CeilOp : Tec_UnaryOp<"ceil", "Ceil", "ceil(x) (gradient 0, as PyTorch's)">;
 

@@ -36,7 +36,7 @@ CastOp wideningCast(Value v, Type narrow) {
 /// type, except the f32 statistics some keep (keepsF32).
 bool narrowable(Operation *op) {
   return llvm::isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, SwigluOp, ReluOp, TanhOp, SigmoidOp, ErfOp, SqrtOp, ExpOp,
-                   AbsOp, NegOp, ReciprocalOp, LogOp, SinOp, CosOp, SoftplusOp, SiluOp, GeluOp, ReluGradOp, GeluGradOp,
+                   AbsOp, NegOp, ReciprocalOp, LogOp, SinOp, CosOp, SoftplusOp, SiluOp, HardSwishOp, GeluOp, ReluGradOp, GeluGradOp,
                    WhereOp, TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SplitOp, SliceOp, GatherOp, SoftmaxOp,
                    LayerNormOp, RmsNormOp, AttentionOp, AttentionGradOp, ReduceSumOp, ReduceMeanOp, QuantizeOp,
                    AmaxOp>(op);

@@ -8,6 +8,7 @@
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/ElementwiseChain.h"
+#include "kernels/cpu/DnnlConv.h"
 #include "kernels/cpu/PackedGemm.h"
 
 #include <chrono>
@@ -945,9 +946,13 @@ Status CpuBackend::window(const plan::Step &s) {
   const bool include = w.countIncludePad;
   float *a = floatIn(w.a), *b = w.b >= 0 ? floatIn(w.b) : nullptr, *bias = w.bias >= 0 ? floatIn(w.bias) : nullptr;
   float *out = floatOut(w.out);
+  // A convolution runs where it runs fastest on this machine (oneDNN's kernels or tec's), measured now.
+  std::shared_ptr<k::DnnlConv> dnnl;
+  if (w.kind == k::WindowKind::Conv)
+    dnnl = k::DnnlConv::fastest(g, bias != nullptr);
   emit([=, kind = w.kind] {
     switch (kind) {
-    case k::WindowKind::Conv: k::conv(g, a, b, bias, out); break;
+    case k::WindowKind::Conv: dnnl ? dnnl->run(a, b, bias, out) : k::conv(g, a, b, bias, out); break;
     case k::WindowKind::ConvInputGrad: k::convInputGrad(g, a, b, out); break;
     case k::WindowKind::ConvWeightGrad: k::convWeightGrad(g, a, b, out); break;
     case k::WindowKind::MaxPool:

@@ -27,7 +27,7 @@ public:
         {"sqrt", &Contract::unary}, {"gelu", &Contract::unary}, {"exp", &Contract::unary},
         {"abs", &Contract::unary}, {"sign", &Contract::unary}, {"neg", &Contract::unary},
         {"reciprocal", &Contract::unary}, {"log", &Contract::unary}, {"sin", &Contract::unary},
-        {"cos", &Contract::unary}, {"softplus", &Contract::unary}, {"silu", &Contract::unary}, {"floor", &Contract::unary},
+        {"cos", &Contract::unary}, {"softplus", &Contract::unary}, {"silu", &Contract::unary}, {"hard_swish", &Contract::unary}, {"floor", &Contract::unary},
         {"ceil", &Contract::unary}, {"where", &Contract::where},
         {"relu_grad", &Contract::activationGrad}, {"gelu_grad", &Contract::activationGrad},
         {"lr_schedule", &Contract::scalars<1, 1>}, {"clip_coefficient", &Contract::scalars<1, 1>},

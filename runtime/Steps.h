@@ -140,6 +140,8 @@ inline kernels::UnaryKind unaryKind(const plan::Step &s) {
     return kernels::UnaryKind::Softplus;
   if (k == "silu")
     return kernels::UnaryKind::Silu;
+  if (k == "hard_swish")
+    return kernels::UnaryKind::HardSwish;
   if (k == "floor")
     return kernels::UnaryKind::Floor;
   if (k == "ceil")
@@ -183,7 +185,7 @@ template <class B> const std::unordered_map<std::string, Status (B::*)(const pla
       {"abs", &B::unary},          {"sign", &B::unary},
       {"neg", &B::unary},          {"reciprocal", &B::unary},
       {"log", &B::unary},          {"sin", &B::unary},
-      {"cos", &B::unary},          {"softplus", &B::unary},
+      {"cos", &B::unary},          {"softplus", &B::unary},     {"hard_swish", &B::unary},
       {"silu", &B::unary},
       {"floor", &B::unary},        {"ceil", &B::unary},
       {"where", &B::where},        {"relu_grad", &B::activationGrad},

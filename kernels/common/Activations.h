@@ -17,6 +17,14 @@ enum class Epilogue { None, Relu, Gelu, GeluTanh };
 TEC_HOST_DEVICE float relu(float x) { return x < 0.0f ? 0.0f : x; }
 
 /// ln(1 + e^x), without overflow for large x or cancellation for very negative x.
+/// ONNX HardSwish: x * max(0, min(1, x / 6 + 1/2)), in that order (MobileNetV3's activation).
+/// Compares, not fminf (whose NaN rule the compiler keeps as a call per element): NaN in x stays NaN.
+TEC_HOST_DEVICE float hardSwish(float x) {
+  float gate = x * (1.0f / 6.0f) + 0.5f;
+  gate = gate < 1.0f ? gate : 1.0f;
+  return x * (gate > 0.0f ? gate : 0.0f);
+}
+
 TEC_HOST_DEVICE float softplus(float x) { return (x > 0.0f ? x : 0.0f) + log1pf(expf(x > 0.0f ? -x : x)); }
 
 /// e^x within 2 ulp, branch-free so that CPU loops vectorize: x = n ln2 + r (Cody-Waite), a degree-6

@@ -34,7 +34,7 @@ enum class BinaryKind { Add, Sub, Mul, Div, Pow, Max, Min, Mod, FMod, SwiGlu };
 /// Binary ops with a bool result: comparisons of numbers, and the logical ops of bools.
 enum class CompareKind { Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual, And, Or, Xor };
 enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Exp, Abs, Sign, Gelu, GeluTanh, Neg, Reciprocal, Log, Sin, Cos,
-                       Softplus, Floor, Ceil, Silu };
+                       Softplus, Floor, Ceil, Silu, HardSwish };
 /// dx = dy * act'(x) for the activations with a backward kernel.
 enum class ActivationGradKind { Relu, Gelu, GeluTanh };
 enum class ReduceKind { Sum, Mean, Max, Min, Prod };
@@ -82,6 +82,7 @@ TEC_HOST_DEVICE float applyUnary(UnaryKind kind, float v) {
   case UnaryKind::Floor: return floorf(v);
   case UnaryKind::Ceil: return ceilf(v);
   case UnaryKind::Silu: return silu(v);
+  case UnaryKind::HardSwish: return hardSwish(v);
   }
   return v;
 }

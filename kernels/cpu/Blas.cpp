@@ -262,17 +262,7 @@ GemmTable &table() {
       names.push_back(l.name + " " + l.config);
     if (packedGemmChoice() >= 0)
       names.push_back("oneDNN matmul, B packed once");
-    std::string path;
-    if (names.size() > 1 && !cacheDirectory().empty()) {
-      uint64_t hash = 1469598103934665603ull; // FNV-1a of the machine and the libraries
-      for (const std::string &part : {cpuIdentity(), std::accumulate(names.begin(), names.end(), std::string())})
-        for (unsigned char ch : part)
-          hash = (hash ^ ch) * 1099511628211ull;
-      char name[64];
-      std::snprintf(name, sizeof(name), "/gemm-%016llx.tsv", static_cast<unsigned long long>(hash));
-      path = cacheDirectory() + name;
-    }
-    return GemmTable(path, names, measure);
+    return GemmTable(names.size() > 1 ? machineTablePath("gemm", names) : "", names, measure);
   }();
   return instance;
 }
@@ -282,6 +272,18 @@ GemmTable &table() {
 const BlasInfo &blas() {
   static const BlasInfo info = load();
   return info;
+}
+
+std::string machineTablePath(const std::string &kind, const std::vector<std::string> &candidates) {
+  if (cacheDirectory().empty())
+    return "";
+  uint64_t hash = 1469598103934665603ull; // FNV-1a of the machine and the candidates
+  for (const std::string &part : {cpuIdentity(), std::accumulate(candidates.begin(), candidates.end(), std::string())})
+    for (unsigned char ch : part)
+      hash = (hash ^ ch) * 1099511628211ull;
+  char name[64];
+  std::snprintf(name, sizeof(name), "-%016llx.tsv", static_cast<unsigned long long>(hash));
+  return cacheDirectory() + "/" + kind + name;
 }
 
 int gemmLibrary(const GemmShape &shape) {

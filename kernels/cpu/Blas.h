@@ -61,6 +61,9 @@ GemmSplit gemmSplit(int64_t m, int64_t n, int64_t k);
 /// call(i0, i1, j0, j1) on each chunk of C the split makes, over the pool, each followed by `epilogue`.
 void runSplit(const GemmSplit &split, int64_t m, int64_t n, FunctionRef<void(int64_t, int64_t, int64_t, int64_t)> call,
               const GemmChunkEpilogue &epilogue);
+/// Where choices measured on this machine among `candidates` are kept (ChoiceTable): a file of the cache
+/// folder named for `kind`, the processor and the candidates; empty without a cache folder.
+std::string machineTablePath(const std::string &kind, const std::vector<std::string> &candidates);
 /// The oneDNN library tec loaded (dlopen's handle), or null.
 void *oneDnnHandle();
 /// The index gemmLibrary gives a GEMM whose B is best packed once (PackedGemm.h), past blas().libraries;

@@ -228,6 +228,7 @@ template <typename F> void withUnaryOp(UnaryKind kind, F &&f) {
   case UnaryKind::Cos: return f([](float v) { return std::cos(v); });
   case UnaryKind::Softplus: return f([](float v) { return softplus(v); });
   case UnaryKind::Silu: return f([](float v) { return silu(v); });
+  case UnaryKind::HardSwish: return f([](float v) { return hardSwish(v); });
   case UnaryKind::Floor: return f([](float v) { return std::floor(v); });
   case UnaryKind::Ceil: return f([](float v) { return std::ceil(v); });
   }

@@ -17,8 +17,6 @@ namespace tec::kernels::cpu {
 
 namespace {
 
-constexpr const char *kMagic = "# tec GEMM table v2";
-
 std::string librariesLine(const std::vector<std::string> &libraries) {
   std::string line = "# libraries:";
   for (const auto &l : libraries)
@@ -66,9 +64,9 @@ std::string cacheDirectory() {
   return "";
 }
 
-GemmTable::GemmTable(std::string path, std::vector<std::string> libraries, Measure measure)
-    : path_(std::move(path)), libraries_(std::move(libraries)), measure_(std::move(measure)) {
-  if (path_.empty() || libraries_.size() < 2)
+ChoiceTable::ChoiceTable(std::string path, std::string kind, std::vector<std::string> candidates)
+    : path_(std::move(path)), kind_("# tec " + std::move(kind)), candidates_(std::move(candidates)) {
+  if (path_.empty() || candidates_.size() < 2)
     return;
   if (!makeDirectories(path_.substr(0, path_.rfind('/')))) {
     problem_ = "cannot create the folder of " + path_ + ": choices are measured again in every process";
@@ -78,34 +76,33 @@ GemmTable::GemmTable(std::string path, std::vector<std::string> libraries, Measu
   readFile();
 }
 
-bool GemmTable::readFile() {
+bool ChoiceTable::readFile() {
   std::ifstream in(path_);
   if (!in)
     return false;
   std::string line;
-  if (!std::getline(in, line) || line != kMagic || !std::getline(in, line) || line != librariesLine(libraries_))
-    return false; // another format or library set: measured anew and rewritten
+  if (!std::getline(in, line) || line != kind_ || !std::getline(in, line) || line != librariesLine(candidates_))
+    return false; // another format or candidate set: measured anew and rewritten
   while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    int ta, tb, constantB, library;
-    GemmShape s;
-    if (!(fields >> ta >> tb >> s.m >> s.n >> s.k >> constantB >> library) || library < 0 ||
-        library >= static_cast<int>(libraries_.size()) || s.m <= 0 || s.n <= 0 || s.k <= 0)
+    const size_t space = line.rfind(' ');
+    if (space == std::string::npos || space == 0)
       continue; // a damaged line is measured again
-    s.transA = ta != 0, s.transB = tb != 0, s.constantB = constantB != 0;
-    choices_.emplace(s, library);
+    char *end = nullptr;
+    const long choice = std::strtol(line.c_str() + space + 1, &end, 10);
+    if (end == line.c_str() + space + 1 || *end != '\0' || choice < 0 || choice >= static_cast<long>(candidates_.size()))
+      continue;
+    choices_.emplace(line.substr(0, space), static_cast<int>(choice));
   }
   return true;
 }
 
-void GemmTable::writeFile() {
+void ChoiceTable::writeFile() {
   const std::string temp = path_ + ".tmp." + std::to_string(getpid());
   {
     std::ofstream out(temp, std::ios::trunc);
-    out << kMagic << "\n" << librariesLine(libraries_) << "\n";
-    for (const auto &[s, library] : choices_)
-      out << s.transA << " " << s.transB << " " << s.m << " " << s.n << " " << s.k << " " << s.constantB << " "
-          << library << "\n";
+    out << kind_ << "\n" << librariesLine(candidates_) << "\n";
+    for (const auto &[key, choice] : choices_)
+      out << key << " " << choice << "\n";
     out.flush();
     if (!out) {
       problem_ = "cannot write " + temp + ": choices are measured again in every process";
@@ -123,25 +120,33 @@ void GemmTable::writeFile() {
   }
 }
 
-int GemmTable::choose(const GemmShape &shape) {
-  if (libraries_.size() < 2)
+int ChoiceTable::choose(const std::string &key, const std::function<std::vector<double>()> &measure) {
+  if (candidates_.size() < 2)
     return 0;
   std::lock_guard<std::mutex> guard(mutex_);
-  if (auto it = choices_.find(shape); it != choices_.end())
+  if (auto it = choices_.find(key); it != choices_.end())
     return it->second;
   std::unique_ptr<FileLock> lock;
   if (!path_.empty()) {
     lock = std::make_unique<FileLock>(path_);
     readFile(); // another process may have measured it meanwhile
-    if (auto it = choices_.find(shape); it != choices_.end())
+    if (auto it = choices_.find(key); it != choices_.end())
       return it->second;
   }
-  const std::vector<double> ms = measure_(shape);
+  const std::vector<double> ms = measure();
   const int fastest = static_cast<int>(std::min_element(ms.begin(), ms.end()) - ms.begin());
-  choices_.emplace(shape, fastest);
+  choices_.emplace(key, fastest);
   if (lock && lock->held())
     writeFile();
   return fastest;
+}
+
+int GemmTable::choose(const GemmShape &s) {
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0)
+    return 0;
+  std::ostringstream key;
+  key << s.transA << " " << s.transB << " " << s.m << " " << s.n << " " << s.k << " " << s.constantB;
+  return table_.choose(key.str(), [&] { return measure_(s); });
 }
 
 } // namespace tec::kernels::cpu

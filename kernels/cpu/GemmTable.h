@@ -24,19 +24,18 @@ struct GemmShape {
   bool operator<(const GemmShape &o) const { return key() < o.key(); }
 };
 
-class GemmTable {
+/// Choices among named candidates (libraries, kernels) measured once per key (a shape as text) and kept in
+/// a file per machine and candidate set, so that later runs and processes choose alike without measuring.
+class ChoiceTable {
 public:
-  /// Times one GEMM of the shape with each library: milliseconds, in the order of `libraries` (a library
-  /// that cannot run the shape: infinity).
-  using Measure = std::function<std::vector<double>(const GemmShape &)>;
+  /// `kind` names the table in its first line ("GEMM table v2"); a file of another kind or candidate set (a
+  /// library installed or removed since) is not read. `path` empty: the table lives in memory only.
+  ChoiceTable(std::string path, std::string kind, std::vector<std::string> candidates);
 
-  /// `path` empty: the table lives in memory only. `libraries` names the loaded libraries; a table written
-  /// for another set (a library installed or removed since) is not read.
-  GemmTable(std::string path, std::vector<std::string> libraries, Measure measure);
-
-  /// The library for `shape` (an index into `libraries`): the table's entry, else measured now and added.
-  /// Concurrent processes measuring the same shape agree: the table file is locked while one measures.
-  int choose(const GemmShape &shape);
+  /// The candidate for `key` (an index into the candidates): the table's entry, else `measure` (each
+  /// candidate's milliseconds, infinity where it cannot run) now, the fastest added. Concurrent processes
+  /// measuring the same key agree: the file is locked while one measures.
+  int choose(const std::string &key, const std::function<std::vector<double>()> &measure);
 
   const std::string &path() const { return path_; }
   /// Why the table is not kept on disk (the path could not be written), or empty.
@@ -46,11 +45,32 @@ private:
   bool readFile();
   void writeFile();
 
-  std::string path_, problem_;
-  std::vector<std::string> libraries_;
-  Measure measure_;
+  std::string path_, kind_, problem_;
+  std::vector<std::string> candidates_;
   std::mutex mutex_;
-  std::map<GemmShape, int> choices_;
+  std::map<std::string, int> choices_;
+};
+
+class GemmTable {
+public:
+  /// Times one GEMM of the shape with each library: milliseconds, in the order of `libraries` (a library
+  /// that cannot run the shape: infinity).
+  using Measure = std::function<std::vector<double>(const GemmShape &)>;
+
+  /// `path` empty: the table lives in memory only. `libraries` names the loaded libraries; a table written
+  /// for another set (a library installed or removed since) is not read.
+  GemmTable(std::string path, std::vector<std::string> libraries, Measure measure)
+      : table_(std::move(path), "GEMM table v2", std::move(libraries)), measure_(std::move(measure)) {}
+
+  /// The library for `shape` (an index into `libraries`): the table's entry, else measured now and added.
+  int choose(const GemmShape &shape);
+
+  const std::string &path() const { return table_.path(); }
+  const std::string &problem() const { return table_.problem(); }
+
+private:
+  ChoiceTable table_;
+  Measure measure_;
 };
 
 /// Where tec keeps files of this machine: $TEC_CACHE_DIR, else $XDG_CACHE_HOME/tec, else ~/.cache/tec.

@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #if TEC_HAVE_ONEDNN_HEADERS
-#include <oneapi/dnnl/dnnl.h>
+#include "kernels/cpu/OneDnn.h"
 #endif
 
 namespace tec::kernels::cpu {
@@ -16,47 +16,11 @@ namespace tec::kernels::cpu {
 
 namespace {
 
-/// oneDNN 2's C API, from the library Blas.cpp loaded (its headers give the types; nothing is linked).
-struct Dnnl {
-#define TEC_DNNL_FUNCTIONS(X)                                                                                          \
-  X(dnnl_version) X(dnnl_engine_create) X(dnnl_stream_create) X(dnnl_stream_destroy) X(dnnl_stream_wait)               \
-  X(dnnl_memory_desc_init_by_strides) X(dnnl_memory_desc_init_by_tag) X(dnnl_memory_desc_get_size)                     \
-  X(dnnl_memory_create) X(dnnl_memory_destroy) X(dnnl_memory_set_data_handle) X(dnnl_matmul_desc_init)                 \
-  X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy) X(dnnl_primitive_desc_query_md)                         \
-  X(dnnl_reorder_primitive_desc_create) X(dnnl_primitive_create) X(dnnl_primitive_destroy) X(dnnl_primitive_execute)
-#define TEC_DNNL_MEMBER(name) decltype(&::name) name = nullptr;
-  TEC_DNNL_FUNCTIONS(TEC_DNNL_MEMBER)
-  dnnl_engine_t engine = nullptr;
-  std::string problem;
-};
-
-const Dnnl &dnnl() {
-  static const Dnnl api = [] {
-    Dnnl d;
-    void *lib = oneDnnHandle();
-    if (!lib) {
-      d.problem = "oneDNN is not loaded";
-      return d;
-    }
-#define TEC_DNNL_LOAD(name) d.name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name));
-    TEC_DNNL_FUNCTIONS(TEC_DNNL_LOAD)
-    if (!d.dnnl_version || d.dnnl_version()->major != DNNL_VERSION_MAJOR || !d.dnnl_matmul_desc_init ||
-        !d.dnnl_primitive_execute) {
-      d.problem = "the oneDNN loaded is not version " + std::to_string(DNNL_VERSION_MAJOR) + " (tec's headers)";
-      return d;
-    }
-    if (d.dnnl_engine_create(&d.engine, dnnl_cpu, 0) != dnnl_success)
-      d.problem = "oneDNN has no CPU engine";
-    return d;
-  }();
-  return api;
-}
-
 /// dims and strides of a row-major matrix view.
 dnnl_memory_desc_t matrix(int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride) {
   dnnl_memory_desc_t md;
   const dnnl_dims_t dims = {rows, cols}, strides = {rowStride, colStride};
-  dnnl().dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_f32, strides);
+  oneDnn().dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_f32, strides);
   return md;
 }
 
@@ -70,7 +34,7 @@ struct PackedGemm::Chunk {
   dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
   float *packed = nullptr;
   ~Chunk() {
-    const Dnnl &d = dnnl();
+    const OneDnn &d = oneDnn();
     for (dnnl_memory_t mem : {a, b, c})
       if (mem)
         d.dnnl_memory_destroy(mem);
@@ -82,14 +46,14 @@ struct PackedGemm::Chunk {
   }
 };
 
-const std::string &PackedGemm::unavailable() { return dnnl().problem; }
+const std::string &PackedGemm::unavailable() { return oneDnn().problem; }
 
 std::unique_ptr<PackedGemm> PackedGemm::create(bool transB, int64_t m, int64_t n, int64_t k, const float *b,
                                                int64_t ldb) {
   const GemmSplit split = gemmSplit(m, n, k);
   if (!unavailable().empty() || split.by == GemmSplit::Rows || m <= 0 || n <= 0 || k <= 0)
     return nullptr;
-  const Dnnl &d = dnnl();
+  const OneDnn &d = oneDnn();
   std::unique_ptr<PackedGemm> gemm(new PackedGemm);
   gemm->m = m;
   // oneDNN runs on OpenMP: one thread, inside tec's pool (the setting is per thread).
@@ -145,7 +109,7 @@ std::unique_ptr<PackedGemm> PackedGemm::create(bool transB, int64_t m, int64_t n
 PackedGemm::~PackedGemm() = default;
 
 void PackedGemm::run(const float *a, float *c, const GemmChunkEpilogue &epilogue) const {
-  const Dnnl &d = dnnl();
+  const OneDnn &d = oneDnn();
   const int64_t n = chunks.back()->j1, width = chunks.front()->j1;
   const GemmSplit split{chunks.size() == 1 ? GemmSplit::Whole : GemmSplit::Columns, width};
   runSplit(split, m, n, [&](int64_t, int64_t, int64_t j0, int64_t) {

@@ -1,0 +1,50 @@
+// A convolution run by oneDNN's convolution primitive: its JIT kernels for the machine's ISA, depthwise ones
+// among them, where tec's im2col + GEMM multiplies one small GEMM per group (a depthwise 3x3 over 96 channels
+// at 56x56 on an AVX-512 Xeon: 1.4 ms as GEMMs per group, 0.37 ms in oneDNN with its reorders). Two forms:
+// Plain reads and writes NCHW and OIHW as tec holds them; Blocked lets oneDNN choose its layouts (nChw16c,
+// nhwc, ...) and reorders the image in and out and the weight on each run. Images run one per chunk of
+// tec's pool, oneDNN single-threaded in each as the GEMMs are, with a scratchpad per thread. Which of tec's
+// loop, Plain and Blocked runs a plan's convolution is measured per shape and kept on disk (ChoiceTable):
+// every process chooses alike, so training resumes bit for bit.
+#ifndef TEC_KERNELS_CPU_DNNLCONV_H
+#define TEC_KERNELS_CPU_DNNLCONV_H
+
+#include "kernels/common/Window.h"
+
+#include <memory>
+#include <string>
+
+namespace tec::kernels::cpu {
+
+class DnnlConv {
+public:
+  enum class Form { Plain, Blocked };
+  /// Why no convolution can run on oneDNN here (not loaded, no headers), or empty when one can.
+  static const std::string &unavailable();
+  /// The convolution `w` (with a bias or not) in `form`; null where unavailable() or oneDNN takes no such one.
+  static std::unique_ptr<DnnlConv> create(const Window &w, bool bias, Form form);
+  ~DnnlConv();
+  DnnlConv(const DnnlConv &) = delete;
+  DnnlConv &operator=(const DnnlConv &) = delete;
+
+  /// y = conv(x, weight) + bias, all in tec's layouts (NCHW, OIHW).
+  void run(const float *x, const float *weight, const float *bias, float *y) const;
+  /// oneDNN's name for the kernel it runs ("brdgmm_dw:avx512_core").
+  const std::string &implementation() const { return implementation_; }
+
+  /// The fastest way to run `w` here: a DnnlConv, or null for tec's im2col + GEMM (conv() in CpuKernels.h),
+  /// measured on the first convolution of each shape and kept on disk. TEC_CPU_CONV=tec|plain|blocked forces
+  /// one (where oneDNN takes the shape).
+  static std::unique_ptr<DnnlConv> fastest(const Window &w, bool bias);
+
+private:
+  struct Primitives;
+  DnnlConv() = default;
+  Window window_;
+  std::unique_ptr<Primitives> p_;
+  std::string implementation_;
+};
+
+} // namespace tec::kernels::cpu
+
+#endif

@@ -1,0 +1,110 @@
+// CPU convolutions: tec's im2col + GEMM and both oneDNN forms (DnnlConv) against a direct double-precision
+// convolution, over the shapes models have (depthwise with stride and odd pads, grouped, dilated, 1x1, a
+// batch, a 1-D conv as H = 1).
+#include "kernels/cpu/Blas.h"
+#include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/DnnlConv.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace tec::kernels;
+using namespace tec::kernels::cpu;
+
+namespace {
+
+struct ConvCase {
+  const char *name;
+  Window w;
+  bool bias;
+};
+
+Window window(int64_t n, int64_t c, int64_t h, int64_t wd, int64_t oc, int64_t k, int64_t stride, int64_t padTop,
+              int64_t padLeft, int64_t padBottom, int64_t padRight, int64_t dilation, int64_t groups, int64_t kw = 0) {
+  Window w;
+  w.batch = n, w.channels = c, w.height = h, w.width = wd, w.outChannels = oc, w.kernelH = k, w.kernelW = kw ? kw : k;
+  w.strideH = w.strideW = stride, w.padTop = padTop, w.padLeft = padLeft, w.padBottom = padBottom, w.padRight = padRight;
+  w.dilationH = w.dilationW = dilation, w.groups = groups;
+  w.outHeight = windowOutput(h, w.kernelH, stride, padTop, padBottom, dilation, false);
+  w.outWidth = windowOutput(wd, w.kernelW, stride, padLeft, padRight, dilation, false);
+  return w;
+}
+
+std::vector<double> reference(const Window &w, const std::vector<float> &x, const std::vector<float> &weight,
+                              const float *bias) {
+  std::vector<double> y(w.batch * w.outChannels * w.outHeight * w.outWidth);
+  const int64_t cg = w.groupChannels(), og = w.groupOutChannels();
+  for (int64_t n = 0; n < w.batch; ++n)
+    for (int64_t m = 0; m < w.outChannels; ++m)
+      for (int64_t oy = 0; oy < w.outHeight; ++oy)
+        for (int64_t ox = 0; ox < w.outWidth; ++ox) {
+          double acc = bias ? bias[m] : 0.0;
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t ky = 0; ky < w.kernelH; ++ky)
+              for (int64_t kx = 0; kx < w.kernelW; ++kx) {
+                const int64_t iy = w.inputRow(oy, ky), ix = w.inputCol(ox, kx);
+                if (w.inside(iy, ix))
+                  acc += double(x[((n * w.channels + (m / og) * cg + c) * w.height + iy) * w.width + ix]) *
+                         weight[((m * cg + c) * w.kernelH + ky) * w.kernelW + kx];
+              }
+          y[((n * w.outChannels + m) * w.outHeight + oy) * w.outWidth + ox] = acc;
+        }
+  return y;
+}
+
+class Convolutions : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(Convolutions, EveryFormMatchesADirectConvolution) {
+  ASSERT_TRUE(blas().loaded) << blas().library; // tec's loop multiplies with the BLAS
+  const ConvCase &c = GetParam();
+  const Window &w = c.w;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(w.batch * w.channels * w.height * w.width), weight(w.outChannels * w.groupChannels() * w.kernelH * w.kernelW),
+      bias(w.outChannels);
+  for (auto *v : {&x, &weight, &bias})
+    for (float &e : *v)
+      e = normal(rng);
+  const float *b = c.bias ? bias.data() : nullptr;
+  const auto want = reference(w, x, weight, b);
+  auto check = [&](const std::vector<float> &got, const std::string &form) {
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      worst = std::max(worst, std::abs(got[i] - want[i]) / (1e-4 + std::abs(want[i])));
+    EXPECT_LE(worst, 1e-3) << form;
+  };
+  std::vector<float> y(want.size(), NAN);
+  conv(w, x.data(), weight.data(), b, y.data());
+  check(y, "tec");
+  for (auto form : {DnnlConv::Form::Plain, DnnlConv::Form::Blocked}) {
+    auto dnnl = DnnlConv::create(w, c.bias, form);
+    if (!DnnlConv::unavailable().empty()) {
+      EXPECT_EQ(dnnl, nullptr);
+      continue;
+    }
+    ASSERT_NE(dnnl, nullptr) << "oneDNN refused the convolution";
+    std::fill(y.begin(), y.end(), NAN);
+    dnnl->run(x.data(), weight.data(), b, y.data());
+    check(y, std::string(form == DnnlConv::Form::Plain ? "plain " : "blocked ") + dnnl->implementation());
+  }
+  if (!DnnlConv::unavailable().empty())
+    GTEST_SKIP() << "oneDNN: " << DnnlConv::unavailable();
+}
+
+const ConvCase kCases[] = {
+    {"depthwise_3x3", window(2, 16, 9, 7, 16, 3, 1, 1, 1, 1, 1, 1, 16), true},
+    {"depthwise_5x5_stride2_odd_pads", window(1, 24, 11, 10, 24, 5, 2, 2, 1, 1, 2, 1, 24), false},
+    {"grouped_dilated", window(2, 12, 10, 10, 18, 3, 1, 2, 2, 2, 2, 2, 3), true},
+    {"pointwise", window(3, 20, 6, 6, 12, 1, 1, 0, 0, 0, 0, 1, 1), true},
+    {"dense_3x3_stride2", window(2, 5, 13, 12, 8, 3, 2, 1, 1, 0, 1, 1, 1), false},
+    {"conv1d_as_h1", window(2, 6, 1, 17, 4, 1, 3, 0, 2, 0, 1, 1, 1, 5), true},
+};
+
+INSTANTIATE_TEST_SUITE_P(Cpu, Convolutions, ::testing::ValuesIn(kCases),
+                         [](const auto &info) { return std::string(info.param.name); });
+
+} // namespace
