@@ -11,6 +11,10 @@ intra_op_num_threads=T, timed around session.run. The two alternate in rounds (a
 each side's latency is the median over rounds of its per-round median. Prints both and the ratio tec/ORT
 (below 1: tec is faster), and writes everything as JSON.
 
+Convolutional nets (batch 1, 224x224, random init): timm's MobileNetV3-small, EfficientNet-B0 and
+ConvNeXt-atto and a Conv1d audio net, exported with torch.onnx.export (TorchScript, opset 17) into
+bench/models/ on first use; without torch and timm installed they are skipped, and say so.
+
 Contention ("busy"): the small test MLP (batch 64, 256 -> 512 -> 512 -> 16) with as many busy processes
 beside it as it has threads (spinning Python loops), tec with --threads 1 and 2 and ONNX Runtime with 2,
 alternating in rounds as above; the goal is tec's 2 threads within 1.5x of its 1 there (threads that wait
@@ -35,6 +39,38 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "models"))
 import gen_models  # noqa: E402
 
 REAL_EXPORTS = os.path.join(HERE, "..", "tests", "models", "real")
+CONV_MODELS = os.path.join(HERE, "models")
+
+
+def conv_models():
+    """(name, path, input shape) of the convolutional nets, exported now where missing; [] without torch/timm."""
+    wanted = [("mobilenetv3_small_b1", "mobilenetv3_small_100", (1, 3, 224, 224)),
+              ("efficientnet_b0_b1", "efficientnet_b0", (1, 3, 224, 224)),
+              ("convnext_atto_b1", "convnext_atto", (1, 3, 224, 224)),
+              ("conv1d_audio_b1", "conv1d", (1, 1, 16000))]
+    missing = [w for w in wanted if not os.path.exists(os.path.join(CONV_MODELS, w[0] + ".onnx"))]
+    if missing:
+        try:
+            import timm
+            import torch
+        except ImportError:
+            print("convolutional nets skipped: torch and timm are not installed (pip install torch timm)")
+            return []
+        os.makedirs(CONV_MODELS, exist_ok=True)
+        torch.manual_seed(0)
+        for name, arch, shape in missing:
+            if arch == "conv1d":  # a small wav2vec-style feature encoder: strided Conv1d + GELU, pooled
+                layers, channels = [], 1
+                for width, kernel, stride in [(64, 10, 5), (64, 3, 2), (128, 3, 2), (128, 3, 2), (128, 2, 2)]:
+                    layers += [torch.nn.Conv1d(channels, width, kernel, stride), torch.nn.GELU()]
+                    channels = width
+                model = torch.nn.Sequential(*layers, torch.nn.AdaptiveAvgPool1d(1), torch.nn.Flatten(),
+                                            torch.nn.Linear(channels, 10))
+            else:
+                model = timm.create_model(arch, pretrained=False)
+            torch.onnx.export(model.eval(), (torch.randn(*shape),), os.path.join(CONV_MODELS, name + ".onnx"),
+                              input_names=["x"], output_names=["y"], opset_version=17, dynamo=False)
+    return [(name, os.path.join(CONV_MODELS, name + ".onnx"), shape) for name, _, shape in wanted]
 
 
 def ort_session(model_path, threads):
@@ -131,6 +167,9 @@ def main():
             feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
                      for i in model.graph.input}
             cases.append((name, model_path, [], feeds))
+        for name, model_path, shape in conv_models():
+            x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+            cases.append((name, model_path, [], {"x": x}))
         for name, arch in exported.items():
             model_path = os.path.join(REAL_EXPORTS, arch + "_ts_dynamic.onnx")
             rng = np.random.default_rng(0)

@@ -404,6 +404,9 @@ private:
   struct Window2d {
     llvm::SmallVector<int64_t> kernel, strides, pads, dilations;
   };
+  /// An INTS attribute of `count` values (a window's strides, pads), `dflt` each where the node has none.
+  Expected<llvm::SmallVector<int64_t>> intsAttr(const onnx::NodeProto &n, const char *name, int64_t count,
+                                                int64_t dflt);
   Expected<Window2d> windowAttrs(const onnx::NodeProto &n, RankedTensorType x, ArrayRef<int64_t> kernel,
                                  bool ceilMode);
   /// x as NCHW: a 1-D input [N, C, L] as [N, C, 1, L].
@@ -2664,21 +2667,23 @@ Error GraphImporter::softmaxCrossEntropy(const onnx::NodeProto &n) {
   return define(n, 1, logProb);
 }
 
+Expected<llvm::SmallVector<int64_t>> GraphImporter::intsAttr(const onnx::NodeProto &n, const char *name,
+                                                             int64_t count, int64_t dflt) {
+  const auto *a = findAttr(n, name);
+  if (!a)
+    return llvm::SmallVector<int64_t>(count, dflt);
+  if (a->ints_size() != count)
+    return nodeInvalid(n, "'" + llvm::Twine(name) + "' has " + llvm::Twine(a->ints_size()) + " values, expected " +
+                              llvm::Twine(count));
+  return llvm::SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
 Expected<GraphImporter::Window2d> GraphImporter::windowAttrs(const onnx::NodeProto &n, RankedTensorType x,
                                                               ArrayRef<int64_t> kernel, bool ceilMode) {
   const int64_t spatial = x.getRank() - 2;
-  auto ints = [&](const char *name, int64_t count, int64_t dflt) -> Expected<llvm::SmallVector<int64_t>> {
-    const auto *a = findAttr(n, name);
-    if (!a)
-      return llvm::SmallVector<int64_t>(count, dflt);
-    if (a->ints_size() != count)
-      return nodeInvalid(n, "'" + llvm::Twine(name) + "' has " + llvm::Twine(a->ints_size()) + " values, expected " +
-                                llvm::Twine(count));
-    return llvm::SmallVector<int64_t>(a->ints().begin(), a->ints().end());
-  };
-  TRY_ASSIGN(strides, ints("strides", spatial, 1));
-  TRY_ASSIGN(dilations, ints("dilations", spatial, 1));
-  TRY_ASSIGN(pads, ints("pads", 2 * spatial, 0));
+  TRY_ASSIGN(strides, intsAttr(n, "strides", spatial, 1));
+  TRY_ASSIGN(dilations, intsAttr(n, "dilations", spatial, 1));
+  TRY_ASSIGN(pads, intsAttr(n, "pads", 2 * spatial, 0));
   if (llvm::any_of(strides, [](int64_t v) { return v < 1; }) || llvm::any_of(dilations, [](int64_t v) { return v < 1; }) ||
       llvm::any_of(pads, [](int64_t v) { return v < 0; }))
     return nodeInvalid(n, "strides and dilations must be positive and pads non-negative");
@@ -2777,19 +2782,10 @@ Error GraphImporter::convTranspose(const onnx::NodeProto &n) {
   auto kernel = wt.getShape().drop_front(2);
   if (const auto *k = findAttr(n, "kernel_shape"); k && !llvm::equal(k->ints(), kernel))
     return nodeInvalid(n, "kernel_shape disagrees with the weight " + shape::str(wt.getShape()));
-  auto ints = [&](const char *name, int64_t count, int64_t dflt) -> Expected<llvm::SmallVector<int64_t>> {
-    const auto *a = findAttr(n, name);
-    if (!a)
-      return llvm::SmallVector<int64_t>(count, dflt);
-    if (a->ints_size() != count)
-      return nodeInvalid(n, "'" + llvm::Twine(name) + "' has " + llvm::Twine(a->ints_size()) + " values, expected " +
-                                llvm::Twine(count));
-    return llvm::SmallVector<int64_t>(a->ints().begin(), a->ints().end());
-  };
-  TRY_ASSIGN(strides, ints("strides", spatial, 1));
-  TRY_ASSIGN(dilations, ints("dilations", spatial, 1));
-  TRY_ASSIGN(pads, ints("pads", 2 * spatial, 0));
-  TRY_ASSIGN(outputPadding, ints("output_padding", spatial, 0));
+  TRY_ASSIGN(strides, intsAttr(n, "strides", spatial, 1));
+  TRY_ASSIGN(dilations, intsAttr(n, "dilations", spatial, 1));
+  TRY_ASSIGN(pads, intsAttr(n, "pads", 2 * spatial, 0));
+  TRY_ASSIGN(outputPadding, intsAttr(n, "output_padding", spatial, 0));
   const auto *outputShapeAttr = findAttr(n, "output_shape");
   llvm::SmallVector<int64_t> outputShape;
   if (outputShapeAttr) { // the spatial dims, or (as some exporters write) the whole shape

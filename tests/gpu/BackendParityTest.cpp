@@ -219,8 +219,12 @@ void buildCases() {
         window(Builder("pool_grad").in(F32, {2, 5, 5, 5}).in(F32, {2, 5, 9, 9}).out(F32, {2, 5, 9, 9}).s("kind", kind)
                    .ints("kernel", {3, 3}), {2, 2}, {1, 1, 1, 1}, {1, 1}), kF32);
   }
-  for (const char *op : {"relu", "tanh", "sigmoid", "erf", "exp", "abs", "sign", "gelu", "neg", "sin", "cos", "softplus", "floor", "ceil", "silu"})
+  for (const char *op : {"relu", "tanh", "sigmoid", "erf", "exp", "abs", "sign", "gelu", "neg", "sin", "cos", "softplus", "floor", "ceil", "silu",
+                         "hard_swish"})
     add(op, Builder(op).in(F32, {1000}).out(F32, {1000}), kF32);
+  for (const char *op : {"abs", "neg", "sign"}) // integers: position buckets
+    for (auto type : {I32, I64})
+      add(std::string(op) + (type == I32 ? "_i32" : "_i64"), Builder(op).in(type, {513}, "labels").out(type, {513}), kExact);
   for (const char *op : {"log", "reciprocal"})
     add(op, Builder(op).in(F32, {1000}, "positive").out(F32, {1000}), kF32);
   add("sqrt", Builder("sqrt").in(F32, {1000}, "positive").out(F32, {1000}), kF32);
