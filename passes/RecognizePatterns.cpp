@@ -103,8 +103,43 @@ bool isTanhArgument(Value v, Value x, SmallVectorImpl<Operation *> &matched) {
   return false;
 }
 
+/// `v` is the same argument factored as BLOOM and Falcon's gelu write it: sqrt(2/pi) * x * (1 + 0.044715 * x * x),
+/// factors in any association and order.
+bool isFactoredTanhArgument(Value v, Value x, SmallVectorImpl<Operation *> &matched) {
+  if (!v.getDefiningOp<MulOp>() || !absorbable(v))
+    return false;
+  SmallVector<Value> factors;
+  SmallVector<Operation *> muls;
+  collectFactors(v, factors, muls, /*root=*/true);
+  if (factors.size() != 3 || llvm::count(factors, x) != 1)
+    return false;
+  auto c = llvm::find_if(factors, [](Value f) { return isConstant(f, std::sqrt(2.0 / M_PI)); });
+  auto sum = llvm::find_if(factors, [&](Value f) { return f != x && !isConstant(f, std::sqrt(2.0 / M_PI)); });
+  if (c == factors.end() || sum == factors.end())
+    return false;
+  auto add = sum->getDefiningOp<AddOp>();
+  if (!add || !absorbable(*sum))
+    return false;
+  for (auto [one, rest] : {std::pair{add.getLhs(), add.getRhs()}, std::pair{add.getRhs(), add.getLhs()}}) {
+    if (!isConstant(one, 1.0) || !rest.getDefiningOp<MulOp>() || !absorbable(rest))
+      continue;
+    SmallVector<Value> inner;
+    SmallVector<Operation *> innerMuls;
+    collectFactors(rest, inner, innerMuls, /*root=*/true);
+    if (inner.size() == 3 && llvm::count(inner, x) == 2 &&
+        llvm::any_of(inner, [](Value f) { return isConstant(f, 0.044715); })) {
+      matched.append(muls);
+      matched.push_back(add);
+      matched.append(innerMuls);
+      return true;
+    }
+  }
+  return false;
+}
+
 /// GELU as exporters write it: x * 0.5 * (1 + erf(x / sqrt(2))) or, for the tanh approximation,
-/// x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), in any association and operand order.
+/// x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) or its factored form, in any association and
+/// operand order.
 struct RecognizeGelu : OpRewritePattern<MulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MulOp root, PatternRewriter &rewriter) const override {
@@ -126,7 +161,8 @@ struct RecognizeGelu : OpRewritePattern<MulOp> {
         ops.append({add, erf});
         return replace(root, x, "none", ops, rewriter);
       }
-      if (auto tanh = onePlus<TanhOp>(rest, add); tanh && isTanhArgument(tanh.getInput(), x, ops)) {
+      if (auto tanh = onePlus<TanhOp>(rest, add);
+          tanh && (isTanhArgument(tanh.getInput(), x, ops) || isFactoredTanhArgument(tanh.getInput(), x, ops))) {
         ops.append({add, tanh});
         return replace(root, x, "tanh", ops, rewriter);
       }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Exports the model families users bring (Hugging Face GPT-2, BERT, Llama, ViT and a T5 encoder, a
+"""Exports the model families users bring (Hugging Face GPT-2, BERT, Llama, ViT, BLOOM, Falcon and a T5 encoder, a
 ResNet-18-shaped timm ResNet, torch's TransformerEncoderLayer, two MLPs, a model with one-element parameters,
 Swin's patch merging, a depthwise/squeeze-excite conv net, a U-Net, LSTM and GRU stacks) with
 torch.onnx.export, four ways each: the TorchScript exporter at opset 17 and the dynamo exporter at opset 18,
@@ -120,6 +120,12 @@ def architectures():
                                                             relative_attention_max_distance=16, dropout_rate=0.0)),
                                 "hf"), tokens, "input_ids"
     yield "unet", UNet(), image, "x"
+    yield "bloom", Wrapped(T.BloomForCausalLM(T.BloomConfig(vocab_size=64, hidden_size=32, n_layer=2, n_head=4)),
+                           "causal_lm"), tokens, "input_ids"
+    yield "falcon", Wrapped(T.FalconForCausalLM(T.FalconConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                                               num_attention_heads=4, new_decoder_architecture=False,
+                                                               bias=False, attn_implementation="eager")),
+                            "causal_lm"), tokens, "input_ids"
     yield "lstm", Recurrent(torch.nn.LSTM), sequence, "x"
     yield "gru", Recurrent(torch.nn.GRU), sequence, "x"
 
@@ -257,7 +263,7 @@ def export(model, x, name, path, dynamo, dynamic, train_mode=False):
 
 
 # Language models: also trained with next-token cross-entropy (labels with ignored padding).
-LANGUAGE_MODELS = {"gpt2", "gpt2_untied", "llama"}
+LANGUAGE_MODELS = {"gpt2", "gpt2_untied", "llama", "bloom", "falcon"}
 # Architectures that train in train mode (BatchNormalization on batch statistics), exported that way.
 TRAIN_MODE = {"resnet18_bn"}
 # Architectures torch's dynamo exporter cannot export (torch 2.15): TorchScript forms only.

@@ -60,6 +60,51 @@ func.func @gelu_tanh_pow(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
+// BLOOM's and Falcon's factored form: x * 0.5 * (1 + tanh(0.79788456 * x * (1 + 0.044715 * x * x))).
+// CHECK-LABEL: func @gelu_tanh_factored
+//       CHECK:   tec.gelu %arg0 {approximate = "tanh"} : tensor<4x8xf32>
+//   CHECK-NOT:   tec.tanh
+func.func @gelu_tanh_factored(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %k = tec.constant dense<0.044715> : tensor<f32>
+  %c = tec.constant dense<0.79788456> : tensor<f32>
+  %one = tec.constant dense<1.0> : tensor<f32>
+  %half = tec.constant dense<0.5> : tensor<f32>
+  %0 = tec.mul %k, %x : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = tec.mul %0, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = tec.add %one, %1 : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = tec.mul %c, %x : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %4 = tec.mul %3, %2 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %5 = tec.tanh %4 : tensor<4x8xf32>
+  %6 = tec.add %one, %5 : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %7 = tec.mul %x, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %8 = tec.mul %7, %6 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %8 : tensor<4x8xf32>
+}
+
+// -----
+
+// The factored form with another inner constant is no GELU: left alone.
+// CHECK-LABEL: func @not_gelu_factored
+//       CHECK:   tec.tanh
+func.func @not_gelu_factored(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %k = tec.constant dense<0.5> : tensor<f32>
+  %c = tec.constant dense<0.79788456> : tensor<f32>
+  %one = tec.constant dense<1.0> : tensor<f32>
+  %half = tec.constant dense<0.5> : tensor<f32>
+  %0 = tec.mul %k, %x : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = tec.mul %0, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = tec.add %one, %1 : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = tec.mul %c, %x : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %4 = tec.mul %3, %2 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %5 = tec.tanh %4 : tensor<4x8xf32>
+  %6 = tec.add %one, %5 : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %7 = tec.mul %x, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %8 = tec.mul %7, %6 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %8 : tensor<4x8xf32>
+}
+
+// -----
+
 // The cube written as x * (x * x).
 // CHECK-LABEL: func @gelu_tanh_mul_cube
 //       CHECK:   tec.gelu %arg0 {approximate = "tanh"}
