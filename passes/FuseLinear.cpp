@@ -73,6 +73,22 @@ struct MatMulToLinear : OpRewritePattern<MatMulOp> {
   }
 };
 
+/// linear(x, transpose(W)) -> linear(x, W) with transpose_b flipped: a weight tied to another in the other
+/// layout (an output layer tied to the embedding) is read in place instead of transposed on every run.
+struct FoldWeightTranspose : OpRewritePattern<LinearOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LinearOp linear, PatternRewriter &rewriter) const override {
+    auto transpose = linear.getWeight().getDefiningOp<TransposeOp>();
+    if (!transpose || transpose.getPerm() != ArrayRef<int64_t>{1, 0})
+      return rewriter.notifyMatchFailure(linear, "the weight is not a 2-D transpose");
+    rewriter.modifyOpInPlace(linear, [&] {
+      linear.getWeightMutable().assign(transpose.getInput());
+      linear.setTransposeB(!linear.getTransposeB());
+    });
+    return success();
+  }
+};
+
 /// linear(x, W) + bias -> linear(x, W, bias), the bias on either side of the add.
 struct FuseBias : OpRewritePattern<AddOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -118,7 +134,7 @@ struct TecFuseLinear : tec::impl::TecFuseLinearBase<TecFuseLinear> {
   using TecFuseLinearBase::TecFuseLinearBase;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<GemmToLinear, MatMulToLinear, FuseBias>(&getContext());
+    patterns.add<GemmToLinear, MatMulToLinear, FoldWeightTranspose, FuseBias>(&getContext());
     patterns.add<FuseActivation<ReluOp>>(&getContext(), fastGelu);
     if (fuseGelu)
       patterns.add<FuseActivation<GeluOp>>(&getContext(), fastGelu);

@@ -120,7 +120,8 @@ def TecFuseLinear : Pass<"tec-fuse-linear", "mlir::func::FuncOp"> {
     mirroring cuBLASLt's BIAS, RELU_BIAS and GELU_BIAS so that codegen maps the chain to one launch.
     cuBLASLt's GELU epilogue computes the tanh form: an erf GELU keeps the exact `gelu` epilogue unless
     `fast-gelu` is set. Batched MatMuls (attention) are left alone, and so is an intermediate with a
-    second use. The fused op's location lists every source node.
+    second use. A 2-D transpose of the weight folds into `transpose_b` (a tied output layer reads the
+    embedding in place). The fused op's location lists every source node.
   }];
   let options = [Option<"fastGelu", "fast-gelu", "bool", "false",
                         "allow the tanh GELU epilogue for an erf GELU">,

@@ -97,3 +97,16 @@ func.func @shared_result_not_fused(%x: tensor<8x64xf32>, %w: tensor<64x32xf32>) 
   %1 = tec.relu %0 : tensor<8x32xf32>
   return %1, %0 : tensor<8x32xf32>, tensor<8x32xf32>
 }
+
+// -----
+
+// An output layer tied to the embedding: MatMul by the table's transpose reads the table in place.
+// CHECK-LABEL: func @tied_output_layer
+//       CHECK:   %[[Y:.+]] = tec.linear %arg0, %arg1 {transpose_b = true}
+//   CHECK-NOT:   tec.transpose
+//       CHECK:   return %[[Y]]
+func.func @tied_output_layer(%h: tensor<2x8x32xf32>, %table: tensor<64x32xf32>) -> tensor<2x8x64xf32> {
+  %t = tec.transpose %table {perm = array<i64: 1, 0>} : tensor<64x32xf32> -> tensor<32x64xf32>
+  %y = tec.matmul %h, %t : (tensor<2x8x32xf32>, tensor<32x64xf32>) -> tensor<2x8x64xf32>
+  return %y : tensor<2x8x64xf32>
+}
