@@ -5,7 +5,9 @@
 #if defined(__CUDACC__)
 #define TEC_HOST_DEVICE __host__ __device__ __forceinline__
 #else
-#define TEC_HOST_DEVICE inline
+// Forced as on the device: a CPU loop vectorizes only with the math inlined (GCC once kept erfApprox a call
+// in one GEMM epilogue's loop, and a bias-less Linear + GELU ran 7x slower than one with a bias).
+#define TEC_HOST_DEVICE inline __attribute__((always_inline))
 #endif
 
 #endif
