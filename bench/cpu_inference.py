@@ -2,7 +2,7 @@
 """tec vs ONNX Runtime on the CPU, same model, same inputs, same thread count, in one run.
 
 Models: the MLP (batch 64, hidden 1024) and the GPT-style block, made by tests/models/gen_models.py, and
-the Hugging Face GPT-2, BERT and Llama that tests/models/export_real.py exported with torch.onnx.export
+the Hugging Face GPT-2, BERT, Llama, BLOOM and Falcon that tests/models/export_real.py exported with torch.onnx.export
 (TorchScript exporter, dynamic axes; tiny configs: 2 layers, hidden 32), run at batch 8 x sequence 32
 (their longest) with `--shape batch=8,sequence=32`: per-op overhead and the elementwise chains dominate
 them, which is what the comparison measures there.
@@ -156,7 +156,8 @@ def main():
         "mlp_b64_h1024": gen_models.mlp(batch=64, d_in=1024, hidden=1024, d_out=1024),
         "gpt_block_b4_t128_d256": gen_models.gpt_block(decomposed=False, batch=4, seq=128, dim=256, heads=4),
     }
-    exported = {"gpt2_b8_t32": "gpt2", "bert_b8_t32": "bert", "llama_b8_t32": "llama"}
+    exported = {"gpt2_b8_t32": "gpt2", "bert_b8_t32": "bert", "llama_b8_t32": "llama", "bloom_b8_t32": "bloom",
+                "falcon_b8_t32": "falcon"}
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         cases = []

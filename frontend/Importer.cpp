@@ -1382,7 +1382,10 @@ Error GraphImporter::recurrent(const onnx::NodeProto &n) {
                                                       typeOf(xIn).getDimSize(2)}, elt),
                             xIn, ArrayRef<int64_t>{1, 0, 2});
   const int64_t steps = typeOf(x).getDimSize(0), batch = typeOf(x).getDimSize(1), inputSize = typeOf(x).getDimSize(2);
-  const int64_t hidden = intAttr(n, "hidden_size", typeOf(r).getDimSize(2));
+  const int64_t hidden = typeOf(r).getDimSize(2);
+  if (intAttr(n, "hidden_size", hidden) != hidden)
+    return nodeInvalid(n, "hidden_size " + llvm::Twine(intAttr(n, "hidden_size", hidden)) + " disagrees with R " +
+                              shape::str(typeOf(r).getShape()));
   if (typeOf(w).getShape() != ArrayRef<int64_t>{dirs, gates * hidden, inputSize} ||
       typeOf(r).getShape() != ArrayRef<int64_t>{dirs, gates * hidden, hidden})
     return nodeInvalid(n, "W " + shape::str(typeOf(w).getShape()) + " and R " + shape::str(typeOf(r).getShape()) +
@@ -2795,9 +2798,14 @@ Error GraphImporter::convTranspose(const onnx::NodeProto &n) {
     if (static_cast<int64_t>(outputShape.size()) != spatial)
       return nodeInvalid(n, "output_shape must have one size per spatial dim");
   }
-  if (llvm::any_of(strides, [](int64_t v) { return v < 1; }) || llvm::any_of(dilations, [](int64_t v) { return v < 1; }) ||
-      llvm::any_of(pads, [](int64_t v) { return v < 0; }) || llvm::any_of(outputPadding, [](int64_t v) { return v < 0; }))
-    return nodeInvalid(n, "strides and dilations must be positive, pads and output_padding non-negative");
+  constexpr int64_t kMaxWindowAttribute = int64_t(1) << 20; // keeps the output size's arithmetic far from overflow
+  auto outside = [&](ArrayRef<int64_t> values, int64_t low) {
+    return llvm::any_of(values, [&](int64_t v) { return v < low || v > kMaxWindowAttribute; });
+  };
+  if (outside(strides, 1) || outside(dilations, 1) || outside(pads, 0) || outside(outputPadding, 0) ||
+      outside(kernel, 1) || outside(outputShape, 1))
+    return nodeInvalid(n, "strides, dilations and kernel must be in [1, 2^20], pads and output_padding in [0, 2^20], "
+                          "output_shape in [1, 2^20]");
   const std::string autoPad = findAttr(n, "auto_pad") ? findAttr(n, "auto_pad")->s() : "NOTSET";
   if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
     return nodeInvalid(n, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + autoPad + "'");
@@ -2985,6 +2993,7 @@ Error GraphImporter::resize(const onnx::NodeProto &n) {
     for (int64_t d = 0; d < rank; ++d)
       axes.push_back(d);
   // The output size and the scale of each axis: from sizes (scale = out / in) or scales (out = floor(in * s)).
+  constexpr int64_t kMaxResizedLength = int64_t(1) << 24;
   std::vector<int64_t> outSize(xt.getShape());
   std::vector<float> scale(rank, 1.0f);
   const bool bySizes = hasInput(n, 3);
@@ -3003,7 +3012,8 @@ Error GraphImporter::resize(const onnx::NodeProto &n) {
     if (aspect != "stretch")
       for (int64_t d : axes) {
         scale[d] = fit;
-        outSize[d] = static_cast<int64_t>(std::round(fit * static_cast<float>(xt.getDimSize(d))));
+        const double length = std::round(double(fit) * static_cast<double>(xt.getDimSize(d)));
+        outSize[d] = length > static_cast<double>(kMaxResizedLength) ? kMaxResizedLength + 1 : static_cast<int64_t>(length);
       }
   } else if (hasInput(n, 2)) {
     TRY_ASSIGN(scales, constFloats(n, 2));
@@ -3014,13 +3024,21 @@ Error GraphImporter::resize(const onnx::NodeProto &n) {
       if (!(scales[k] > 0.0f) || !std::isfinite(scales[k]))
         return nodeInvalid(n, "scales must be positive and finite");
       scale[axes[k]] = scales[k];
-      outSize[axes[k]] = static_cast<int64_t>(std::floor(static_cast<double>(xt.getDimSize(axes[k])) * scales[k]));
+      const double length = std::floor(static_cast<double>(xt.getDimSize(axes[k])) * scales[k]);
+      outSize[axes[k]] = length > static_cast<double>(kMaxResizedLength) ? kMaxResizedLength + 1
+                                                                           : static_cast<int64_t>(length);
       if (outSize[axes[k]] < 1)
         return nodeInvalid(n, "scales leave no output along dim " + llvm::Twine(axes[k]));
     }
   } else {
     return nodeInvalid(n, "expected scales or sizes");
   }
+  // The taps are tables of the output's length per axis, built now: bounded like any compile-time tensor.
+  for (int64_t d : axes)
+    if (xt.getDimSize(d) < 1 || outSize[d] > kMaxResizedLength)
+      return nodeUnsupported(n, "resizing dim " + llvm::Twine(d) + " from " + llvm::Twine(xt.getDimSize(d)) + " to " +
+                                    llvm::Twine(outSize[d]) + " is not supported (1 to " +
+                                    llvm::Twine(kMaxResizedLength) + " elements)");
   TRY_ASSIGN(checked, checkedType(n, outSize, elt));
   (void)checked;
   const float cubicA = floatAttr(n, "cubic_coeff_a", -0.75f);
