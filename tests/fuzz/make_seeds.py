@@ -85,6 +85,23 @@ def onnx_seeds():
                            [numpy_helper.from_array(np.array(0.35, np.float32), "scale"),
                             numpy_helper.from_array(np.tril(np.ones((4, 4), bool)), "causal"),
                             numpy_helper.from_array(np.array(-1e9, np.float32), "fill")]),
+        # The operators whose import builds tables or unrolls (issue 27): a bidirectional LSTM with sequence
+        # lengths, a cubic Resize by scales, a ConvTranspose with output_padding and groups.
+        "lstm": model([helper.make_node("LSTM", ["x", "lw", "lr", "lb", "lens"], ["y", "h", "c"], hidden_size=3,
+                                        direction="bidirectional")],
+                      [vi("x", [4, 2, 5]), helper.make_tensor_value_info("lens", TensorProto.INT32, [2])],
+                      [vi("y", [4, 2, 2, 3])],
+                      [numpy_helper.from_array(rng.standard_normal((2, 12, 5)).astype(np.float32), "lw"),
+                       numpy_helper.from_array(rng.standard_normal((2, 12, 3)).astype(np.float32), "lr"),
+                       numpy_helper.from_array(np.zeros((2, 24), np.float32), "lb")]),
+        "resize": model([helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="cubic",
+                                          coordinate_transformation_mode="align_corners")],
+                        [vi("x", [1, 2, 4, 5])], [vi("y", [1, 2, 8, 7])],
+                        [numpy_helper.from_array(np.array([1, 1, 2, 1.5], np.float32), "scales")], opset=18),
+        "conv-transpose": model([helper.make_node("ConvTranspose", ["x", "tw"], ["y"], strides=[2, 2], group=2,
+                                                  pads=[1, 1, 1, 1], output_padding=[1, 1])],
+                                [vi("x", [1, 4, 3, 3])], [vi("y", [1, 4, 6, 6])],
+                                [numpy_helper.from_array(rng.standard_normal((4, 2, 3, 3)).astype(np.float32), "tw")]),
     }
     for name, data in seeds.items():
         write(f"{HERE}/corpus/onnx/{name}.onnx", data)
