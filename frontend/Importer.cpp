@@ -414,6 +414,8 @@ private:
   Error conv(const onnx::NodeProto &n);
   /// ConvTranspose as tec.conv_input_grad (the conv's adjoint) plus the bias.
   Error convTranspose(const onnx::NodeProto &n);
+  /// A float [N, C, d1, ...] input, as per-channel normalizations take.
+  Error checkChannelsFirst(const onnx::NodeProto &n, RankedTensorType x);
   Error instanceNorm(const onnx::NodeProto &n);
   /// RNN, GRU and LSTM unrolled over the (static) sequence: the input projections of every step as one GEMM,
   /// then per step the recurrent GEMM and the gates as elementwise ops, so the backward pass through time
@@ -1305,6 +1307,14 @@ Error GraphImporter::layerNorm(const onnx::NodeProto &n) {
   return Error::success();
 }
 
+Error GraphImporter::checkChannelsFirst(const onnx::NodeProto &n, RankedTensorType x) {
+  if (!isFloat(x.getElementType()))
+    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
+  if (x.getRank() < 3)
+    return nodeInvalid(n, "the input must be [N, C, d1, ...], got rank " + llvm::Twine(x.getRank()));
+  return Error::success();
+}
+
 Error GraphImporter::instanceNorm(const onnx::NodeProto &n) {
   // Each (sample, channel) normalized over its spatial dims: a LayerNorm from axis 2 (a unit gain over the
   // normalized dims), then the per-channel scale and bias. GroupNorm exports as this over [N, groups, -1].
@@ -1313,10 +1323,8 @@ Error GraphImporter::instanceNorm(const onnx::NodeProto &n) {
   TRY_ASSIGN(bias, value(n, 2));
   auto xt = typeOf(x);
   Type elt = xt.getElementType();
-  if (!isFloat(elt))
-    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
-  if (xt.getRank() < 3)
-    return nodeInvalid(n, "expected an input [N, C, spatial...], got rank " + llvm::Twine(xt.getRank()));
+  if (auto err = checkChannelsFirst(n, xt))
+    return err;
   const int64_t channels = xt.getDimSize(1);
   for (Value v : {scale, bias})
     if (typeOf(v).getShape() != ArrayRef<int64_t>{channels} || typeOf(v).getElementType() != elt)
@@ -1465,10 +1473,13 @@ Error GraphImporter::recurrent(const onnx::NodeProto &n) {
   auto reshape = [&](Value v, ArrayRef<int64_t> dims) { return create<ReshapeOp>(n, tensor(dims), v); };
   auto add = [&](Value a, Value b) { return broadcast<AddOp>(n, a, b); };
   auto mul = [&](Value a, Value b) { return broadcast<MulOp>(n, a, b); };
+  llvm::DenseMap<Value, Value> transposed; // each weight transposed once, not once per step
   auto matmulT = [&](Value a, Value weight) { // a [rows, k] times weight [cols, k] transposed
     auto wt = typeOf(weight);
-    Value transposed = create<TransposeOp>(n, tensor({wt.getDimSize(1), wt.getDimSize(0)}), weight, ArrayRef<int64_t>{1, 0});
-    return create<MatMulOp>(n, tensor({typeOf(a).getDimSize(0), wt.getDimSize(0)}), a, transposed);
+    Value &t = transposed[weight];
+    if (!t)
+      t = create<TransposeOp>(n, tensor({wt.getDimSize(1), wt.getDimSize(0)}), weight, ArrayRef<int64_t>{1, 0});
+    return create<MatMulOp>(n, tensor({typeOf(a).getDimSize(0), wt.getDimSize(0)}), a, t);
   };
   auto clipped = [&](Value v) {
     if (clip <= 0.0f)
@@ -1516,6 +1527,8 @@ Error GraphImporter::recurrent(const onnx::NodeProto &n) {
                            params[d * perDirection + k].second, v);
     };
     Value h = stateOf(initialH, d), c = op == "LSTM" ? stateOf(initialC, d) : Value();
+    // GRU: R's z and r rows multiply the state, its h rows the state or the reset state.
+    Value rzr = op == "GRU" ? slice(rd, 0, 0, 2 * hidden) : Value(), rh = op == "GRU" ? slice(rd, 0, 2 * hidden, 3 * hidden) : Value();
     outputs[d].resize(steps);
     for (int64_t i = 0; i < steps; ++i) {
       const int64_t t = reverse ? steps - 1 - i : i;
@@ -1547,10 +1560,10 @@ Error GraphImporter::recurrent(const onnx::NodeProto &n) {
         TRY_ASSIGN(hc, act(2, cNew));
         hNew = mul(og, hc);
       } else { // GRU, gates z, r, h
-        Value hr = matmulT(h, slice(rd, 0, 0, 2 * hidden));
+        Value hr = matmulT(h, rzr);
         TRY_ASSIGN(z, act(0, clipped(add(xGate(0), slice(hr, 1, 0, hidden)))));
         TRY_ASSIGN(rg, act(0, clipped(add(xGate(1), slice(hr, 1, hidden, 2 * hidden)))));
-        Value rh = slice(rd, 0, 2 * hidden, 3 * hidden), candidate;
+        Value candidate;
         if (linearBeforeReset) {
           Value hrh = matmulT(h, rh);
           if (rbh)
@@ -3187,10 +3200,8 @@ Error GraphImporter::lrn(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
   auto t = typeOf(x);
   Type elt = t.getElementType();
-  if (!isFloat(elt))
-    return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
-  if (t.getRank() < 3)
-    return nodeInvalid(n, "the input must be [N, C, d1, ...], got rank " + llvm::Twine(t.getRank()));
+  if (auto err = checkChannelsFirst(n, t))
+    return err;
   const int64_t size = intAttr(n, "size", 0);
   if (size < 1)
     return nodeInvalid(n, "size must be positive, got " + llvm::Twine(size));
