@@ -145,6 +145,8 @@ plan::Attr convertAttr(Attribute attr, bool &ok) {
   ok = true;
   if (auto b = llvm::dyn_cast<BoolAttr>(attr))
     out.set_i(b.getValue());
+  else if (llvm::isa<UnitAttr>(attr)) // a flag present: absent flags read as 0
+    out.set_i(1);
   else if (auto i = llvm::dyn_cast<IntegerAttr>(attr))
     out.set_i(i.getInt());
   else if (auto f = llvm::dyn_cast<FloatAttr>(attr))

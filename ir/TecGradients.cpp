@@ -667,6 +667,8 @@ LogicalResult ScatterAddOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVe
 //===----------------------------------------------------------------------===//
 
 LogicalResult ConvOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  if (getChannelsLast()) // only inference on the cpu target is laid out channels-last
+    return emitOpError("expected an NCHW conv to differentiate, got channels_last");
   Location loc = getLoc();
   auto weight = getWeight().getType();
   grads.push_back(b.create<ConvInputGradOp>(loc, getInput().getType(), dys[0], getWeight(), getStrides(), getPads(),

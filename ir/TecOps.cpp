@@ -704,14 +704,23 @@ static LogicalResult verifyConvWeight(Operation *op, RankedTensorType input, Ran
   return success();
 }
 
+/// A channels-last [N, H, W, C] type seen as the NCHW one the window checks read.
+static RankedTensorType asNchw(RankedTensorType t) {
+  if (t.getRank() != 4)
+    return t;
+  return RankedTensorType::get({t.getDimSize(0), t.getDimSize(3), t.getDimSize(1), t.getDimSize(2)}, t.getElementType());
+}
+
 LogicalResult ConvOp::verify() {
-  auto in = getInput().getType(), w = getWeight().getType();
+  auto in = getInput().getType(), w = getWeight().getType(), out = getType();
+  if (getChannelsLast())
+    in = asNchw(in), out = asNchw(out);
   if (failed(verifyConvWeight(*this, in, w, getGroup())))
     return failure();
   if (getBias() && getBias().getType().getShape() != ArrayRef<int64_t>{w.getDimSize(0)})
     return emitOpError("expected bias [") << w.getDimSize(0) << "], got " << shape::str(getBias().getType().getShape());
   return verifyWindow(*this, in, w.getDimSize(0), w.getShape().drop_front(2), getStrides(), getPads(), getDilations(),
-                      getType(), false);
+                      out, false);
 }
 
 LogicalResult ConvInputGradOp::verify() {

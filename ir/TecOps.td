@@ -772,6 +772,9 @@ def Tec_ConvOp : Tec_WindowOp<"conv", [DeclareOpInterfaceMethods<Tec_Differentia
     `y[n, m, oy, ox] = bias[m] + sum over c in m's group, ky, kx of
     x[n, c, oy*sh - pad_top + ky*dh, ox*sw - pad_left + kx*dw] * weight[m, c, ky, kx]`, zero outside the
     input. `pads` are [top, left, bottom, right]. The importer turns 1-D convolutions into this with H = 1.
+    With `channels_last` the input is [N, H, W, C] and the result [N, OH, OW, M] (the weight stays
+    [M, C / group, kH, kW]): the layout tec-channels-last gives CPU inference, where oneDNN's direct
+    kernels read it without reorders. Such a conv has no gradient (training keeps NCHW).
 
     Example:
     ```mlir
@@ -780,7 +783,8 @@ def Tec_ConvOp : Tec_WindowOp<"conv", [DeclareOpInterfaceMethods<Tec_Differentia
     ```
   }];
   let arguments = (ins Tec_FloatTensor:$input, Tec_FloatTensor:$weight, Optional<Tec_FloatTensor>:$bias,
-                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations, I64Attr:$group);
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations, I64Attr:$group,
+                   UnitAttr:$channels_last);
   let results = (outs Tec_FloatTensor:$result);
   let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -4,6 +4,7 @@
 
 #include "ir/TecOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -66,6 +67,9 @@ llvm::SmallVector<std::pair<mlir::Value, unsigned>> dropRunningStatistics(mlir::
 /// gradients of the arguments selected by `wrt` (params | inputs | all), each tagged `tec.grad_of`.
 /// Fails, with a diagnostic on the op, when an active op has no gradient.
 mlir::FailureOr<mlir::func::FuncOp> buildVjp(mlir::func::FuncOp forward, llvm::StringRef wrt, llvm::StringRef name);
+
+/// tec-simplify-shapes' patterns: a chain of reshapes, or of transposes, becomes one op.
+void populateShapeChainPatterns(mlir::RewritePatternSet &patterns);
 
 /// The target-independent inference pipeline, spelled out in one place.
 void buildInferencePipeline(mlir::OpPassManager &pm, const PipelineOptions &options);

@@ -112,6 +112,24 @@ def TecRecastWeights : Pass<"tec-recast-weights", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tec::TecDialect"];
 }
 
+def TecChannelsLast : Pass<"tec-channels-last", "mlir::func::FuncOp"> {
+  let summary = "Run the cpu target's convolutions channels-last (NHWC), with the transposes between them cancelled";
+  let description = [{
+    oneDNN's direct convolution kernels read and write NHWC (or its blocked forms); tec's NCHW tensors
+    cost two reorders per conv around them, more than the conv itself in a MobileNet (ONNX Runtime
+    lays out its CPU conv nets once, NCHWc, for the same reason). Each f32 `tec.conv` becomes
+    transpose → `tec.conv {channels_last}` → transpose back, and the transpose back moves down through
+    what reads the image alike in any layout: elementwise ops (a bias, a BatchNorm's scale, an
+    activation, a squeeze-excitation gate, a residual add), reductions (global pooling) and concats,
+    until it meets the next conv's transpose and both vanish. Another operand of an elementwise op
+    must transpose for free (a constant folds, a [1, C, 1, 1] gate only moves unit dims: a reshape,
+    another image already transposed alike cancels), or the transpose stops there: a network
+    then pays at most a transpose at its input and one where it leaves the image (a flatten).
+    Only this pass's own transposes move; the cpu target's inference runs it (training keeps NCHW).
+  }];
+  let dependentDialects = ["::tec::TecDialect"];
+}
+
 def TecFuseLinear : Pass<"tec-fuse-linear", "mlir::func::FuncOp"> {
   let summary = "Fuse GEMM + bias + activation into tec.linear";
   let description = [{

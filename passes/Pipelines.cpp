@@ -11,7 +11,7 @@ namespace tec {
 const std::vector<std::string> &pipelinePassNames() {
   static const std::vector<std::string> names = {"tec-simplify-shapes",  "canonicalize",   "cse",
                                                  "tec-recognize-attention", "tec-recognize-patterns", "tec-fuse-linear", "tec-insert-fp8",
-                                                 "tec-lower-for-target", "tec-narrow-activations",
+                                                 "tec-lower-for-target", "tec-narrow-activations", "tec-channels-last",
                                                  "tec-fuse-quantize", "tec-recast-weights"};
   return names;
 }
@@ -47,6 +47,9 @@ void buildTargetPipeline(OpPassManager &pm, const PipelineOptions &options, Stri
   if (enabled("tec-narrow-activations") && narrow)
     pm.addNestedPass<func::FuncOp>(
         createTecNarrowActivations({cap->fallback == GemmPrecision::F16 ? "f16" : "bf16"}));
+  // The cpu target's inference convolutions run channels-last (oneDNN's layout); training keeps NCHW.
+  if (enabled("tec-channels-last") && cap && cap->name == "cpu" && !options.training)
+    pm.addNestedPass<func::FuncOp>(createTecChannelsLast());
   if (enabled("canonicalize"))
     pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   if (enabled("cse"))

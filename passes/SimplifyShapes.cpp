@@ -43,10 +43,14 @@ struct ComposeTransposes : OpRewritePattern<TransposeOp> {
 struct TecSimplifyShapes : tec::impl::TecSimplifyShapesBase<TecSimplifyShapes> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<CollapseReshapes, ComposeTransposes>(&getContext());
+    populateShapeChainPatterns(patterns);
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
 };
 
 } // namespace
+
+void tec::populateShapeChainPatterns(RewritePatternSet &patterns) {
+  patterns.add<CollapseReshapes, ComposeTransposes>(patterns.getContext());
+}

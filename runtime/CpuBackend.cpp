@@ -949,10 +949,13 @@ Status CpuBackend::window(const plan::Step &s) {
   // A convolution runs where it runs fastest on this machine (oneDNN's kernels or tec's), measured now.
   std::shared_ptr<k::DnnlConv> dnnl;
   if (w.kind == k::WindowKind::Conv)
-    dnnl = k::DnnlConv::fastest(g, bias != nullptr);
+    dnnl = k::DnnlConv::fastest(g, bias != nullptr, w.channelsLast);
+  if (dnnl && constantWeight(w.b))
+    dnnl->fixWeight(b);
+  const auto tecConv = w.channelsLast ? k::convChannelsLast : k::conv;
   emit([=, kind = w.kind] {
     switch (kind) {
-    case k::WindowKind::Conv: dnnl ? dnnl->run(a, b, bias, out) : k::conv(g, a, b, bias, out); break;
+    case k::WindowKind::Conv: dnnl ? dnnl->run(a, b, bias, out) : tecConv(g, a, b, bias, out); break;
     case k::WindowKind::ConvInputGrad: k::convInputGrad(g, a, b, out); break;
     case k::WindowKind::ConvWeightGrad: k::convWeightGrad(g, a, b, out); break;
     case k::WindowKind::MaxPool:

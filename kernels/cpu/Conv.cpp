@@ -78,6 +78,16 @@ void conv(const Window &w, const float *x, const float *weight, const float *bia
     }
 }
 
+void convChannelsLast(const Window &w, const float *x, const float *weight, const float *bias, float *y) {
+  // The NCHW kernel between two transposes: the fallback where oneDNN's direct kernels cannot run.
+  thread_local std::vector<float> in, out;
+  in.resize(w.batch * w.channels * w.height * w.width);
+  out.resize(w.batch * w.outChannels * w.outHeight * w.outWidth);
+  transpose(x, {w.batch, w.height, w.width, w.channels}, {0, 3, 1, 2}, in.data(), sizeof(float));
+  conv(w, in.data(), weight, bias, out.data());
+  transpose(out.data(), {w.batch, w.outChannels, w.outHeight, w.outWidth}, {0, 2, 3, 1}, y, sizeof(float));
+}
+
 void convInputGrad(const Window &w, const float *dy, const float *weight, float *dx) {
   const GroupView v = groupView(w);
   float *col = scratch(v.patch * v.columns).data();

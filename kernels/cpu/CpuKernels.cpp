@@ -523,23 +523,41 @@ void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<i
     reducedOffsets.swap(next);
   }
   const int64_t outCount = numElements(keptDims), count = reducedOffsets.size();
-  // A sum over the leading dims (a bias gradient: [rows, cols] -> [cols]): the rows added in order into a
-  // block of column accumulators, reading x row by row instead of down each column. The same double sums
-  // in the same order as below.
-  const bool leading = std::is_floating_point_v<T> && (kind == ReduceKind::Sum || kind == ReduceKind::Mean) && count > 0 &&
-                       !axes.empty() && static_cast<int64_t>(axes.size()) < rank &&
-                       std::all_of(axes.begin(), axes.end(), [&](int64_t a) { return a < static_cast<int64_t>(axes.size()); });
-  if (leading) {
+  // A sum over middle dims (a bias gradient: [rows, cols] -> [cols]; global pooling of an NHWC image:
+  // [N, H*W, C] -> [N, C]): per outer index, the rows added in order into a block of column accumulators,
+  // reading x row by row instead of down each column. The same double sums in the same order as below.
+  Dims merged; // unit dims dropped, adjacent dims alike (reduced or kept) merged: [rows, cols] or [outer, rows, cols]
+  std::vector<bool> mergedReduced;
+  for (int64_t d = 0; d < rank; ++d) {
+    const bool r = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (shape[d] == 1)
+      continue;
+    if (!merged.empty() && mergedReduced.back() == r)
+      merged.back() *= shape[d];
+    else
+      merged.push_back(shape[d]), mergedReduced.push_back(r);
+  }
+  const bool middle = std::is_floating_point_v<T> && (kind == ReduceKind::Sum || kind == ReduceKind::Mean) &&
+                      count > 0 && outCount > 0 &&
+                      (mergedReduced == std::vector<bool>{true, false} ||
+                       mergedReduced == std::vector<bool>{false, true, false});
+  if (middle) {
     constexpr int64_t kColumns = 256;
-    parallelFor(outCount, kColumns, [&](int64_t c0, int64_t c1) {
-      double acc[kColumns] = {};
-      for (int64_t r = 0; r < count; ++r) {
-        const T *row = x + r * outCount;
+    const int64_t cols = merged.back(), rows = merged[merged.size() - 2], outer = outCount / cols;
+    const int64_t blocks = (cols + kColumns - 1) / kColumns;
+    parallelFor(outer * blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t o = b / blocks, c0 = (b % blocks) * kColumns, c1 = std::min(cols, c0 + kColumns);
+        double acc[kColumns] = {};
+        for (int64_t r = 0; r < rows; ++r) {
+          const T *row = x + (o * rows + r) * cols;
+          for (int64_t c = c0; c < c1; ++c)
+            acc[c - c0] += row[c];
+        }
         for (int64_t c = c0; c < c1; ++c)
-          acc[c - c0] += row[c];
+          y[o * cols + c] =
+              static_cast<T>(kind == ReduceKind::Mean ? acc[c - c0] / static_cast<double>(count) : acc[c - c0]);
       }
-      for (int64_t c = c0; c < c1; ++c)
-        y[c] = static_cast<T>(kind == ReduceKind::Mean ? acc[c - c0] / static_cast<double>(count) : acc[c - c0]);
     });
     return;
   }

@@ -163,6 +163,8 @@ bool scatterAdd(const float *updates, int64_t outer, int64_t axisDim, int64_t in
 
 // Convolutions ([N, C, H, W] with weight [M, C / groups, kH, kW]) and pools, over float.
 void conv(const Window &w, const float *x, const float *weight, const float *bias, float *y);
+/// conv() over x [N, H, W, C] into y [N, OH, OW, M] (tec.conv's channels_last).
+void convChannelsLast(const Window &w, const float *x, const float *weight, const float *bias, float *y);
 void convInputGrad(const Window &w, const float *dy, const float *weight, float *dx);
 void convWeightGrad(const Window &w, const float *dy, const float *x, float *dweight);
 /// ArgMax (max) or ArgMin along the middle dim of [outer, dim, inner] into int64 [outer, inner].

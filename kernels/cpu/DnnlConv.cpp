@@ -48,17 +48,29 @@ private:
 
 } // namespace
 
-/// The convolution of one image, the reorders around it (Blocked), and the sizes each run carves out of the
-/// thread's scratch: the image and output in oneDNN's layouts, and the primitive's scratchpad.
-struct DnnlConv::Primitives {
-  dnnl_primitive_t conv = nullptr, srcIn = nullptr, dstOut = nullptr, weightIn = nullptr;
-  dnnl_memory_desc_t userSrc{}, userDst{}, userWeight{}, bias{}, src{}, dst{}, weight{}, scratchpad{};
+/// The convolution of a band of output rows of one image (all of them, unless the image is channels-last
+/// and large: see rowBands), the reorders around it (Blocked), and the sizes each run carves out of the
+/// thread's scratch: the band's input and output in oneDNN's layouts, and the primitive's scratchpad.
+struct Band {
+  dnnl_primitive_t conv = nullptr, srcIn = nullptr, dstOut = nullptr;
+  dnnl_memory_desc_t userSrc{}, userDst{}, src{}, dst{}, scratchpad{};
   size_t srcFloats = 0, dstFloats = 0, scratchFloats = 0;
+  int64_t inRow = 0, outRow = 0; // the band's first input and output rows
+};
+
+/// The bands, and the weight as every band reads it (laid out by oneDNN once, or on each run).
+struct DnnlConv::Primitives {
+  std::vector<Band> bands;
+  dnnl_primitive_t weightIn = nullptr;
+  dnnl_memory_desc_t userWeight{}, weight{}, bias{};
   mutable std::vector<float> reorderedWeight;
   ~Primitives() {
-    for (dnnl_primitive_t p : {conv, srcIn, dstOut, weightIn})
-      if (p)
-        oneDnn().dnnl_primitive_destroy(p);
+    for (const Band &band : bands)
+      for (dnnl_primitive_t p : {band.conv, band.srcIn, band.dstOut})
+        if (p)
+          oneDnn().dnnl_primitive_destroy(p);
+    if (weightIn)
+      oneDnn().dnnl_primitive_destroy(weightIn);
   }
 };
 
@@ -94,9 +106,34 @@ bool execute(dnnl_primitive_t p, std::initializer_list<std::tuple<int, const dnn
   return ok;
 }
 
+/// Bands of output rows a channels-last image is cut into, so that tec's pool can share one image's
+/// convolution (a batch of 1) among its threads; each band's rows and input rows are contiguous in NHWC.
+/// It depends on the shape alone (about 2^20 multiply-adds per band, at most 8, each at least 2 rows), never
+/// on the thread count: every band computes the same sums at any thread count.
+int64_t rowBands(const Window &w, bool channelsLast) {
+  if (!channelsLast)
+    return 1;
+  const int64_t macs = w.outHeight * w.outWidth * w.outChannels * w.groupChannels() * w.kernelH * w.kernelW;
+  return std::max<int64_t>(1, std::min<int64_t>({8, w.outHeight / 2, macs >> 20}));
+}
+
+size_t floatsOf(const dnnl_memory_desc_t &md) { return aligned(oneDnn().dnnl_memory_desc_get_size(&md) / sizeof(float)); }
+
+/// The band of `w` from output row `outBegin` to `outEnd` as a window of its own: the input rows it reads,
+/// with the original padding where the band reaches past the image.
+Window bandWindow(const Window &w, int64_t outBegin, int64_t outEnd, int64_t &inBegin) {
+  const int64_t first = outBegin * w.strideH - w.padTop, last = (outEnd - 1) * w.strideH - w.padTop + (w.kernelH - 1) * w.dilationH + 1;
+  Window b = w;
+  inBegin = std::max<int64_t>(0, first);
+  const int64_t inEnd = std::min(w.height, last);
+  b.batch = 1, b.height = inEnd - inBegin, b.outHeight = outEnd - outBegin;
+  b.padTop = inBegin - first, b.padBottom = last - inEnd;
+  return b;
+}
+
 } // namespace
 
-std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form) {
+std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form, bool channelsLast) {
   if (!unavailable().empty())
     return nullptr;
   const OneDnn &d = oneDnn();
@@ -104,118 +141,159 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form
   conv->window_ = w;
   conv->p_ = std::make_unique<Primitives>();
   Primitives &p = *conv->p_;
-  const dnnl_dims_t srcDims = {1, w.channels, w.height, w.width}, dstDims = {1, w.outChannels, w.outHeight, w.outWidth};
+  // oneDNN fixes a primitive's thread count when it is made: one, as it then runs inside tec's pool.
+  OmpThreads single(1);
   const dnnl_dims_t grouped = {w.groups, w.groupOutChannels(), w.groupChannels(), w.kernelH, w.kernelW};
   const dnnl_dims_t plain = {w.outChannels, w.channels, w.kernelH, w.kernelW}, biasDims = {w.outChannels};
-  const bool ok = d.dnnl_memory_desc_init_by_tag(&p.userSrc, 4, srcDims, dnnl_f32, dnnl_nchw) == dnnl_success &&
-                  d.dnnl_memory_desc_init_by_tag(&p.userDst, 4, dstDims, dnnl_f32, dnnl_nchw) == dnnl_success &&
-                  (w.groups > 1 ? d.dnnl_memory_desc_init_by_tag(&p.userWeight, 5, grouped, dnnl_f32, dnnl_goihw)
-                                : d.dnnl_memory_desc_init_by_tag(&p.userWeight, 4, plain, dnnl_f32, dnnl_oihw)) ==
-                      dnnl_success &&
-                  d.dnnl_memory_desc_init_by_tag(&p.bias, 1, biasDims, dnnl_f32, dnnl_x) == dnnl_success;
-  if (!ok)
+  const bool isGrouped = w.groups > 1;
+  if ((isGrouped ? d.dnnl_memory_desc_init_by_tag(&p.userWeight, 5, grouped, dnnl_f32, dnnl_goihw)
+                 : d.dnnl_memory_desc_init_by_tag(&p.userWeight, 4, plain, dnnl_f32, dnnl_oihw)) != dnnl_success ||
+      d.dnnl_memory_desc_init_by_tag(&p.bias, 1, biasDims, dnnl_f32, dnnl_x) != dnnl_success)
     return nullptr;
-  dnnl_memory_desc_t src = p.userSrc, dst = p.userDst, weight = p.userWeight;
-  if (form == Form::Blocked) {
-    d.dnnl_memory_desc_init_by_tag(&src, 4, srcDims, dnnl_f32, dnnl_format_tag_any);
-    d.dnnl_memory_desc_init_by_tag(&dst, 4, dstDims, dnnl_f32, dnnl_format_tag_any);
-    if (w.groups > 1)
-      d.dnnl_memory_desc_init_by_tag(&weight, 5, grouped, dnnl_f32, dnnl_format_tag_any);
-    else
-      d.dnnl_memory_desc_init_by_tag(&weight, 4, plain, dnnl_f32, dnnl_format_tag_any);
+  // oneDNN lays out the weight as its kernels read it (the first band chooses; the others must agree).
+  dnnl_memory_desc_t anyWeight;
+  if ((isGrouped ? d.dnnl_memory_desc_init_by_tag(&anyWeight, 5, grouped, dnnl_f32, dnnl_format_tag_any)
+                 : d.dnnl_memory_desc_init_by_tag(&anyWeight, 4, plain, dnnl_f32, dnnl_format_tag_any)) != dnnl_success)
+    return nullptr;
+  const dnnl_format_tag_t layout = channelsLast ? dnnl_nhwc : dnnl_nchw;
+  const int64_t bands = rowBands(w, channelsLast);
+  for (int64_t i = 0; i < bands; ++i) {
+    Band &band = p.bands.emplace_back();
+    band.outRow = w.outHeight * i / bands;
+    Window b = w; // one band: the whole image (an NCHW one's planes keep their rows, read or not)
+    b.batch = 1;
+    if (bands > 1)
+      b = bandWindow(w, band.outRow, w.outHeight * (i + 1) / bands, band.inRow);
+    if (b.height < 1)
+      return nullptr; // a band wholly in the padding
+    const dnnl_dims_t srcDims = {1, b.channels, b.height, b.width}, dstDims = {1, b.outChannels, b.outHeight, b.outWidth};
+    dnnl_memory_desc_t src, dst;
+    if (d.dnnl_memory_desc_init_by_tag(&band.userSrc, 4, srcDims, dnnl_f32, layout) != dnnl_success ||
+        d.dnnl_memory_desc_init_by_tag(&band.userDst, 4, dstDims, dnnl_f32, layout) != dnnl_success ||
+        d.dnnl_memory_desc_init_by_tag(&src, 4, srcDims, dnnl_f32, form == Form::Blocked ? dnnl_format_tag_any : layout) != dnnl_success ||
+        d.dnnl_memory_desc_init_by_tag(&dst, 4, dstDims, dnnl_f32, form == Form::Blocked ? dnnl_format_tag_any : layout) != dnnl_success)
+      return nullptr;
+    const dnnl_dims_t strides = {b.strideH, b.strideW}, dilations = {b.dilationH - 1, b.dilationW - 1};
+    const dnnl_dims_t padBegin = {b.padTop, b.padLeft}, padEnd = {b.padBottom, b.padRight};
+    dnnl_convolution_desc_t desc;
+    dnnl_primitive_attr_t attr = nullptr;
+    dnnl_primitive_desc_t pd = nullptr;
+    bool built = d.dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_direct, &src,
+                                                              i == 0 ? &anyWeight : &p.weight, bias ? &p.bias : nullptr,
+                                                              &dst, strides, dilations, padBegin, padEnd) == dnnl_success &&
+                 d.dnnl_primitive_attr_create(&attr) == dnnl_success &&
+                 d.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+                 d.dnnl_primitive_desc_create(&pd, &desc, attr, d.engine, nullptr) == dnnl_success &&
+                 d.dnnl_primitive_create(&band.conv, pd) == dnnl_success;
+    if (built) {
+      band.src = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+      band.dst = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+      band.scratchpad = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+      band.scratchFloats = floatsOf(band.scratchpad);
+      if (i == 0) {
+        p.weight = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        const char *impl = nullptr;
+        if (d.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+          conv->implementation_ = impl;
+      }
+      if (!d.dnnl_memory_desc_equal(&band.src, &band.userSrc)) {
+        band.srcFloats = floatsOf(band.src);
+        built = (band.srcIn = reorder(band.userSrc, band.src));
+      }
+      if (built && !d.dnnl_memory_desc_equal(&band.dst, &band.userDst)) {
+        band.dstFloats = floatsOf(band.dst);
+        built = (band.dstOut = reorder(band.dst, band.userDst));
+      }
+    }
+    if (pd)
+      d.dnnl_primitive_desc_destroy(pd);
+    if (attr)
+      d.dnnl_primitive_attr_destroy(attr);
+    if (!built)
+      return nullptr;
   }
-  const dnnl_dims_t strides = {w.strideH, w.strideW}, dilations = {w.dilationH - 1, w.dilationW - 1};
-  const dnnl_dims_t padBegin = {w.padTop, w.padLeft}, padEnd = {w.padBottom, w.padRight};
-  dnnl_convolution_desc_t desc;
-  dnnl_primitive_attr_t attr = nullptr;
-  dnnl_primitive_desc_t pd = nullptr;
-  bool built = d.dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_direct,
-                                                            &src, &weight, bias ? &p.bias : nullptr, &dst, strides,
-                                                            dilations, padBegin, padEnd) == dnnl_success &&
-               d.dnnl_primitive_attr_create(&attr) == dnnl_success &&
-               d.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
-               d.dnnl_primitive_desc_create(&pd, &desc, attr, d.engine, nullptr) == dnnl_success &&
-               d.dnnl_primitive_create(&p.conv, pd) == dnnl_success;
-  if (built) {
-    p.src = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    p.dst = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    p.weight = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    p.scratchpad = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    const char *impl = nullptr;
-    if (d.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
-      conv->implementation_ = impl;
-    auto floats = [&](const dnnl_memory_desc_t &md) { return aligned(d.dnnl_memory_desc_get_size(&md) / sizeof(float)); };
-    p.scratchFloats = floats(p.scratchpad);
-    if (!d.dnnl_memory_desc_equal(&p.src, &p.userSrc)) {
-      p.srcFloats = floats(p.src);
-      built = (p.srcIn = reorder(p.userSrc, p.src));
-    }
-    if (built && !d.dnnl_memory_desc_equal(&p.dst, &p.userDst)) {
-      p.dstFloats = floats(p.dst);
-      built = (p.dstOut = reorder(p.dst, p.userDst));
-    }
-    if (built && !d.dnnl_memory_desc_equal(&p.weight, &p.userWeight)) {
-      p.reorderedWeight.resize(floats(p.weight));
-      built = (p.weightIn = reorder(p.userWeight, p.weight));
-    }
+  if (!d.dnnl_memory_desc_equal(&p.weight, &p.userWeight)) {
+    p.reorderedWeight.resize(floatsOf(p.weight));
+    if (!(p.weightIn = reorder(p.userWeight, p.weight)))
+      return nullptr;
   }
-  if (pd)
-    d.dnnl_primitive_desc_destroy(pd);
-  if (attr)
-    d.dnnl_primitive_attr_destroy(attr);
-  return built ? std::move(conv) : nullptr;
+  return conv;
 }
 
 DnnlConv::~DnnlConv() = default;
 
+void DnnlConv::layOutWeight(const float *weight) const {
+  const Primitives &p = *p_;
+  execute(p.weightIn, {{DNNL_ARG_FROM, &p.userWeight, weight}, {DNNL_ARG_TO, &p.weight, p.reorderedWeight.data()}});
+  oneDnn().dnnl_stream_wait(threadStream());
+}
+
 void DnnlConv::run(const float *x, const float *weight, const float *bias, float *y) const {
   const Primitives &p = *p_;
   const Window &w = window_;
-  // Images spread over tec's pool, oneDNN single-threaded in each: its OpenMP threads beside the pool's
-  // would contend for the same cores (a batch of 1 runs on one thread: measured slower with OpenMP's 2).
+  // Images and bands spread over tec's pool, oneDNN single-threaded in each: its OpenMP threads beside the
+  // pool's would contend for the same cores.
   OmpThreads single(1);
-  if (p.weightIn) { // the weight in oneDNN's layout, once per run (it changes while training)
-    execute(p.weightIn, {{DNNL_ARG_FROM, &p.userWeight, weight}, {DNNL_ARG_TO, &p.weight, p.reorderedWeight.data()}});
-    oneDnn().dnnl_stream_wait(threadStream());
+  if (p.weightIn && !weightFixed_) // the weight in oneDNN's layout, once per run (it changes while training)
+    layOutWeight(weight);
+  if (p.weightIn)
     weight = p.reorderedWeight.data();
-  }
+  else if (weightFixed_)
+    weight = fixedWeight_;
+  size_t scratchFloats = 0;
+  for (const Band &band : p.bands)
+    scratchFloats = std::max(scratchFloats, band.srcFloats + band.dstFloats + band.scratchFloats);
   const int64_t image = w.channels * w.height * w.width, outImage = w.outChannels * w.outHeight * w.outWidth;
-  parallelFor(w.batch, 1, [&](int64_t begin, int64_t end) {
-    float *scratch = threadScratch(p.srcFloats + p.dstFloats + p.scratchFloats);
-    float *src = scratch, *dst = scratch + p.srcFloats, *pad = dst + p.dstFloats;
-    for (int64_t n = begin; n < end; ++n) {
-      const float *in = x + n * image;
-      float *out = y + n * outImage;
-      if (p.srcIn)
-        execute(p.srcIn, {{DNNL_ARG_FROM, &p.userSrc, in}, {DNNL_ARG_TO, &p.src, src}});
-      execute(p.conv, {{DNNL_ARG_SRC, &p.src, p.srcIn ? src : in},
-                       {DNNL_ARG_WEIGHTS, &p.weight, weight},
-                       {DNNL_ARG_BIAS, &p.bias, bias},
-                       {DNNL_ARG_DST, &p.dst, p.dstOut ? dst : out},
-                       {DNNL_ARG_SCRATCHPAD, &p.scratchpad, pad}});
-      if (p.dstOut)
-        execute(p.dstOut, {{DNNL_ARG_FROM, &p.dst, dst}, {DNNL_ARG_TO, &p.userDst, out}});
+  const int64_t bands = static_cast<int64_t>(p.bands.size());
+  parallelFor(w.batch * bands, 1, [&](int64_t begin, int64_t end) {
+    float *scratch = threadScratch(scratchFloats);
+    for (int64_t i = begin; i < end; ++i) {
+      const Band &band = p.bands[i % bands];
+      float *src = scratch, *dst = scratch + band.srcFloats, *pad = dst + band.dstFloats;
+      // A band's rows start inRow / outRow rows into its NHWC image (bands > 1 only channels-last).
+      const float *in = x + (i / bands) * image + band.inRow * w.width * w.channels;
+      float *out = y + (i / bands) * outImage + band.outRow * w.outWidth * w.outChannels;
+      if (band.srcIn)
+        execute(band.srcIn, {{DNNL_ARG_FROM, &band.userSrc, in}, {DNNL_ARG_TO, &band.src, src}});
+      execute(band.conv, {{DNNL_ARG_SRC, &band.src, band.srcIn ? src : in},
+                          {DNNL_ARG_WEIGHTS, &p.weight, weight},
+                          {DNNL_ARG_BIAS, &p.bias, bias},
+                          {DNNL_ARG_DST, &band.dst, band.dstOut ? dst : out},
+                          {DNNL_ARG_SCRATCHPAD, &band.scratchpad, pad}});
+      if (band.dstOut)
+        execute(band.dstOut, {{DNNL_ARG_FROM, &band.dst, dst}, {DNNL_ARG_TO, &band.userDst, out}});
       oneDnn().dnnl_stream_wait(threadStream());
     }
   });
 }
 
-std::unique_ptr<DnnlConv> DnnlConv::fastest(const Window &w, bool bias) {
+void DnnlConv::fixWeight(const float *weight) {
+  if (p_->weightIn) {
+    OmpThreads single(1);
+    layOutWeight(weight);
+  }
+  fixedWeight_ = weight;
+  weightFixed_ = true;
+}
+
+std::unique_ptr<DnnlConv> DnnlConv::fastest(const Window &w, bool bias, bool channelsLast) {
   if (!unavailable().empty())
     return nullptr;
   if (const char *forced = std::getenv("TEC_CPU_CONV"); forced && *forced) {
     const std::string f = forced;
-    return f == "plain" ? create(w, bias, Form::Plain) : f == "blocked" ? create(w, bias, Form::Blocked) : nullptr;
+    return f == "plain"     ? create(w, bias, Form::Plain, channelsLast)
+           : f == "blocked" ? create(w, bias, Form::Blocked, channelsLast)
+                            : nullptr;
   }
   const std::vector<std::string> candidates{"tec im2col + GEMM", "oneDNN " + std::to_string(DNNL_VERSION_MAJOR) + " plain",
                                             "oneDNN blocked"};
-  static ChoiceTable table(machineTablePath("conv", candidates), "convolution table v1", candidates);
+  static ChoiceTable table(machineTablePath("conv", candidates), "convolution table v2", candidates);
   char key[256];
-  std::snprintf(key, sizeof(key), "%ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %d",
+  std::snprintf(key, sizeof(key), "%ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %d%s",
                 long(w.batch), long(w.channels), long(w.height), long(w.width), long(w.outChannels), long(w.outHeight),
                 long(w.outWidth), long(w.kernelH), long(w.kernelW), long(w.strideH), long(w.strideW), long(w.padTop),
                 long(w.padLeft), long(w.padBottom), long(w.padRight), long(w.dilationH * 1000 + w.dilationW),
-                long(w.groups), int(bias));
+                long(w.groups), int(bias), channelsLast ? " nhwc" : "");
   const int choice = table.choose(key, [&] {
     // Each form on seeded data: the best of 3 runs after a warm-up.
     std::vector<float> x(w.batch * w.channels * w.height * w.width), weight(w.outChannels * w.groupChannels() * w.kernelH * w.kernelW),
@@ -234,20 +312,21 @@ std::unique_ptr<DnnlConv> DnnlConv::fastest(const Window &w, bool bias) {
       }
       return best;
     };
-    std::vector<double> ms{time([&] { conv(w, x.data(), weight.data(), bias ? b.data() : nullptr, y.data()); })};
+    const auto tec = channelsLast ? convChannelsLast : conv;
+    std::vector<double> ms{time([&] { tec(w, x.data(), weight.data(), bias ? b.data() : nullptr, y.data()); })};
     for (Form form : {Form::Plain, Form::Blocked}) {
-      auto candidate = create(w, bias, form);
+      auto candidate = create(w, bias, form, channelsLast);
       ms.push_back(candidate ? time([&] { candidate->run(x.data(), weight.data(), bias ? b.data() : nullptr, y.data()); })
                              : INFINITY);
     }
     return ms;
   });
-  return choice == 0 ? nullptr : create(w, bias, choice == 1 ? Form::Plain : Form::Blocked);
+  return choice == 0 ? nullptr : create(w, bias, choice == 1 ? Form::Plain : Form::Blocked, channelsLast);
 }
 
 #else
 
-std::unique_ptr<DnnlConv> DnnlConv::fastest(const Window &, bool) { return nullptr; }
+std::unique_ptr<DnnlConv> DnnlConv::fastest(const Window &, bool, bool) { return nullptr; }
 
 struct DnnlConv::Primitives {};
 
@@ -256,11 +335,15 @@ const std::string &DnnlConv::unavailable() {
   return why;
 }
 
-std::unique_ptr<DnnlConv> DnnlConv::create(const Window &, bool, Form) { return nullptr; }
+std::unique_ptr<DnnlConv> DnnlConv::create(const Window &, bool, Form, bool) { return nullptr; }
+
+void DnnlConv::fixWeight(const float *) {}
 
 DnnlConv::~DnnlConv() = default;
 
 void DnnlConv::run(const float *, const float *, const float *, float *) const {}
+
+void DnnlConv::layOutWeight(const float *) const {}
 
 #endif
 

@@ -1,11 +1,13 @@
 // A convolution run by oneDNN's convolution primitive: its JIT kernels for the machine's ISA, depthwise ones
 // among them, where tec's im2col + GEMM multiplies one small GEMM per group (a depthwise 3x3 over 96 channels
 // at 56x56 on an AVX-512 Xeon: 1.4 ms as GEMMs per group, 0.37 ms in oneDNN with its reorders). Two forms:
-// Plain reads and writes NCHW and OIHW as tec holds them; Blocked lets oneDNN choose its layouts (nChw16c,
-// nhwc, ...) and reorders the image in and out and the weight on each run. Images run one per chunk of
-// tec's pool, oneDNN single-threaded in each as the GEMMs are, with a scratchpad per thread. Which of tec's
-// loop, Plain and Blocked runs a plan's convolution is measured per shape and kept on disk (ChoiceTable):
-// every process chooses alike, so training resumes bit for bit.
+// Plain reads and writes the images as tec holds them (NCHW, or NHWC for tec-channels-last's convs);
+// Blocked lets oneDNN choose their layouts (nChw16c, ...) and reorders each image in and out. Either reads
+// the weight in oneDNN's layout: laid out on each run, or once at prepare by fixWeight() for a constant.
+// Images, and bands of rows of a large channels-last image, run one per chunk of tec's pool, oneDNN
+// single-threaded in each as the GEMMs are, with a scratchpad per thread. Which of tec's loop, Plain and
+// Blocked runs a plan's convolution is measured per shape and kept on disk (ChoiceTable): every process
+// chooses alike, so training resumes bit for bit.
 #ifndef TEC_KERNELS_CPU_DNNLCONV_H
 #define TEC_KERNELS_CPU_DNNLCONV_H
 
@@ -21,28 +23,35 @@ public:
   enum class Form { Plain, Blocked };
   /// Why no convolution can run on oneDNN here (not loaded, no headers), or empty when one can.
   static const std::string &unavailable();
-  /// The convolution `w` (with a bias or not) in `form`; null where unavailable() or oneDNN takes no such one.
-  static std::unique_ptr<DnnlConv> create(const Window &w, bool bias, Form form);
+  /// The convolution `w` (with a bias or not) in `form` over NCHW or (channelsLast) NHWC images; null where
+  /// unavailable() or oneDNN takes no such one.
+  static std::unique_ptr<DnnlConv> create(const Window &w, bool bias, Form form, bool channelsLast = false);
   ~DnnlConv();
   DnnlConv(const DnnlConv &) = delete;
   DnnlConv &operator=(const DnnlConv &) = delete;
 
-  /// y = conv(x, weight) + bias, all in tec's layouts (NCHW, OIHW).
+  /// y = conv(x, weight) + bias, all in tec's layouts (NCHW or NHWC, OIHW).
   void run(const float *x, const float *weight, const float *bias, float *y) const;
+  /// Lays out `weight`, which never changes (a param of an inference plan), once: run() then ignores its
+  /// weight argument.
+  void fixWeight(const float *weight);
   /// oneDNN's name for the kernel it runs ("brdgmm_dw:avx512_core").
   const std::string &implementation() const { return implementation_; }
 
   /// The fastest way to run `w` here: a DnnlConv, or null for tec's im2col + GEMM (conv() in CpuKernels.h),
   /// measured on the first convolution of each shape and kept on disk. TEC_CPU_CONV=tec|plain|blocked forces
   /// one (where oneDNN takes the shape).
-  static std::unique_ptr<DnnlConv> fastest(const Window &w, bool bias);
+  static std::unique_ptr<DnnlConv> fastest(const Window &w, bool bias, bool channelsLast = false);
 
 private:
   struct Primitives;
   DnnlConv() = default;
+  void layOutWeight(const float *weight) const;
   Window window_;
   std::unique_ptr<Primitives> p_;
   std::string implementation_;
+  bool weightFixed_ = false;
+  const float *fixedWeight_ = nullptr; // the constant weight where oneDNN reads tec's layout
 };
 
 } // namespace tec::kernels::cpu

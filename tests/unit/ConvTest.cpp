@@ -4,10 +4,12 @@
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/DnnlConv.h"
+#include "kernels/cpu/ThreadPool.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -56,6 +58,17 @@ std::vector<double> reference(const Window &w, const std::vector<float> &x, cons
   return y;
 }
 
+/// The largest error relative to the expected value, where values that cancel to near zero are held to
+/// 1e-2 of the output's largest (float sums of hundreds of products round at that scale, not at their own).
+template <typename T> double worstError(const std::vector<float> &got, const std::vector<T> &want) {
+  double largest = 0, worst = 0;
+  for (T v : want)
+    largest = std::max(largest, std::abs(double(v)));
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::abs(double(got[i]) - want[i]) / (1e-2 * largest + std::abs(double(want[i]))));
+  return worst;
+}
+
 class Convolutions : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(Convolutions, EveryFormMatchesADirectConvolution) {
@@ -72,10 +85,7 @@ TEST_P(Convolutions, EveryFormMatchesADirectConvolution) {
   const float *b = c.bias ? bias.data() : nullptr;
   const auto want = reference(w, x, weight, b);
   auto check = [&](const std::vector<float> &got, const std::string &form) {
-    double worst = 0;
-    for (size_t i = 0; i < want.size(); ++i)
-      worst = std::max(worst, std::abs(got[i] - want[i]) / (1e-4 + std::abs(want[i])));
-    EXPECT_LE(worst, 1e-3) << form;
+    EXPECT_LE(worstError(got, want), 1e-3) << form;
   };
   std::vector<float> y(want.size(), NAN);
   conv(w, x.data(), weight.data(), b, y.data());
@@ -95,6 +105,63 @@ TEST_P(Convolutions, EveryFormMatchesADirectConvolution) {
     GTEST_SKIP() << "oneDNN: " << DnnlConv::unavailable();
 }
 
+/// `nchw` [n, c, h, w] as [n, h, w, c].
+std::vector<float> toChannelsLast(const std::vector<float> &nchw, int64_t n, int64_t c, int64_t h, int64_t w) {
+  std::vector<float> out(nchw.size());
+  transpose(nchw.data(), {n, c, h, w}, {0, 2, 3, 1}, out.data(), sizeof(float));
+  return out;
+}
+
+// tec-channels-last's convolutions: NHWC in and out, the weight as ever; oneDNN cuts a large image into
+// bands of rows for tec's pool, and every band's sums are the same at any thread count.
+TEST_P(Convolutions, ChannelsLastMatchesADirectConvolutionAtAnyThreadCount) {
+  ASSERT_TRUE(blas().loaded) << blas().library;
+  const ConvCase &c = GetParam();
+  const Window &w = c.w;
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(w.batch * w.channels * w.height * w.width), weight(w.outChannels * w.groupChannels() * w.kernelH * w.kernelW),
+      bias(w.outChannels);
+  for (auto *v : {&x, &weight, &bias})
+    for (float &e : *v)
+      e = normal(rng);
+  const float *b = c.bias ? bias.data() : nullptr;
+  std::vector<float> wantNchw;
+  for (double v : reference(w, x, weight, b))
+    wantNchw.push_back(static_cast<float>(v));
+  const auto want = toChannelsLast(wantNchw, w.batch, w.outChannels, w.outHeight, w.outWidth);
+  const auto xLast = toChannelsLast(x, w.batch, w.channels, w.height, w.width);
+  auto check = [&](const std::vector<float> &got, const std::string &form) {
+    EXPECT_LE(worstError(got, want), 1e-3) << form;
+  };
+  std::vector<float> y(want.size(), NAN);
+  convChannelsLast(w, xLast.data(), weight.data(), b, y.data());
+  check(y, "tec");
+  for (auto form : {DnnlConv::Form::Plain, DnnlConv::Form::Blocked}) {
+    auto dnnl = DnnlConv::create(w, c.bias, form, /*channelsLast=*/true);
+    if (!DnnlConv::unavailable().empty())
+      GTEST_SKIP() << "oneDNN: " << DnnlConv::unavailable();
+    ASSERT_NE(dnnl, nullptr) << "oneDNN refused the convolution";
+    const std::string name = std::string(form == DnnlConv::Form::Plain ? "plain " : "blocked ") + dnnl->implementation();
+    std::vector<std::vector<float>> runs;
+    for (int threads : {1, 2}) {
+      setPoolThreads(threads);
+      std::fill(y.begin(), y.end(), NAN);
+      dnnl->run(xLast.data(), weight.data(), b, y.data());
+      check(y, name);
+      runs.push_back(y);
+    }
+    setPoolThreads(0);
+    EXPECT_EQ(std::memcmp(runs[0].data(), runs[1].data(), y.size() * sizeof(float)), 0) << name << ": 1 and 2 threads differ";
+    // A constant weight laid out once: later runs read that layout, whatever pointer they pass.
+    dnnl->fixWeight(weight.data());
+    std::vector<float> garbage(weight.size(), NAN);
+    std::fill(y.begin(), y.end(), NAN);
+    dnnl->run(xLast.data(), garbage.data(), b, y.data());
+    check(y, name + " with its weight fixed");
+  }
+}
+
 const ConvCase kCases[] = {
     {"depthwise_3x3", window(2, 16, 9, 7, 16, 3, 1, 1, 1, 1, 1, 1, 16), true},
     {"depthwise_5x5_stride2_odd_pads", window(1, 24, 11, 10, 24, 5, 2, 2, 1, 1, 2, 1, 24), false},
@@ -102,6 +169,9 @@ const ConvCase kCases[] = {
     {"pointwise", window(3, 20, 6, 6, 12, 1, 1, 0, 0, 0, 0, 1, 1), true},
     {"dense_3x3_stride2", window(2, 5, 13, 12, 8, 3, 2, 1, 1, 0, 1, 1, 1), false},
     {"conv1d_as_h1", window(2, 6, 1, 17, 4, 1, 3, 0, 2, 0, 1, 1, 1, 5), true},
+    // Large enough for oneDNN bands of rows (each band's input rows and pads cut from the image's).
+    {"banded_3x3_stride2_odd_pads", window(1, 32, 41, 23, 48, 3, 2, 1, 0, 2, 1, 1, 1), true},
+    {"banded_depthwise_dilated", window(2, 128, 48, 48, 128, 3, 1, 2, 2, 2, 2, 2, 128), false},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cpu, Convolutions, ::testing::ValuesIn(kCases),

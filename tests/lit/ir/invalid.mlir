@@ -369,6 +369,15 @@ func.func @conv_wrong_output(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -
 
 // -----
 
+// channels_last reads [N, H, W, C]: an NCHW result does not follow from the window.
+func.func @conv_channels_last_nchw_output(%x: tensor<1x8x8x3xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+1 {{'tec.conv' op expected output shape 1x4x6x6, got 1x6x4x6}}
+  %0 = tec.conv %x, %w {channels_last, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x8x8x3xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
 func.func @conv_group_mismatch(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
   // expected-error @+1 {{'tec.conv' op expected weight dim 1 = input channels / group (3 / 3) and output channels divisible by the group, got weight 4x3x3x3}}
   %0 = tec.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 3 : i64} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>

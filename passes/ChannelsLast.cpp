@@ -1,0 +1,229 @@
+#include "passes/Passes.h"
+
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace tec {
+#define GEN_PASS_DEF_TECCHANNELSLAST
+#include "passes/Passes.h.inc"
+} // namespace tec
+
+using namespace mlir;
+using namespace tec;
+
+namespace {
+
+constexpr int64_t kToChannelsLast[] = {0, 2, 3, 1}, kToChannelsFirst[] = {0, 3, 1, 2};
+
+/// Convolutions worth laying out channels-last: f32 ones (the cpu target computes in f32) not yet converted.
+bool prefersChannelsLast(ConvOp conv) {
+  return !conv.getChannelsLast() && conv.getType().getElementType().isF32();
+}
+
+/// Ops that compute each element from the elements at the same position of their operands (broadcast
+/// numpy-style), so a transpose of every operand is a transpose of the result.
+bool isElementwise(Operation *op) {
+  return isa<ReluOp, TanhOp, SigmoidOp, ErfOp, SqrtOp, ExpOp, AbsOp, NegOp, ReciprocalOp, LogOp, SinOp, CosOp,
+             SoftplusOp, SiluOp, HardSwishOp, FloorOp, CeilOp, SignOp, GeluOp, CastOp, AddOp, SubOp, MulOp, DivOp,
+             PowOp, MaxOp, MinOp, ModOp, CompareOp, WhereOp>(op);
+}
+
+/// The transposes this pass moves: the one back to NCHW after each converted conv. Others (attention's
+/// head splits, a linear's transposed operand) stay where earlier passes and the backend's folds want them.
+bool isChannelsFirst(TransposeOp t) { return t && t.getPerm() == ArrayRef<int64_t>(kToChannelsFirst); }
+
+SmallVector<int64_t> inverse(ArrayRef<int64_t> perm) {
+  SmallVector<int64_t> inv(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inv[p] = static_cast<int64_t>(i);
+  return inv;
+}
+
+/// `shape` laid out as a transpose by `perm` would read it: dim i is shape[perm[i]].
+SmallVector<int64_t> permuted(ArrayRef<int64_t> shape, ArrayRef<int64_t> perm) {
+  SmallVector<int64_t> out;
+  for (int64_t p : perm)
+    out.push_back(shape[p]);
+  return out;
+}
+
+/// Whether transposing `shape` by `perm` keeps every dim larger than 1 in order: the bytes do not move.
+bool movesOnlyUnitDims(ArrayRef<int64_t> shape, ArrayRef<int64_t> perm) {
+  int64_t last = -1;
+  for (int64_t p : perm)
+    if (shape[p] != 1) {
+      if (p < last)
+        return false;
+      last = p;
+    }
+  return true;
+}
+
+RankedTensorType withShape(Type type, ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(shape, llvm::cast<RankedTensorType>(type).getElementType());
+}
+
+/// tec.conv (NCHW) -> transpose to NHWC, tec.conv {channels_last}, transpose back; the patterns below
+/// then move the transposes until those between two convolutions cancel.
+struct ConvToChannelsLast : OpRewritePattern<ConvOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConvOp conv, PatternRewriter &rewriter) const override {
+    if (!prefersChannelsLast(conv))
+      return rewriter.notifyMatchFailure(conv, "not an f32 NCHW conv");
+    Location loc = conv.getLoc();
+    auto inType = conv.getInput().getType(), outType = conv.getType();
+    Value x = rewriter.create<TransposeOp>(loc, withShape(inType, permuted(inType.getShape(), kToChannelsLast)),
+                                           conv.getInput(), kToChannelsLast);
+    Value y = rewriter.create<ConvOp>(loc, withShape(outType, permuted(outType.getShape(), kToChannelsLast)), x,
+                                      conv.getWeight(), conv.getBias(), conv.getStrides(), conv.getPads(),
+                                      conv.getDilations(), conv.getGroup(), /*channels_last=*/true);
+    rewriter.replaceOpWithNewOp<TransposeOp>(conv, outType, y, kToChannelsFirst);
+    return success();
+  }
+};
+
+/// op(transpose(x, p), b...) -> transpose(op(x, transpose(b, p^-1)...), p) for elementwise ops, when every
+/// other operand transposes for free: by the same permutation (they cancel), a constant (it folds) or a
+/// tensor whose transpose only moves unit dims (a [1, C, 1, 1] gate: a reshape).
+struct SinkTransposeThroughElementwise : RewritePattern {
+  explicit SinkTransposeThroughElementwise(MLIRContext *context)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
+  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rewriter) const override {
+    if (!isElementwise(op) || op->getNumResults() != 1)
+      return failure();
+    auto resultType = llvm::cast<RankedTensorType>(op->getResult(0).getType());
+    const int64_t rank = resultType.getRank();
+    if (rank != 4 || llvm::none_of(op->getOperands(), [](Value v) { return isChannelsFirst(v.getDefiningOp<TransposeOp>()); }))
+      return failure();
+    ArrayRef<int64_t> perm = kToChannelsFirst;
+    const SmallVector<int64_t> inv = inverse(perm);
+    auto freeToTranspose = [&](Value v, ArrayRef<int64_t> shape) {
+      if (auto t = v.getDefiningOp<TransposeOp>(); t && t.getPerm() == perm)
+        return true;
+      return matchPattern(v, m_Constant()) || movesOnlyUnitDims(shape, inv);
+    };
+    SmallVector<SmallVector<int64_t>> shapes;
+    for (Value v : op->getOperands()) {
+      auto shape = llvm::cast<RankedTensorType>(v.getType()).getShape();
+      SmallVector<int64_t> full(rank - shape.size(), 1); // numpy broadcasting aligns trailing dims
+      full.append(shape.begin(), shape.end());
+      if (!freeToTranspose(v, full))
+        return rewriter.notifyMatchFailure(op, "an operand would need a transpose of its own");
+      shapes.push_back(full);
+    }
+    Location loc = op->getLoc();
+    SmallVector<Value> operands;
+    for (auto [v, full] : llvm::zip(op->getOperands(), shapes)) {
+      Value ranked = v;
+      if (llvm::cast<RankedTensorType>(v.getType()).getRank() != rank)
+        ranked = rewriter.create<ReshapeOp>(loc, withShape(v.getType(), full), v);
+      operands.push_back(rewriter.create<TransposeOp>(loc, withShape(v.getType(), permuted(full, inv)), ranked, inv));
+    }
+    OperationState state(loc, op->getName(), operands,
+                         TypeRange{withShape(resultType, permuted(resultType.getShape(), inv))}, op->getAttrs());
+    Operation *sunk = rewriter.create(state);
+    rewriter.replaceOpWithNewOp<TransposeOp>(op, resultType, sunk->getResult(0), perm);
+    return success();
+  }
+};
+
+/// reduce(transpose(x, p), axes) -> reduce(x, p[axes]), transposed back where the kept dims change order.
+template <typename Reduce> struct SinkTransposeThroughReduce : OpRewritePattern<Reduce> {
+  using OpRewritePattern<Reduce>::OpRewritePattern;
+  LogicalResult matchAndRewrite(Reduce op, PatternRewriter &rewriter) const override {
+    auto t = op.getInput().template getDefiningOp<TransposeOp>();
+    if (!isChannelsFirst(t))
+      return rewriter.notifyMatchFailure(op, "input is not a transpose to NCHW");
+    ArrayRef<int64_t> perm = t.getPerm();
+    SmallVector<int64_t> axes;
+    for (int64_t a : op.getAxes())
+      axes.push_back(perm[a]);
+    llvm::sort(axes);
+    auto xShape = t.getInput().getType().getShape();
+    SmallVector<int64_t> reducedShape, kept; // kept: x's dims the result keeps, in x's order
+    for (int64_t d = 0; d < static_cast<int64_t>(xShape.size()); ++d) {
+      const bool reduced = llvm::is_contained(axes, d);
+      if (!reduced)
+        kept.push_back(d);
+      if (!reduced || op.getKeepdims())
+        reducedShape.push_back(reduced ? 1 : xShape[d]);
+    }
+    SmallVector<int64_t> back; // the result's dim j is the new reduction's dim back[j]
+    if (op.getKeepdims())
+      back.assign(perm.begin(), perm.end());
+    else
+      for (int64_t i = 0; i < static_cast<int64_t>(perm.size()); ++i)
+        if (!llvm::is_contained(op.getAxes(), i))
+          back.push_back(llvm::find(kept, perm[i]) - kept.begin());
+    Value reduced = rewriter.create<Reduce>(op.getLoc(), withShape(op.getType(), reducedShape), t.getInput(), axes,
+                                            op.getKeepdims());
+    rewriter.replaceOpWithNewOp<TransposeOp>(op, op.getType(), reduced, back);
+    return success();
+  }
+};
+
+/// concat(transpose(a, p), transpose(b, p)..., axis) -> transpose(concat(a, b..., p[axis]), p).
+struct SinkTransposeThroughConcat : OpRewritePattern<ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConcatOp op, PatternRewriter &rewriter) const override {
+    SmallVector<Value> inputs;
+    ArrayRef<int64_t> perm;
+    for (Value v : op.getInputs()) {
+      auto t = v.getDefiningOp<TransposeOp>();
+      if (!isChannelsFirst(t))
+        return rewriter.notifyMatchFailure(op, "an input is not a transpose to NCHW");
+      perm = t.getPerm();
+      inputs.push_back(t.getInput());
+    }
+    if (perm.empty())
+      return failure();
+    auto type = op.getType();
+    Value joined = rewriter.create<ConcatOp>(op.getLoc(), withShape(type, permuted(type.getShape(), inverse(perm))),
+                                             inputs, perm[op.getAxis()]);
+    rewriter.replaceOpWithNewOp<TransposeOp>(op, type, joined, perm);
+    return success();
+  }
+};
+
+/// transpose(transpose(x, p), q) with p∘q the identity -> x, whatever else reads the inner transpose.
+struct CancelTransposes : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp op, PatternRewriter &rewriter) const override {
+    auto inner = op.getInput().getDefiningOp<TransposeOp>();
+    if (!inner)
+      return failure();
+    for (auto [i, q] : llvm::enumerate(op.getPerm()))
+      if (inner.getPerm()[q] != static_cast<int64_t>(i))
+        return rewriter.notifyMatchFailure(op, "the permutations do not cancel");
+    rewriter.replaceOp(op, inner.getInput());
+    return success();
+  }
+};
+
+/// A transpose that moves only unit dims is a reshape: no bytes move.
+struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp op, PatternRewriter &rewriter) const override {
+    if (op.getType().getRank() != 4 || (!isChannelsFirst(op) && op.getPerm() != ArrayRef<int64_t>(kToChannelsLast)) ||
+        !movesOnlyUnitDims(op.getInput().getType().getShape(), op.getPerm()))
+      return rewriter.notifyMatchFailure(op, "not a channel transpose that moves only unit dims");
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), op.getInput());
+    return success();
+  }
+};
+
+struct TecChannelsLast : tec::impl::TecChannelsLastBase<TecChannelsLast> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<ConvToChannelsLast, SinkTransposeThroughElementwise, SinkTransposeThroughReduce<ReduceMeanOp>,
+                 SinkTransposeThroughReduce<ReduceSumOp>, SinkTransposeThroughReduce<ReduceMaxOp>,
+                 SinkTransposeThroughReduce<ReduceMinOp>, SinkTransposeThroughConcat, CancelTransposes,
+                 UnitTransposeToReshape>(&getContext());
+    populateShapeChainPatterns(patterns); // the reshapes a [1, C, 1, 1] gate goes through become one
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
