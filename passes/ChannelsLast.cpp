@@ -83,6 +83,31 @@ struct ConvToChannelsLast : OpRewritePattern<ConvOp> {
   }
 };
 
+/// A channels-last conv that is a GEMM: 1x1, unit strides, no padding, one group. Over NHWC it multiplies
+/// each pixel's C channels by the [M, C] weight, which tec.linear does with the backend's GEMM machinery
+/// (packed constant weights, a split over the pool's threads, fused activation and residual epilogues).
+bool isPointwise(ConvOp conv) {
+  auto w = conv.getWeight().getType();
+  return conv.getChannelsLast() && conv.getGroup() == 1 && w.getDimSize(2) == 1 && w.getDimSize(3) == 1 &&
+         llvm::all_of(conv.getStrides(), [](int64_t s) { return s == 1; }) &&
+         llvm::all_of(conv.getPads(), [](int64_t p) { return p == 0; });
+}
+
+/// tec.conv {channels_last} 1x1 -> tec.linear {transpose_b} by the weight seen as [M, C].
+struct PointwiseConvToLinear : OpRewritePattern<ConvOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConvOp conv, PatternRewriter &rewriter) const override {
+    if (!isPointwise(conv))
+      return rewriter.notifyMatchFailure(conv, "not a pointwise channels-last conv");
+    auto w = conv.getWeight().getType();
+    Value weight = rewriter.create<ReshapeOp>(conv.getLoc(), withShape(w, {w.getDimSize(0), w.getDimSize(1)}),
+                                              conv.getWeight());
+    rewriter.replaceOpWithNewOp<LinearOp>(conv, conv.getType(), conv.getInput(), weight, conv.getBias(),
+                                          rewriter.getStringAttr("none"), rewriter.getBoolAttr(true));
+    return success();
+  }
+};
+
 /// op(transpose(x, p), b...) -> transpose(op(x, transpose(b, p^-1)...), p) for elementwise ops, when every
 /// other operand transposes for free: by the same permutation (they cancel), a constant (it folds) or a
 /// tensor whose transpose only moves unit dims (a [1, C, 1, 1] gate: a reshape).
@@ -216,7 +241,7 @@ struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
 struct TecChannelsLast : tec::impl::TecChannelsLastBase<TecChannelsLast> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<ConvToChannelsLast, SinkTransposeThroughElementwise, SinkTransposeThroughReduce<ReduceMeanOp>,
+    patterns.add<ConvToChannelsLast, PointwiseConvToLinear, SinkTransposeThroughElementwise, SinkTransposeThroughReduce<ReduceMeanOp>,
                  SinkTransposeThroughReduce<ReduceSumOp>, SinkTransposeThroughReduce<ReduceMaxOp>,
                  SinkTransposeThroughReduce<ReduceMinOp>, SinkTransposeThroughConcat, CancelTransposes,
                  UnitTransposeToReshape>(&getContext());

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <unordered_map>
 #include <vector>
 
 #if TEC_HAVE_ONEDNN_HEADERS
@@ -89,32 +90,57 @@ dnnl_primitive_t reorder(const dnnl_memory_desc_t &from, const dnnl_memory_desc_
   return p;
 }
 
-/// Runs `p` with (argument, descriptor, data) triples, each bound to a memory object for this call.
+/// This thread's memory object for `md`, pointing at `data`: made once per descriptor and thread, then only
+/// repointed (making one per argument per run cost a third of a small conv's time).
+dnnl_memory_t threadMemory(const dnnl_memory_desc_t *md, const void *data) {
+  const OneDnn &d = oneDnn();
+  struct Cached {
+    dnnl_memory_desc_t md;
+    dnnl_memory_t memory;
+  };
+  thread_local std::unordered_map<const dnnl_memory_desc_t *, Cached> cache;
+  auto it = cache.find(md);
+  if (it != cache.end() && !d.dnnl_memory_desc_equal(&it->second.md, md)) { // a freed descriptor's address reused
+    d.dnnl_memory_destroy(it->second.memory);
+    cache.erase(it);
+    it = cache.end();
+  }
+  if (it == cache.end()) {
+    dnnl_memory_t m = nullptr;
+    if (d.dnnl_memory_create(&m, md, d.engine, const_cast<void *>(data)) != dnnl_success)
+      return nullptr;
+    it = cache.emplace(md, Cached{*md, m}).first;
+  } else if (d.dnnl_memory_set_data_handle(it->second.memory, const_cast<void *>(data)) != dnnl_success) {
+    return nullptr;
+  }
+  return it->second.memory;
+}
+
+/// Runs `p` with (argument, descriptor, data) triples, each bound to this thread's memory object for it.
 bool execute(dnnl_primitive_t p, std::initializer_list<std::tuple<int, const dnnl_memory_desc_t *, const void *>> args) {
   const OneDnn &d = oneDnn();
-  std::vector<dnnl_exec_arg_t> bound;
-  bool ok = true;
+  dnnl_exec_arg_t bound[8];
+  int count = 0;
   for (const auto &[arg, md, data] : args) {
-    dnnl_memory_t m = nullptr;
-    ok = ok && d.dnnl_memory_create(&m, md, d.engine, const_cast<void *>(data)) == dnnl_success;
-    if (m)
-      bound.push_back({arg, m});
+    dnnl_memory_t m = threadMemory(md, data);
+    if (!m)
+      return false;
+    bound[count++] = {arg, m};
   }
-  ok = ok && d.dnnl_primitive_execute(p, threadStream(), static_cast<int>(bound.size()), bound.data()) == dnnl_success;
-  for (const auto &b : bound)
-    d.dnnl_memory_destroy(b.memory);
-  return ok;
+  return d.dnnl_primitive_execute(p, threadStream(), count, bound) == dnnl_success;
 }
 
 /// Bands of output rows a channels-last image is cut into, so that tec's pool can share one image's
 /// convolution (a batch of 1) among its threads; each band's rows and input rows are contiguous in NHWC.
-/// It depends on the shape alone (about 2^20 multiply-adds per band, at most 8, each at least 2 rows), never
-/// on the thread count: every band computes the same sums at any thread count.
+/// Every band reads the whole weight, so a band's output must outweigh it (the late 1x1 convs of a net, a
+/// 7x7 image by a 1152x320 weight, stay whole). It depends on the shape alone (about 2^20 multiply-adds per
+/// band, at most 8, each at least 2 rows), never on the thread count: the sums are the same at any count.
 int64_t rowBands(const Window &w, bool channelsLast) {
   if (!channelsLast)
     return 1;
-  const int64_t macs = w.outHeight * w.outWidth * w.outChannels * w.groupChannels() * w.kernelH * w.kernelW;
-  return std::max<int64_t>(1, std::min<int64_t>({8, w.outHeight / 2, macs >> 20}));
+  const int64_t weight = w.outChannels * w.groupChannels() * w.kernelH * w.kernelW;
+  const int64_t output = w.outHeight * w.outWidth * w.outChannels, macs = output / w.outChannels * weight;
+  return std::max<int64_t>(1, std::min<int64_t>({8, w.outHeight / 2, macs >> 20, output / weight}));
 }
 
 size_t floatsOf(const dnnl_memory_desc_t &md) { return aligned(oneDnn().dnnl_memory_desc_get_size(&md) / sizeof(float)); }
