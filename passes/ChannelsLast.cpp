@@ -16,6 +16,14 @@ namespace {
 
 constexpr int64_t kToChannelsLast[] = {0, 2, 3, 1}, kToChannelsFirst[] = {0, 3, 1, 2};
 
+/// [N, spatial..., C] -> [N, C, spatial...] of rank `rank` (3: a 1-D conv's image once its unit H is gone).
+SmallVector<int64_t> channelsFirstPerm(int64_t rank) {
+  SmallVector<int64_t> perm{0, rank - 1};
+  for (int64_t d = 1; d < rank - 1; ++d)
+    perm.push_back(d);
+  return perm;
+}
+
 /// Convolutions worth laying out channels-last: f32 ones (the cpu target computes in f32) not yet converted.
 bool prefersChannelsLast(ConvOp conv) {
   return !conv.getChannelsLast() && conv.getType().getElementType().isF32();
@@ -31,7 +39,9 @@ bool isElementwise(Operation *op) {
 
 /// The transposes this pass moves: the one back to NCHW after each converted conv. Others (attention's
 /// head splits, a linear's transposed operand) stay where earlier passes and the backend's folds want them.
-bool isChannelsFirst(TransposeOp t) { return t && t.getPerm() == ArrayRef<int64_t>(kToChannelsFirst); }
+bool isChannelsFirst(TransposeOp t) {
+  return t && t.getType().getRank() >= 3 && t.getPerm() == ArrayRef<int64_t>(channelsFirstPerm(t.getType().getRank()));
+}
 
 SmallVector<int64_t> inverse(ArrayRef<int64_t> perm) {
   SmallVector<int64_t> inv(perm.size());
@@ -119,12 +129,15 @@ struct SinkTransposeThroughElementwise : RewritePattern {
       return failure();
     auto resultType = llvm::cast<RankedTensorType>(op->getResult(0).getType());
     const int64_t rank = resultType.getRank();
-    if (rank != 4 || llvm::none_of(op->getOperands(), [](Value v) { return isChannelsFirst(v.getDefiningOp<TransposeOp>()); }))
+    if (llvm::none_of(op->getOperands(), [&](Value v) {
+          auto t = v.getDefiningOp<TransposeOp>();
+          return isChannelsFirst(t) && t.getType().getRank() == rank;
+        }))
       return failure();
-    ArrayRef<int64_t> perm = kToChannelsFirst;
+    const SmallVector<int64_t> perm = channelsFirstPerm(rank);
     const SmallVector<int64_t> inv = inverse(perm);
     auto freeToTranspose = [&](Value v, ArrayRef<int64_t> shape) {
-      if (auto t = v.getDefiningOp<TransposeOp>(); t && t.getPerm() == perm)
+      if (auto t = v.getDefiningOp<TransposeOp>(); t && t.getPerm() == ArrayRef<int64_t>(perm))
         return true;
       return matchPattern(v, m_Constant()) || movesOnlyUnitDims(shape, inv);
     };
@@ -140,6 +153,10 @@ struct SinkTransposeThroughElementwise : RewritePattern {
     Location loc = op->getLoc();
     SmallVector<Value> operands;
     for (auto [v, full] : llvm::zip(op->getOperands(), shapes)) {
+      if (auto t = v.getDefiningOp<TransposeOp>(); t && t.getPerm() == ArrayRef<int64_t>(perm)) {
+        operands.push_back(t.getInput()); // the two transposes cancel (made, a 3-D pair would match again)
+        continue;
+      }
       Value ranked = v;
       if (llvm::cast<RankedTensorType>(v.getType()).getRank() != rank)
         ranked = rewriter.create<ReshapeOp>(loc, withShape(v.getType(), full), v);
@@ -211,6 +228,46 @@ struct SinkTransposeThroughConcat : OpRewritePattern<ConcatOp> {
   }
 };
 
+/// reshape(transpose(x, to NCHW)) where the reshape only drops or adds unit dims (a 1-D conv's image: the
+/// importer's H = 1 goes before the activation and comes back before the next conv) ->
+/// transpose(reshape(x), to channels-first of the reshape's rank), when both move the same dims alike.
+struct SinkTransposeThroughUnitReshape : OpRewritePattern<ReshapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReshapeOp op, PatternRewriter &rewriter) const override {
+    auto t = op.getInput().getDefiningOp<TransposeOp>();
+    const int64_t rank = op.getType().getRank();
+    if (!isChannelsFirst(t) || rank < 3)
+      return rewriter.notifyMatchFailure(op, "input is not a transpose to channels-first");
+    const SmallVector<int64_t> q = channelsFirstPerm(rank), inv = inverse(q);
+    const SmallVector<int64_t> reshaped = permuted(op.getType().getShape(), inv); // [N, spatial..., C]
+    // Each side as the order in which the result's non-unit dims come from the source's non-unit dims.
+    auto order = [](ArrayRef<int64_t> sourceShape, ArrayRef<int64_t> resultShape, ArrayRef<int64_t> perm) {
+      SmallVector<int64_t> rank(sourceShape.size(), -1), out;
+      for (int64_t d = 0, r = 0; d < static_cast<int64_t>(sourceShape.size()); ++d)
+        if (sourceShape[d] != 1)
+          rank[d] = r++;
+      for (auto [i, p] : llvm::enumerate(perm))
+        if (resultShape[i] != 1)
+          out.push_back(rank[p]);
+      return out;
+    };
+    auto nonUnit = [](ArrayRef<int64_t> shape) {
+      SmallVector<int64_t> out;
+      for (int64_t d : shape)
+        if (d != 1)
+          out.push_back(d);
+      return out;
+    };
+    auto xShape = t.getInput().getType().getShape();
+    if (nonUnit(xShape) != nonUnit(reshaped) ||
+        order(xShape, t.getType().getShape(), t.getPerm()) != order(reshaped, op.getType().getShape(), q))
+      return rewriter.notifyMatchFailure(op, "the reshape moves dims the transpose does not");
+    Value inner = rewriter.create<ReshapeOp>(op.getLoc(), withShape(op.getType(), reshaped), t.getInput());
+    rewriter.replaceOpWithNewOp<TransposeOp>(op, op.getType(), inner, q);
+    return success();
+  }
+};
+
 /// transpose(transpose(x, p), q) with p∘q the identity -> x, whatever else reads the inner transpose.
 struct CancelTransposes : OpRewritePattern<TransposeOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -230,7 +287,8 @@ struct CancelTransposes : OpRewritePattern<TransposeOp> {
 struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(TransposeOp op, PatternRewriter &rewriter) const override {
-    if (op.getType().getRank() != 4 || (!isChannelsFirst(op) && op.getPerm() != ArrayRef<int64_t>(kToChannelsLast)) ||
+    const int64_t rank = op.getType().getRank();
+    if ((!isChannelsFirst(op) && (rank < 3 || op.getPerm() != ArrayRef<int64_t>(inverse(channelsFirstPerm(rank))))) ||
         !movesOnlyUnitDims(op.getInput().getType().getShape(), op.getPerm()))
       return rewriter.notifyMatchFailure(op, "not a channel transpose that moves only unit dims");
     rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), op.getInput());
@@ -240,14 +298,23 @@ struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
 
 struct TecChannelsLast : tec::impl::TecChannelsLastBase<TecChannelsLast> {
   void runOnOperation() override {
+    // Without a conv to convert nothing here is the pass's: a transformer's transposes stay as they are.
+    if (!getOperation().walk([](ConvOp conv) { return prefersChannelsLast(conv) ? WalkResult::interrupt() : WalkResult::advance(); }).wasInterrupted())
+      return;
     RewritePatternSet patterns(&getContext());
     patterns.add<ConvToChannelsLast, PointwiseConvToLinear, SinkTransposeThroughElementwise, SinkTransposeThroughReduce<ReduceMeanOp>,
                  SinkTransposeThroughReduce<ReduceSumOp>, SinkTransposeThroughReduce<ReduceMaxOp>,
-                 SinkTransposeThroughReduce<ReduceMinOp>, SinkTransposeThroughConcat, CancelTransposes,
+                 SinkTransposeThroughReduce<ReduceMinOp>, SinkTransposeThroughConcat, SinkTransposeThroughUnitReshape, CancelTransposes,
                  UnitTransposeToReshape>(&getContext());
     populateShapeChainPatterns(patterns); // the reshapes a [1, C, 1, 1] gate goes through become one
-    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
-      signalPassFailure();
+    // Every rewrite keeps the function correct; a bound turns a pattern cycle into a warning, never a hang.
+    GreedyRewriteConfig config;
+    int64_t ops = 0;
+    getOperation().walk([&](Operation *) { ++ops; });
+    config.maxNumRewrites = 64 * ops;
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns), config)))
+      getOperation().emitWarning("tec-channels-last stopped after ")
+          << config.maxNumRewrites << " rewrites without settling: some transposes may remain";
   }
 };
 

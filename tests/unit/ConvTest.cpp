@@ -171,6 +171,7 @@ const ConvCase kCases[] = {
     {"conv1d_as_h1", window(2, 6, 1, 17, 4, 1, 3, 0, 2, 0, 1, 1, 1, 5), true},
     // Large enough for oneDNN bands of rows (each band's input rows and pads cut from the image's).
     {"banded_3x3_stride2_odd_pads", window(1, 32, 41, 23, 48, 3, 2, 1, 0, 2, 1, 1, 1), true},
+    {"conv1d_stride2_long", window(1, 32, 1, 3001, 48, 1, 2, 0, 4, 0, 3, 1, 1, 9), true},
     {"banded_depthwise_dilated", window(2, 128, 48, 48, 128, 3, 1, 2, 2, 2, 2, 2, 128), false},
 };
 

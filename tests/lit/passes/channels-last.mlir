@@ -132,3 +132,35 @@ func.func @strided_pointwise_stays_conv(%x: tensor<1x4x6x6xf32>, %w: tensor<4x4x
   %1 = tec.conv %0, %g {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x4x3x3xf32>, tensor<4x2x1x1xf32>) -> tensor<1x4x3x3xf32>
   return %1 : tensor<1x4x3x3xf32>
 }
+
+// -----
+
+// A 1-D conv net: the importer's unit H leaves and comes back around the activation (reshapes); the
+// transposes move through both reshapes and cancel.
+// CHECK-LABEL: func @conv1d_reshapes
+//       CHECK:   %[[A:.+]] = tec.conv {{.*}}channels_last
+//       CHECK:   %[[R:.+]] = tec.reshape %[[A]] : tensor<1x1x16x4xf32> -> tensor<1x16x4xf32>
+//       CHECK:   %[[G:.+]] = tec.gelu %[[R]] : tensor<1x16x4xf32>
+//       CHECK:   %[[B:.+]] = tec.reshape %[[G]] : tensor<1x16x4xf32> -> tensor<1x1x16x4xf32>
+//       CHECK:   tec.conv %[[B]], {{.*}}channels_last
+func.func @conv1d_reshapes(%x: tensor<1x4x1x16xf32>, %w: tensor<4x4x1x3xf32>) -> tensor<1x4x1x16xf32> {
+  %0 = tec.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 1, 0, 1>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x4x1x16xf32>, tensor<4x4x1x3xf32>) -> tensor<1x4x1x16xf32>
+  %1 = tec.reshape %0 : tensor<1x4x1x16xf32> -> tensor<1x4x16xf32>
+  %2 = tec.gelu %1 : tensor<1x4x16xf32>
+  %3 = tec.reshape %2 : tensor<1x4x16xf32> -> tensor<1x4x1x16xf32>
+  %4 = tec.conv %3, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 1, 0, 1>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x4x1x16xf32>, tensor<4x4x1x3xf32>) -> tensor<1x4x1x16xf32>
+  return %4 : tensor<1x4x1x16xf32>
+}
+
+// -----
+
+// A reshape that reorders what the transpose moved (a flatten of C and H together) stops the transpose.
+// CHECK-LABEL: func @flatten_stops
+//       CHECK:   %[[A:.+]] = tec.conv
+//       CHECK:   %[[T:.+]] = tec.transpose %[[A]] {perm = array<i64: 0, 3, 1, 2>}
+//       CHECK:   tec.reshape %[[T]] : tensor<1x4x6x6xf32> -> tensor<1x144xf32>
+func.func @flatten_stops(%x: tensor<1x4x6x6xf32>, %w: tensor<4x4x3x3xf32>) -> tensor<1x144xf32> {
+  %0 = tec.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x4x6x6xf32>, tensor<4x4x3x3xf32>) -> tensor<1x4x6x6xf32>
+  %1 = tec.reshape %0 : tensor<1x4x6x6xf32> -> tensor<1x144xf32>
+  return %1 : tensor<1x144xf32>
+}
