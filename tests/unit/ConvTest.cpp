@@ -69,20 +69,29 @@ template <typename T> double worstError(const std::vector<float> &got, const std
   return worst;
 }
 
+/// A convolution's input, weight and bias, normal-distributed from `seed`.
+struct ConvOperands {
+  std::vector<float> x, weight, bias;
+  ConvOperands(const Window &w, unsigned seed)
+      : x(w.batch * w.channels * w.height * w.width), weight(w.outChannels * w.groupChannels() * w.kernelH * w.kernelW),
+        bias(w.outChannels) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal;
+    for (auto *v : {&x, &weight, &bias})
+      for (float &e : *v)
+        e = normal(rng);
+  }
+};
+
 class Convolutions : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(Convolutions, EveryFormMatchesADirectConvolution) {
   ASSERT_TRUE(blas().loaded) << blas().library; // tec's loop multiplies with the BLAS
   const ConvCase &c = GetParam();
   const Window &w = c.w;
-  std::mt19937 rng(11);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(w.batch * w.channels * w.height * w.width), weight(w.outChannels * w.groupChannels() * w.kernelH * w.kernelW),
-      bias(w.outChannels);
-  for (auto *v : {&x, &weight, &bias})
-    for (float &e : *v)
-      e = normal(rng);
-  const float *b = c.bias ? bias.data() : nullptr;
+  const ConvOperands o(w, 11);
+  const std::vector<float> &x = o.x, &weight = o.weight;
+  const float *b = c.bias ? o.bias.data() : nullptr;
   const auto want = reference(w, x, weight, b);
   auto check = [&](const std::vector<float> &got, const std::string &form) {
     EXPECT_LE(worstError(got, want), 1e-3) << form;
@@ -118,14 +127,9 @@ TEST_P(Convolutions, ChannelsLastMatchesADirectConvolutionAtAnyThreadCount) {
   ASSERT_TRUE(blas().loaded) << blas().library;
   const ConvCase &c = GetParam();
   const Window &w = c.w;
-  std::mt19937 rng(12);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(w.batch * w.channels * w.height * w.width), weight(w.outChannels * w.groupChannels() * w.kernelH * w.kernelW),
-      bias(w.outChannels);
-  for (auto *v : {&x, &weight, &bias})
-    for (float &e : *v)
-      e = normal(rng);
-  const float *b = c.bias ? bias.data() : nullptr;
+  const ConvOperands o(w, 12);
+  const std::vector<float> &x = o.x, &weight = o.weight;
+  const float *b = c.bias ? o.bias.data() : nullptr;
   std::vector<float> wantNchw;
   for (double v : reference(w, x, weight, b))
     wantNchw.push_back(static_cast<float>(v));
