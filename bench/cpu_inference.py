@@ -11,8 +11,8 @@ intra_op_num_threads=T, timed around session.run. The two alternate in rounds (a
 each side's latency is the median over rounds of its per-round median. Prints both and the ratio tec/ORT
 (below 1: tec is faster), and writes everything as JSON.
 
-Convolutional nets (batch 1, 224x224, random init): timm's MobileNetV3-small, EfficientNet-B0 and
-ConvNeXt-atto and a Conv1d audio net, exported with torch.onnx.export (TorchScript, opset 17) into
+Convolutional nets (batch 1, 224x224, random init): timm's MobileNetV3-small, EfficientNet-B0,
+ConvNeXt-atto and ResNet-18 and a Conv1d audio net, exported with torch.onnx.export (TorchScript, opset 17) into
 bench/models/ on first use; without torch and timm installed they are skipped, and say so.
 
 Contention ("busy"): the small test MLP (batch 64, 256 -> 512 -> 512 -> 16) with as many busy processes
@@ -47,6 +47,7 @@ def conv_models():
     wanted = [("mobilenetv3_small_b1", "mobilenetv3_small_100", (1, 3, 224, 224)),
               ("efficientnet_b0_b1", "efficientnet_b0", (1, 3, 224, 224)),
               ("convnext_atto_b1", "convnext_atto", (1, 3, 224, 224)),
+              ("resnet18_b1", "resnet18", (1, 3, 224, 224)),
               ("conv1d_audio_b1", "conv1d", (1, 1, 16000))]
     missing = [w for w in wanted if not os.path.exists(os.path.join(CONV_MODELS, w[0] + ".onnx"))]
     if missing:

@@ -693,6 +693,8 @@ LogicalResult ConvInputGradOp::buildGradients(OpBuilder &b, ValueRange dys, Smal
 }
 
 LogicalResult PoolOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  if (getChannelsLast()) // only inference on the cpu target is laid out channels-last
+    return emitOpError("expected an NCHW pool to differentiate, got channels_last");
   grads.push_back(b.create<PoolGradOp>(getLoc(), getInput().getType(), dys[0], getInput(), getKind(), getKernel(),
                                        getStrides(), getPads(), getDilations(), getCountIncludePad()));
   return success();

@@ -744,9 +744,11 @@ LogicalResult ConvWeightGradOp::verify() {
 LogicalResult PoolOp::verify() {
   if (getKind() != "max" && getKind() != "avg")
     return emitOpError("expected kind max or avg, got '") << getKind() << "'";
-  auto in = getInput().getType();
+  auto in = getInput().getType(), out = getType();
+  if (getChannelsLast())
+    in = asNchw(in), out = asNchw(out);
   return verifyWindow(*this, in, in.getRank() == 4 ? in.getDimSize(1) : 0, getKernel(), getStrides(), getPads(),
-                      getDilations(), getType(), true);
+                      getDilations(), out, true);
 }
 
 LogicalResult PoolGradOp::verify() {

@@ -824,7 +824,8 @@ def Tec_PoolOp : Tec_WindowOp<"pool", [DeclareOpInterfaceMethods<Tec_Differentia
   let description = [{
     Each output is the max (NaN propagates; padding never wins) or the mean of its window. The mean
     divides by the cells inside the input, or with `count_include_pad` inside the input and its pads.
-    `ceil_mode` shows in the result shape (the verifier accepts floor or ceil sizes).
+    `ceil_mode` shows in the result shape (the verifier accepts floor or ceil sizes). With
+    `channels_last` input and result are [N, H, W, C] (tec-channels-last's layout; no gradient).
 
     Example:
     ```mlir
@@ -834,7 +835,7 @@ def Tec_PoolOp : Tec_WindowOp<"pool", [DeclareOpInterfaceMethods<Tec_Differentia
   }];
   let arguments = (ins Tec_FloatTensor:$input, StrAttr:$kind, DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
-                   DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
+                   DefaultValuedAttr<BoolAttr, "false">:$count_include_pad, UnitAttr:$channels_last);
   let results = (outs Tec_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;

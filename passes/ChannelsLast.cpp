@@ -205,6 +205,23 @@ template <typename Reduce> struct SinkTransposeThroughReduce : OpRewritePattern<
   }
 };
 
+/// pool(transpose(x, to NCHW)) -> transpose(pool {channels_last}(x), to NCHW): a ResNet's max pool between
+/// its stem and first block reads the image where the convs left it.
+struct SinkTransposeThroughPool : OpRewritePattern<PoolOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(PoolOp op, PatternRewriter &rewriter) const override {
+    auto t = op.getInput().getDefiningOp<TransposeOp>();
+    if (op.getChannelsLast() || !isChannelsFirst(t) || t.getType().getRank() != 4)
+      return rewriter.notifyMatchFailure(op, "input is not an NCHW image transposed from NHWC");
+    auto type = op.getType();
+    Value pooled = rewriter.create<PoolOp>(op.getLoc(), withShape(type, permuted(type.getShape(), kToChannelsLast)),
+                                           t.getInput(), op.getKind(), op.getKernel(), op.getStrides(), op.getPads(),
+                                           op.getDilations(), op.getCountIncludePad(), /*channels_last=*/true);
+    rewriter.replaceOpWithNewOp<TransposeOp>(op, type, pooled, kToChannelsFirst);
+    return success();
+  }
+};
+
 /// concat(transpose(a, p), transpose(b, p)..., axis) -> transpose(concat(a, b..., p[axis]), p).
 struct SinkTransposeThroughConcat : OpRewritePattern<ConcatOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -304,7 +321,7 @@ struct TecChannelsLast : tec::impl::TecChannelsLastBase<TecChannelsLast> {
     RewritePatternSet patterns(&getContext());
     patterns.add<ConvToChannelsLast, PointwiseConvToLinear, SinkTransposeThroughElementwise, SinkTransposeThroughReduce<ReduceMeanOp>,
                  SinkTransposeThroughReduce<ReduceSumOp>, SinkTransposeThroughReduce<ReduceMaxOp>,
-                 SinkTransposeThroughReduce<ReduceMinOp>, SinkTransposeThroughConcat, SinkTransposeThroughUnitReshape, CancelTransposes,
+                 SinkTransposeThroughReduce<ReduceMinOp>, SinkTransposeThroughConcat, SinkTransposeThroughPool, SinkTransposeThroughUnitReshape, CancelTransposes,
                  UnitTransposeToReshape>(&getContext());
     populateShapeChainPatterns(patterns); // the reshapes a [1, C, 1, 1] gate goes through become one
     // Every rewrite keeps the function correct; a bound turns a pattern cycle into a warning, never a hang.

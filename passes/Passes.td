@@ -120,7 +120,8 @@ def TecChannelsLast : Pass<"tec-channels-last", "mlir::func::FuncOp"> {
     lays out its CPU conv nets once, NCHWc, for the same reason). Each f32 `tec.conv` becomes
     transpose → `tec.conv {channels_last}` → transpose back, and the transpose back moves down through
     what reads the image alike in any layout: elementwise ops (a bias, a BatchNorm's scale, an
-    activation, a squeeze-excitation gate, a residual add), reductions (global pooling) and concats,
+    activation, a squeeze-excitation gate, a residual add), reductions (global pooling), max and
+    average pools (`tec.pool {channels_last}`) and concats,
     until it meets the next conv's transpose and both vanish. Another operand of an elementwise op
     must transpose for free (a constant folds, a [1, C, 1, 1] gate only moves unit dims: a reshape,
     another image already transposed alike cancels), or the transpose stops there: a network

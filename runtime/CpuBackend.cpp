@@ -953,13 +953,15 @@ Status CpuBackend::window(const plan::Step &s) {
   if (dnnl && constantWeight(w.b))
     dnnl->fixWeight(b);
   const auto tecConv = w.channelsLast ? k::convChannelsLast : k::conv;
-  emit([=, kind = w.kind] {
+  emit([=, kind = w.kind, channelsLast = w.channelsLast] {
     switch (kind) {
     case k::WindowKind::Conv: dnnl ? dnnl->run(a, b, bias, out) : tecConv(g, a, b, bias, out); break;
     case k::WindowKind::ConvInputGrad: k::convInputGrad(g, a, b, out); break;
     case k::WindowKind::ConvWeightGrad: k::convWeightGrad(g, a, b, out); break;
     case k::WindowKind::MaxPool:
-    case k::WindowKind::AvgPool: k::pool(g, kind == k::WindowKind::MaxPool, include, a, out); break;
+    case k::WindowKind::AvgPool:
+      (channelsLast ? k::poolChannelsLast : k::pool)(g, kind == k::WindowKind::MaxPool, include, a, out);
+      break;
     case k::WindowKind::MaxPoolGrad:
     case k::WindowKind::AvgPoolGrad: k::poolGrad(g, kind == k::WindowKind::MaxPoolGrad, include, a, b, out); break;
     }

@@ -289,7 +289,7 @@ struct WindowStep {
   int a = -1, b = -1, bias = -1, out = -1; // conv: x, weight; input grad: dy, weight; weight grad: dy, x; pools: x / dy, x
   kernels::Window window;
   bool countIncludePad = false;
-  bool channelsLast = false; // conv: x [N, H, W, C] and y [N, OH, OW, M] (the window reads them as NCHW)
+  bool channelsLast = false; // conv, pool: x [N, H, W, C] and y [N, OH, OW, M] (the window reads them as NCHW)
 };
 inline Result<WindowStep> readWindowStep(const plan::Step &s,
                                          const std::function<std::vector<int64_t>(int)> &shapeOf) {
@@ -312,10 +312,6 @@ inline Result<WindowStep> readWindowStep(const plan::Step &s,
   std::vector<int64_t> input, output, kernel;
   if (k == "conv") {
     input = shapeOf(r.a), output = shapeOf(r.out);
-    r.channelsLast = attrI(s, "channels_last", 0) != 0;
-    if (r.channelsLast && input.size() == 4 && output.size() == 4)
-      for (auto *dims : {&input, &output})
-        *dims = {(*dims)[0], (*dims)[3], (*dims)[1], (*dims)[2]};
     auto w = r.b >= 0 ? shapeOf(r.b) : std::vector<int64_t>{};
     kernel = w.size() == 4 ? std::vector<int64_t>{w[2], w[3]} : std::vector<int64_t>{};
   } else if (k == "conv_input_grad") {
@@ -333,6 +329,10 @@ inline Result<WindowStep> readWindowStep(const plan::Step &s,
     input = shapeOf(pool && k == "pool" ? r.a : r.b), output = shapeOf(k == "pool" ? r.out : r.a);
     kernel = attrInts(s, "kernel");
   }
+  r.channelsLast = (k == "conv" || k == "pool") && attrI(s, "channels_last", 0) != 0;
+  if (r.channelsLast && input.size() == 4 && output.size() == 4) // read as NCHW
+    for (auto *dims : {&input, &output})
+      *dims = {(*dims)[0], (*dims)[3], (*dims)[1], (*dims)[2]};
   auto strides = attrInts(s, "strides"), pads = attrInts(s, "pads"), dilations = attrInts(s, "dilations");
   if (input.size() != 4 || output.size() != 4 || kernel.size() != 2 || strides.size() != 2 || pads.size() != 4 ||
       dilations.size() != 2)

@@ -3,6 +3,7 @@
 #include "kernels/cpu/CpuKernels.h"
 
 #include "kernels/cpu/Blas.h"
+#include "kernels/cpu/Clones.h"
 
 #include <algorithm>
 #include <cmath>
@@ -132,6 +133,48 @@ void pool(const Window &w, bool max, bool countIncludePad, const float *x, float
           acc /= static_cast<float>(averageDivisor(w, oy, ox, countIncludePad));
         y[(p * w.outHeight + oy) * w.outWidth + ox] = acc;
       }
+  });
+}
+
+namespace {
+
+/// One window cell of every channel into the accumulators, as pool() does per plane (NaN wins a max).
+TEC_CPU_CLONES void poolCell(float *acc, const float *cell, int64_t channels, bool max) {
+  if (max) {
+#pragma omp simd
+    for (int64_t c = 0; c < channels; ++c)
+      acc[c] = (cell[c] > acc[c] || cell[c] != cell[c]) ? cell[c] : acc[c];
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < channels; ++c)
+      acc[c] += cell[c];
+  }
+}
+
+} // namespace
+
+void poolChannelsLast(const Window &w, bool max, bool countIncludePad, const float *x, float *y) {
+  // Each output pixel's channels are contiguous: the window's cells are added a vector of channels at a time,
+  // in pool()'s order, so the result has pool()'s bits.
+  const int64_t channels = w.channels, rows = w.batch * w.outHeight;
+  parallelLoop(rows, rows * w.outWidth * channels * w.kernelH * w.kernelW, [&](int64_t row) {
+    const int64_t n = row / w.outHeight, oy = row % w.outHeight;
+    const float *image = x + n * w.height * w.width * channels;
+    for (int64_t ox = 0; ox < w.outWidth; ++ox) {
+      float *acc = y + (row * w.outWidth + ox) * channels;
+      std::fill(acc, acc + channels, max ? -INFINITY : 0.0f);
+      for (int64_t ky = 0; ky < w.kernelH; ++ky)
+        for (int64_t kx = 0; kx < w.kernelW; ++kx) {
+          const int64_t iy = w.inputRow(oy, ky), ix = w.inputCol(ox, kx);
+          if (w.inside(iy, ix))
+            poolCell(acc, image + (iy * w.width + ix) * channels, channels, max);
+        }
+      if (!max) {
+        const float divisor = static_cast<float>(averageDivisor(w, oy, ox, countIncludePad));
+        for (int64_t c = 0; c < channels; ++c)
+          acc[c] /= divisor;
+      }
+    }
   });
 }
 

@@ -175,6 +175,8 @@ template <typename T>
 void cumSum(const T *x, int64_t outer, int64_t dim, int64_t inner, bool exclusive, bool reverse, T *y);
 /// Max pooling (padding never wins; NaN propagates) or average pooling.
 void pool(const Window &w, bool max, bool countIncludePad, const float *x, float *y);
+/// pool() over x [N, H, W, C] into y [N, OH, OW, C] (tec.pool's channels_last), with pool()'s bits.
+void poolChannelsLast(const Window &w, bool max, bool countIncludePad, const float *x, float *y);
 /// Max pooling's gradient goes to the first maximum of each window; average pooling's is spread evenly.
 void poolGrad(const Window &w, bool max, bool countIncludePad, const float *dy, const float *x, float *dx);
 

@@ -1240,7 +1240,8 @@ Status CudaBackend::window(const plan::Step &s) {
     return read.error();
   const WindowStep w = *read;
   if (w.channelsLast) // tec-channels-last lays out the cpu target's convolutions only
-    return Status::error("step 'conv' (from " + s.source() + ") is channels-last, which the cuda backend does not run");
+    return Status::error("step '" + s.kernel() + "' (from " + s.source() +
+                         ") is channels-last, which the cuda backend does not run");
   const bool convolution = w.kind == WindowKind::Conv || w.kind == WindowKind::ConvInputGrad ||
                            w.kind == WindowKind::ConvWeightGrad;
   if (const int conv = convolution ? makeConvolution(s, {w.kind, w.window, type(w.out), options.allowTf32}) : -1;

@@ -183,3 +183,35 @@ INSTANTIATE_TEST_SUITE_P(Cpu, Convolutions, ::testing::ValuesIn(kCases),
                          [](const auto &info) { return std::string(info.param.name); });
 
 } // namespace
+
+namespace {
+
+// tec-channels-last's pools against pool() over the same image in NCHW (pool() is held to ONNX's node tests):
+// the same bits, for max (a NaN among the cells wins) and average (pads counted or not), with a ceil-mode
+// output, odd pads and dilation.
+TEST(ChannelsLastPool, HasTheBitsOfTheNchwPool) {
+  Window w;
+  w.batch = 2, w.channels = 19, w.height = 11, w.width = 9, w.outChannels = 19;
+  w.kernelH = 3, w.kernelW = 2, w.strideH = 2, w.strideW = 2, w.padTop = 1, w.padLeft = 0, w.padBottom = 1,
+  w.padRight = 1, w.dilationH = 2, w.dilationW = 1;
+  w.outHeight = windowOutput(w.height, w.kernelH, w.strideH, w.padTop, w.padBottom, w.dilationH, true);
+  w.outWidth = windowOutput(w.width, w.kernelW, w.strideW, w.padLeft, w.padRight, w.dilationW, true);
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(w.batch * w.channels * w.height * w.width);
+  for (float &v : x)
+    v = normal(rng);
+  x[5 * w.width + 4] = NAN; // image 0, channel 0
+  const auto xLast = toChannelsLast(x, w.batch, w.channels, w.height, w.width);
+  for (bool max : {true, false})
+    for (bool includePad : {false, true}) {
+      std::vector<float> want(w.batch * w.channels * w.outHeight * w.outWidth), got(want.size());
+      pool(w, max, includePad, x.data(), want.data());
+      poolChannelsLast(w, max, includePad, xLast.data(), got.data());
+      const auto wantLast = toChannelsLast(want, w.batch, w.channels, w.outHeight, w.outWidth);
+      EXPECT_EQ(std::memcmp(got.data(), wantLast.data(), got.size() * sizeof(float)), 0)
+          << (max ? "max" : "avg") << (includePad ? " counting pads" : "");
+    }
+}
+
+} // namespace

@@ -164,3 +164,17 @@ func.func @flatten_stops(%x: tensor<1x4x6x6xf32>, %w: tensor<4x4x3x3xf32>) -> te
   %1 = tec.reshape %0 : tensor<1x4x6x6xf32> -> tensor<1x144xf32>
   return %1 : tensor<1x144xf32>
 }
+
+// -----
+
+// A ResNet's max pool between the stem and the first block runs channels-last.
+// CHECK-LABEL: func @stem_pool
+//       CHECK:   %[[A:.+]] = tec.conv
+//       CHECK:   %[[P:.+]] = tec.pool %[[A]] {channels_last, {{.*}}kind = "max"{{.*}}} : tensor<1x8x8x4xf32> -> tensor<1x4x4x4xf32>
+//       CHECK:   tec.conv %[[P]]
+func.func @stem_pool(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %w2: tensor<4x4x3x3xf32>) -> tensor<1x4x4x4xf32> {
+  %0 = tec.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32>
+  %1 = tec.pool %0 {kind = "max", kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<1x4x8x8xf32> -> tensor<1x4x4x4xf32>
+  %2 = tec.conv %1, %w2 {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x4x4x4xf32>, tensor<4x4x3x3xf32>) -> tensor<1x4x4x4xf32>
+  return %2 : tensor<1x4x4x4xf32>
+}
