@@ -23,16 +23,40 @@ namespace {
 constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 using SgemmFn = void (*)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
                          int);
+using SgemvFn = void (*)(int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
 
 /// oneDNN's row-major SGEMM: transposes as 'N'/'T', dims as int64, a status (0: success) returned.
 using DnnlSgemmFn = int (*)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *, int64_t,
                             float, float *, int64_t);
 
-/// One loaded library's SGEMM: a CBLAS one or oneDNN's.
+/// One loaded library's SGEMM: a CBLAS one (with its SGEMV) or oneDNN's.
 struct GemmFn {
   SgemmFn cblas = nullptr;
+  SgemvFn cblasGemv = nullptr;
   DnnlSgemmFn dnnl = nullptr;
 };
+
+/// C = alpha op(A) op(B) + beta C as a matrix-vector product where C is a single row or column (a batch of
+/// one through a Linear, a GEMV): the library's SGEMV streams the matrix once, where its SGEMM would pack
+/// the whole matrix into panels for one row (a 1024x1000 classifier: 315 us packing, ~4x its SGEMV).
+/// Returns false for any other shape.
+bool callGemv(const GemmFn &g, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (!g.cblasGemv || (m != 1 && n != 1) || k == 0)
+    return false;
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  const int64_t length = m == 1 ? n : m, step = m == 1 ? 1 : ldc;
+  if (beta == 0.0f) // BLAS may scale C by beta (NaN * 0 is NaN); C is only written here
+    for (int64_t j = 0; j < length; ++j)
+      c[j * step] = 0.0f;
+  if (m == 1) // a row of A (stride lda when A is transposed) times op(B)
+    g.cblasGemv(kRowMajor, transB ? kNoTrans : kTrans, i(transB ? n : k), i(transB ? k : n), alpha, b, i(ldb), a,
+                i(transA ? lda : 1), beta, c, 1);
+  else // op(A) times a column of op(B) (stride ldb unless B is transposed), into a column of C
+    g.cblasGemv(kRowMajor, transA ? kTrans : kNoTrans, i(transA ? k : m), i(transA ? m : k), alpha, a, i(lda), b,
+                i(transB ? 1 : ldb), beta, c, i(ldc));
+  return true;
+}
 
 /// Each loaded library's SGEMM, in blas().libraries' order.
 std::vector<GemmFn> sgemmFns;
@@ -41,6 +65,8 @@ void *oneDnn = nullptr;
 /// C = alpha op(A) op(B) + beta C, row-major, with one library, on the calling thread alone.
 void callGemm(const GemmFn &g, bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
               int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (callGemv(g, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return;
   if (g.cblas) {
     g.cblas(kRowMajor, transA ? kTrans : kNoTrans, transB ? kTrans : kNoTrans, static_cast<int>(m),
             static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
@@ -110,7 +136,7 @@ void loadOpenBlas(BlasInfo &info) {
       setThreads(1); // tec's pool splits the GEMMs
     auto getConfig = reinterpret_cast<char *(*)()>(dlsym(lib, "openblas_get_config"));
     info.libraries.push_back({"OpenBLAS", path, getConfig ? getConfig() : "OpenBLAS"});
-    sgemmFns.push_back({sgemm, nullptr});
+    sgemmFns.push_back({sgemm, reinterpret_cast<SgemvFn>(dlsym(lib, "cblas_sgemv")), nullptr});
     return;
   }
   info.notes.push_back("OpenBLAS not found (install libopenblas0-pthread or libopenblas0)");
@@ -149,7 +175,7 @@ void loadMkl(BlasInfo &info) {
       config = text;
     }
     info.libraries.push_back({"MKL", path, config});
-    sgemmFns.push_back({sgemm, nullptr});
+    sgemmFns.push_back({sgemm, reinterpret_cast<SgemvFn>(dlsym(lib, "cblas_sgemv")), nullptr});
     return;
   }
   info.notes.push_back("MKL not found (optional: pip install mkl into the active environment, or TEC_MKL=path)");
@@ -175,7 +201,7 @@ void loadOneDnn(BlasInfo &info) {
       if (const Version *v = version())
         config += " " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
     info.libraries.push_back({"oneDNN", path, config});
-    sgemmFns.push_back({nullptr, sgemm});
+    sgemmFns.push_back({nullptr, nullptr, sgemm});
     oneDnn = lib;
     return;
   }
@@ -301,13 +327,16 @@ int packedGemmChoice() {
 }
 
 GemmSplit gemmSplit(int64_t m, int64_t n, int64_t k) {
-  // Below ~2^20 multiply-adds a split costs more than it saves. Chunks of at least 128 rows or columns,
-  // and at most 8 of them: each call packs its own panel of the other operand.
-  constexpr int64_t kSplitWork = int64_t(1) << 20;
-  auto chunk = [](int64_t dim) { return std::max<int64_t>(128, (dim / 8 + 63) / 64 * 64); };
-  if (m * n * k < kSplitWork)
+  // A chunk pays for waking a helper from ~2^18 multiply-adds on, counting each float read or written as 32
+  // (a GEMV of few rows streams B from memory: memory-bound, yet it splits). At most 8 chunks, in multiples of
+  // 16 (a vector of floats; packed B's panels): each chunk packs its own panel of the other operand.
+  constexpr int64_t kChunkWork = int64_t(1) << 18, kMaxChunks = 8, kAlign = 16;
+  const int64_t work = m * n * k + 32 * (m * k + k * n + m * n);
+  const int64_t chunks = std::clamp<int64_t>(work / kChunkWork, 1, kMaxChunks);
+  const int64_t along = std::max(m, n), chunk = ((along + chunks - 1) / chunks + kAlign - 1) / kAlign * kAlign;
+  if (chunks == 1 || chunk >= along)
     return {GemmSplit::Whole, std::max<int64_t>(n, 1)};
-  return n >= m ? GemmSplit{GemmSplit::Columns, chunk(n)} : GemmSplit{GemmSplit::Rows, chunk(m)};
+  return n >= m ? GemmSplit{GemmSplit::Columns, chunk} : GemmSplit{GemmSplit::Rows, chunk};
 }
 
 void runSplit(const GemmSplit &split, int64_t m, int64_t n, FunctionRef<void(int64_t, int64_t, int64_t, int64_t)> call,

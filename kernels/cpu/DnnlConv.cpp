@@ -50,13 +50,13 @@ private:
 } // namespace
 
 /// The convolution of a band of output rows of one image (all of them, unless the image is channels-last
-/// and large: see rowBands), the reorders around it (Blocked), and the sizes each run carves out of the
+/// and large: see bandsOf), the reorders around it (Blocked), and the sizes each run carves out of the
 /// thread's scratch: the band's input and output in oneDNN's layouts, and the primitive's scratchpad.
 struct Band {
   dnnl_primitive_t conv = nullptr, srcIn = nullptr, dstOut = nullptr;
   dnnl_memory_desc_t userSrc{}, userDst{}, src{}, dst{}, scratchpad{};
   size_t srcFloats = 0, dstFloats = 0, scratchFloats = 0;
-  int64_t inRow = 0, outRow = 0; // the band's first input and output rows
+  int64_t inOffset = 0, outOffset = 0; // where the band's input and output start in an NHWC image, in floats
 };
 
 /// The bands, and the weight as every band reads it (laid out by oneDNN once, or on each run).
@@ -131,31 +131,45 @@ bool execute(dnnl_primitive_t p, std::initializer_list<std::tuple<int, const dnn
 }
 
 /// Bands of output rows a channels-last image is cut into, so that tec's pool can share one image's
-/// convolution (a batch of 1) among its threads; each band's rows and input rows are contiguous in NHWC.
+/// convolution (a batch of 1) among its threads; each band's rows and input rows are contiguous in NHWC. A
+/// 1-D convolution's image (one row: H = 1) is cut into bands of columns instead, as contiguous.
 /// Every band reads the whole weight, so a band's output must outweigh it (the late 1x1 convs of a net, a
-/// 7x7 image by a 1152x320 weight, stay whole). It depends on the shape alone (about 2^20 multiply-adds per
-/// band, at most 8, each at least 2 rows), never on the thread count: the sums are the same at any count.
-int64_t rowBands(const Window &w, bool channelsLast) {
+/// 7x7 image by a 1152x320 weight, stay whole). It depends on the shape alone (about 2^18 multiply-adds per
+/// band, each float of the image read or written counting as 32: a depthwise conv is memory-bound; at most 8
+/// bands, each at least 2 rows or columns), never on the thread count: the sums are the same at any count.
+struct Banding {
+  int64_t count = 1;
+  bool columns = false; // bands of columns of a single-row image
+};
+Banding bandsOf(const Window &w, bool channelsLast) {
   if (!channelsLast)
-    return 1;
+    return {};
+  const bool columns = w.height == 1 && w.outHeight == 1;
   const int64_t weight = w.outChannels * w.groupChannels() * w.kernelH * w.kernelW;
   const int64_t output = w.outHeight * w.outWidth * w.outChannels, macs = output / w.outChannels * weight;
-  return std::max<int64_t>(1, std::min<int64_t>({8, w.outHeight / 2, macs >> 20, output / weight}));
+  const int64_t work = macs + 32 * (output + w.height * w.width * w.channels);
+  const int64_t along = columns ? w.outWidth : w.outHeight;
+  return {std::max<int64_t>(1, std::min<int64_t>({8, along / 2, work >> 18, output / weight})), columns};
+}
+
+/// The band of `w` from output row (or column) `outBegin` to `outEnd` as a window of its own: the input rows
+/// (columns) it reads, with the original padding where the band reaches past the image.
+Window bandWindow(const Window &w, bool columns, int64_t outBegin, int64_t outEnd, int64_t &inBegin) {
+  const int64_t stride = columns ? w.strideW : w.strideH, pad = columns ? w.padLeft : w.padTop;
+  const int64_t reach = ((columns ? w.kernelW : w.kernelH) - 1) * (columns ? w.dilationW : w.dilationH) + 1;
+  const int64_t first = outBegin * stride - pad, last = (outEnd - 1) * stride - pad + reach;
+  inBegin = std::max<int64_t>(0, first);
+  const int64_t inEnd = std::min(columns ? w.width : w.height, last);
+  Window b = w;
+  b.batch = 1;
+  (columns ? b.width : b.height) = inEnd - inBegin;
+  (columns ? b.outWidth : b.outHeight) = outEnd - outBegin;
+  (columns ? b.padLeft : b.padTop) = inBegin - first;
+  (columns ? b.padRight : b.padBottom) = last - inEnd;
+  return b;
 }
 
 size_t floatsOf(const dnnl_memory_desc_t &md) { return aligned(oneDnn().dnnl_memory_desc_get_size(&md) / sizeof(float)); }
-
-/// The band of `w` from output row `outBegin` to `outEnd` as a window of its own: the input rows it reads,
-/// with the original padding where the band reaches past the image.
-Window bandWindow(const Window &w, int64_t outBegin, int64_t outEnd, int64_t &inBegin) {
-  const int64_t first = outBegin * w.strideH - w.padTop, last = (outEnd - 1) * w.strideH - w.padTop + (w.kernelH - 1) * w.dilationH + 1;
-  Window b = w;
-  inBegin = std::max<int64_t>(0, first);
-  const int64_t inEnd = std::min(w.height, last);
-  b.batch = 1, b.height = inEnd - inBegin, b.outHeight = outEnd - outBegin;
-  b.padTop = inBegin - first, b.padBottom = last - inEnd;
-  return b;
-}
 
 } // namespace
 
@@ -182,15 +196,21 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form
                  : d.dnnl_memory_desc_init_by_tag(&anyWeight, 4, plain, dnnl_f32, dnnl_format_tag_any)) != dnnl_success)
     return nullptr;
   const dnnl_format_tag_t layout = channelsLast ? dnnl_nhwc : dnnl_nchw;
-  const int64_t bands = rowBands(w, channelsLast);
+  const Banding banding = bandsOf(w, channelsLast);
+  const int64_t bands = banding.count, along = banding.columns ? w.outWidth : w.outHeight;
   for (int64_t i = 0; i < bands; ++i) {
     Band &band = p.bands.emplace_back();
-    band.outRow = w.outHeight * i / bands;
     Window b = w; // one band: the whole image (an NCHW one's planes keep their rows, read or not)
     b.batch = 1;
-    if (bands > 1)
-      b = bandWindow(w, band.outRow, w.outHeight * (i + 1) / bands, band.inRow);
-    if (b.height < 1)
+    if (bands > 1) {
+      const int64_t outBegin = along * i / bands;
+      int64_t inBegin = 0;
+      b = bandWindow(w, banding.columns, outBegin, along * (i + 1) / bands, inBegin);
+      // NHWC: a row holds width x channels floats, a column (of a single-row image) channels.
+      band.inOffset = inBegin * w.channels * (banding.columns ? 1 : w.width);
+      band.outOffset = outBegin * w.outChannels * (banding.columns ? 1 : w.outWidth);
+    }
+    if (b.height < 1 || b.width < 1)
       return nullptr; // a band wholly in the padding
     const dnnl_dims_t srcDims = {1, b.channels, b.height, b.width}, dstDims = {1, b.outChannels, b.outHeight, b.outWidth};
     dnnl_memory_desc_t src, dst;
@@ -276,9 +296,8 @@ void DnnlConv::run(const float *x, const float *weight, const float *bias, float
     for (int64_t i = begin; i < end; ++i) {
       const Band &band = p.bands[i % bands];
       float *src = scratch, *dst = scratch + band.srcFloats, *pad = dst + band.dstFloats;
-      // A band's rows start inRow / outRow rows into its NHWC image (bands > 1 only channels-last).
-      const float *in = x + (i / bands) * image + band.inRow * w.width * w.channels;
-      float *out = y + (i / bands) * outImage + band.outRow * w.outWidth * w.outChannels;
+      const float *in = x + (i / bands) * image + band.inOffset; // offsets: bands > 1 only channels-last
+      float *out = y + (i / bands) * outImage + band.outOffset;
       if (band.srcIn)
         execute(band.srcIn, {{DNNL_ARG_FROM, &band.userSrc, in}, {DNNL_ARG_TO, &band.src, src}});
       execute(band.conv, {{DNNL_ARG_SRC, &band.src, band.srcIn ? src : in},
@@ -313,7 +332,7 @@ std::unique_ptr<DnnlConv> DnnlConv::fastest(const Window &w, bool bias, bool cha
   }
   const std::vector<std::string> candidates{"tec im2col + GEMM", "oneDNN " + std::to_string(DNNL_VERSION_MAJOR) + " plain",
                                             "oneDNN blocked"};
-  static ChoiceTable table(machineTablePath("conv", candidates), "convolution table v2", candidates);
+  static ChoiceTable table(machineTablePath("conv", candidates), "convolution table v3", candidates);
   char key[256];
   std::snprintf(key, sizeof(key), "%ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %d%s",
                 long(w.batch), long(w.channels), long(w.height), long(w.width), long(w.outChannels), long(w.outHeight),

@@ -173,9 +173,11 @@ const ConvCase kCases[] = {
     {"pointwise", window(3, 20, 6, 6, 12, 1, 1, 0, 0, 0, 0, 1, 1), true},
     {"dense_3x3_stride2", window(2, 5, 13, 12, 8, 3, 2, 1, 1, 0, 1, 1, 1), false},
     {"conv1d_as_h1", window(2, 6, 1, 17, 4, 1, 3, 0, 2, 0, 1, 1, 1, 5), true},
-    // Large enough for oneDNN bands of rows (each band's input rows and pads cut from the image's).
+    // Large enough for oneDNN bands of rows, or of columns for a 1-D image (each band's input and pads cut
+    // from the image's).
     {"banded_3x3_stride2_odd_pads", window(1, 32, 41, 23, 48, 3, 2, 1, 0, 2, 1, 1, 1), true},
     {"conv1d_stride2_long", window(1, 32, 1, 3001, 48, 1, 2, 0, 4, 0, 3, 1, 1, 9), true},
+    {"conv1d_depthwise_dilated", window(2, 64, 1, 999, 64, 1, 1, 0, 6, 0, 5, 3, 64, 5), false},
     {"banded_depthwise_dilated", window(2, 128, 48, 48, 128, 3, 1, 2, 2, 2, 2, 2, 128), false},
 };
 

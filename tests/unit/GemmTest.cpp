@@ -110,6 +110,50 @@ INSTANTIATE_TEST_SUITE_P(
                       LinearCase{640, 96, 40, false, false, false, Epilogue::None},
                       LinearCase{5, 300, 0, false, true, true, Epilogue::Relu}));
 
+/// A single row or column of C (a batch of one: the matrix-vector products that a CBLAS library's SGEMV
+/// runs) in every loaded library, against double: both transposes, leading dims past the shape, alpha, and
+/// beta 0 over a C of NaN (ignored) or 1 (accumulated), whole and split over the pool.
+TEST(Sgemm, EveryLibraryMultipliesASingleRowOrColumn) {
+  ASSERT_TRUE(blas().loaded) << blas().library;
+  struct Shape {
+    int64_t m, n, k;
+  };
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  for (int library = 0; library < static_cast<int>(blas().libraries.size()); ++library)
+    for (Shape s : {Shape{1, 37, 19}, Shape{1, 1000, 1024}, Shape{29, 1, 17}, Shape{2000, 1, 600}, Shape{1, 1, 9}})
+      for (bool transA : {false, true})
+        for (bool transB : {false, true})
+          for (float beta : {0.0f, 1.0f}) {
+            const int64_t lda = (transA ? s.m : s.k) + 3, ldb = (transB ? s.k : s.n) + 2, ldc = s.n + 1;
+            std::vector<float> a((transA ? s.k : s.m) * lda), b((transB ? s.n : s.k) * ldb), c(s.m * ldc);
+            for (auto *v : {&a, &b, &c})
+              for (float &e : *v)
+                e = normal(rng);
+            const std::vector<float> before = c;
+            if (beta == 0.0f)
+              std::fill(c.begin(), c.end(), NAN);
+            for (int threads : {1, 2}) {
+              setThreads(threads);
+              std::vector<float> out = c;
+              sgemm(library, transA, transB, s.m, s.n, s.k, 0.5f, a.data(), lda, b.data(), ldb, beta, out.data(), ldc);
+              double worst = 0;
+              for (int64_t i = 0; i < s.m; ++i)
+                for (int64_t j = 0; j < s.n; ++j) {
+                  double z = 0;
+                  for (int64_t p = 0; p < s.k; ++p)
+                    z += double(transA ? a[p * lda + i] : a[i * lda + p]) * (transB ? b[j * ldb + p] : b[p * ldb + j]);
+                  z = 0.5 * z + (beta == 0.0f ? 0.0 : before[i * ldc + j]);
+                  worst = std::max(worst, std::abs(z - out[i * ldc + j]) / (1 + std::abs(z)));
+                }
+              EXPECT_LT(worst, 2e-5) << blas().libraries[library].name << " " << s.m << "x" << s.n << "x" << s.k
+                                     << " transA " << transA << " transB " << transB << " beta " << beta << " on "
+                                     << threads << " threads";
+            }
+          }
+  setThreads(0);
+}
+
 /// The fastest library by measurement, measured once per shape and then read back, in this process and the
 /// next (a new table on the same file measures nothing it already has).
 TEST(GemmTable, KeepsTheFastestLibraryPerShape) {
