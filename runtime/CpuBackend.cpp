@@ -1069,8 +1069,10 @@ Status CpuBackend::castFp8(const plan::Step &s) {
   float *a = scratch.emplace_back(n).data(), *amax = ptr<float>(s.outputs(1));
   Closure quantize = quantizeInto(s.inputs(1), s.outputs(0), a, n);
   emit([=] {
-    for (int64_t i = 0; i < n; ++i)
-      a[i] = kernels::applyEpilogue(x[i], activation);
+    if (activation == kernels::Epilogue::None)
+      std::copy(x, x + n, a);
+    else // the epilogue's function in the kernels' vectorized loop
+      k::unary(activation == kernels::Epilogue::Gelu ? k::UnaryKind::Gelu : k::UnaryKind::GeluTanh, x, a, n);
     *amax = k::amax(a, n);
     return quantize();
   });

@@ -150,6 +150,24 @@ TEC_CPU_CLONES float laneSum(const float *x, int64_t n) {
   return partial[0];
 }
 
+/// The running max m and sum l of e^(s - m) of each row take in a block of scores (left as they are), in
+/// key order.
+TEC_CPU_CLONES void runningLogSumExp(const float *s, int64_t nq, int64_t nk, float *m, float *l) {
+  for (int64_t r = 0; r < nq; ++r) {
+    const float *row = s + r * kKeyBlock;
+    float mx = m[r];
+    for (int64_t c = 0; c < nk; ++c)
+      mx = row[c] > mx ? row[c] : mx;
+    if (mx == kMinusInf)
+      continue;
+    float sum = 0.0f;
+    for (int64_t c = 0; c < nk; ++c)
+      sum += expApprox(row[c] - mx);
+    l[r] = l[r] * expApprox(m[r] - mx) + sum;
+    m[r] = mx;
+  }
+}
+
 /// One key block of the online softmax, row by row: the running max m and sum l take in the block's
 /// scores, which become e^(s - m) in place, and the output accumulated so far is rescaled to the new max.
 TEC_CPU_CLONES void onlineSoftmaxBlock(float *s, int64_t nq, int64_t nk, float *m, float *l, float *o,
@@ -245,19 +263,7 @@ AttentionFp8Amaxes attentionFp8(const AttentionShape &a, const AttentionFp8Scale
     for (int64_t j0 = 0; j0 < end; j0 += kKeyBlock) {
       const int64_t nk = std::min(kKeyBlock, end - j0);
       blockScores(hd, q, k, mask, i0, nq, j0, nk, s);
-      for (int64_t r = 0; r < nq; ++r) {
-        const float *row = s + r * kKeyBlock;
-        float mx = m[r];
-        for (int64_t c = 0; c < nk; ++c)
-          mx = row[c] > mx ? row[c] : mx;
-        if (mx == kMinusInf)
-          continue;
-        float sum = 0.0f;
-        for (int64_t c = 0; c < nk; ++c)
-          sum += expApprox(row[c] - mx);
-        l[r] = l[r] * expApprox(m[r] - mx) + sum;
-        m[r] = mx;
-      }
+      runningLogSumExp(s, nq, nk, m, l);
     }
     for (int64_t r = 0; r < nq; ++r) // a row with every key hidden: -inf, and NaN probabilities below
       rowLse[r] = m[r] + std::log(l[r]);
