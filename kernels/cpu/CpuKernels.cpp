@@ -136,17 +136,17 @@ template <typename T, typename F> void withBinaryOp(BinaryKind kind, F &&f) {
       return applyBinary(kind, x, y);
   };
   switch (kind) {
-  case BinaryKind::Add: return f([](T x, T y) { return T(x + y); });
-  case BinaryKind::Sub: return f([](T x, T y) { return T(x - y); });
-  case BinaryKind::Mul: return f([](T x, T y) { return T(x * y); });
+  case BinaryKind::Add: return f([](T x, T y) TEC_PER_ELEMENT { return T(x + y); });
+  case BinaryKind::Sub: return f([](T x, T y) TEC_PER_ELEMENT { return T(x - y); });
+  case BinaryKind::Mul: return f([](T x, T y) TEC_PER_ELEMENT { return T(x * y); });
   case BinaryKind::Div:
     if constexpr (std::is_integral_v<T>)
       return f(apply);
     else
-      return f([](T x, T y) { return T(x / y); });
+      return f([](T x, T y) TEC_PER_ELEMENT { return T(x / y); });
   case BinaryKind::SwiGlu: // Llama's MLP: a function of its own so the sigmoid vectorizes
     if constexpr (std::is_floating_point_v<T>)
-      return f([](T x, T y) { return silu(x) * y; });
+      return f([](T x, T y) TEC_PER_ELEMENT { return silu(x) * y; });
     else
       return f(apply);
   default: return f(apply);
@@ -210,27 +210,27 @@ namespace {
 /// f(op) with the per-element function of a unary kind.
 template <typename F> void withUnaryOp(UnaryKind kind, F &&f) {
   switch (kind) {
-  case UnaryKind::Relu: return f([](float v) { return relu(v); });
-  case UnaryKind::Tanh: return f([](float v) { return std::tanh(v); });
-  case UnaryKind::Sigmoid: return f([](float v) { return sigmoid(v); });
-  case UnaryKind::Erf: return f([](float v) { return std::erf(v); });
-  case UnaryKind::Sqrt: return f([](float v) { return std::sqrt(v); });
-  case UnaryKind::Exp: return f([](float v) { return std::exp(v); });
-  case UnaryKind::Abs: return f([](float v) { return std::fabs(v); });
+  case UnaryKind::Relu: return f([](float v) TEC_PER_ELEMENT { return relu(v); });
+  case UnaryKind::Tanh: return f([](float v) TEC_PER_ELEMENT { return std::tanh(v); });
+  case UnaryKind::Sigmoid: return f([](float v) TEC_PER_ELEMENT { return sigmoid(v); });
+  case UnaryKind::Erf: return f([](float v) TEC_PER_ELEMENT { return std::erf(v); });
+  case UnaryKind::Sqrt: return f([](float v) TEC_PER_ELEMENT { return std::sqrt(v); });
+  case UnaryKind::Exp: return f([](float v) TEC_PER_ELEMENT { return std::exp(v); });
+  case UnaryKind::Abs: return f([](float v) TEC_PER_ELEMENT { return std::fabs(v); });
   case UnaryKind::Sign:
-    return f([](float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); });
-  case UnaryKind::Gelu: return f([](float v) { return gelu(v); });
-  case UnaryKind::GeluTanh: return f([](float v) { return geluTanh(v); });
-  case UnaryKind::Neg: return f([](float v) { return -v; });
-  case UnaryKind::Reciprocal: return f([](float v) { return 1.0f / v; });
-  case UnaryKind::Log: return f([](float v) { return std::log(v); });
-  case UnaryKind::Sin: return f([](float v) { return std::sin(v); });
-  case UnaryKind::Cos: return f([](float v) { return std::cos(v); });
-  case UnaryKind::Softplus: return f([](float v) { return softplus(v); });
-  case UnaryKind::Silu: return f([](float v) { return silu(v); });
-  case UnaryKind::HardSwish: return f([](float v) { return hardSwish(v); });
-  case UnaryKind::Floor: return f([](float v) { return std::floor(v); });
-  case UnaryKind::Ceil: return f([](float v) { return std::ceil(v); });
+    return f([](float v) TEC_PER_ELEMENT { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); });
+  case UnaryKind::Gelu: return f([](float v) TEC_PER_ELEMENT { return gelu(v); });
+  case UnaryKind::GeluTanh: return f([](float v) TEC_PER_ELEMENT { return geluTanh(v); });
+  case UnaryKind::Neg: return f([](float v) TEC_PER_ELEMENT { return -v; });
+  case UnaryKind::Reciprocal: return f([](float v) TEC_PER_ELEMENT { return 1.0f / v; });
+  case UnaryKind::Log: return f([](float v) TEC_PER_ELEMENT { return std::log(v); });
+  case UnaryKind::Sin: return f([](float v) TEC_PER_ELEMENT { return std::sin(v); });
+  case UnaryKind::Cos: return f([](float v) TEC_PER_ELEMENT { return std::cos(v); });
+  case UnaryKind::Softplus: return f([](float v) TEC_PER_ELEMENT { return softplus(v); });
+  case UnaryKind::Silu: return f([](float v) TEC_PER_ELEMENT { return silu(v); });
+  case UnaryKind::HardSwish: return f([](float v) TEC_PER_ELEMENT { return hardSwish(v); });
+  case UnaryKind::Floor: return f([](float v) TEC_PER_ELEMENT { return std::floor(v); });
+  case UnaryKind::Ceil: return f([](float v) TEC_PER_ELEMENT { return std::ceil(v); });
   }
 }
 
@@ -293,9 +293,9 @@ namespace {
 /// f(op) with the per-element function of an activation's gradient: op(dy, x) = dy * act'(x).
 template <typename F> void withActivationGradOp(ActivationGradKind kind, F &&f) {
   switch (kind) {
-  case ActivationGradKind::Relu: return f([](float g, float v) { return reluGrad(g, v); });
-  case ActivationGradKind::Gelu: return f([](float g, float v) { return g * geluGrad(v); });
-  case ActivationGradKind::GeluTanh: return f([](float g, float v) { return g * geluTanhGrad(v); });
+  case ActivationGradKind::Relu: return f([](float g, float v) TEC_PER_ELEMENT { return reluGrad(g, v); });
+  case ActivationGradKind::Gelu: return f([](float g, float v) TEC_PER_ELEMENT { return g * geluGrad(v); });
+  case ActivationGradKind::GeluTanh: return f([](float g, float v) TEC_PER_ELEMENT { return g * geluTanhGrad(v); });
   }
 }
 
@@ -687,10 +687,10 @@ void linear(const float *x, const float *weight, const float *bias, float *y, in
     }
   };
   switch (epilogue) {
-  case Epilogue::None: return withActivation([](float v) { return v; });
-  case Epilogue::Relu: return withActivation([](float v) { return relu(v); });
-  case Epilogue::Gelu: return withActivation([](float v) { return gelu(v); });
-  case Epilogue::GeluTanh: return withActivation([](float v) { return geluTanh(v); });
+  case Epilogue::None: return withActivation([](float v) TEC_PER_ELEMENT { return v; });
+  case Epilogue::Relu: return withActivation([](float v) TEC_PER_ELEMENT { return relu(v); });
+  case Epilogue::Gelu: return withActivation([](float v) TEC_PER_ELEMENT { return gelu(v); });
+  case Epilogue::GeluTanh: return withActivation([](float v) TEC_PER_ELEMENT { return geluTanh(v); });
   }
 }
 
