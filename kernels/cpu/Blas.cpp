@@ -327,10 +327,12 @@ int packedGemmChoice() {
 }
 
 GemmSplit gemmSplit(int64_t m, int64_t n, int64_t k) {
-  // A chunk pays for waking a helper from ~2^18 multiply-adds on, counting each float read or written as 32
-  // (a GEMV of few rows streams B from memory: memory-bound, yet it splits). At most 8 chunks, in multiples of
-  // 16 (a vector of floats; packed B's panels): each chunk packs its own panel of the other operand.
-  constexpr int64_t kChunkWork = int64_t(1) << 18, kMaxChunks = 8, kAlign = 16;
+  // A chunk pays for waking a helper and for its own call (~1 us, and a panel of the other operand packed
+  // again) from ~2^20 multiply-adds on, each float read or written counting as 32 (a GEMV of few rows streams
+  // B from memory: memory-bound, yet it splits). At most 8 chunks, in multiples of 16 (a vector of floats;
+  // packed B's panels). Measured on MobileNetV3 and EfficientNet at 1 and 2 threads: 2^18 lost 10-15% at 1
+  // thread, 2^21 left 2 threads idle.
+  constexpr int64_t kChunkWork = int64_t(1) << 20, kMaxChunks = 8, kAlign = 16;
   const int64_t work = m * n * k + 32 * (m * k + k * n + m * n);
   const int64_t chunks = std::clamp<int64_t>(work / kChunkWork, 1, kMaxChunks);
   const int64_t along = std::max(m, n), chunk = ((along + chunks - 1) / chunks + kAlign - 1) / kAlign * kAlign;

@@ -134,7 +134,7 @@ bool execute(dnnl_primitive_t p, std::initializer_list<std::tuple<int, const dnn
 /// convolution (a batch of 1) among its threads; each band's rows and input rows are contiguous in NHWC. A
 /// 1-D convolution's image (one row: H = 1) is cut into bands of columns instead, as contiguous.
 /// Every band reads the whole weight, so a band's output must outweigh it (the late 1x1 convs of a net, a
-/// 7x7 image by a 1152x320 weight, stay whole). It depends on the shape alone (about 2^18 multiply-adds per
+/// 7x7 image by a 1152x320 weight, stay whole). It depends on the shape alone (about 2^20 multiply-adds per
 /// band, each float of the image read or written counting as 32: a depthwise conv is memory-bound; at most 8
 /// bands, each at least 2 rows or columns), never on the thread count: the sums are the same at any count.
 struct Banding {
@@ -149,7 +149,7 @@ Banding bandsOf(const Window &w, bool channelsLast) {
   const int64_t output = w.outHeight * w.outWidth * w.outChannels, macs = output / w.outChannels * weight;
   const int64_t work = macs + 32 * (output + w.height * w.width * w.channels);
   const int64_t along = columns ? w.outWidth : w.outHeight;
-  return {std::max<int64_t>(1, std::min<int64_t>({8, along / 2, work >> 18, output / weight})), columns};
+  return {std::max<int64_t>(1, std::min<int64_t>({8, along / 2, work >> 20, output / weight})), columns};
 }
 
 /// The band of `w` from output row (or column) `outBegin` to `outEnd` as a window of its own: the input rows
