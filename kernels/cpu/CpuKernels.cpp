@@ -473,6 +473,21 @@ template <typename T> TEC_CPU_CLONES double laneSumDouble(const T *x, int64_t n)
   return partial[0];
 }
 
+/// The most columns addRows sums at once.
+constexpr int64_t kSumColumns = 256;
+
+/// sums[c] = the double sum of x[r * stride + c] over rows r in order, for c < width (<= kSumColumns).
+TEC_CPU_CLONES void addRows(const float *x, int64_t rows, int64_t stride, int64_t width, double *sums) {
+  double acc[kSumColumns] = {}; // on the stack: apart from x and sums, so the loop vectorizes
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = x + r * stride;
+#pragma omp simd
+    for (int64_t c = 0; c < width; ++c)
+      acc[c] += row[c];
+  }
+  std::copy(acc, acc + width, sums);
+}
+
 } // namespace
 
 template <typename T>
@@ -505,6 +520,50 @@ void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<i
     });
     return;
   }
+  // A sum over middle dims (a bias gradient: [rows, cols] -> [cols]; global pooling of an NHWC image:
+  // [N, H*W, C] -> [N, C]): rows added in order into a block of double column accumulators, reading x row by
+  // row instead of down each column; a long one in bands of rows over the pool, whose partial sums are then
+  // added in band order. The bands depend on the shape alone: the same sums at any thread count.
+  Dims merged; // unit dims dropped, adjacent dims alike (reduced or kept) merged: [rows, cols] or [outer, rows, cols]
+  std::vector<bool> mergedReduced;
+  for (int64_t d = 0; d < rank; ++d) {
+    const bool r = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (shape[d] == 1)
+      continue;
+    if (!merged.empty() && mergedReduced.back() == r)
+      merged.back() *= shape[d];
+    else
+      merged.push_back(shape[d]), mergedReduced.push_back(r);
+  }
+  const bool middle = std::is_same_v<T, float> && (kind == ReduceKind::Sum || kind == ReduceKind::Mean) &&
+                      numElements(shape) > 0 &&
+                      (mergedReduced == std::vector<bool>{true, false} ||
+                       mergedReduced == std::vector<bool>{false, true, false});
+  if (middle) {
+    const int64_t cols = merged.back(), rows = merged[merged.size() - 2], outer = merged.size() == 3 ? merged[0] : 1;
+    const int64_t blocks = (cols + kSumColumns - 1) / kSumColumns;
+    const int64_t bandRows = std::max<int64_t>(64, kParallelThreshold / cols), bands = (rows + bandRows - 1) / bandRows;
+    thread_local std::vector<double> partial;
+    partial.assign(outer * bands * cols, 0.0);
+    double *sums = partial.data(); // [outer, band, cols]
+    parallelFor(outer * blocks * bands, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t o = t / (blocks * bands), c0 = t / bands % blocks * kSumColumns, c1 = std::min(cols, c0 + kSumColumns);
+        const int64_t band = t % bands, r1 = std::min(rows, (band + 1) * bandRows);
+        if constexpr (std::is_same_v<T, float>)
+          addRows(x + (o * rows + band * bandRows) * cols + c0, r1 - band * bandRows, cols, c1 - c0,
+                  sums + (o * bands + band) * cols + c0);
+      }
+    });
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t c = 0; c < cols; ++c) {
+        double sum = 0;
+        for (int64_t band = 0; band < bands; ++band)
+          sum += sums[(o * bands + band) * cols + c];
+        y[o * cols + c] = static_cast<T>(kind == ReduceKind::Mean ? sum / static_cast<double>(rows) : sum);
+      }
+    return;
+  }
   Dims keptDims, keptStrides;
   // Each reduced element's offset from its output's first, kept per thread across calls (no allocation
   // once the largest reduction has run).
@@ -523,44 +582,6 @@ void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<i
     reducedOffsets.swap(next);
   }
   const int64_t outCount = numElements(keptDims), count = reducedOffsets.size();
-  // A sum over middle dims (a bias gradient: [rows, cols] -> [cols]; global pooling of an NHWC image:
-  // [N, H*W, C] -> [N, C]): per outer index, the rows added in order into a block of column accumulators,
-  // reading x row by row instead of down each column. The same double sums in the same order as below.
-  Dims merged; // unit dims dropped, adjacent dims alike (reduced or kept) merged: [rows, cols] or [outer, rows, cols]
-  std::vector<bool> mergedReduced;
-  for (int64_t d = 0; d < rank; ++d) {
-    const bool r = std::find(axes.begin(), axes.end(), d) != axes.end();
-    if (shape[d] == 1)
-      continue;
-    if (!merged.empty() && mergedReduced.back() == r)
-      merged.back() *= shape[d];
-    else
-      merged.push_back(shape[d]), mergedReduced.push_back(r);
-  }
-  const bool middle = std::is_floating_point_v<T> && (kind == ReduceKind::Sum || kind == ReduceKind::Mean) &&
-                      count > 0 && outCount > 0 &&
-                      (mergedReduced == std::vector<bool>{true, false} ||
-                       mergedReduced == std::vector<bool>{false, true, false});
-  if (middle) {
-    constexpr int64_t kColumns = 256;
-    const int64_t cols = merged.back(), rows = merged[merged.size() - 2], outer = outCount / cols;
-    const int64_t blocks = (cols + kColumns - 1) / kColumns;
-    parallelFor(outer * blocks, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        const int64_t o = b / blocks, c0 = (b % blocks) * kColumns, c1 = std::min(cols, c0 + kColumns);
-        double acc[kColumns] = {};
-        for (int64_t r = 0; r < rows; ++r) {
-          const T *row = x + (o * rows + r) * cols;
-          for (int64_t c = c0; c < c1; ++c)
-            acc[c - c0] += row[c];
-        }
-        for (int64_t c = c0; c < c1; ++c)
-          y[o * cols + c] =
-              static_cast<T>(kind == ReduceKind::Mean ? acc[c - c0] / static_cast<double>(count) : acc[c - c0]);
-      }
-    });
-    return;
-  }
   parallelLoop(outCount, outCount * count, [&](int64_t o) {
     int64_t base = 0, rest = o;
     for (int64_t d = static_cast<int64_t>(keptDims.size()) - 1; d >= 0; --d) {
