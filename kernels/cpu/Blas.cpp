@@ -242,8 +242,9 @@ std::string cpuIdentity() {
 }
 
 /// Times each library on one GEMM of the shape, alternating libraries over rounds (a busy machine drifts);
-/// the fastest round of each counts.
+/// the fastest round of each counts. On this thread alone: the choice must not depend on the thread count.
 std::vector<double> measure(const GemmShape &s) {
+  SerialScope serial;
   const size_t sizeA = s.m * s.k, sizeB = s.k * s.n, sizeC = s.m * s.n;
   std::vector<float> a(sizeA), b(sizeB), c(sizeC);
   for (size_t i = 0; i < sizeA; ++i)

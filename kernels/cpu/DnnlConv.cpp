@@ -49,29 +49,39 @@ private:
 
 } // namespace
 
-/// The convolution of a band of output rows of one image (all of them, unless the image is channels-last
-/// and large: see bandsOf), the reorders around it (Blocked), and the sizes each run carves out of the
-/// thread's scratch: the band's input and output in oneDNN's layouts, and the primitive's scratchpad.
+/// The convolution of a band of one image (all of it, unless the image is channels-last and large: see
+/// bandsOf and slicesOf), the reorders around it (Blocked; a slice's strided output), and the sizes each run
+/// carves out of the thread's scratch: the band's input and output in oneDNN's layouts, and the primitive's
+/// scratchpad.
 struct Band {
   dnnl_primitive_t conv = nullptr, srcIn = nullptr, dstOut = nullptr;
   dnnl_memory_desc_t userSrc{}, userDst{}, src{}, dst{}, scratchpad{};
   size_t srcFloats = 0, dstFloats = 0, scratchFloats = 0;
   int64_t inOffset = 0, outOffset = 0; // where the band's input and output start in an NHWC image, in floats
+  size_t weight = 0;                   // its WeightSlice
 };
 
-/// The bands, and the weight as every band reads it (laid out by oneDNN once, or on each run).
+/// The weight (and bias) as a band reads it: the user's whole weight, or an output-channel slice's rows of
+/// it, and oneDNN's layout of that, made from it once (a constant) or on each run, or none where oneDNN
+/// reads the user's layout.
+struct WeightSlice {
+  dnnl_primitive_t in = nullptr;
+  dnnl_memory_desc_t user{}, laidOut{}, bias{};
+  int64_t offset = 0, biasOffset = 0; // into the user's weight and bias, in floats
+  mutable std::vector<float> reordered;
+};
+
 struct DnnlConv::Primitives {
   std::vector<Band> bands;
-  dnnl_primitive_t weightIn = nullptr;
-  dnnl_memory_desc_t userWeight{}, weight{}, bias{};
-  mutable std::vector<float> reorderedWeight;
+  std::vector<WeightSlice> weights;
   ~Primitives() {
     for (const Band &band : bands)
       for (dnnl_primitive_t p : {band.conv, band.srcIn, band.dstOut})
         if (p)
           oneDnn().dnnl_primitive_destroy(p);
-    if (weightIn)
-      oneDnn().dnnl_primitive_destroy(weightIn);
+    for (const WeightSlice &weight : weights)
+      if (weight.in)
+        oneDnn().dnnl_primitive_destroy(weight.in);
   }
 };
 
@@ -152,6 +162,18 @@ Banding bandsOf(const Window &w, bool channelsLast) {
   return {std::max<int64_t>(1, std::min<int64_t>({8, along / 2, work >> 20, output / weight})), columns};
 }
 
+/// The output channels of each slice of a channels-last convolution too weight-heavy for bands (ResNet's
+/// 3x3 convs over 14x14 and 7x7 images): each slice reads its rows of the weight once and writes its
+/// channels of every pixel. Multiples of 16 channels, about 2^20 multiply-adds per slice, at most 8; by the
+/// shape alone, as the bands. The whole of the output channels where it does not pay.
+int64_t sliceChannels(const Window &w, bool channelsLast, const Banding &banding) {
+  if (!channelsLast || w.groups != 1 || banding.count > 1)
+    return w.outChannels;
+  const int64_t macs = w.outHeight * w.outWidth * w.outChannels * w.channels * w.kernelH * w.kernelW;
+  const int64_t slices = std::min<int64_t>({8, w.outChannels / 16, macs >> 20});
+  return slices < 2 ? w.outChannels : ((w.outChannels + slices - 1) / slices + 15) / 16 * 16;
+}
+
 /// The band of `w` from output row (or column) `outBegin` to `outEnd` as a window of its own: the input rows
 /// (columns) it reads, with the original padding where the band reaches past the image.
 Window bandWindow(const Window &w, bool columns, int64_t outBegin, int64_t outEnd, int64_t &inBegin) {
@@ -183,22 +205,31 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form
   Primitives &p = *conv->p_;
   // oneDNN fixes a primitive's thread count when it is made: one, as it then runs inside tec's pool.
   OmpThreads single(1);
-  const dnnl_dims_t grouped = {w.groups, w.groupOutChannels(), w.groupChannels(), w.kernelH, w.kernelW};
-  const dnnl_dims_t plain = {w.outChannels, w.channels, w.kernelH, w.kernelW}, biasDims = {w.outChannels};
   const bool isGrouped = w.groups > 1;
-  if ((isGrouped ? d.dnnl_memory_desc_init_by_tag(&p.userWeight, 5, grouped, dnnl_f32, dnnl_goihw)
-                 : d.dnnl_memory_desc_init_by_tag(&p.userWeight, 4, plain, dnnl_f32, dnnl_oihw)) != dnnl_success ||
-      d.dnnl_memory_desc_init_by_tag(&p.bias, 1, biasDims, dnnl_f32, dnnl_x) != dnnl_success)
-    return nullptr;
-  // oneDNN lays out the weight as its kernels read it (the first band chooses; the others must agree).
-  dnnl_memory_desc_t anyWeight;
-  if ((isGrouped ? d.dnnl_memory_desc_init_by_tag(&anyWeight, 5, grouped, dnnl_f32, dnnl_format_tag_any)
-                 : d.dnnl_memory_desc_init_by_tag(&anyWeight, 4, plain, dnnl_f32, dnnl_format_tag_any)) != dnnl_success)
-    return nullptr;
   const dnnl_format_tag_t layout = channelsLast ? dnnl_nhwc : dnnl_nchw;
   const Banding banding = bandsOf(w, channelsLast);
-  const int64_t bands = banding.count, along = banding.columns ? w.outWidth : w.outHeight;
-  for (int64_t i = 0; i < bands; ++i) {
+  const int64_t sliceWidth = sliceChannels(w, channelsLast, banding);
+  // The weight of `outChannels` output channels from `first` on, in the user's layout and as oneDNN chooses
+  // to lay it out (any); its bias.
+  auto addWeight = [&](int64_t first, int64_t outChannels, dnnl_memory_desc_t &any) {
+    WeightSlice &ws = p.weights.emplace_back();
+    const dnnl_dims_t grouped = {w.groups, w.groupOutChannels(), w.groupChannels(), w.kernelH, w.kernelW};
+    const dnnl_dims_t plain = {outChannels, w.channels, w.kernelH, w.kernelW}, biasDims = {outChannels};
+    ws.offset = first * w.groupChannels() * w.kernelH * w.kernelW, ws.biasOffset = first;
+    auto init = [&](dnnl_memory_desc_t &md, dnnl_format_tag_t grouped5, dnnl_format_tag_t plain4) {
+      return isGrouped ? d.dnnl_memory_desc_init_by_tag(&md, 5, grouped, dnnl_f32, grouped5)
+                       : d.dnnl_memory_desc_init_by_tag(&md, 4, plain, dnnl_f32, plain4);
+    };
+    return init(ws.user, dnnl_goihw, dnnl_oihw) == dnnl_success &&
+           init(any, dnnl_format_tag_any, dnnl_format_tag_any) == dnnl_success &&
+           d.dnnl_memory_desc_init_by_tag(&ws.bias, 1, biasDims, dnnl_f32, dnnl_x) == dnnl_success;
+  };
+  // Bands of rows or columns share one weight (the first band has oneDNN choose its layout; the others must
+  // agree); each output-channel slice has its own.
+  const int64_t bands = banding.count, slices = (w.outChannels + sliceWidth - 1) / sliceWidth;
+  const int64_t along = banding.columns ? w.outWidth : w.outHeight;
+  dnnl_memory_desc_t anyWeight;
+  for (int64_t i = 0; i < bands * slices; ++i) {
     Band &band = p.bands.emplace_back();
     Window b = w; // one band: the whole image (an NCHW one's planes keep their rows, read or not)
     b.batch = 1;
@@ -210,12 +241,24 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form
       band.inOffset = inBegin * w.channels * (banding.columns ? 1 : w.width);
       band.outOffset = outBegin * w.outChannels * (banding.columns ? 1 : w.outWidth);
     }
+    const int64_t firstChannel = slices > 1 ? i * sliceWidth : 0;
+    b.outChannels = std::min(sliceWidth, w.outChannels - firstChannel);
+    band.outOffset += firstChannel; // a slice's channels of each NHWC pixel
     if (b.height < 1 || b.width < 1)
       return nullptr; // a band wholly in the padding
+    const bool ownWeight = i == 0 || slices > 1;
+    if (ownWeight && !addWeight(firstChannel, b.outChannels, anyWeight))
+      return nullptr;
+    band.weight = p.weights.size() - 1;
+    WeightSlice &ws = p.weights.back();
     const dnnl_dims_t srcDims = {1, b.channels, b.height, b.width}, dstDims = {1, b.outChannels, b.outHeight, b.outWidth};
+    // A slice's output: its channels of each pixel, strided by all of them (oneDNN writes a dense one, then
+    // reorders it there).
+    const dnnl_dims_t sliceStrides = {w.outHeight * w.outWidth * w.outChannels, 1, w.outWidth * w.outChannels, w.outChannels};
     dnnl_memory_desc_t src, dst;
     if (d.dnnl_memory_desc_init_by_tag(&band.userSrc, 4, srcDims, dnnl_f32, layout) != dnnl_success ||
-        d.dnnl_memory_desc_init_by_tag(&band.userDst, 4, dstDims, dnnl_f32, layout) != dnnl_success ||
+        (slices > 1 ? d.dnnl_memory_desc_init_by_strides(&band.userDst, 4, dstDims, dnnl_f32, sliceStrides)
+                    : d.dnnl_memory_desc_init_by_tag(&band.userDst, 4, dstDims, dnnl_f32, layout)) != dnnl_success ||
         d.dnnl_memory_desc_init_by_tag(&src, 4, srcDims, dnnl_f32, form == Form::Blocked ? dnnl_format_tag_any : layout) != dnnl_success ||
         d.dnnl_memory_desc_init_by_tag(&dst, 4, dstDims, dnnl_f32, form == Form::Blocked ? dnnl_format_tag_any : layout) != dnnl_success)
       return nullptr;
@@ -225,7 +268,7 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form
     dnnl_primitive_attr_t attr = nullptr;
     dnnl_primitive_desc_t pd = nullptr;
     bool built = d.dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_direct, &src,
-                                                              i == 0 ? &anyWeight : &p.weight, bias ? &p.bias : nullptr,
+                                                              ownWeight ? &anyWeight : &ws.laidOut, bias ? &ws.bias : nullptr,
                                                               &dst, strides, dilations, padBegin, padEnd) == dnnl_success &&
                  d.dnnl_primitive_attr_create(&attr) == dnnl_success &&
                  d.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
@@ -236,13 +279,17 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form
       band.dst = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
       band.scratchpad = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
       band.scratchFloats = floatsOf(band.scratchpad);
-      if (i == 0) {
-        p.weight = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-        const char *impl = nullptr;
-        if (d.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
-          conv->implementation_ = impl;
+      if (ownWeight) {
+        ws.laidOut = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        if (!d.dnnl_memory_desc_equal(&ws.laidOut, &ws.user)) {
+          ws.reordered.resize(floatsOf(ws.laidOut));
+          built = (ws.in = reorder(ws.user, ws.laidOut));
+        }
       }
-      if (!d.dnnl_memory_desc_equal(&band.src, &band.userSrc)) {
+      const char *impl = nullptr;
+      if (i == 0 && d.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        conv->implementation_ = impl;
+      if (built && !d.dnnl_memory_desc_equal(&band.src, &band.userSrc)) {
         band.srcFloats = floatsOf(band.src);
         built = (band.srcIn = reorder(band.userSrc, band.src));
       }
@@ -258,19 +305,15 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form
     if (!built)
       return nullptr;
   }
-  if (!d.dnnl_memory_desc_equal(&p.weight, &p.userWeight)) {
-    p.reorderedWeight.resize(floatsOf(p.weight));
-    if (!(p.weightIn = reorder(p.userWeight, p.weight)))
-      return nullptr;
-  }
   return conv;
 }
 
 DnnlConv::~DnnlConv() = default;
 
 void DnnlConv::layOutWeight(const float *weight) const {
-  const Primitives &p = *p_;
-  execute(p.weightIn, {{DNNL_ARG_FROM, &p.userWeight, weight}, {DNNL_ARG_TO, &p.weight, p.reorderedWeight.data()}});
+  for (const WeightSlice &ws : p_->weights)
+    if (ws.in)
+      execute(ws.in, {{DNNL_ARG_FROM, &ws.user, weight + ws.offset}, {DNNL_ARG_TO, &ws.laidOut, ws.reordered.data()}});
   oneDnn().dnnl_stream_wait(threadStream());
 }
 
@@ -280,11 +323,9 @@ void DnnlConv::run(const float *x, const float *weight, const float *bias, float
   // Images and bands spread over tec's pool, oneDNN single-threaded in each: its OpenMP threads beside the
   // pool's would contend for the same cores.
   OmpThreads single(1);
-  if (p.weightIn && !weightFixed_) // the weight in oneDNN's layout, once per run (it changes while training)
+  if (!weightFixed_) // the weight in oneDNN's layout, once per run (it changes while training)
     layOutWeight(weight);
-  if (p.weightIn)
-    weight = p.reorderedWeight.data();
-  else if (weightFixed_)
+  else
     weight = fixedWeight_;
   size_t scratchFloats = 0;
   for (const Band &band : p.bands)
@@ -295,14 +336,15 @@ void DnnlConv::run(const float *x, const float *weight, const float *bias, float
     float *scratch = threadScratch(scratchFloats);
     for (int64_t i = begin; i < end; ++i) {
       const Band &band = p.bands[i % bands];
+      const WeightSlice &ws = p.weights[band.weight];
       float *src = scratch, *dst = scratch + band.srcFloats, *pad = dst + band.dstFloats;
       const float *in = x + (i / bands) * image + band.inOffset; // offsets: bands > 1 only channels-last
       float *out = y + (i / bands) * outImage + band.outOffset;
       if (band.srcIn)
         execute(band.srcIn, {{DNNL_ARG_FROM, &band.userSrc, in}, {DNNL_ARG_TO, &band.src, src}});
       execute(band.conv, {{DNNL_ARG_SRC, &band.src, band.srcIn ? src : in},
-                          {DNNL_ARG_WEIGHTS, &p.weight, weight},
-                          {DNNL_ARG_BIAS, &p.bias, bias},
+                          {DNNL_ARG_WEIGHTS, &ws.laidOut, ws.in ? ws.reordered.data() : weight + ws.offset},
+                          {DNNL_ARG_BIAS, &ws.bias, bias ? bias + ws.biasOffset : nullptr},
                           {DNNL_ARG_DST, &band.dst, band.dstOut ? dst : out},
                           {DNNL_ARG_SCRATCHPAD, &band.scratchpad, pad}});
       if (band.dstOut)
@@ -313,10 +355,8 @@ void DnnlConv::run(const float *x, const float *weight, const float *bias, float
 }
 
 void DnnlConv::fixWeight(const float *weight) {
-  if (p_->weightIn) {
-    OmpThreads single(1);
-    layOutWeight(weight);
-  }
+  OmpThreads single(1);
+  layOutWeight(weight);
   fixedWeight_ = weight;
   weightFixed_ = true;
 }
@@ -332,7 +372,7 @@ std::unique_ptr<DnnlConv> DnnlConv::fastest(const Window &w, bool bias, bool cha
   }
   const std::vector<std::string> candidates{"tec im2col + GEMM", "oneDNN " + std::to_string(DNNL_VERSION_MAJOR) + " plain",
                                             "oneDNN blocked"};
-  static ChoiceTable table(machineTablePath("conv", candidates), "convolution table v3", candidates);
+  static ChoiceTable table(machineTablePath("conv", candidates), "convolution table v4", candidates);
   char key[256];
   std::snprintf(key, sizeof(key), "%ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %d%s",
                 long(w.batch), long(w.channels), long(w.height), long(w.width), long(w.outChannels), long(w.outHeight),
@@ -340,7 +380,9 @@ std::unique_ptr<DnnlConv> DnnlConv::fastest(const Window &w, bool bias, bool cha
                 long(w.padLeft), long(w.padBottom), long(w.padRight), long(w.dilationH * 1000 + w.dilationW),
                 long(w.groups), int(bias), channelsLast ? " nhwc" : "");
   const int choice = table.choose(key, [&] {
-    // Each form on seeded data: the best of 3 runs after a warm-up.
+    // Each form on seeded data: the best of 3 runs after a warm-up, on this thread alone (the choice must not
+    // depend on the thread count: each form's bits differ).
+    SerialScope serial;
     std::vector<float> x(w.batch * w.channels * w.height * w.width), weight(w.outChannels * w.groupChannels() * w.kernelH * w.kernelW),
         b(w.outChannels), y(w.batch * w.outChannels * w.outHeight * w.outWidth);
     for (size_t i = 0; i < x.size(); ++i)

@@ -28,7 +28,7 @@ struct GemmShape {
 /// a file per machine and candidate set, so that later runs and processes choose alike without measuring.
 class ChoiceTable {
 public:
-  /// `kind` names the table in its first line ("GEMM table v3"); a file of another kind or candidate set (a
+  /// `kind` names the table in its first line ("GEMM table v4"); a file of another kind or candidate set (a
   /// library installed or removed since) is not read. `path` empty: the table lives in memory only.
   ChoiceTable(std::string path, std::string kind, std::vector<std::string> candidates);
 
@@ -60,7 +60,7 @@ public:
   /// `path` empty: the table lives in memory only. `libraries` names the loaded libraries; a table written
   /// for another set (a library installed or removed since) is not read.
   GemmTable(std::string path, std::vector<std::string> libraries, Measure measure)
-      : table_(std::move(path), "GEMM table v3", std::move(libraries)), measure_(std::move(measure)) {}
+      : table_(std::move(path), "GEMM table v4", std::move(libraries)), measure_(std::move(measure)) {}
 
   /// The library for `shape` (an index into `libraries`): the table's entry, else measured now and added.
   int choose(const GemmShape &shape);

@@ -219,6 +219,9 @@ void parallelFor(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> b
     body(begin, std::min(n, begin + grain));
 }
 
+SerialScope::SerialScope() : previous(insideLoop) { insideLoop = true; }
+SerialScope::~SerialScope() { insideLoop = previous; }
+
 float *threadScratch(size_t floats) {
   thread_local std::vector<float> scratch;
   if (scratch.size() < floats)

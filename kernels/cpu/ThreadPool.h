@@ -26,6 +26,20 @@ int poolThreads();
 /// depend on n and grain only, so what each computes does not depend on the thread count.
 void parallelFor(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> body);
 
+/// While one lives, parallel loops started on this thread run serially on it: the measurements that choose
+/// a kernel time its whole work alone, so that the choice (and the bits it computes) does not depend on the
+/// pool's size or on what the other threads are doing.
+class SerialScope {
+public:
+  SerialScope();
+  ~SerialScope();
+  SerialScope(const SerialScope &) = delete;
+  SerialScope &operator=(const SerialScope &) = delete;
+
+private:
+  bool previous;
+};
+
 /// `floats` of scratch for the calling thread, reused across steps (no allocation once it has grown): valid
 /// until the thread's next call.
 float *threadScratch(size_t floats);

@@ -175,10 +175,13 @@ const ConvCase kCases[] = {
     {"conv1d_as_h1", window(2, 6, 1, 17, 4, 1, 3, 0, 2, 0, 1, 1, 1, 5), true},
     // Large enough for oneDNN bands of rows, or of columns for a 1-D image (each band's input and pads cut
     // from the image's).
-    {"banded_3x3_stride2_odd_pads", window(1, 32, 41, 23, 48, 3, 2, 1, 0, 2, 1, 1, 1), true},
+    {"banded_3x3_stride2_odd_pads", window(1, 8, 161, 45, 16, 3, 2, 1, 0, 2, 1, 1, 1), true},
     {"conv1d_stride2_long", window(1, 32, 1, 3001, 48, 1, 2, 0, 4, 0, 3, 1, 1, 9), true},
     {"conv1d_depthwise_dilated", window(2, 64, 1, 999, 64, 1, 1, 0, 6, 0, 5, 3, 64, 5), false},
     {"banded_depthwise_dilated", window(2, 128, 48, 48, 128, 3, 1, 2, 2, 2, 2, 2, 128), false},
+    // Too weight-heavy for bands: slices of output channels (the last one narrower), each its own weight.
+    {"sliced_3x3", window(1, 64, 7, 7, 96, 3, 1, 1, 1, 1, 1, 1, 1), true},
+    {"sliced_uneven_stride2", window(2, 128, 9, 9, 100, 3, 2, 1, 1, 1, 1, 1, 1), false},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cpu, Convolutions, ::testing::ValuesIn(kCases),
