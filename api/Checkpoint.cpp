@@ -9,6 +9,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <set>
 
 #include <unistd.h>
 
@@ -223,6 +224,70 @@ Result<Checkpoint> loadCheckpoint(const std::string &dir, const plan::Variant &v
                            std::to_string(c.step));
   }
   return c;
+}
+
+Result<std::map<std::string, std::string>> inferenceParams(const plan::Plan &plan, const plan::Variant &inference,
+                                                           const plan::Variant &train,
+                                                           const std::map<std::string, HostTensor> &trained) {
+  std::map<std::string, std::string> params;
+  std::set<std::string> placed; // trained params some inference param took
+  for (const auto &b : inference.buffers()) {
+    if (b.role() != plan::PARAM)
+      continue;
+    auto copyOf = plan.transposed_copies().find(b.name());
+    const bool copy = copyOf != plan.transposed_copies().end();
+    const std::string &source = copy ? copyOf->second : b.name();
+    auto it = trained.find(source);
+    if (it == trained.end())
+      continue; // not trained: the plan's value is the value
+    const HostTensor &t = it->second;
+    std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+    if (copy && shape.size() == 2)
+      std::swap(shape[0], shape[1]);
+    if (t.dtype != b.dtype() || t.shape != shape || static_cast<int64_t>(t.bytes.size()) != b.bytes())
+      return Status::error("trained param '" + source + "' is " + dtypeName(t.dtype) + shapeText(t.shape) +
+                           ", but variant " + inference.target() + " holds '" + b.name() + "' as " +
+                           dtypeName(b.dtype()) + shapeText(shape) + (copy ? " transposed" : ""));
+    std::string &bytes = params[b.name()];
+    if (!copy) {
+      bytes.assign(t.bytes.begin(), t.bytes.end());
+    } else { // [rows, cols] -> [cols, rows], element by element
+      const int64_t rows = shape[0], cols = shape[1], width = dtypeBytes(b.dtype());
+      bytes.resize(t.bytes.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          std::memcpy(&bytes[(c * rows + r) * width], &t.bytes[(r * cols + c) * width], width);
+    }
+    placed.insert(source);
+  }
+  for (const auto &b : train.buffers())
+    if (b.role() == plan::STATE && b.kind() == plan::KIND_PARAM && trained.count(b.name()) && !placed.count(b.name()))
+      return Status::error("variant " + inference.target() + " has no param '" + b.name() +
+                           "', which training updates: it cannot run the trained model (export it and compile that)");
+  return params;
+}
+
+ParamSource checkpointParams(const std::string &dir, std::string *loaded) {
+  return [dir, loaded](const plan::Plan &plan,
+                       const plan::Variant &inference) -> Result<std::map<std::string, std::string>> {
+    Status why = Status::error(dir + ": the plan has no train variant, so no checkpoint of it (compile with --train)");
+    for (const auto &train : plan.variants()) {
+      if (train.kind() != "train")
+        continue;
+      auto checkpoint = loadCheckpoint(dir, train);
+      if (!checkpoint.ok()) {
+        why = checkpoint.error();
+        continue;
+      }
+      auto params = inferenceParams(plan, inference, train, checkpoint->tensors);
+      if (!params.ok())
+        return Status::error(checkpoint->folder + ": " + params.error().message());
+      if (loaded)
+        *loaded = checkpoint->folder;
+      return params;
+    }
+    return why;
+  };
 }
 
 Result<int64_t> restoreCheckpoint(Session &s, const std::string &dir) {

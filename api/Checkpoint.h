@@ -34,6 +34,20 @@ Result<Checkpoint> loadCheckpoint(const std::string &dir, const plan::Variant &v
 /// Restores every state buffer of the session's variant from DIR's latest checkpoint; returns its step.
 Result<int64_t> restoreCheckpoint(Session &session, const std::string &dir);
 
+/// An inference variant's params as training left them: `trained` holds the params of `train` (its state of
+/// KIND_PARAM, by name: a checkpoint's tensors or a trainer's buffers). Each param of `inference` takes its
+/// trained value (a transposed copy of a param, the transpose of it); params training does not update (frozen)
+/// keep the plan's. An error, never a partial answer, where a trained param has no place in `inference` or
+/// the shapes disagree.
+Result<std::map<std::string, std::string>> inferenceParams(const plan::Plan &plan, const plan::Variant &inference,
+                                                           const plan::Variant &train,
+                                                           const std::map<std::string, HostTensor> &trained);
+
+/// A Session's params from DIR's latest checkpoint (verified against one of the plan's train variants, as a
+/// resume is): inference with the trained weights (`tec run --checkpoint`, tec.Session(checkpoint=)).
+/// `loaded`, when given, gets the checkpoint's folder (DIR/step-N) once the session has read it.
+ParamSource checkpointParams(const std::string &dir, std::string *loaded = nullptr);
+
 } // namespace tec
 
 #endif

@@ -95,6 +95,25 @@ Result<int64_t> Trainer::resume(const std::string &dir) {
   return restored;
 }
 
+Result<ParamSource> Trainer::currentParams() {
+  const plan::Variant &train = session_->variant();
+  auto trained = std::make_shared<std::map<std::string, HostTensor>>();
+  for (int b = 0; b < train.buffers_size(); ++b) {
+    const auto &buffer = train.buffers(b);
+    if (buffer.role() != plan::STATE || buffer.kind() != plan::KIND_PARAM)
+      continue;
+    HostTensor &t = (*trained)[buffer.name()];
+    t.dtype = buffer.dtype();
+    t.shape.assign(buffer.shape().begin(), buffer.shape().end());
+    t.bytes.resize(buffer.bytes());
+    if (Status st = session_->readBuffer(b, t.bytes.data()); !st.ok())
+      return st;
+  }
+  return ParamSource([trained, train](const plan::Plan &plan, const plan::Variant &inference) {
+    return inferenceParams(plan, inference, train, *trained);
+  });
+}
+
 std::vector<Fp8Health> Trainer::fp8Health() {
   std::vector<Fp8Health> health;
   const auto &v = session_->variant();

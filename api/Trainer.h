@@ -64,6 +64,10 @@ public:
   /// Restores DIR's latest checkpoint (verified against this plan's state) and its step count.
   Result<int64_t> resume(const std::string &dir);
 
+  /// The params as they are now, for a Session that infers with them (SessionOptions::params): a snapshot,
+  /// taken now; a session opened after more steps needs another.
+  Result<ParamSource> currentParams();
+
   /// Every FP8-quantized tensor's health; the saturated/flushed shares need options.fp8Stats.
   std::vector<Fp8Health> fp8Health();
 

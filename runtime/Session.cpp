@@ -132,7 +132,11 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
     cudaOptions.quantizeStats = options.fp8Stats;
     cudaOptions.allowTf32 = options.allowTf32;
     auto cuda = createCudaBackend(cudaOptions);
-    Status failed = cuda.ok() ? (*cuda)->prepare(p.variants(session->choice.index), session->file->data()) : cuda.error();
+    const auto &variant = p.variants(session->choice.index);
+    auto data = session->dataFor(variant, options);
+    if (!data.ok())
+      return data.error();
+    Status failed = cuda.ok() ? (*cuda)->prepare(variant, *data) : cuda.error();
     if (failed.ok()) {
       session->backend = cuda.take();
     } else {
@@ -144,8 +148,11 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
   }
   const auto &variant = p.variants(session->choice.index);
   if (!session->backend) {
+    auto data = session->dataFor(variant, options);
+    if (!data.ok())
+      return data.error();
     session->backend = createCpuBackend(options.threads, options.fp8Stats);
-    if (Status s = session->backend->prepare(variant, session->file->data()); !s.ok())
+    if (Status s = session->backend->prepare(variant, *data); !s.ok())
       return Status::error(path + ": variant " + variant.target() + ": " + s.message());
   }
   auto describe = [&](const std::string &name, int buffer) {
@@ -166,6 +173,32 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
   for (int i = 0; i < variant.outputs_size(); ++i)
     session->outputInfo.push_back(describe(outputNames.Get(i), variant.outputs(i)));
   return session;
+}
+
+Result<const char *> Session::dataFor(const plan::Variant &variant, const SessionOptions &options) {
+  if (!options.params)
+    return file->data();
+  auto params = options.params(file->plan(), variant);
+  if (!params.ok())
+    return params.error();
+  const size_t bytes = (static_cast<size_t>(file->dataSize()) + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
+  ownedData.reset(static_cast<char *>(std::aligned_alloc(kPlanAlignment, std::max<size_t>(bytes, kPlanAlignment))));
+  if (!ownedData)
+    return Status::error(file->path() + ": cannot allocate " + std::to_string(bytes) + " bytes for the params");
+  std::memcpy(ownedData.get(), file->data(), file->dataSize());
+  for (const auto &[name, values] : *params) {
+    const plan::Buffer *param = nullptr;
+    for (const auto &b : variant.buffers())
+      if (b.role() == plan::PARAM && b.name() == name)
+        param = &b;
+    if (!param)
+      return Status::error(file->path() + ": variant " + variant.target() + " has no param '" + name + "'");
+    if (static_cast<int64_t>(values.size()) != param->bytes())
+      return Status::error(file->path() + ": param '" + name + "' takes " + std::to_string(param->bytes()) +
+                           " bytes, got " + std::to_string(values.size()));
+    std::memcpy(ownedData.get() + param->offset(), values.data(), values.size());
+  }
+  return static_cast<const char *>(ownedData.get());
 }
 
 Status Session::setInput(size_t index, const void *data, int64_t bytes) {

@@ -8,6 +8,9 @@
 #include "runtime/Device.h"
 #include "runtime/PlanFile.h"
 
+#include <cstdlib>
+#include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -23,6 +26,12 @@ struct TensorInfo {
   int buffer = -1;
 };
 
+/// Values that replace a variant's params (trained weights): by param buffer name, each exactly the buffer's
+/// bytes in its dtype and layout. Asked with the variant the session chose, before the backend prepares it
+/// (which lays constant weights out once); a param it does not name keeps the plan's value.
+using ParamSource =
+    std::function<Result<std::map<std::string, std::string>>(const plan::Plan &, const plan::Variant &)>;
+
 struct SessionOptions {
   /// A variant's target ("cpu", "sm_90", ...); empty picks the best one this machine runs.
   std::string variant;
@@ -36,6 +45,8 @@ struct SessionOptions {
   bool fp8Stats = false;
   /// FP32 GEMMs on the GPU may use TF32 tensor cores (`--tf32`); off, they stay full FP32.
   bool allowTf32 = false;
+  /// Where the params come from when not from the plan (a checkpoint, a trainer's current weights).
+  ParamSource params;
 };
 
 /// Which variant of `plan` to run here, on which backend ("cpu" or "cuda"), and why; an error when
@@ -104,8 +115,19 @@ public:
   /// One line: which variant and backend run, and why.
   const std::string &selectionReason() const { return choice.reason; }
 
+  /// Where the params came from: "plan" (as compiled), or what the ParamSource's caller says (setWeightsSource).
+  const std::string &weightsSource() const { return weights; }
+  void setWeightsSource(std::string source) { weights = std::move(source); }
+
 private:
+  /// The data section the backend prepares `variant` from: the plan's, or a copy with options.params's
+  /// values in place of the plan's.
+  Result<const char *> dataFor(const plan::Variant &variant, const SessionOptions &options);
+
   std::unique_ptr<PlanFile> file;
+  /// The copy dataFor made (64-byte aligned, as the mapped section); outlives the backend, which reads it.
+  std::unique_ptr<char, decltype(&std::free)> ownedData{nullptr, &std::free};
+  std::string weights = "plan";
   std::unique_ptr<Backend> backend;
   VariantChoice choice;
   std::vector<TensorInfo> inputInfo, outputInfo;

@@ -1,6 +1,7 @@
 // tec._tec: the nanobind layer over api/ that the `tec` package (python/tec/__init__.py) wraps. Arrays
 // cross as NumPy arrays (C-contiguous, the tensor's dtype); the GIL is released while a plan compiles,
 // runs or trains.
+#include "api/Checkpoint.h"
 #include "api/Compile.h"
 #include "api/Export.h"
 #include "api/Inspect.h"
@@ -86,6 +87,22 @@ SessionOptions sessionOptions(const std::string &device, int threads, bool fp8St
   o.threads = threads;
   o.fp8Stats = fp8Stats;
   return o;
+}
+
+/// An inference session on `plan` with the params `params` gives (none: the plan's), its weights said.
+std::unique_ptr<Session> openSession(const std::string &plan, const std::string &device, int threads,
+                                     ParamSource params, const std::string &weights) {
+  SessionOptions options = sessionOptions(device, threads, false);
+  options.params = std::move(params);
+  std::optional<Result<std::unique_ptr<Session>>> s;
+  {
+    nb::gil_scoped_release release;
+    s.emplace(Session::open(plan, options));
+  }
+  if (!s->ok())
+    raise(s->error(), "bad_input");
+  (**s)->setWeightsSource(weights);
+  return s->take();
 }
 
 } // namespace
@@ -183,13 +200,25 @@ NB_MODULE(_tec, m) {
   nb::class_<Session>(m, "Session")
       .def_static(
           "open",
-          [](const std::string &plan, const std::string &device, int threads) {
-            auto s = Session::open(plan, sessionOptions(device, threads, false));
-            if (!s.ok())
-              raise(s.error(), "bad_input");
-            return s.take();
+          [](const std::string &plan, const std::string &device, int threads, const std::string &checkpoint) {
+            if (checkpoint.empty())
+              return openSession(plan, device, threads, nullptr, "plan");
+            std::string folder; // DIR/step-N, once read
+            auto s = openSession(plan, device, threads, checkpointParams(checkpoint, &folder), "");
+            s->setWeightsSource("checkpoint " + folder);
+            return s;
           },
-          nb::arg("plan"), nb::arg("device"), nb::arg("threads"))
+          nb::arg("plan"), nb::arg("device"), nb::arg("threads"), nb::arg("checkpoint") = "")
+      .def_static(
+          "open_with_trainer",
+          [](const std::string &plan, const std::string &device, int threads, Trainer &trainer) {
+            auto params = trainer.currentParams();
+            if (!params.ok())
+              raise(params.error());
+            return openSession(plan, device, threads, *params, "trainer step " + std::to_string(trainer.steps()));
+          },
+          nb::arg("plan"), nb::arg("device"), nb::arg("threads"), nb::arg("trainer"))
+      .def("weights", [](Session &s) { return s.weightsSource(); })
       .def("inputs", [](Session &s) { return tensorList(s.inputs()); })
       .def("outputs", [](Session &s) { return tensorList(s.outputs()); })
       .def("set_input", [](Session &s, size_t index, const HostArray &a) { bindInput(s, index, a); })

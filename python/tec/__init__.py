@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import tempfile
+import warnings
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -215,13 +216,31 @@ def _bind(native, infos, values: dict, prefix=""):
 
 
 class Session:
-    """Runs a plan's inference variant: `run({"x": array})` returns the outputs by name as NumPy arrays."""
+    """Runs a plan's inference variant: `run({"x": array})` returns the outputs by name as NumPy arrays.
 
-    def __init__(self, plan, device: str = "auto", threads: int = 0):
+    The weights are the plan's as compiled, or with `checkpoint="DIR"` those of DIR's latest checkpoint (what
+    `trainer.save(DIR)` or `tec train --checkpoint-dir DIR` wrote); `Trainer.session()` gives one with a
+    trainer's current weights. `weights` says which. Opening a plan that trains without a checkpoint warns:
+    its weights are the untrained ones."""
+
+    def __init__(self, plan, device: str = "auto", threads: int = 0, checkpoint: Optional[str] = None, *,
+                 _trainer=None):
         self.plan = plan if isinstance(plan, Plan) else load(plan)  # kept alive with the session
-        self._native = _tec.Session.open(self.plan.path, device, threads)
+        if _trainer is not None:
+            self._native = _tec.Session.open_with_trainer(self.plan.path, device, threads, _trainer._native)
+        else:
+            self._native = _tec.Session.open(self.plan.path, device, threads,
+                                             os.fspath(checkpoint) if checkpoint is not None else "")
+            if checkpoint is None and any(v["kind"] == "train" for v in self.plan.variants()):
+                warnings.warn("tec.Session runs this plan's weights as compiled, untrained: pass checkpoint=DIR "
+                              "for a checkpoint's, or use trainer.session() / trainer.predict()", stacklevel=2)
         self._inputs = self._native.inputs()
         self._outputs = self._native.outputs()
+
+    @property
+    def weights(self) -> str:
+        """Where the weights come from: "plan" (as compiled), "checkpoint DIR/step-N" or "trainer step N"."""
+        return self._native.weights()
 
     @property
     def selection_reason(self) -> str:
@@ -256,6 +275,8 @@ class Trainer:
         self.plan = plan if isinstance(plan, Plan) else load(plan)
         self._native = _tec.Trainer.open(self.plan.path, device, threads, fp8_stats)
         self._inputs = self._native.inputs()
+        self._device, self._threads = device, threads
+        self._predictor = None  # (steps, Session) of predict()
 
     @property
     def steps(self) -> int:
@@ -279,6 +300,19 @@ class Trainer:
         _bind(self._native, self._inputs, targets, prefix="target:")
         return self._native.step()
 
+    def session(self, device: Optional[str] = None, threads: Optional[int] = None) -> "Session":
+        """An inference Session with the weights as trained so far (a snapshot: after more steps, ask again).
+        Device and threads default to the trainer's."""
+        return Session(self.plan, device if device is not None else self._device,
+                       threads if threads is not None else self._threads, _trainer=self)
+
+    def predict(self, inputs: dict) -> dict:
+        """The model's outputs on `inputs` with the weights as trained so far (the inference variant; a session
+        made once per step count and reused)."""
+        if self._predictor is None or self._predictor[0] != self.steps:
+            self._predictor = (self.steps, self.session())
+        return self._predictor[1].run(inputs)
+
     def save(self, directory: str) -> None:
         """A checkpoint in DIR/step-N (atomically; DIR/latest points at it)."""
         os.makedirs(directory, exist_ok=True)
@@ -286,6 +320,7 @@ class Trainer:
 
     def resume(self, directory: str) -> int:
         """Restores DIR's latest checkpoint; returns its step."""
+        self._predictor = None
         return self._native.resume(os.fspath(directory))
 
     def fp8_report(self) -> List[dict]:

@@ -1,6 +1,7 @@
 // tec run plan.tecplan: run a plan, print a performance summary (trtexec-style), write the outputs.
 #include "Cli.h"
 
+#include "api/Checkpoint.h"
 #include "api/Compile.h"
 #include "api/TensorFiles.h"
 #include "kernels/cpu/Blas.h"
@@ -37,6 +38,11 @@ cl::opt<std::string> variantName("variant", cl::desc("run this variant (a target
 cl::opt<bool> profile("profile", cl::desc("print each step's mean time (like trtexec --dumpProfile)"),
                       cl::sub(runSubcommand()), cl::cat(category()));
 
+cl::opt<std::string> runCheckpoint("checkpoint",
+                                   cl::desc("run with the trained weights of DIR's latest checkpoint (tec train "
+                                            "--checkpoint-dir), not the plan's own"),
+                                   cl::value_desc("DIR"), cl::sub(runSubcommand()), cl::cat(category()));
+
 cl::opt<uint64_t> seed("seed", cl::desc("seed of the random inputs"), cl::init(0), cl::sub(runSubcommand()), cl::cat(category()));
 
 cl::opt<std::string> jsonReport("json", cl::desc("also write the performance summary as JSON"), cl::value_desc("file"),
@@ -50,12 +56,25 @@ double percentile(std::vector<double> sorted, double p) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo);
 }
 
+/// Where the weights come from, said so that a plan's initial weights are never taken for trained ones.
+std::string weightsLine(const tec::plan::Plan &plan, const std::string &checkpointFolder) {
+  if (!checkpointFolder.empty())
+    return "trained, from " + checkpointFolder;
+  for (const auto &v : plan.variants())
+    if (v.kind() == "train")
+      return "as compiled, untrained (the plan trains: --checkpoint DIR runs a checkpoint's weights)";
+  return "as compiled";
+}
+
 int run() {
   tec::SessionOptions options;
   options.device = device;
   options.allowTf32 = allowTf32;
   options.variant = variantName;
   options.threads = threads;
+  std::string checkpointFolder;
+  if (!runCheckpoint.empty())
+    options.params = tec::checkpointParams(runCheckpoint, &checkpointFolder);
   auto session = tec::Session::open(runPlan, options);
   if (!session.ok()) {
     llvm::errs() << "error: " << session.error().message() << "\n";
@@ -65,6 +84,7 @@ int run() {
   if (int code = refuseOverwrite("--json", jsonReport, runPlan))
     return code;
   llvm::outs() << "tec run: " << s.selectionReason() << "\n";
+  llvm::outs() << "  weights: " << weightsLine(s.plan(), checkpointFolder) << "\n";
   if (s.backendName() == "cpu" && tec::kernels::cpu::blas().loaded)
     llvm::outs() << "  blas: " << tec::kernels::cpu::blas().config << "\n";
   if (int code = bindInputs(s, runInputs, seed); code)
