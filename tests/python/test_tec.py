@@ -86,6 +86,63 @@ def test_three_training_steps_and_a_resume_equal_the_cli(tmp_path, data):
         np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
 
 
+def test_inference_after_training_runs_the_trained_weights(tmp_path, data):
+    """trainer.predict, trainer.session(), Session(checkpoint=) and `tec run --checkpoint` all run the
+    trained weights: equal to ONNX Runtime on the exported trained model, and to one another bit for bit."""
+    ort = pytest.importorskip("onnxruntime")
+    _, x, y = data
+    plan_path = str(tmp_path / "train.tecplan")
+    plan = tec.compile(MLP, targets=["cpu"], train=train_options(), output=plan_path)
+    trainer = tec.Trainer(plan, device="cpu")
+    for i in range(3):
+        trainer.step({"x": x[i * 64:(i + 1) * 64]}, {"y": y[i * 64:(i + 1) * 64]})
+    trainer.save(str(tmp_path / "ckpt"))
+    trainer.export(str(tmp_path / "trained.onnx"))
+    batch = x[64:128]
+    want = ort.InferenceSession(str(tmp_path / "trained.onnx")).run(None, {"x": batch})[0]
+    predicted = trainer.predict({"x": batch})["y"]
+    np.testing.assert_allclose(predicted, want, rtol=1e-5, atol=1e-5)
+    from_session = trainer.session(device="cpu")
+    assert from_session.weights == "trainer step 3"
+    np.testing.assert_array_equal(from_session.run({"x": batch})["y"], predicted)
+    from_checkpoint = tec.Session(plan, device="cpu", checkpoint=str(tmp_path / "ckpt"))
+    assert from_checkpoint.weights == f"checkpoint {tmp_path / 'ckpt'}/step-3"
+    np.testing.assert_array_equal(from_checkpoint.run({"x": batch})["y"], predicted)
+    np.save(tmp_path / "batch.npy", batch)
+    out = cli("run", plan_path, "--checkpoint", str(tmp_path / "ckpt"), "--input", f"x={tmp_path / 'batch.npy'}",
+              "--iterations", "1", "--output-dir", str(tmp_path / "out"))
+    assert f"weights: trained, from {tmp_path / 'ckpt'}/step-3" in out
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "y.npy"), predicted)
+    # The plan's own weights are the untrained ones, and say so.
+    with pytest.warns(UserWarning, match="untrained"):
+        untrained = tec.Session(plan, device="cpu")
+    assert untrained.weights == "plan"
+    assert np.abs(untrained.run({"x": batch})["y"] - want).max() > 1e-3
+    assert "weights: as compiled, untrained" in cli("run", plan_path, "--iterations", "1")
+    # A later step: predict follows the trainer.
+    trainer.step({"x": x[:64]}, {"y": y[:64]})
+    assert not np.array_equal(trainer.predict({"x": batch})["y"], predicted)
+
+
+def test_a_checkpoint_that_does_not_fit_is_refused(tmp_path, data):
+    _, x, y = data
+    with pytest.raises(tec.BadInputError, match="nothing: no checkpoint folder"):
+        tec.Session(tec.compile(MLP, targets=["cpu"], train=train_options()), device="cpu",
+                    checkpoint=str(tmp_path / "nothing"))
+    with pytest.raises(tec.BadInputError, match="no train variant"):
+        tec.Session(tec.compile(MLP, targets=["cpu"]), device="cpu", checkpoint=str(tmp_path / "nothing"))
+    # A checkpoint of another training setup (SGD: no moments) does not fit an AdamW plan.
+    sgd = tec.Trainer(tec.compile(MLP, targets=["cpu"], train=tec.TrainOptions(optimizer="sgd")), device="cpu")
+    sgd.step({"x": x[:64]}, {"y": y[:64]})
+    sgd.save(str(tmp_path / "sgd"))
+    with pytest.raises(tec.BadInputError, match="does not fit"):
+        tec.Session(tec.compile(MLP, targets=["cpu"], train=train_options()), device="cpu",
+                    checkpoint=str(tmp_path / "sgd"))
+    result = subprocess.run([TEC, "run", "--checkpoint", str(tmp_path / "nothing"),
+                             str(tmp_path / "none.tecplan")], capture_output=True, text=True)
+    assert result.returncode == 2 and "error:" in result.stderr
+
+
 def test_export_writes_the_trained_weights(tmp_path, data):
     _, x, y = data
     trainer = tec.Trainer(tec.compile(MLP, targets=["cpu"], train=train_options()), device="cpu")
