@@ -2,6 +2,7 @@
 #include "runtime/Steps.h"
 
 #include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/ThreadPool.h"
 
 #include <cstring>
 
@@ -112,7 +113,28 @@ Result<VariantChoice> chooseVariant(const plan::Plan &plan, const GpuOffer &gpu,
   return VariantChoice{cpu, "cpu", "variant cpu on the cpu backend: " + noGpu};
 }
 
-Result<std::unique_ptr<Session>> Session::open(const std::string &path, const SessionOptions &options) {
+Result<std::string> normalizeDevice(const std::string &device) {
+  if (device == "auto" || device == "cpu" || device == "cuda")
+    return device;
+  if (device == "cuda:0") // PyTorch's spelling of the first GPU
+    return std::string("cuda");
+  if (device.rfind("cuda:", 0) == 0)
+    return Status::error("device '" + device + "': tec runs on the first GPU it sees (cuda or cuda:0); choose "
+                         "another with CUDA_VISIBLE_DEVICES");
+  return Status::error("device '" + device + "': expected auto, cpu, cuda or cuda:0");
+}
+
+Result<std::unique_ptr<Session>> Session::open(const std::string &path, const SessionOptions &requested) {
+  auto device = normalizeDevice(requested.device);
+  if (!device.ok())
+    return device.error();
+  // More threads than cores only make them wait for each other: 8 per CPU is past any sensible choice.
+  const int cpus = kernels::cpu::availableCpus(), most = std::min(kMaxThreads, std::max(8, 8 * cpus));
+  if (requested.threads < 0 || requested.threads > most)
+    return Status::error("threads " + std::to_string(requested.threads) + ": expected 0 (the " + std::to_string(cpus) +
+                         " CPUs this process may use) to " + std::to_string(most) + " (8 per CPU)");
+  SessionOptions options = requested;
+  options.device = *device;
   auto file = PlanFile::open(path);
   if (!file.ok())
     return file.error();

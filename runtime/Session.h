@@ -49,6 +49,13 @@ struct SessionOptions {
   ParamSource params;
 };
 
+/// The most CPU threads a session takes.
+inline constexpr int kMaxThreads = 4096;
+
+/// `device` as the session reads it: "auto", "cpu" or "cuda" ("cuda:0", PyTorch's name for the first GPU, is
+/// "cuda"); anything else is an error naming the allowed values.
+Result<std::string> normalizeDevice(const std::string &device);
+
 /// Which variant of `plan` to run here, on which backend ("cpu" or "cuda"), and why; an error when
 /// none can run.
 struct VariantChoice {

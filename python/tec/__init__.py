@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-__all__ = ["Error", "BadModelError", "UnsupportedError", "BadInputError", "TrainOptions", "Plan", "Session",
+__all__ = ["Error", "BadModelError", "UnsupportedError", "BadInputError", "TrainOptions", "Plan", "NodeArg", "Session",
            "Trainer", "compile", "load", "doctor", "from_torch"]
 
 
@@ -176,17 +176,26 @@ _DEVICE_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i32":
 _DTYPES = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
 
 
-def _host_array(value, info):
+def _label(name: str) -> str:
+    """How messages name a plan input: "input 'x'", or "target 'y'" for a training step's "target:y"."""
+    return f"target '{name[len('target:'):]}'" if name.startswith("target:") else f"input '{name}'"
+
+
+def _host_array(value, info, cast: bool):
     """`value` as a C-contiguous CPU array of the tensor's dtype and shape: NumPy arrays and DLPack tensors
-    (PyTorch's) already so are passed where they lie; others are converted."""
+    (PyTorch's) already so are passed where they lie. An array of another dtype is refused unless `cast`;
+    Python lists and scalars, which have none of their own, are converted."""
     want = _DTYPES.get(info["dtype"])
     if want is None:
-        raise BadInputError(f"input '{info['name']}': tec takes it as {info['dtype']}, which NumPy has no type for")
+        raise BadInputError(f"{_label(info['name'])}: tec takes it as {info['dtype']}, which NumPy has no type for")
     if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack__"):
         value = np.from_dlpack(value.detach() if hasattr(value, "detach") else value)
+    if isinstance(value, np.ndarray) and value.dtype != want and not cast:
+        raise BadInputError(f"{_label(info['name'])}: expected {np.dtype(want).name}, got {value.dtype.name} "
+                            f"(convert it, or pass cast=True)")
     array = np.ascontiguousarray(value, dtype=want)
     if list(array.shape) != list(info["shape"]):
-        raise BadInputError(f"input '{info['name']}': expected shape {list(info['shape'])}, got {list(array.shape)}")
+        raise BadInputError(f"{_label(info['name'])}: expected shape {list(info['shape'])}, got {list(array.shape)}")
     return array
 
 
@@ -195,7 +204,7 @@ def _on_cuda(value) -> bool:
     return hasattr(value, "__dlpack_device__") and value.__dlpack_device__()[0] == 2
 
 
-def _bind(native, infos, values: dict, prefix=""):
+def _bind(native, infos, values: dict, prefix="", cast=False):
     by_name = {info["name"]: (i, info) for i, info in enumerate(infos) if not info["name"].startswith("loss-weight:")}
     for name, value in values.items():
         key = prefix + name
@@ -208,11 +217,23 @@ def _bind(native, infos, values: dict, prefix=""):
             # Device memory is copied as it is: the plan's own dtype (a bf16 input takes bf16) and shape.
             dtype = str(getattr(value, "dtype", "")).replace("torch.", "")
             if _DEVICE_DTYPES.get(info["dtype"]) != dtype or list(value.shape) != list(info["shape"]):
-                raise BadInputError(f"input '{name}': expected a {_DEVICE_DTYPES.get(info['dtype'])} tensor shaped "
+                raise BadInputError(f"{_label(key)}: expected a {_DEVICE_DTYPES.get(info['dtype'])} tensor shaped "
                                     f"{list(info['shape'])}, got {dtype} {list(value.shape)}")
             native.set_input_device(index, value.contiguous() if hasattr(value, "contiguous") else value)
         else:
-            native.set_input(index, _host_array(value.cpu() if _on_cuda(value) else value, info))
+            native.set_input(index, _host_array(value.cpu() if _on_cuda(value) else value, info, cast))
+
+
+_ONNX_TYPES = {"f32": "tensor(float)", "f16": "tensor(float16)", "bf16": "tensor(bfloat16)", "i32": "tensor(int32)",
+               "i64": "tensor(int64)", "bool": "tensor(bool)"}
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeArg:
+    """An input or output as ONNX Runtime's NodeArg describes it."""
+    name: str
+    shape: List[int]
+    type: str
 
 
 class Session:
@@ -247,17 +268,41 @@ class Session:
         """Which variant and backend run, and why (one line, as `tec run` prints it)."""
         return self._native.selection_reason()
 
-    def run(self, inputs: dict, outputs: str = "numpy") -> dict:
-        """Runs the plan on `inputs` (by name). outputs="numpy": copies as NumPy arrays; "device": on the CUDA
-        backend, DLPack tensors where the outputs lie on the GPU (torch.from_dlpack takes them without a
-        copy), valid until the next run."""
+    def get_inputs(self) -> List["NodeArg"]:
+        """The plan's inputs as ONNX Runtime describes them: name, shape, type ("tensor(float)")."""
+        return [NodeArg(i["name"], list(i["shape"]), _ONNX_TYPES[i["dtype"]]) for i in self._inputs]
+
+    def get_outputs(self) -> List["NodeArg"]:
+        """The plan's outputs, as get_inputs."""
+        return [NodeArg(o["name"], list(o["shape"]), _ONNX_TYPES[o["dtype"]]) for o in self._outputs]
+
+    def run(self, inputs, feed: Optional[dict] = None, outputs: str = "numpy", cast: bool = False):
+        """Runs the plan on `inputs` (a dict by input name) and returns the outputs as a dict by name.
+        ONNX Runtime's form works too: `run(output_names, feed)` (names, or None for all) returns a list in
+        that order. An array of another dtype than the input's is refused unless `cast=True`.
+        outputs="numpy": copies as NumPy arrays; "device": on the CUDA backend, DLPack tensors where the
+        outputs lie on the GPU (torch.from_dlpack takes them without a copy), valid until the next run."""
+        names = None
+        if feed is not None or not isinstance(inputs, dict):  # ONNX Runtime's run(output_names, input_feed)
+            if not isinstance(feed, dict):
+                raise BadInputError("run: expected run({name: array}) or ONNX Runtime's run(output_names, {name: array})")
+            names = [o["name"] for o in self._outputs] if inputs is None else list(inputs)
+            unknown = [n for n in names if n not in {o["name"] for o in self._outputs}]
+            if unknown:
+                raise BadInputError(f"output_names: {', '.join(map(repr, unknown))} not an output of the plan (it has: "
+                                    f"{', '.join(o['name'] for o in self._outputs)})")
+            inputs = feed
         missing = [i["name"] for i in self._inputs if i["name"] not in inputs]
         if missing:
             raise BadInputError(f"missing inputs: {', '.join(missing)}")
         if outputs not in ("numpy", "device"):
             raise BadInputError(f"outputs={outputs!r}: expected 'numpy' or 'device'")
-        _bind(self._native, self._inputs, inputs)
+        _bind(self._native, self._inputs, inputs, cast=cast)
         self._native.run()
+        result = self._collect(outputs)
+        return result if names is None else [result[n] for n in names]
+
+    def _collect(self, outputs: str) -> dict:
         if outputs == "device":
             views = {o["name"]: self._native.output_device(i) for i, o in enumerate(self._outputs)}
             if any(v is None for v in views.values()):
@@ -280,6 +325,7 @@ class Trainer:
 
     @property
     def steps(self) -> int:
+        """Training steps taken, counting those of a resumed checkpoint."""
         return self._native.steps()
 
     @property
@@ -287,17 +333,18 @@ class Trainer:
         """Which variant and backend train, and why (one line, as `tec train` prints it)."""
         return self._native.selection_reason()
 
-    def step(self, inputs: dict, targets: dict) -> float:
-        """One step on `inputs` against `targets`; a multi-output model trains on the outputs given a target
-        (at least one) and ignores the others."""
+    def step(self, inputs: dict, targets: dict, cast: bool = False) -> float:
+        """One training step on `inputs` against `targets` (dicts by the model's input and output names); returns
+        the loss. A multi-output model trains on the outputs given a target (at least one) and ignores the
+        others. Arrays of another dtype than the plan's are refused unless `cast=True`."""
         missing = [i["name"] for i in self._inputs if not i["name"].startswith(("target:", "loss-weight:")) and
                    i["name"] not in inputs]
         if missing:
             raise BadInputError(f"missing inputs: {', '.join(missing)}")
         if set(targets) != set(self._native.trained_outputs()):
             self._native.train_on(list(targets))
-        _bind(self._native, self._inputs, inputs)
-        _bind(self._native, self._inputs, targets, prefix="target:")
+        _bind(self._native, self._inputs, inputs, cast=cast)
+        _bind(self._native, self._inputs, targets, prefix="target:", cast=cast)
         return self._native.step()
 
     def session(self, device: Optional[str] = None, threads: Optional[int] = None) -> "Session":

@@ -143,6 +143,37 @@ def test_a_checkpoint_that_does_not_fit_is_refused(tmp_path, data):
     assert result.returncode == 2 and "error:" in result.stderr
 
 
+def test_arguments_are_strict_and_familiar(tmp_path, data):
+    _, x, y = data
+    plan = tec.compile(MLP, targets=["cpu"])
+    for device in ("bogus", "gpu", "CUDA", "cpu:0"):
+        with pytest.raises(tec.BadInputError, match=f"device '{device}': expected auto, cpu, cuda or cuda:0"):
+            tec.Session(plan, device=device)
+    with pytest.raises(tec.BadInputError, match="tec runs on the first GPU"):
+        tec.Session(plan, device="cuda:1")
+    for threads in (-1, 100000):
+        with pytest.raises(tec.BadInputError, match=f"threads {threads}: expected 0"):
+            tec.Session(plan, device="cpu", threads=threads)
+    session = tec.Session(plan, device="cpu", threads=1)
+    batch = x[:64]
+    with pytest.raises(tec.BadInputError, match="input 'x': expected float32, got float64"):
+        session.run({"x": batch.astype(np.float64)})
+    cast = session.run({"x": batch.astype(np.float64)}, cast=True)["y"]
+    np.testing.assert_array_equal(cast, session.run({"x": batch})["y"])
+    # ONNX Runtime's forms: run(output_names, feed) as a list; get_inputs()/get_outputs() as NodeArgs.
+    (first,) = session.run(None, {"x": batch})
+    np.testing.assert_array_equal(first, cast)
+    assert [a.name for a in session.get_inputs()] == ["x"] and session.get_inputs()[0].shape == [64, 256]
+    assert session.get_outputs()[0].type == "tensor(float)"
+    with pytest.raises(tec.BadInputError, match="'z' not an output"):
+        session.run(["z"], {"x": batch})
+    # A training step's targets are named as the user names them, never with tec's internal prefix.
+    trainer = tec.Trainer(tec.compile(MLP, targets=["cpu"], train=train_options()), device="cpu")
+    with pytest.raises(tec.BadInputError) as wrong:
+        trainer.step({"x": batch}, {"y": y[:64].astype(np.float64)})
+    assert "target 'y': expected float32, got float64" in str(wrong.value) and "target:" not in str(wrong.value)
+
+
 def test_export_writes_the_trained_weights(tmp_path, data):
     _, x, y = data
     trainer = tec.Trainer(tec.compile(MLP, targets=["cpu"], train=train_options()), device="cpu")
