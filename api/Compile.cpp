@@ -290,7 +290,7 @@ ApiError toApiError(llvm::Error error) {
       std::move(error),
       [&](const ImportError &e) {
         result = {e.getKind() == ImportErrorKind::Unsupported ? ErrorKind::Unsupported : ErrorKind::BadModel,
-                  e.getMessage()};
+                  e.getMessage(), e.getOperators()};
       },
       [&](const llvm::ErrorInfoBase &e) { result.message = e.message(); });
   return result;

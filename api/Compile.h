@@ -59,6 +59,8 @@ enum class ErrorKind { BadModel, Unsupported, BadInput, Internal };
 struct ApiError {
   ErrorKind kind;
   std::string message;
+  /// Unsupported: (node name, operator) of each node the model cannot compile for, where known.
+  std::vector<std::pair<std::string, std::string>> operators = {};
 };
 
 /// An option outside its range, as the CLI says it ("--lr nan: expected a value in [0, 3.4e+38]"); empty

@@ -532,18 +532,22 @@ Error GraphImporter::checkOpsetAndOps() {
     }
   }
   std::string list;
-  int count = 0;
+  ImportError::Operators operators;
   for (const auto &[i, node] : llvm::enumerate(graph.node())) {
     bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
     if (defaultDomain && importers().contains(node.op_type()))
       continue;
-    ++count;
     std::string name = node.name().empty() ? "#" + std::to_string(i) : node.name();
-    list += "\n  node '" + name + "'  op " + (defaultDomain ? "" : node.domain() + ".") + node.op_type();
+    std::string op = (defaultDomain ? "" : node.domain() + ".") + node.op_type();
+    list += "\n  node '" + name + "'  op " + op;
+    operators.emplace_back(escapeControl(name), escapeControl(op));
   }
-  if (count)
-    return unsupported(llvm::Twine(count) + " unsupported operator" + (count == 1 ? "" : "s") + " (opset " +
-                       llvm::Twine(opset) + "):" + list);
+  if (!operators.empty())
+    return llvm::make_error<ImportError>(
+        ImportErrorKind::Unsupported,
+        escapeControl(path + ": " + std::to_string(operators.size()) + " unsupported operator" +
+                      (operators.size() == 1 ? "" : "s") + " (opset " + std::to_string(opset) + "):" + list),
+        std::move(operators));
   if (opset == 0)
     return invalid("model imports no opset of the default ONNX domain");
   return Error::success();
@@ -3586,6 +3590,7 @@ Error GraphImporter::run() {
   // Every node tec cannot import (an operator's form or element type it lacks) is reported at once, as
   // unsupported operators are: nodes that read what one of them would have made are skipped, not reported.
   std::vector<std::string> unsupportedNodes;
+  ImportError::Operators unsupportedOperators;
   llvm::StringSet<> skipped;
   for (const auto &node : graph.node()) {
     if (llvm::any_of(node.input(), [&](const std::string &in) { return skipped.contains(in); })) {
@@ -3605,13 +3610,20 @@ Error GraphImporter::run() {
       continue;
     const std::string prefix = escapeControl(path + ": ");
     unsupportedNodes.push_back(llvm::StringRef(message).starts_with(prefix) ? message.substr(prefix.size()) : message);
+    const size_t index = nodeIndex.lookup(&node);
+    unsupportedOperators.emplace_back(escapeControl(node.name().empty() ? "#" + std::to_string(index) : node.name()),
+                                      escapeControl(node.op_type()));
     skipped.insert(node.output().begin(), node.output().end());
   }
-  if (unsupportedNodes.size() == 1)
-    return unsupported(unsupportedNodes.front());
   if (!unsupportedNodes.empty())
-    return unsupported(llvm::Twine(unsupportedNodes.size()) + " nodes tec cannot import:\n  " +
-                       llvm::join(unsupportedNodes, "\n  "));
+    return llvm::make_error<ImportError>(
+        ImportErrorKind::Unsupported,
+        escapeControl(path + ": " +
+                      (unsupportedNodes.size() == 1 ? unsupportedNodes.front()
+                                                    : std::to_string(unsupportedNodes.size()) +
+                                                          " nodes tec cannot import:\n  " +
+                                                          llvm::join(unsupportedNodes, "\n  "))),
+        std::move(unsupportedOperators));
 
   llvm::SmallVector<Value> results;
   for (const auto &o : graph.output()) {

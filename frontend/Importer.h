@@ -21,15 +21,20 @@ enum class ImportErrorKind { Invalid, Unsupported };
 class ImportError : public llvm::ErrorInfo<ImportError> {
 public:
   static char ID;
-  ImportError(ImportErrorKind kind, std::string message) : kind(kind), message(std::move(message)) {}
+  /// (node name, operator) for each node an Unsupported error is about, where it names them.
+  using Operators = std::vector<std::pair<std::string, std::string>>;
+  ImportError(ImportErrorKind kind, std::string message, Operators operators = {})
+      : kind(kind), message(std::move(message)), operators(std::move(operators)) {}
   void log(llvm::raw_ostream &os) const override { os << message; }
   std::error_code convertToErrorCode() const override { return llvm::inconvertibleErrorCode(); }
   ImportErrorKind getKind() const { return kind; }
   const std::string &getMessage() const { return message; }
+  const Operators &getOperators() const { return operators; }
 
 private:
   ImportErrorKind kind;
   std::string message;
+  Operators operators;
 };
 
 struct ImportOptions {

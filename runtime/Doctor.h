@@ -7,14 +7,23 @@
 #include "runtime/Status.h"
 
 #include <string>
+#include <vector>
 
 namespace tec {
 
 /// "1.5 MiB": bytes in the largest unit that keeps the number at least 1.
 std::string formatBytes(double bytes);
 
-/// The report, one fact per line; with `planPath`, also the variant it would run (an error for a plan
+/// One fact of the report: what ("GPU", "CPU BLAS", ...) and its value; an empty key adds a note to the fact
+/// before it.
+struct DoctorFact {
+  std::string key, value;
+};
+
+/// The facts, in the report's order; with `planPath`, also the variant it would run (an error for a plan
 /// that cannot be opened or has no variant for this machine).
+Result<std::vector<DoctorFact>> doctorFacts(const std::string &planPath = "");
+/// The facts as text, one per line (`tec doctor`).
 Result<std::string> doctorReport(const std::string &planPath = "");
 
 } // namespace tec

@@ -15,6 +15,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
@@ -26,9 +27,10 @@ using namespace tec;
 
 namespace {
 
-/// Raised as tec.Error subclasses by the package: (kind, message).
+/// Raised as tec.Error subclasses by the package: (kind, message, and an unsupported model's operators).
 struct CompileFailure {
   std::string kind, message;
+  std::vector<std::pair<std::string, std::string>> operators = {};
 };
 
 std::string kindName(ErrorKind kind) {
@@ -114,7 +116,7 @@ NB_MODULE(_tec, m) {
       std::rethrow_exception(p);
     } catch (const CompileFailure &f) {
       nb::object tec = nb::module_::import_("tec");
-      nb::object error = tec.attr("_error")(f.kind, f.message);
+      nb::object error = tec.attr("_error")(f.kind, f.message, f.operators);
       PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(error.ptr())), error.ptr());
     }
   });
@@ -170,7 +172,7 @@ NB_MODULE(_tec, m) {
                                : compileToPlanFile(model, options, plan, &summary);
         }
         if (error)
-          throw CompileFailure{kindName(error->kind), error->message};
+          throw CompileFailure{kindName(error->kind), error->message, error->operators};
         return summary;
       },
       nb::arg("model"), nb::arg("model_is_bytes"), nb::arg("plan"), nb::arg("shapes"), nb::arg("targets"), nb::arg("strings"),
@@ -184,10 +186,13 @@ NB_MODULE(_tec, m) {
   });
 
   m.def("doctor", [](const std::string &plan) {
-    auto report = doctorReport(plan);
-    if (!report.ok())
-      raise(report.error(), "bad_input");
-    return *report;
+    auto facts = doctorFacts(plan);
+    if (!facts.ok())
+      raise(facts.error(), "bad_input");
+    std::vector<std::pair<std::string, std::string>> pairs;
+    for (const auto &f : *facts)
+      pairs.emplace_back(f.key, f.value);
+    return pairs;
   });
 
   m.def("export_onnx", [](const std::string &plan, const std::string &checkpoint, const std::string &output) {

@@ -13,7 +13,6 @@ with the CLI's messages.
 import dataclasses
 import json
 import os
-import re
 import shutil
 import tempfile
 import warnings
@@ -34,21 +33,23 @@ class BadModelError(Error):
 
 
 class UnsupportedError(Error):
-    """The model uses what tec does not support; `operators` lists (node name, op type) pairs."""
+    """The model uses what tec does not support; `operators` lists the (node name, op type) pairs of the nodes
+    it cannot compile (an operator tec lacks, or a form or element type of one)."""
 
-    def __init__(self, message):
+    def __init__(self, message, operators=()):
         super().__init__(message)
-        self.operators = re.findall(r"node '(.*)'  op (\S+)", message)
+        self.operators = [tuple(pair) for pair in operators]
 
 
 class BadInputError(Error):
     """An option, a file or an input array tec cannot use (the user can fix it)."""
 
 
-def _error(kind, message):
+def _error(kind, message, operators=()):
     """The exception for a C++ failure of `kind` (called by the extension)."""
-    return {"bad_model": BadModelError, "unsupported": UnsupportedError,
-            "bad_input": BadInputError}.get(kind, Error)(message)
+    if kind == "unsupported":
+        return UnsupportedError(message, operators)
+    return {"bad_model": BadModelError, "bad_input": BadInputError}.get(kind, Error)(message)
 
 
 from . import _tec  # noqa: E402  (after _error, which the extension calls)
@@ -385,16 +386,14 @@ class Trainer:
 
 
 def doctor(plan: Optional[str] = None) -> Dict[str, str]:
-    """What this machine runs (`tec doctor`) as a dict: GPU, CUDA libraries, FP8, CPU BLAS, threads..."""
-    report = _tec.doctor(os.fspath(plan) if plan else "")
-    # Each line: two spaces, the key padded to 13 columns, the value; a note under a key leaves the key blank.
-    result, key = {}, None
-    for line in report.splitlines()[1:]:
-        if line[2:3].strip():
-            key = line[2:15].strip()
-            result[key] = (result[key] + "\n" if key in result else "") + line[15:].strip()
-        elif key:
-            result[key] += "\n" + line.strip()
+    """What this machine runs (`tec doctor`) as a dict: GPU, CUDA libraries, FP8, CPU BLAS, threads... A key
+    the report gives twice (two BLAS libraries) and the notes under a fact join its value, a line each."""
+    result = {}
+    key = None
+    for name, value in _tec.doctor(os.fspath(plan) if plan else ""):
+        key = name or key  # an unnamed fact is a note on the one before
+        if key is not None:
+            result[key] = f"{result[key]}\n{value}" if key in result else value
     return result
 
 

@@ -204,6 +204,11 @@ def test_errors_raise_their_classes_with_the_cli_messages(tmp_path):
     with pytest.raises(tec.UnsupportedError) as unsupported:
         tec.compile(model, targets="cpu")
     assert ("frob_1", "Frobnicate") in unsupported.value.operators
+    second = model.graph.node[1]
+    second.op_type, second.name = "Whatever", ""
+    with pytest.raises(tec.UnsupportedError) as both:
+        tec.compile(model, targets="cpu")
+    assert both.value.operators == [("frob_1", "Frobnicate"), ("#1", "Whatever")]  # data, not parsed text
     with pytest.raises(tec.BadInputError, match="--target"):
         tec.compile(MLP, targets=["sm_12"])
     with pytest.raises(tec.BadInputError, match="--fp8"):
