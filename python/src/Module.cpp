@@ -303,6 +303,7 @@ NB_MODULE(_tec, m) {
                raise(st, "bad_input");
            })
       .def("trained_outputs", [](Trainer &t) { return t.trainedOutputs(); })
+      .def("loss_scale", [](Trainer &t) { return t.lossScale(); })
       .def("steps", &Trainer::steps)
       .def("save",
            [](Trainer &t, const std::string &dir) {

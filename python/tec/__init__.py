@@ -12,15 +12,17 @@ with the CLI's messages.
 """
 import dataclasses
 import json
+import math
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 from typing import Dict, List, Optional
 
 import numpy as np
 
-__all__ = ["Error", "BadModelError", "UnsupportedError", "BadInputError", "TrainOptions", "Plan", "NodeArg", "Session",
+__all__ = ["Error", "BadModelError", "UnsupportedError", "BadInputError", "NonFiniteLossError", "TrainOptions", "Plan", "NodeArg", "Session",
            "Trainer", "compile", "load", "doctor", "from_torch"]
 
 
@@ -43,6 +45,15 @@ class UnsupportedError(Error):
 
 class BadInputError(Error):
     """An option, a file or an input array tec cannot use (the user can fix it)."""
+
+
+class NonFiniteLossError(Error):
+    """A training step's loss was NaN or infinite (in a plan without loss scaling, which would have skipped
+    the step): the weights that step updated are likely not finite either. `step` and `loss` say which."""
+
+    def __init__(self, message, step: int, loss: float):
+        super().__init__(message)
+        self.step, self.loss = step, loss
 
 
 def _error(kind, message, operators=()):
@@ -317,8 +328,11 @@ class Trainer:
     """A plan's training step: `step(inputs, targets)` returns the loss (dicts keyed by the model's input
     and output names); checkpoints with save/resume; FP8 health; export to ONNX."""
 
-    def __init__(self, plan, device: str = "auto", threads: int = 0, fp8_stats: bool = True):
+    def __init__(self, plan, device: str = "auto", threads: int = 0, fp8_stats: bool = True,
+                 stop_on_nonfinite: bool = True):
         self.plan = plan if isinstance(plan, Plan) else load(plan)
+        #: A step whose loss is NaN or infinite raises NonFiniteLossError (False: returns the loss as it is).
+        self.stop_on_nonfinite = stop_on_nonfinite
         self._native = _tec.Trainer.open(self.plan.path, device, threads, fp8_stats)
         self._inputs = self._native.inputs()
         self._device, self._threads = device, threads
@@ -346,7 +360,53 @@ class Trainer:
             self._native.train_on(list(targets))
         _bind(self._native, self._inputs, inputs, cast=cast)
         _bind(self._native, self._inputs, targets, prefix="target:", cast=cast)
-        return self._native.step()
+        loss = self._native.step()
+        if not math.isfinite(loss) and self.stop_on_nonfinite and self._native.loss_scale() is None:
+            raise NonFiniteLossError(f"step {self.steps}: the loss is {loss}; the weights this step updated are likely "
+                                     "not finite either (resume from a checkpoint; Trainer(stop_on_nonfinite=False) "
+                                     "goes on)", self.steps, loss)
+        return loss
+
+    def fit(self, loader, epochs: int = 1, callbacks=(), checkpoint_dir: Optional[str] = None,
+            progress: bool = True) -> Dict[str, List[float]]:
+        """Trains over `loader` (any iterable of batches, a torch DataLoader included) for `epochs`. A batch is
+        (inputs, targets) as two dicts by name, or (x, y) arrays for a model of one input and one output.
+        After each epoch: a checkpoint in `checkpoint_dir` if given, then each callback(trainer, epoch, logs)
+        with logs = {"loss": the epoch's mean loss, "steps": steps so far}. A progress bar (tqdm, where
+        installed; else a line per epoch) unless progress=False. Returns {"loss": [each epoch's mean]}."""
+        names = [i["name"] for i in self._inputs if not i["name"].startswith(("target:", "loss-weight:"))]
+        outputs = self._native.trained_outputs()
+        history: Dict[str, List[float]] = {"loss": []}
+        for epoch in range(epochs):
+            batches = loader
+            if progress:
+                try:
+                    from tqdm.auto import tqdm
+                    batches = tqdm(loader, desc=f"epoch {epoch + 1}/{epochs}", leave=False)
+                except ImportError:
+                    pass
+            total, count = 0.0, 0
+            for batch in batches:
+                if isinstance(batch, (list, tuple)) and len(batch) == 2 and isinstance(batch[0], dict):
+                    inputs, targets = batch
+                elif isinstance(batch, (list, tuple)) and len(batch) == 2 and len(names) == 1 and len(outputs) == 1:
+                    inputs, targets = {names[0]: batch[0]}, {outputs[0]: batch[1]}
+                else:
+                    raise BadInputError("fit: a batch must be (inputs, targets) dicts, or (x, y) for a model of one "
+                                        f"input and one output (this one has inputs {names}, outputs {outputs})")
+                total += self.step(inputs, targets)
+                count += 1
+            logs = {"loss": total / max(count, 1), "steps": self.steps}
+            history["loss"].append(logs["loss"])
+            if checkpoint_dir is not None:
+                self.save(checkpoint_dir)
+            if progress:
+                print(f"epoch {epoch + 1}/{epochs}: loss {logs['loss']:.6g} ({count} steps, {self.steps} in all)"
+                      + (f", checkpoint {checkpoint_dir}/step-{self.steps}" if checkpoint_dir is not None else ""),
+                      file=sys.stderr)
+            for callback in callbacks:
+                callback(self, epoch, logs)
+        return history
 
     def session(self, device: Optional[str] = None, threads: Optional[int] = None) -> "Session":
         """An inference Session with the weights as trained so far (a snapshot: after more steps, ask again).

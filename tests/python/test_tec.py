@@ -3,6 +3,7 @@ training steps, a resumed run); errors raise the right tec.Error subclass with t
 from NumPy and PyTorch (DLPack) alike; objects outliving one another."""
 import gc
 import json
+import math
 import os
 import subprocess
 
@@ -172,6 +173,45 @@ def test_arguments_are_strict_and_familiar(tmp_path, data):
     with pytest.raises(tec.BadInputError) as wrong:
         trainer.step({"x": batch}, {"y": y[:64].astype(np.float64)})
     assert "target 'y': expected float32, got float64" in str(wrong.value) and "target:" not in str(wrong.value)
+
+
+def test_a_non_finite_loss_stops_training_naming_the_step(tmp_path, data):
+    folder, x, y = data
+    exploding = tec.TrainOptions(optimizer="sgd", lr=1e30)  # the first update sends the loss to NaN
+    plan = tec.compile(MLP, targets=["cpu"], train=exploding, output=str(tmp_path / "nan.tecplan"))
+    trainer = tec.Trainer(plan, device="cpu")
+    trainer.step({"x": x[:64]}, {"y": y[:64]})
+    with pytest.raises(tec.NonFiniteLossError, match="step 2: the loss is nan") as stopped:
+        trainer.step({"x": x[:64]}, {"y": y[:64]})
+    assert stopped.value.step == 2 and math.isnan(stopped.value.loss)
+    going = tec.Trainer(plan, device="cpu", stop_on_nonfinite=False)
+    assert math.isnan([going.step({"x": x[:64]}, {"y": y[:64]}) for _ in range(2)][-1])
+    args = [TEC, "train", str(tmp_path / "nan.tecplan"), "--input", f"x={folder / 'x.npy'}", "--target",
+            f"y={folder / 'y.npy'}", "--steps", "4", "--checkpoint-every", "1", "--checkpoint-dir", str(tmp_path / "ck")]
+    result = subprocess.run(args, capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert "step 2: the loss is nan; training stops" in result.stderr
+    assert f"the last checkpoint is {tmp_path / 'ck'}/step-1" in result.stderr
+    assert f"checkpoint {tmp_path / 'ck'}/step-1" in result.stdout
+    assert sorted(os.listdir(tmp_path / "ck")) == ["latest", "step-1"]  # nothing saved after the NaN
+    assert subprocess.run(args[:-4] + ["--continue-on-nonfinite"], capture_output=True).returncode == 0
+
+
+def test_fit_trains_over_a_loader_as_steps_do(tmp_path, data):
+    _, x, y = data
+    plan = tec.compile(MLP, targets=["cpu"], train=train_options())
+    loader = [(x[i * 64:(i + 1) * 64], y[i * 64:(i + 1) * 64]) for i in range(4)]
+    seen = []
+    history = tec.Trainer(plan, device="cpu").fit(loader, epochs=2, checkpoint_dir=str(tmp_path / "ck"),
+                                                  callbacks=[lambda t, epoch, logs: seen.append((epoch, logs))],
+                                                  progress=False)
+    by_hand = tec.Trainer(plan, device="cpu")
+    losses = [[by_hand.step({"x": a}, {"y": b}) for a, b in loader] for _ in range(2)]
+    assert history["loss"] == [sum(epoch) / 4 for epoch in losses]
+    assert [(epoch, logs["steps"]) for epoch, logs in seen] == [(0, 4), (1, 8)]
+    assert open(tmp_path / "ck" / "latest").read().strip() == "step-8"
+    with pytest.raises(tec.BadInputError, match="fit: a batch must be"):
+        tec.Trainer(plan, device="cpu").fit([x[:64]], progress=False)
 
 
 def test_export_writes_the_trained_weights(tmp_path, data):

@@ -58,6 +58,11 @@ cl::opt<int> checkpointEvery("checkpoint-every", cl::desc("steps between checkpo
 cl::opt<std::string> resumeDir("resume", cl::desc("continue from the latest checkpoint in DIR"), cl::value_desc("DIR"),
                                cl::sub(trainSubcommand()), cl::cat(category()));
 
+cl::opt<bool> continueNonFinite("continue-on-nonfinite",
+                                cl::desc("keep training after a step whose loss is NaN or infinite (by default "
+                                         "training stops there; plans with loss scaling skip such steps anyway)"),
+                                cl::sub(trainSubcommand()), cl::cat(category()));
+
 cl::opt<std::string> teacherModel("teacher",
                                   cl::desc("distill: the targets are this ONNX model's outputs on seeded random inputs"),
                                   cl::value_desc("teacher.onnx"), cl::sub(trainSubcommand()), cl::cat(category()));
@@ -265,6 +270,8 @@ int trainLoop() {
   std::vector<double> stepMillis(s.variant().steps_size()); // --profile: per plan step, summed
   auto begin = std::chrono::steady_clock::now();
   int64_t reportEvery = std::max<int64_t>(1, (steps - start) / 20);
+  std::string lastCheckpoint; // DIR/step-N, once one is written
+  int64_t stoppedAt = 0;      // the step whose loss stopped training, if one did
   for (int64_t step = start; step < steps; ++step) {
     int64_t batch = step % batches; // the order depends on the step alone: resuming replays it exactly
     if (teacher) {
@@ -319,8 +326,19 @@ int trainLoop() {
     }
     stepMs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     losses.push_back(*loss);
-    if (auto scale = trainer.lossScale())
+    const std::optional<float> scale = trainer.lossScale();
+    if (scale)
       lossScales.push_back(*scale);
+    // A non-finite loss without loss scaling (which skips the step) has most likely made the weights
+    // non-finite too: stop before anything else is built on them or saved.
+    if (!std::isfinite(*loss) && !scale && !continueNonFinite) {
+      llvm::errs() << llvm::formatv("error: step {0}: the loss is {1}; training stops (the weights this step "
+                                    "updated are likely not finite either{2}; --continue-on-nonfinite goes on)\n",
+                                    step + 1, *loss,
+                                    lastCheckpoint.empty() ? std::string() : "; the last checkpoint is " + lastCheckpoint);
+      stoppedAt = step + 1;
+      break;
+    }
     int64_t done = step + 1 - start;
     if (done % reportEvery == 0 || step + 1 == steps) {
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
@@ -330,11 +348,14 @@ int trainLoop() {
     }
     bool checkpointNow = !checkpointDir.empty() &&
                          ((checkpointEvery > 0 && (step + 1) % checkpointEvery == 0) || step + 1 == steps);
-    if (checkpointNow)
+    if (checkpointNow) {
       if (tec::Status st = trainer.save(checkpointDir); !st.ok()) {
         llvm::errs() << "error: checkpoint: " << st.message() << "\n";
         return kExitBadInput;
       }
+      lastCheckpoint = checkpointDir + "/step-" + std::to_string(trainer.steps());
+      llvm::outs() << "  checkpoint " << lastCheckpoint << "\n";
+    }
   }
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   double meanMs = 0;
@@ -343,8 +364,8 @@ int trainLoop() {
   int64_t memory = s.variant().arena_bytes();
   llvm::outs() << llvm::formatv("=== Training summary ===\nsteps {0}, final loss {1:e4}, {2:f3} ms/step, "
                                 "{3:f1} steps/s, arena {4}\n",
-                                steps - start, losses.empty() ? 0.0 : losses.back(), meanMs,
-                                (steps - start) / std::max(total, 1e-9), bytesString(memory));
+                                losses.size(), losses.empty() ? 0.0 : losses.back(), meanMs,
+                                losses.size() / std::max(total, 1e-9), bytesString(memory));
   if (trainProfile)
     printProfile(s, stepMillis, stepMs.size(), "training step");
   // FP8 health: per quantized tensor its amax history (recent values), scale, and last step's shares.
@@ -401,7 +422,7 @@ int trainLoop() {
   printNotes(s);
   if (!teacherDir.empty())
     llvm::sys::fs::remove_directories(teacherDir);
-  return 0;
+  return stoppedAt ? kExitBadInput : 0;
 }
 
 std::string trainFlagsError() {
