@@ -80,26 +80,39 @@ def plot(out, suffix, title, rows):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
+    # Above: the curves (they lie on top of each other when low precision costs nothing); below: each
+    # smoothed curve relative to FP32's, where the difference shows.
+    fig, (ax, gap) = plt.subplots(2, 1, figsize=(7, 6), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    reference = smooth(rows["FP32"]["loss"]) if "FP32" in rows else None
     for name, r in rows.items():
         color, style = COLORS[name]
         ax.plot(r["loss"], color=color, alpha=0.25, label=f"{name} per step")
         smoothed = smooth(r["loss"])
-        ax.plot(np.arange(19, 19 + len(smoothed)), smoothed, color=color, linestyle=style, label=f"{name} (mean of 20)")
+        steps = np.arange(19, 19 + len(smoothed))
+        ax.plot(steps, smoothed, color=color, linestyle=style, label=f"{name} (mean of 20)")
+        if reference is not None:
+            gap.plot(steps, 100 * (smoothed / reference - 1), color=color, linestyle=style, label=name)
     ax.set_yscale("log")
-    ax.set_xlabel("step")
     ax.set_ylabel("distillation loss (MSE)")
     ax.set_title(title)
     ax.legend()
+    gap.axhline(0, color="gray", linewidth=0.5)
+    gap.set_xlabel("step")
+    gap.set_ylabel("vs FP32 (%, mean of 20)")
+    gap.legend()
     fig.tight_layout()
     fig.savefig(os.path.join(out, f"loss{suffix}.png"), dpi=110)
     fig, axes = plt.subplots(1, 2, figsize=(7, 3.2))
     names = list(rows)
     colors = [COLORS[n][0] for n in names]
-    axes[0].bar(names, [rows[n]["step_ms"] for n in names], color=colors)
+    bars = axes[0].bar(names, [rows[n]["step_ms"] for n in names], color=colors)
+    axes[0].bar_label(bars, fmt="%.2f ms")
     axes[0].set_ylabel("ms per step (median)")
-    axes[1].bar(names, [rows[n]["arena_bytes"] / 2**20 for n in names], color=colors)
+    bars = axes[1].bar(names, [rows[n]["arena_bytes"] / 2**20 for n in names], color=colors)
+    axes[1].bar_label(bars, fmt="%.2f MiB")
     axes[1].set_ylabel("arena MiB (the plan's)")
+    for a in axes:
+        a.margins(y=0.15)  # room for the labels
     fig.suptitle("Step time and memory (CPU: low precision emulated)")
     fig.tight_layout()
     fig.savefig(os.path.join(out, f"speed_memory{suffix}.png"), dpi=110)
