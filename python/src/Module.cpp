@@ -111,6 +111,7 @@ std::unique_ptr<Session> openSession(const std::string &plan, const std::string 
 
 NB_MODULE(_tec, m) {
   m.doc() = "tec's C++ API (use the tec package)";
+  m.attr("__version__") = TEC_VERSION;
   nb::register_exception_translator([](const std::exception_ptr &p, void *) {
     try {
       std::rethrow_exception(p);

@@ -65,6 +65,9 @@ def _error(kind, message, operators=()):
 
 from . import _tec  # noqa: E402  (after _error, which the extension calls)
 
+#: tec's version (the CLI's `tec --version`, the wheel's).
+__version__ = _tec.__version__
+
 
 @dataclasses.dataclass
 class TrainOptions:

@@ -317,6 +317,11 @@ def test_a_session_outlives_its_plan_and_arrays_outlive_the_session():
     assert np.isfinite(first).all()
 
 
+def test_the_version_is_tecs_as_the_cli_says_it():
+    assert tec.__version__ and tec.__version__[0].isdigit()
+    assert cli("--version").startswith(f"tec {tec.__version__} ")
+
+
 def test_doctor_reports_the_machine_as_a_dict():
     report = tec.doctor()
     assert "CPU BLAS" in report and "CPU threads" in report and "GPU" in report

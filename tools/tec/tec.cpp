@@ -4,9 +4,59 @@
 
 #include "api/Compile.h"
 
+#include "llvm/Config/llvm-config.h"
+
+#include <cstdio>
+#include <deque>
+
 namespace cl = llvm::cl;
 
 namespace {
+
+/// Appends "(default: X)" to the help of every option of tec's with a default worth saying (not false, not
+/// empty): `tec --help` and each subcommand's show what an omitted flag means.
+void showDefaults() {
+  static std::deque<std::string> descriptions; // the options keep StringRefs into these
+  auto withDefault = [](cl::Option *o, const std::string &value) {
+    descriptions.push_back(o->HelpStr.str() + " (default: " + value + ")");
+    o->setDescription(descriptions.back());
+  };
+  for (cl::SubCommand *sub : cl::getRegisteredSubcommands())
+    for (auto &[name, option] : sub->OptionsMap) {
+      if (llvm::find(option->Categories, &cli::category()) == option->Categories.end() ||
+          option->HelpStr.contains("(default: "))
+        continue;
+      if (auto *o = dynamic_cast<cl::opt<int> *>(option); o && o->getDefault().hasValue())
+        withDefault(o, std::to_string(o->getDefault().getValue()));
+      else if (auto *o = dynamic_cast<cl::opt<int64_t> *>(option); o && o->getDefault().hasValue())
+        withDefault(o, std::to_string(o->getDefault().getValue()));
+      else if (auto *o = dynamic_cast<cl::opt<uint64_t> *>(option); o && o->getDefault().hasValue())
+        withDefault(o, std::to_string(o->getDefault().getValue()));
+      else if (auto *o = dynamic_cast<cl::opt<double> *>(option); o && o->getDefault().hasValue()) {
+        char text[32];
+        std::snprintf(text, sizeof(text), "%g", o->getDefault().getValue());
+        withDefault(o, text);
+      }
+      else if (auto *o = dynamic_cast<cl::opt<std::string> *>(option);
+               o && o->getDefault().hasValue() && !o->getDefault().getValue().empty())
+        withDefault(o, o->getDefault().getValue());
+    }
+}
+
+/// LLVM's parse errors without the noise one mistyped flag makes: after "Unknown command line argument" (with
+/// its suggestion), the flag's value is taken for a positional argument and a "Too many positional
+/// arguments" error follows; only the first is the user's mistake.
+std::string usageErrors(const std::string &errors) {
+  if (errors.find("Unknown command line argument") == std::string::npos)
+    return errors;
+  std::string kept;
+  llvm::SmallVector<llvm::StringRef> lines;
+  llvm::StringRef(errors).split(lines, '\n', -1, false);
+  for (llvm::StringRef line : lines)
+    if (!line.contains("Too many positional arguments") && !line.starts_with("Can specify at most"))
+      kept += line.str() + "\n";
+  return kept;
+}
 
 /// Every option's range, checked before anything runs: a value outside it is a usage error naming the
 /// flag. Empty when all hold.
@@ -22,10 +72,18 @@ std::string optionError() {
 
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(cli::category());
+  showDefaults();
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "tec " TEC_VERSION " (LLVM/MLIR " LLVM_VERSION_STRING ")\n";
+  });
   // A usage error is bad input the user can fix: exit 2, as for a bad file.
-  if (!cl::ParseCommandLineOptions(argc, argv,
-                                   "tec: compile an ONNX model for fast low-precision training and inference\n",
-                                   &llvm::errs()))
+  std::string errors;
+  llvm::raw_string_ostream errorStream(errors);
+  const bool parsed = cl::ParseCommandLineOptions(
+      argc, argv, "tec: compile an ONNX model for fast low-precision training and inference\n", &errorStream);
+  errorStream.flush();
+  llvm::errs() << usageErrors(errors);
+  if (!parsed)
     return cli::kExitBadInput;
   if (std::string e = optionError(); !e.empty()) {
     llvm::errs() << "error: " << e << "\n";
