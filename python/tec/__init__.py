@@ -100,6 +100,8 @@ class Plan:
         self._owned_dir = _owned_dir  # a temporary folder holding the plan, removed with this object
         #: What `tec model.onnx` prints: passes, fusions, each layer's precision per target and why, variants.
         self.compile_summary = compile_summary
+        #: from_torch's (name, why) of each PyTorch parameter this plan will not train.
+        self.untrained_parameters: List[tuple] = []
 
     def __del__(self):
         if getattr(self, "_owned_dir", None):
@@ -460,15 +462,79 @@ def doctor(plan: Optional[str] = None) -> Dict[str, str]:
     return result
 
 
-def from_torch(module, example_inputs, input_names=None, output_names=None, **compile_options) -> Plan:
-    """Exports `module` with torch.onnx.export (opset 17) and compiles it; keyword options go to compile."""
-    import torch  # noqa: F401  (an optional dependency)
+def from_torch(module, example_inputs, input_names=None, output_names=None, exporter: str = "dynamo",
+               export_options: Optional[dict] = None, **compile_options) -> Plan:
+    """Exports `module` with torch.onnx.export and compiles it; keyword options go to compile.
+
+    exporter: "dynamo" (torch.export's, torch's default since 2.9) or "torchscript" (the legacy one, at opset
+    17 unless export_options say otherwise). export_options: more keyword arguments for torch.onnx.export
+    (opset_version, dynamic_shapes, training, ...). Exporters fold initializers they take for constants and
+    merge equal ones: every trainable parameter of `module` the plan will not train is listed, with why, in a
+    warning and in plan.compile_summary (and plan.untrained_parameters)."""
+    import torch  # an optional dependency
+    if exporter not in ("dynamo", "torchscript"):
+        raise BadInputError(f"exporter={exporter!r}: expected 'dynamo' or 'torchscript'")
+    if exporter == "dynamo":
+        try:
+            import onnxscript  # noqa: F401  (what torch's dynamo exporter writes ONNX with)
+        except ImportError:
+            raise BadInputError("the dynamo exporter needs onnxscript (pip install onnxscript), or pass "
+                                "exporter='torchscript'") from None
     folder = tempfile.mkdtemp(prefix="tec-torch-")
     try:
         path = os.path.join(folder, "model.onnx")
         args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
-        torch.onnx.export(module, args, path, input_names=input_names, output_names=output_names, opset_version=17,
-                          dynamo=False)
-        return compile(path, **compile_options)
+        options = {"input_names": input_names, "output_names": output_names, "dynamo": exporter == "dynamo"}
+        if exporter == "torchscript":
+            options["opset_version"] = 17
+        else:
+            options["verbose"] = False
+        options.update(export_options or {})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter's, asked for
+            torch.onnx.export(module, args, path, **options)
+        plan = compile(path, **compile_options)
+        plan.untrained_parameters = _untrained_parameters(module, path, plan)
+        if plan.untrained_parameters:
+            lines = [f"  {name}: {why}" for name, why in plan.untrained_parameters]
+            note = ("PyTorch parameters the plan will not train:\n" + "\n".join(lines) +
+                    "\n  (export in training mode, export_options={'training': torch.onnx.TrainingMode.TRAINING, "
+                    "'do_constant_folding': False} with the TorchScript exporter, keeps them as initializers)")
+            plan.compile_summary += ("\n" if plan.compile_summary else "") + note + "\n"
+            warnings.warn(note, stacklevel=2)
+        return plan
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _untrained_parameters(module, onnx_path: str, plan: Plan) -> List[tuple]:
+    """(name, why) for each trainable parameter of `module` that the plan at `onnx_path` will not train: the
+    exporter merged it with an equal one (it trains as that one), folded it into a constant, or the plan takes
+    it as a constant. With no train variant, the ONNX model's initializers stand for what would train."""
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load(onnx_path)
+    initializers = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    trained = {b["name"] for v in plan.metadata().get("variants", []) if v.get("kind") == "train"
+               for b in v.get("buffers", []) if b.get("role") == "STATE" and b.get("kind") == "KIND_PARAM"}
+    has_train_variant = any(v["kind"] == "train" for v in plan.variants())
+    result = []
+    names = {name for name, _ in module.named_parameters()}
+    for name, parameter in module.named_parameters():
+        if not parameter.requires_grad or (name in trained if has_train_variant else name in initializers):
+            continue
+        value = parameter.detach().cpu().numpy()
+        if name in initializers:
+            why = "an initializer the plan takes as a constant (pass its name to TrainOptions(trainable=...))"
+        else:
+            same = [other for other, array in initializers.items()
+                    if array.shape == value.shape and array.dtype == value.dtype and np.array_equal(array, value)]
+            if not same:
+                why = "folded into a constant by the exporter: it is not in the ONNX model"
+            elif same[0] in names:
+                why = f"merged by the exporter with the equal parameter '{same[0]}': it trains as that one"
+            else:
+                why = f"renamed '{same[0]}' by the exporter: it trains under that name, not its own"
+
+        result.append((name, why))
+    return result

@@ -394,3 +394,26 @@ def test_a_multi_output_model_trains_on_the_outputs_given_targets(tmp_path):
               "--steps", "3", "--report", str(report))
     assert "loss on logits; ignoring embedding (no --target)" in out
     assert [np.float32(v) for v in json.loads(report.read_text())["loss"]] == [np.float32(v) for v in want]
+
+
+def test_from_torch_says_which_parameters_the_exporter_kept_from_training():
+    torch = pytest.importorskip("torch")
+
+    class Twins(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+            self.b.weight.data.copy_(self.a.weight.data)  # equal values: the TorchScript exporter merges them
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    torch.manual_seed(0)
+    with pytest.warns(UserWarning, match="PyTorch parameters the plan will not train"):
+        plan = tec.from_torch(Twins().eval(), torch.randn(2, 8), input_names=["x"], output_names=["y"],
+                              exporter="torchscript", targets=["cpu"], train=train_options())
+    assert plan.untrained_parameters == [("b.weight", "merged by the exporter with the equal parameter 'a.weight': "
+                                                      "it trains as that one")]
+    assert "b.weight: merged by the exporter" in plan.compile_summary
+    with pytest.raises(tec.BadInputError, match="exporter='onnxscript'"):
+        tec.from_torch(Twins(), torch.randn(2, 8), exporter="onnxscript")
