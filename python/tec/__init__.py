@@ -212,7 +212,13 @@ def _host_array(value, info, cast: bool):
                             f"(convert it, or pass cast=True)")
     array = np.ascontiguousarray(value, dtype=want)
     if list(array.shape) != list(info["shape"]):
-        raise BadInputError(f"{_label(info['name'])}: expected shape {list(info['shape'])}, got {list(array.shape)}")
+        shape = list(info["shape"])
+        remedy = ""
+        if array.ndim == len(shape) and array.ndim and 0 < array.shape[0] < shape[0] and list(array.shape[1:]) == shape[1:]:
+            # The last batch of a data set that does not divide into the plan's (static) batch.
+            remedy = (f": the plan's batch is {shape[0]}, this one has {array.shape[0]} (a data set's last, smaller "
+                      "batch? drop it, e.g. DataLoader(drop_last=True), or pad it to the plan's batch)")
+        raise BadInputError(f"{_label(info['name'])}: expected shape {shape}, got {list(array.shape)}{remedy}")
     return array
 
 

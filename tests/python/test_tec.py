@@ -161,6 +161,8 @@ def test_arguments_are_strict_and_familiar(tmp_path, data):
         session.run({"x": batch.astype(np.float64)})
     cast = session.run({"x": batch.astype(np.float64)}, cast=True)["y"]
     np.testing.assert_array_equal(cast, session.run({"x": batch})["y"])
+    with pytest.raises(tec.BadInputError, match=r"the plan's batch is 64, this one has 40 .*drop_last=True"):
+        session.run({"x": batch[:40]})
     # ONNX Runtime's forms: run(output_names, feed) as a list; get_inputs()/get_outputs() as NodeArgs.
     (first,) = session.run(None, {"x": batch})
     np.testing.assert_array_equal(first, cast)
