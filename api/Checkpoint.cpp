@@ -107,31 +107,41 @@ Status writeCheckpoint(Session &s, const std::string &dir, int64_t step) {
   if (auto ec = llvm::sys::fs::create_directories(tmp))
     return Status::error(tmp + ": " + ec.message());
   const auto &v = s.variant();
+  // The params in model.safetensors (what a PyTorch module's load_state_dict takes), the rest of the state
+  // (optimizer moments, FP8 scales and histories, the step) in training.safetensors.
+  std::map<std::string, HostTensor> state;
+  std::vector<std::pair<std::string, const HostTensor *>> files[2];
   llvm::json::Array tensors;
-  // TEC_TEST_CRASH_IN_CHECKPOINT=N kills the process after N files, as a crash mid-write would (tests).
-  const char *crashAfter = std::getenv("TEC_TEST_CRASH_IN_CHECKPOINT");
-  int written = 0;
   for (int b = 0; b < v.buffers_size(); ++b) {
     const auto &buffer = v.buffers(b);
     if (buffer.role() != plan::STATE)
       continue;
-    if (crashAfter && written++ == std::atoi(crashAfter))
-      ::_exit(86);
-    const std::string file = fileNameFor(buffer.name()) + ".npy";
-    std::vector<char> bytes(buffer.bytes());
-    if (Status st = s.readBuffer(b, bytes.data()); !st.ok())
+    HostTensor &t = state[buffer.name()];
+    t.dtype = buffer.dtype();
+    t.shape.assign(buffer.shape().begin(), buffer.shape().end());
+    t.bytes.resize(buffer.bytes());
+    if (Status st = s.readBuffer(b, t.bytes.data()); !st.ok())
       return st;
-    std::vector<int64_t> shape(buffer.shape().begin(), buffer.shape().end());
-    if (Status st = writeNpy(tmp + "/" + file, buffer.dtype(), shape, bytes.data(), buffer.bytes()); !st.ok())
-      return st;
+    const bool param = buffer.kind() == plan::KIND_PARAM;
+    files[param ? 0 : 1].emplace_back(buffer.name(), &t);
     llvm::json::Array dims;
-    for (int64_t d : shape)
+    for (int64_t d : t.shape)
       dims.push_back(d);
     tensors.push_back(llvm::json::Object{{"name", buffer.name()},
-                                         {"file", file},
+                                         {"file", param ? kParamsFile : kTrainingFile},
                                          {"dtype", std::string(dtypeName(buffer.dtype()))},
                                          {"shape", std::move(dims)},
-                                         {"fnv1a64", hex(fnv1a(bytes.data(), bytes.size()))}});
+                                         {"fnv1a64", hex(fnv1a(t.bytes.data(), t.bytes.size()))}});
+  }
+  // TEC_TEST_CRASH_IN_CHECKPOINT=N kills the process after N files, as a crash mid-write would (tests).
+  const char *crashAfter = std::getenv("TEC_TEST_CRASH_IN_CHECKPOINT");
+  int written = 0;
+  const std::map<std::string, std::string> metadata{{"format", "pt"}, {"producer", "tec"}, {"step", std::to_string(step)}};
+  for (int f = 0; f < 2; ++f) {
+    if (crashAfter && written++ == std::atoi(crashAfter))
+      ::_exit(86);
+    if (Status st = writeSafetensors(tmp + "/" + (f == 0 ? kParamsFile : kTrainingFile), files[f], metadata); !st.ok())
+      return st;
   }
   llvm::json::Object manifest{{"format", kCheckpointFormat},
                               {"step", step},
@@ -141,7 +151,7 @@ Status writeCheckpoint(Session &s, const std::string &dir, int64_t step) {
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(manifest)) << "\n";
   os.flush();
-  // Every file (the tensors by writeNpy too) is written to a temporary, synced and renamed.
+  // Every file (the tensors by writeSafetensors too) is written to a temporary, synced and renamed.
   if (Status st = writeFileAtomically(tmp + "/manifest.json", text); !st.ok())
     return st;
   std::string final = dir + "/" + name;
@@ -173,10 +183,11 @@ Result<Checkpoint> loadCheckpoint(const std::string &dir, const plan::Variant &v
   const auto *manifest = parsed->getAsObject();
   if (!manifest)
     return fail("not a JSON object");
-  if (manifest->getInteger("format") != kCheckpointFormat)
-    return fail("format " + (manifest->getInteger("format") ? std::to_string(*manifest->getInteger("format"))
-                                                            : std::string("1 (no checksums)")) +
-                ", expected " + std::to_string(kCheckpointFormat) + ": written by another version of tec");
+  // Format 2 (a .npy file per tensor) is still read: a run resumes from checkpoints of an earlier tec.
+  const auto format = manifest->getInteger("format");
+  if (format != kCheckpointFormat && format != 2)
+    return fail("format " + (format ? std::to_string(*format) : std::string("1 (no checksums)")) + ", expected " +
+                std::to_string(kCheckpointFormat) + " (or 2): written by another version of tec");
   if (manifest->getInteger("step") != c.step)
     return fail("holds step " +
                 (manifest->getInteger("step") ? std::to_string(*manifest->getInteger("step")) : std::string("?")) +
@@ -191,6 +202,7 @@ Result<Checkpoint> loadCheckpoint(const std::string &dir, const plan::Variant &v
   for (const auto &e : *list)
     if (const auto *o = e.getAsObject(); o && o->getString("name"))
       entries[o->getString("name")->str()] = o;
+  std::map<std::string, std::map<std::string, HostTensor>> files; // format 3: each safetensors file, read once
   for (const auto &buffer : variant.buffers()) {
     if (buffer.role() != plan::STATE)
       continue;
@@ -199,10 +211,27 @@ Result<Checkpoint> loadCheckpoint(const std::string &dir, const plan::Variant &v
       return fail("has no tensor '" + buffer.name() + "'");
     const auto *o = entry->second;
     auto file = o->getString("file");
-    if (!file || *file != fileNameFor(buffer.name()) + ".npy")
-      return fail("tensor '" + buffer.name() + "' names no file of its own");
-    const std::string path = c.folder + "/" + file->str();
-    auto tensor = readTensorFile(path);
+    const std::string expected = format == 2 ? fileNameFor(buffer.name()) + ".npy"
+                                 : buffer.kind() == plan::KIND_PARAM ? kParamsFile
+                                                                     : kTrainingFile;
+    if (!file || *file != expected)
+      return fail("tensor '" + buffer.name() + "' is not in " + expected);
+    std::string path = c.folder + "/" + file->str();
+    Result<HostTensor> tensor = Status::error(path + ": has no tensor '" + buffer.name() + "'");
+    if (format == 2) {
+      tensor = readTensorFile(path);
+    } else {
+      auto it = files.find(expected);
+      if (it == files.end()) {
+        auto read = readSafetensors(path);
+        if (!read.ok())
+          return read.error();
+        it = files.emplace(expected, read.take()).first;
+      }
+      if (auto t = it->second.find(buffer.name()); t != it->second.end())
+        tensor = std::move(t->second);
+      path += " ('" + buffer.name() + "')";
+    }
     if (!tensor.ok())
       return tensor.error();
     const std::vector<int64_t> shape(buffer.shape().begin(), buffer.shape().end());
@@ -220,7 +249,8 @@ Result<Checkpoint> loadCheckpoint(const std::string &dir, const plan::Variant &v
     float stored;
     std::memcpy(&stored, it->second.bytes.data(), 4);
     if (stored != static_cast<float>(c.step))
-      return Status::error(c.folder + "/step.npy: holds step " + std::to_string(stored) + ", but the checkpoint is step " +
+      return Status::error(c.folder + (format == 2 ? "/step.npy" : std::string("/") + kTrainingFile + " ('step')") +
+                           ": holds step " + std::to_string(stored) + ", but the checkpoint is step " +
                            std::to_string(c.step));
   }
   return c;

@@ -1,7 +1,8 @@
-// Training checkpoints: DIR/step-N/<tensor>.npy for every state buffer of a train variant, and a manifest
-// (format, step, the variant's state-layout fingerprint, each tensor's dtype, shape and checksum) that is
-// verified before anything is restored. Written atomically: a temporary folder, each file fsynced, a
-// rename into place, then DIR/latest replaced by rename; a crash leaves the previous checkpoint loadable.
+// Training checkpoints: DIR/step-N/model.safetensors (the trained params) and training.safetensors (the rest
+// of a train variant's state), and a manifest (format, step, the variant's state-layout fingerprint, each
+// tensor's file, dtype, shape and checksum) that is verified before anything is restored. Written
+// atomically: a temporary folder, each file fsynced, a rename into place, then DIR/latest replaced by rename;
+// a crash leaves the previous checkpoint loadable.
 #ifndef TEC_API_CHECKPOINT_H
 #define TEC_API_CHECKPOINT_H
 
@@ -14,8 +15,14 @@
 
 namespace tec {
 
-/// The manifest's format; a checkpoint of another format is refused.
-inline constexpr int kCheckpointFormat = 2;
+/// The manifest's format: 3, the state in two safetensors files (kParamsFile, kTrainingFile); format 2 (a
+/// .npy file per tensor) is still read; any other is refused.
+inline constexpr int kCheckpointFormat = 3;
+/// The trained params, by their ONNX initializer names: loadable by safetensors.torch.load_file into a
+/// PyTorch module's load_state_dict, and by Hugging Face tools.
+inline constexpr const char *kParamsFile = "model.safetensors";
+/// The rest of the state a resume needs: optimizer moments, FP8 scales and histories, the step counter.
+inline constexpr const char *kTrainingFile = "training.safetensors";
 
 /// What the state of `variant` looks like (every state buffer's name, dtype and shape): a checkpoint
 /// restores into a variant only with the same fingerprint.

@@ -3,6 +3,8 @@
 #include "ir/TecOps.h"
 #include "runtime/PlanFile.h"
 
+#include "llvm/Support/JSON.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -309,6 +311,129 @@ Status writeNpy(const std::string &path, plan::DType dtype, const std::vector<in
   return writeFileAtomically(path, [&](int fd) {
     return writeAll(fd, preamble, 10) && writeAll(fd, header.data(), header.size()) && writeAll(fd, data, bytes);
   });
+}
+
+namespace {
+
+/// safetensors' names of tec's dtypes.
+const char *safetensorsDtype(plan::DType t) {
+  switch (t) {
+  case plan::F32: return "F32";
+  case plan::F16: return "F16";
+  case plan::BF16: return "BF16";
+  case plan::I32: return "I32";
+  case plan::I64: return "I64";
+  case plan::BOOL: return "BOOL";
+  case plan::F8E4M3FN: return "F8_E4M3";
+  case plan::F8E5M2: return "F8_E5M2";
+  default: return nullptr;
+  }
+}
+
+} // namespace
+
+Status writeSafetensors(const std::string &path, const std::vector<std::pair<std::string, const HostTensor *>> &tensors,
+                        const std::map<std::string, std::string> &metadata) {
+  llvm::json::Object header;
+  llvm::json::Object meta;
+  for (const auto &[key, value] : metadata)
+    meta[key] = value;
+  header["__metadata__"] = std::move(meta);
+  int64_t offset = 0;
+  for (const auto &[name, tensor] : tensors) {
+    const char *dtype = safetensorsDtype(tensor->dtype);
+    if (!dtype)
+      return Status::error(path + ": tensor '" + name + "' has a dtype safetensors has no name for");
+    llvm::json::Array shape, range{offset, offset + static_cast<int64_t>(tensor->bytes.size())};
+    for (int64_t d : tensor->shape)
+      shape.push_back(d);
+    header[name] = llvm::json::Object{{"dtype", dtype}, {"shape", std::move(shape)}, {"data_offsets", std::move(range)}};
+    offset += static_cast<int64_t>(tensor->bytes.size());
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(header));
+  os.flush();
+  text.append((8 - text.size() % 8) % 8, ' '); // the data 8-byte aligned, as the format recommends
+  char size[8];
+  for (int i = 0; i < 8; ++i)
+    size[i] = static_cast<char>((static_cast<uint64_t>(text.size()) >> (8 * i)) & 0xFF);
+  return writeFileAtomically(path, [&](int fd) {
+    if (!writeAll(fd, size, 8) || !writeAll(fd, text.data(), text.size()))
+      return false;
+    for (const auto &[name, tensor] : tensors)
+      if (!writeAll(fd, tensor->bytes.data(), tensor->bytes.size()))
+        return false;
+    return true;
+  });
+}
+
+Result<std::map<std::string, HostTensor>> readSafetensors(const std::string &path) {
+  auto file = readRegularFile(path);
+  if (!file.ok())
+    return file.error();
+  const std::string &all = *file;
+  auto fail = [&](const std::string &why) { return Status::error(path + ": " + why); };
+  if (all.size() < 8)
+    return fail("not a safetensors file (shorter than its 8-byte header size)");
+  uint64_t headerBytes = 0;
+  for (int i = 0; i < 8; ++i)
+    headerBytes |= static_cast<uint64_t>(static_cast<unsigned char>(all[i])) << (8 * i);
+  if (headerBytes > all.size() - 8)
+    return fail("its header size " + std::to_string(headerBytes) + " passes the end of the file");
+  auto parsed = llvm::json::parse(llvm::StringRef(all.data() + 8, headerBytes));
+  if (!parsed) {
+    std::string why = llvm::toString(parsed.takeError());
+    return fail("the header is not JSON (" + why + ")");
+  }
+  const auto *header = parsed->getAsObject();
+  if (!header)
+    return fail("the header is not a JSON object");
+  const uint64_t dataBytes = all.size() - 8 - headerBytes;
+  const char *data = all.data() + 8 + headerBytes;
+  std::map<std::string, HostTensor> tensors;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const auto &[key, value] : *header) {
+    const std::string name = key.str();
+    if (name == "__metadata__")
+      continue;
+    auto bad = [&](const std::string &why) { return fail("tensor '" + name + "' " + why); };
+    const auto *entry = value.getAsObject();
+    const auto dtype = entry ? entry->getString("dtype") : std::nullopt;
+    const auto *shape = entry ? entry->getArray("shape") : nullptr;
+    const auto *range = entry ? entry->getArray("data_offsets") : nullptr;
+    if (!dtype || !shape || !range || range->size() != 2)
+      return bad("lacks a dtype, shape or two data_offsets");
+    HostTensor t;
+    bool known = false;
+    for (plan::DType d : {plan::F32, plan::F16, plan::BF16, plan::I32, plan::I64, plan::BOOL, plan::F8E4M3FN, plan::F8E5M2})
+      if (*dtype == safetensorsDtype(d))
+        t.dtype = d, known = true;
+    if (!known)
+      return bad("has dtype '" + dtype->str() + "', which tec does not hold");
+    for (const auto &d : *shape) {
+      auto dim = d.getAsInteger();
+      if (!dim || *dim < 0)
+        return bad("has a shape of other than non-negative integers");
+      t.shape.push_back(*dim);
+    }
+    auto begin = (*range)[0].getAsInteger(), end = (*range)[1].getAsInteger();
+    if (!begin || !end || *begin < 0 || *end < *begin || static_cast<uint64_t>(*end) > dataBytes)
+      return bad("has data_offsets outside the file's data");
+    auto bytes = byteCount(t.shape, dtypeBytes(t.dtype), path);
+    if (!bytes.ok())
+      return bytes.error();
+    if (*end - *begin != *bytes)
+      return bad("has " + std::to_string(*end - *begin) + " bytes, but its dtype and shape take " + std::to_string(*bytes));
+    ranges.emplace_back(*begin, *end);
+    t.bytes.assign(data + *begin, data + *end);
+    tensors[name] = std::move(t);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second)
+      return fail("two tensors' data_offsets overlap");
+  return tensors;
 }
 
 } // namespace tec

@@ -119,6 +119,16 @@ def check_fp8_training(tec, model_path, steps=30):
     return ok
 
 
+def checkpoint_params(step_folder):
+    """The params of a checkpoint (its model.safetensors), read as the format describes it: an 8-byte
+    little-endian header size, a JSON header of dtype, shape and byte range, the data."""
+    raw = open(os.path.join(step_folder, "model.safetensors"), "rb").read()
+    size = int.from_bytes(raw[:8], "little")
+    header, data = json.loads(raw[8:8 + size]), raw[8 + size:]
+    return {name: np.frombuffer(data[e["data_offsets"][0]:e["data_offsets"][1]], dtype=np.float32).reshape(e["shape"])
+            for name, e in header.items() if name != "__metadata__"}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tec", required=True)
@@ -147,7 +157,7 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
         # A crash while the third checkpoint is being written leaves the second one loadable.
         crashed = os.path.join(tmp, "crashed")
-        env = dict(os.environ, TEC_TEST_CRASH_IN_CHECKPOINT="3")
+        env = dict(os.environ, TEC_TEST_CRASH_IN_CHECKPOINT="1")  # after model.safetensors, before the rest
         run = subprocess.run([args.tec, "train", plan, *data, "--steps", "2", "--checkpoint-dir", crashed],
                              stdout=subprocess.DEVNULL)
         assert run.returncode == 0
@@ -156,7 +166,7 @@ def main():
         crash_ok = run.returncode == 86 and open(os.path.join(crashed, "latest")).read().strip() == "step-2"
         subprocess.run([args.tec, "train", plan, *data, "--steps", "3", "--resume", crashed, "--checkpoint-dir",
                         crashed], check=True, stdout=subprocess.DEVNULL)
-        after_crash = {k: np.load(os.path.join(crashed, "step-3", k + ".npy")) for k in params}
+        after_crash = checkpoint_params(os.path.join(crashed, "step-3"))
         # tec export: the trained weights back into ONNX, for ONNX Runtime.
         exported = os.path.join(tmp, "trained.onnx")
         subprocess.run([args.tec, "export", plan, "--checkpoint", full, "-o", exported], check=True,
@@ -166,8 +176,8 @@ def main():
         exported_out = ort.InferenceSession(exported, providers=["CPUExecutionProvider"]).run(None, {"x": probe})[0]
         with open(os.path.join(tmp, "report.json")) as f:
             tec_losses = json.load(f)["loss"]
-        got = {k: np.load(os.path.join(full, "step-3", k + ".npy")) for k in params}
-        resumed = {k: np.load(os.path.join(part, "step-3", k + ".npy")) for k in params}
+        got = checkpoint_params(os.path.join(full, "step-3"))
+        resumed = checkpoint_params(os.path.join(part, "step-3"))
 
     m = {k: np.zeros_like(v) for k, v in params.items()}
     v2 = {k: np.zeros_like(v) for k, v in params.items()}

@@ -1,4 +1,5 @@
-// The tensor readers behind --input, train data and checkpoints: the same bytes as .npy and as .pb.
+// The tensor readers behind --input, train data and checkpoints: the same bytes as .npy, as .pb and as a
+// safetensors file.
 #include "FuzzFiles.h"
 
 #include "api/TensorFiles.h"
@@ -8,5 +9,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     auto tensor = tec::readTensorFile(tec::fuzz::writeFile(name, data, size));
     (void)tensor;
   }
+  auto tensors = tec::readSafetensors(tec::fuzz::writeFile("tensors.safetensors", data, size));
+  (void)tensors;
   return 0;
 }

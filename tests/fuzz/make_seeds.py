@@ -125,6 +125,11 @@ def tensor_seeds():
           helper.make_tensor("t", TensorProto.FLOAT, [2, 2], [1.0, 2.0, 3.0, 4.0]).SerializeToString())
     write(f"{HERE}/corpus/tensor-files/raw.pb",
           helper.make_tensor("t", TensorProto.INT64, [2], b"\1" + b"\0" * 15, raw=True).SerializeToString())
+    # A checkpoint's safetensors: two tensors and the metadata tec writes.
+    header = json.dumps({"__metadata__": {"format": "pt"}, "w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+                         "step": {"dtype": "F32", "shape": [], "data_offsets": [24, 28]}}).encode()
+    header += b" " * ((8 - len(header) % 8) % 8)
+    write(f"{HERE}/corpus/tensor-files/two.safetensors", len(header).to_bytes(8, "little") + header + b"\0" * 28)
     # Crash classes: non-integer, overflowing and nested header dims; a fortran_order of 1; version 9;
     # a .pb with a negative or huge dim.
     reg = f"{HERE}/regressions/tensor-files"

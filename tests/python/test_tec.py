@@ -6,6 +6,7 @@ import json
 import math
 import os
 import subprocess
+import tempfile
 
 import numpy as np
 import onnx
@@ -55,10 +56,24 @@ def train_options():
     return tec.TrainOptions(loss="mse", optimizer="adamw", lr=1e-3)
 
 
+def read_safetensors(path):
+    """Every tensor of a safetensors file (an 8-byte little-endian header size, a JSON header, the data), read
+    here as the format describes it: independent of tec's reader."""
+    raw = open(path, "rb").read()
+    size = int.from_bytes(raw[:8], "little")
+    header, data = json.loads(raw[8:8 + size]), raw[8 + size:]
+    types = {"F32": np.float32, "I64": np.int64, "I32": np.int32, "F16": np.float16}
+    return {name: np.frombuffer(data[e["data_offsets"][0]:e["data_offsets"][1]], dtype=types[e["dtype"]])
+            .reshape(e["shape"]) for name, e in header.items() if name != "__metadata__"}
+
+
 def checkpoint_tensors(folder):
     with open(os.path.join(folder, "latest")) as f:
         latest = os.path.join(folder, f.read().strip())
-    return {f: np.load(os.path.join(latest, f)) for f in sorted(os.listdir(latest)) if f.endswith(".npy")}
+    tensors = {}
+    for name in ("model.safetensors", "training.safetensors"):
+        tensors.update(read_safetensors(os.path.join(latest, name)))
+    return tensors
 
 
 def test_three_training_steps_and_a_resume_equal_the_cli(tmp_path, data):
@@ -214,6 +229,39 @@ def test_fit_trains_over_a_loader_as_steps_do(tmp_path, data):
     assert open(tmp_path / "ck" / "latest").read().strip() == "step-8"
     with pytest.raises(tec.BadInputError, match="fit: a batch must be"):
         tec.Trainer(plan, device="cpu").fit([x[:64]], progress=False)
+
+
+def test_a_checkpoint_holds_the_params_in_safetensors_as_pytorch_loads_them(tmp_path, data):
+    """model.safetensors holds exactly the trained params by name (what load_state_dict takes), equal to the
+    exported model's initializers; the rest of the state is in training.safetensors."""
+    _, x, y = data
+    trainer = tec.Trainer(tec.compile(MLP, targets=["cpu"], train=train_options()), device="cpu")
+    trainer.step({"x": x[:64]}, {"y": y[:64]})
+    trainer.save(str(tmp_path / "ckpt"))
+    trainer.export(str(tmp_path / "trained.onnx"))
+    params = read_safetensors(tmp_path / "ckpt" / "step-1" / "model.safetensors")
+    exported = {i.name: onnx.numpy_helper.to_array(i) for i in onnx.load(str(tmp_path / "trained.onnx")).graph.initializer}
+    assert params.keys() == exported.keys()
+    for name in params:
+        np.testing.assert_array_equal(params[name], exported[name], err_msg=name)
+    training = read_safetensors(tmp_path / "ckpt" / "step-1" / "training.safetensors")
+    assert "step" in training and "fc1.weight/adam_m" in training and not set(training) & set(params)
+
+
+def test_a_torch_module_loads_a_checkpoint_strictly():
+    torch = pytest.importorskip("torch")
+    safetensors = pytest.importorskip("safetensors.torch")
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    x = torch.randn(8, 16)
+    trainer = tec.Trainer(tec.from_torch(module, x, input_names=["x"], output_names=["y"], targets=["cpu"],
+                                         train=train_options()), device="cpu")
+    for _ in range(3):
+        trainer.step({"x": x.numpy()}, {"y": np.ones((8, 4), np.float32)})
+    with tempfile.TemporaryDirectory() as folder:
+        trainer.save(folder)
+        module.load_state_dict(safetensors.load_file(os.path.join(folder, "step-3", "model.safetensors")), strict=True)
+    np.testing.assert_allclose(module(x).detach().numpy(), trainer.predict({"x": x.numpy()})["y"], rtol=1e-5, atol=1e-5)
 
 
 def test_export_writes_the_trained_weights(tmp_path, data):
