@@ -86,6 +86,38 @@ std::optional<float> Trainer::lossScale() {
   return *static_cast<const float *>(session_->outputData(1));
 }
 
+namespace {
+
+/// The train variant's "lr" state buffer, or -1 (a plan compiled before the rate was state).
+int learningRateBuffer(const plan::Variant &v) {
+  for (int b = 0; b < v.buffers_size(); ++b)
+    if (v.buffers(b).role() == plan::STATE && v.buffers(b).name() == "lr" && v.buffers(b).bytes() == 4)
+      return b;
+  return -1;
+}
+
+} // namespace
+
+Result<float> Trainer::learningRate() {
+  const int b = learningRateBuffer(session_->variant());
+  if (b < 0)
+    return Status::error("this plan's learning rate is a constant of its training step (compiled by an older tec: "
+                         "compile it again to set it between steps)");
+  float lr = 0;
+  if (Status st = session_->readBuffer(b, &lr); !st.ok())
+    return st;
+  return lr;
+}
+
+Status Trainer::setLearningRate(float lr) {
+  if (!std::isfinite(lr) || lr < 0)
+    return Status::error("learning rate " + std::to_string(lr) + ": expected a finite value >= 0");
+  const int b = learningRateBuffer(session_->variant());
+  if (b < 0)
+    return learningRate().error();
+  return session_->writeBuffer(b, &lr);
+}
+
 Status Trainer::save(const std::string &dir) { return writeCheckpoint(*session_, dir, steps_); }
 
 Result<int64_t> Trainer::resume(const std::string &dir) {

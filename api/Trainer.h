@@ -58,6 +58,10 @@ public:
   int64_t steps() const { return steps_; }
   /// The dynamic loss scale the last step used (FP16 plans), if the plan keeps one.
   std::optional<float> lossScale();
+  /// The base learning rate the next steps use (the schedule scales it): the compiled --lr until set. It is
+  /// training state, kept in checkpoints. Setting it takes a finite, non-negative value.
+  Result<float> learningRate();
+  Status setLearningRate(float lr);
 
   /// Writes DIR/step-N (atomically) and points DIR/latest at it.
   Status save(const std::string &dir);

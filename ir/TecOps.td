@@ -994,22 +994,23 @@ def Tec_OptimizerUpdateOp : Tec_Op<"optimizer_update", [Pure, AttrSizedOperandSe
   let hasVerifier = 1;
 }
 
-def Tec_LrScheduleOp : Tec_Op<"lr_schedule", [Pure, AllTypesMatch<["step", "result"]>]> {
+def Tec_LrScheduleOp : Tec_Op<"lr_schedule", [Pure, AllTypesMatch<["step", "lr", "result"]>]> {
   let summary = "the learning rate at a training step";
   let description = [{
     `constant`: `lr`. `warmup`: `lr * min(1, (step + 1) / warmup_steps)`. `cosine`: the same warm-up,
     then `lr * 0.5 * (1 + cos(pi * (step - warmup_steps) / (total_steps - warmup_steps)))`, reaching 0 at
-    `total_steps`. `step` counts from 0.
+    `total_steps`. `step` counts from 0. `lr` is an operand, not an attribute: the train step's "lr" state,
+    which a trainer may set between steps (PyTorch-style schedulers drive it there).
 
     Example:
     ```mlir
-    %lr = tec.lr_schedule %step {lr = 1.0e-03 : f32, schedule = "cosine", warmup_steps = 10 : i64, total_steps = 100 : i64} : tensor<f32>
+    %rate = tec.lr_schedule %step, %lr {schedule = "cosine", warmup_steps = 10 : i64, total_steps = 100 : i64} : tensor<f32>
     ```
   }];
-  let arguments = (ins Tec_Scalar:$step, F32Attr:$lr, StrAttr:$schedule, I64Attr:$warmup_steps,
+  let arguments = (ins Tec_Scalar:$step, Tec_Scalar:$lr, StrAttr:$schedule, I64Attr:$warmup_steps,
                    I64Attr:$total_steps);
   let results = (outs Tec_Scalar:$result);
-  let assemblyFormat = "$step attr-dict `:` type($step)";
+  let assemblyFormat = "$step `,` $lr attr-dict `:` type($step)";
   let hasVerifier = 1;
 }
 

@@ -250,9 +250,10 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     auto vjpReturn = llvm::cast<func::ReturnOp>(vjp->getBody().front().getTerminator());
 
     Value stepCount = addState(step, body, scalarType, "step");
-    Value lr = b.create<LrScheduleOp>(loc, stepCount.getType(), stepCount, b.getF32FloatAttr(learningRate),
-                                      b.getStringAttr(schedule), b.getI64IntegerAttr(warmupSteps),
-                                      b.getI64IntegerAttr(totalSteps));
+    // The base rate is state, not a constant: the trainer may set it between steps (Trainer::setLearningRate).
+    Value baseRate = addState(step, body, scalarType, "lr", static_cast<float>(learningRate));
+    Value lr = b.create<LrScheduleOp>(loc, stepCount.getType(), stepCount, baseRate, b.getStringAttr(schedule),
+                                      b.getI64IntegerAttr(warmupSteps), b.getI64IntegerAttr(totalSteps));
     Value nextStep = binary<AddOp>(b, loc, stepCount, scalar(b, loc, 1.0));
     SmallVector<Value> results{map.lookup(vjpReturn.getOperand(0))};
     SmallVector<int64_t> updates{-1};

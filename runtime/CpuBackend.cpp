@@ -347,13 +347,12 @@ Status CpuBackend::lossScaleUpdate(const plan::Step &s) {
 }
 
 Status CpuBackend::lrSchedule(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
     return st;
   int schedule = scheduleNumber(s);
-  float lr = static_cast<float>(attrF(s, "lr")), warmup = static_cast<float>(attrI(s, "warmup_steps")),
-        total = static_cast<float>(attrI(s, "total_steps"));
-  emit([=, step = ptr<float>(s.inputs(0)), out = ptr<float>(s.outputs(0))] {
-    *out = kernels::learningRate(schedule, lr, *step, warmup, total);
+  float warmup = static_cast<float>(attrI(s, "warmup_steps")), total = static_cast<float>(attrI(s, "total_steps"));
+  emit([=, step = ptr<float>(s.inputs(0)), lr = ptr<float>(s.inputs(1)), out = ptr<float>(s.outputs(0))] {
+    *out = kernels::learningRate(schedule, *lr, *step, warmup, total);
     return Status::success();
   });
   return Status::success();

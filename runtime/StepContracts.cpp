@@ -30,7 +30,7 @@ public:
         {"cos", &Contract::unary}, {"softplus", &Contract::unary}, {"silu", &Contract::unary}, {"hard_swish", &Contract::unary}, {"floor", &Contract::unary},
         {"ceil", &Contract::unary}, {"where", &Contract::where},
         {"relu_grad", &Contract::activationGrad}, {"gelu_grad", &Contract::activationGrad},
-        {"lr_schedule", &Contract::scalars<1, 1>}, {"clip_coefficient", &Contract::scalars<1, 1>},
+        {"lr_schedule", &Contract::scalars<2, 1>}, {"clip_coefficient", &Contract::scalars<1, 1>},
         {"loss_scale_update", &Contract::scalars<3, 2>}, {"one_hot", &Contract::oneHot},
         {"all_finite", &Contract::allFinite}, {"cast", &Contract::cast}, {"softmax", &Contract::alongAxis},
         {"log_softmax", &Contract::alongAxis}, {"layer_norm", &Contract::layerNorm}, {"rms_norm", &Contract::layerNorm},

@@ -852,8 +852,8 @@ __global__ void lossScaleUpdateKernel(const float *scale, const float *clean, co
   kernels::updateLossScale(*scale, *clean, *finite != 0, interval, growth, backoff, nextScale, nextClean);
 }
 
-__global__ void learningRateKernel(int schedule, float lr, const float *step, float warmup, float total, float *out) {
-  *out = kernels::learningRate(schedule, lr, *step, warmup, total);
+__global__ void learningRateKernel(int schedule, const float *lr, const float *step, float warmup, float total, float *out) {
+  *out = kernels::learningRate(schedule, *lr, *step, warmup, total);
 }
 
 struct OptimizerBatch {
@@ -1290,7 +1290,7 @@ void optimizerUpdate(const OptimizerParams &params, const float *lr, const float
   }
 }
 
-void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out, void *stream) {
+void learningRate(int schedule, const float *lr, const float *step, float warmup, float total, float *out, void *stream) {
   learningRateKernel<<<1, 1, 0, asStream(stream)>>>(schedule, lr, step, warmup, total, out);
 }
 

@@ -115,7 +115,7 @@ void clearIfNotFinite(ConstRef x, int64_t n, uint8_t *flag, void *stream);
 void clipCoefficient(const float *norm, float maxNorm, float *out, void *stream);
 void lossScaleUpdate(const float *scale, const float *clean, const uint8_t *finite, float interval, float growth,
                      float backoff, float *nextScale, float *nextClean, void *stream);
-void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out, void *stream);
+void learningRate(int schedule, const float *lr, const float *step, float warmup, float total, float *out, void *stream);
 
 /// One parameter of a fused optimizer launch (tec.optimizer_update): null moments where the optimizer
 /// keeps fewer; outputs may alias inputs.

@@ -305,6 +305,18 @@ NB_MODULE(_tec, m) {
            })
       .def("trained_outputs", [](Trainer &t) { return t.trainedOutputs(); })
       .def("loss_scale", [](Trainer &t) { return t.lossScale(); })
+      .def("learning_rate",
+           [](Trainer &t) {
+             auto lr = t.learningRate();
+             if (!lr.ok())
+               raise(lr.error(), "bad_input");
+             return *lr;
+           })
+      .def("set_learning_rate",
+           [](Trainer &t, float lr) {
+             if (Status st = t.setLearningRate(lr); !st.ok())
+               raise(st, "bad_input");
+           })
       .def("steps", &Trainer::steps)
       .def("save",
            [](Trainer &t, const std::string &dir) {

@@ -355,6 +355,16 @@ class Trainer:
         return self._native.steps()
 
     @property
+    def lr(self) -> float:
+        """The base learning rate of the next steps (the compiled TrainOptions.lr until set; the schedule, if
+        any, scales it). Settable between steps, as PyTorch schedulers set an optimizer's; kept in checkpoints."""
+        return self._native.learning_rate()
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        self._native.set_learning_rate(float(value))
+
+    @property
     def selection_reason(self) -> str:
         """Which variant and backend train, and why (one line, as `tec train` prints it)."""
         return self._native.selection_reason()

@@ -577,14 +577,13 @@ Status CudaBackend::lossScaleUpdate(const plan::Step &s) {
 }
 
 Status CudaBackend::lrSchedule(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
     return st;
   int schedule = scheduleNumber(s);
-  float lr = static_cast<float>(attrF(s, "lr")), warmup = static_cast<float>(attrI(s, "warmup_steps")),
-        total = static_cast<float>(attrI(s, "total_steps"));
-  int step = s.inputs(0), o = s.outputs(0);
+  float warmup = static_cast<float>(attrI(s, "warmup_steps")), total = static_cast<float>(attrI(s, "total_steps"));
+  int step = s.inputs(0), lr = s.inputs(1), o = s.outputs(0);
   emit([=](const Context &c) {
-    c.k->learningRate(schedule, lr, c.at<float>(slot(step)), warmup, total, c.at<float>(slot(o)));
+    c.k->learningRate(schedule, c.at<float>(slot(lr)), c.at<float>(slot(step)), warmup, total, c.at<float>(slot(o)));
     return Status::success();
   });
   return Status::success();

@@ -78,7 +78,7 @@ public:
   virtual void clipCoefficient(const float *norm, float maxNorm, float *out) = 0;
   virtual void lossScaleUpdate(const float *scale, const float *clean, const uint8_t *finite, float interval,
                                float growth, float backoff, float *nextScale, float *nextClean) = 0;
-  virtual void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out) = 0;
+  virtual void learningRate(int schedule, const float *lr, const float *step, float warmup, float total, float *out) = 0;
   virtual void quantize(kc::ConstRef x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
                         unsigned long long *counts) = 0;
   virtual void quantizeTransposed(kc::ConstRef x, int64_t rows, int64_t cols, const float *scale, uint8_t *y,

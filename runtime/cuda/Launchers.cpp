@@ -110,7 +110,7 @@ public:
                        float backoff, float *nextScale, float *nextClean) override {
     kc::lossScaleUpdate(scale, clean, finite, interval, growth, backoff, nextScale, nextClean, stream);
   }
-  void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out) override {
+  void learningRate(int schedule, const float *lr, const float *step, float warmup, float total, float *out) override {
     kc::learningRate(schedule, lr, step, warmup, total, out, stream);
   }
   void quantize(kc::ConstRef x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,
@@ -323,8 +323,8 @@ public:
     call("kc::lossScaleUpdate", {f32(scale), f32(clean), u8(finite), floatLiteral(interval), floatLiteral(growth),
                                  floatLiteral(backoff), f32(nextScale), f32(nextClean)});
   }
-  void learningRate(int schedule, float lr, const float *step, float warmup, float total, float *out) override {
-    call("kc::learningRate", {num(schedule), floatLiteral(lr), f32(step), floatLiteral(warmup), floatLiteral(total),
+  void learningRate(int schedule, const float *lr, const float *step, float warmup, float total, float *out) override {
+    call("kc::learningRate", {num(schedule), f32(lr), f32(step), floatLiteral(warmup), floatLiteral(total),
                               f32(out)});
   }
   void quantize(kc::ConstRef x, const float *scale, uint8_t *y, float *amax, int64_t n, Fp8Format format,

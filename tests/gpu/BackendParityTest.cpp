@@ -394,7 +394,7 @@ void buildCases() {
   add("loss_scale_update", Builder("loss_scale_update").in(F32, {}, "positive").in(F32, {}, "zero").in(BOOL, {}, "bool")
                                .out(F32, {}).out(F32, {}).i("growth_interval", 1),
       kExact);
-  add("lr_schedule", Builder("lr_schedule").in(F32, {}, "step").out(F32, {}).s("schedule", "cosine").f("lr", 0.01)
+  add("lr_schedule", Builder("lr_schedule").in(F32, {}, "step").in(F32, {}, "positive").out(F32, {}).s("schedule", "cosine")
                          .i("warmup_steps", 3).i("total_steps", 100),
       kF32);
   for (auto [name, format] : {std::pair{"e4m3", F8E4M3FN}, std::pair{"e5m2", F8E5M2}}) {

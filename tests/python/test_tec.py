@@ -264,6 +264,35 @@ def test_a_torch_module_loads_a_checkpoint_strictly():
     np.testing.assert_allclose(module(x).detach().numpy(), trainer.predict({"x": x.numpy()})["y"], rtol=1e-5, atol=1e-5)
 
 
+def test_the_learning_rate_is_set_between_steps(tmp_path, data):
+    """SGD moves a param by lr x its gradient: from the same state, twice the rate moves it twice as far, a
+    zero rate not at all; the rate set is kept in checkpoints."""
+    _, x, y = data
+    plan = tec.compile(MLP, targets=["cpu"], train=tec.TrainOptions(optimizer="sgd", lr=0.01))
+    trainer = tec.Trainer(plan, device="cpu")
+    assert trainer.lr == np.float32(0.01)
+    trainer.step({"x": x[:64]}, {"y": y[:64]})
+    trainer.save(str(tmp_path / "start"))
+    start = checkpoint_tensors(tmp_path / "start")["fc2.weight"]
+    moved = {}
+    for lr in (0.0, 0.02, 0.04):
+        resumed = tec.Trainer(plan, device="cpu")
+        resumed.resume(str(tmp_path / "start"))
+        resumed.lr = lr
+        resumed.step({"x": x[64:128]}, {"y": y[64:128]})
+        resumed.save(str(tmp_path / f"lr{lr}"))
+        moved[lr] = checkpoint_tensors(tmp_path / f"lr{lr}")["fc2.weight"] - start
+    assert not moved[0.0].any()
+    assert np.abs(moved[0.02]).max() > 1e-4  # it moved, far beyond the rounding below
+    # Equal up to the rounding of p - lr g in float (an ulp of the weights, ~1e-8 here).
+    np.testing.assert_allclose(moved[0.04], 2 * moved[0.02], rtol=1e-4, atol=5e-8)
+    again = tec.Trainer(plan, device="cpu")
+    again.resume(str(tmp_path / "lr0.04"))
+    assert again.lr == np.float32(0.04)
+    with pytest.raises(tec.BadInputError, match="expected a finite value >= 0"):
+        again.lr = -1.0
+
+
 def test_export_writes_the_trained_weights(tmp_path, data):
     _, x, y = data
     trainer = tec.Trainer(tec.compile(MLP, targets=["cpu"], train=train_options()), device="cpu")

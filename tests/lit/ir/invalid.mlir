@@ -283,7 +283,7 @@ func.func @one_hot_shape(%l: tensor<4xi64>) -> tensor<5x10xf32> {
 
 func.func @lr_schedule_cosine(%s: tensor<f32>) -> tensor<f32> {
   // expected-error @+1 {{'tec.lr_schedule' op expected total_steps > warmup_steps for cosine, got 10 <= 10}}
-  %0 = tec.lr_schedule %s {lr = 1.0e-03 : f32, schedule = "cosine", warmup_steps = 10 : i64, total_steps = 10 : i64} : tensor<f32>
+  %0 = tec.lr_schedule %s, %s {schedule = "cosine", warmup_steps = 10 : i64, total_steps = 10 : i64} : tensor<f32>
   return %0 : tensor<f32>
 }
 

@@ -71,8 +71,8 @@ func.func @training(%x: tensor<4x8xf32>, %labels: tensor<4xi64>, %step: tensor<f
   %2 = tec.one_hot %labels : tensor<4xi64> -> tensor<4x10xf32>
   // CHECK: tec.clip_coefficient %{{.*}} {max_norm = 1.000000e+00 : f32} : tensor<f32>
   %3 = tec.clip_coefficient %step {max_norm = 1.0 : f32} : tensor<f32>
-  // CHECK: tec.lr_schedule %{{.*}} {lr = 1.000000e-03 : f32, schedule = "cosine", total_steps = 100 : i64, warmup_steps = 10 : i64} : tensor<f32>
-  %4 = tec.lr_schedule %step {lr = 1.0e-03 : f32, schedule = "cosine", warmup_steps = 10 : i64, total_steps = 100 : i64} : tensor<f32>
+  // CHECK: tec.lr_schedule %{{.*}}, %{{.*}} {schedule = "cosine", total_steps = 100 : i64, warmup_steps = 10 : i64} : tensor<f32>
+  %4 = tec.lr_schedule %step, %step {schedule = "cosine", warmup_steps = 10 : i64, total_steps = 100 : i64} : tensor<f32>
   return %0, %1, %2, %3, %4 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x10xf32>, tensor<f32>, tensor<f32>
 }
 
