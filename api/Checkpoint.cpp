@@ -2,6 +2,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -244,14 +245,26 @@ Result<Checkpoint> loadCheckpoint(const std::string &dir, const plan::Variant &v
       return Status::error(path + ": " + why);
     c.tensors[buffer.name()] = std::move(*tensor);
   }
-  // The step counter the checkpoint holds must be the step its folder names.
-  if (auto it = c.tensors.find("step"); it != c.tensors.end() && it->second.bytes.size() == 4) {
+  // The counters the checkpoint holds must be those of the step its folder names: "step" counts optimizer
+  // updates (one per `accumulate` steps), "accumulate/micro" the steps since the last one.
+  const int64_t perUpdate = std::max(1, variant.accumulate());
+  for (auto [name, expected] : {std::pair<std::string, int64_t>{"step", c.step / perUpdate},
+                                {"accumulate/micro", c.step % perUpdate}}) {
+    auto it = c.tensors.find(name);
+    if (it == c.tensors.end() || it->second.bytes.size() != 4)
+      continue;
     float stored;
     std::memcpy(&stored, it->second.bytes.data(), 4);
-    if (stored != static_cast<float>(c.step))
-      return Status::error(c.folder + (format == 2 ? "/step.npy" : std::string("/") + kTrainingFile + " ('step')") +
-                           ": holds step " + std::to_string(stored) + ", but the checkpoint is step " +
-                           std::to_string(c.step));
+    if (stored != static_cast<float>(expected)) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", stored);
+      return Status::error(c.folder + (format == 2 ? "/" + fileNameFor(name) + ".npy"
+                                                   : "/" + std::string(kTrainingFile) + " ('" + name + "')") +
+                           ": holds " + text + ", but the checkpoint is step " + std::to_string(c.step) +
+                           (perUpdate > 1 ? llvm::formatv(" (after {0} updates of {1} steps)", c.step / perUpdate,
+                                                          perUpdate).str()
+                                          : std::string()));
+    }
   }
   return c;
 }

@@ -264,6 +264,7 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
     if (!variant)
       return llvm::createStringError(path + ": " + target + " train_step: " + llvm::toString(variant.takeError()));
     variant->set_kind("train");
+    variant->set_accumulate(static_cast<int32_t>(options.pipeline.train.accumulate));
     for (const auto &name : trainInputNames)
       variant->add_input_names(name);
     variant->add_output_names("loss");
@@ -358,7 +359,7 @@ std::string compileOptionError(const CompileOptions &options) {
         optionRangeError("loss-scale-growth-interval", t.growthInterval, 1, maxSteps),
         optionRangeError("clip-norm", t.clipNorm, 0, 3.4e38), optionRangeError("lr", t.lr, 0, 3.4e38),
         optionRangeError("warmup-steps", t.warmupSteps, 0, maxSteps),
-        optionRangeError("total-steps", t.totalSteps, 1, maxSteps),
+        optionRangeError("total-steps", t.totalSteps, 1, maxSteps), optionRangeError("accumulate", t.accumulate, 1, 65536),
         optionRangeError("momentum", t.momentum, 0, 0.999999), optionRangeError("beta1", t.beta1, 0, 0.999999),
         optionRangeError("beta2", t.beta2, 0, 0.999999), optionRangeError("eps", t.eps, 1e-30, 1),
         optionRangeError("weight-decay", t.weightDecay, 0, 1e6), optionChoiceError("fp8", p.fp8, {"auto", "all", "none"}),

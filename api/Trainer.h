@@ -9,6 +9,7 @@
 
 #include "llvm/ADT/StringRef.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,9 @@ public:
   Result<float> step(std::vector<double> *stepMillis = nullptr);
   /// Steps taken, counting those of a resumed checkpoint.
   int64_t steps() const { return steps_; }
+  /// The steps (micro-batches) whose mean gradient one optimizer update applies (`--accumulate`): the
+  /// update comes with every accumulation()-th step; 1 where every step updates.
+  int64_t accumulation() const { return std::max<int64_t>(1, session_->variant().accumulate()); }
   /// The dynamic loss scale the last step used (FP16 plans), if the plan keeps one.
   std::optional<float> lossScale();
   /// The base learning rate the next steps use (the schedule scales it): the compiled --lr until set. It is

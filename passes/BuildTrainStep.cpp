@@ -277,16 +277,40 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
         g = binary<DivOp>(b, loc, g, lossScaleState);
       grads.push_back(g);
     }
+    auto boolType = RankedTensorType::get({}, b.getI1Type());
+    // Gradient accumulation: this call's gradients join the sums; the last call of a window updates with
+    // their mean (`apply`) and clears them.
+    Value apply;
+    if (accumulate > 1) {
+      Value micro = addState(step, body, scalarType, "accumulate/micro");
+      Value counted = binary<AddOp>(b, loc, micro, scalar(b, loc, 1.0));
+      apply = b.create<CompareOp>(loc, boolType, counted, scalar(b, loc, static_cast<double>(accumulate)), "ge");
+      record(b.create<WhereOp>(loc, scalarType, apply, scalar(b, loc, 0.0), counted), micro);
+      for (unsigned r = 1; r < vjpReturn.getNumOperands(); ++r) {
+        unsigned argIndex = vjp->getResultAttrOfType<IntegerAttr>(r, kGradOfAttrName).getInt();
+        std::string name = step.getArgAttrOfType<StringAttr>(argIndex, kParamAttrName).str();
+        Value &g = grads[r - 1];
+        auto type = llvm::cast<RankedTensorType>(g.getType());
+        Value sum = addState(step, body, type, name + "/grad_sum", 0.0f, "optimizer");
+        Value total = b.create<AddOp>(loc, type, sum, g);
+        record(b.create<WhereOp>(loc, type, apply, scalar(b, loc, 0.0), total), sum);
+        g = binary<DivOp>(b, loc, total, scalar(b, loc, static_cast<double>(accumulate)));
+      }
+    }
     if (lossScaleState) {
-      finite = b.create<AllFiniteOp>(loc, RankedTensorType::get({}, b.getI1Type()), grads);
+      finite = b.create<AllFiniteOp>(loc, boolType, grads);
       auto next = b.create<LossScaleUpdateOp>(loc, TypeRange{scalarType, scalarType}, lossScaleState, cleanSteps,
                                               finite, b.getI64IntegerAttr(growthInterval), b.getF32FloatAttr(2.0f),
                                               b.getF32FloatAttr(0.5f));
-      results.push_back(next.getNewScale());
-      updates.push_back(llvm::cast<BlockArgument>(lossScaleState).getArgNumber());
-      results.push_back(next.getNewCleanSteps());
-      updates.push_back(llvm::cast<BlockArgument>(cleanSteps).getArgNumber());
+      auto applied = [&](Value next, Value state) { // the scale moves once a window, on its update
+        return apply ? b.create<WhereOp>(loc, scalarType, apply, next, state).getResult() : next;
+      };
+      record(applied(next.getNewScale(), lossScaleState), lossScaleState);
+      record(applied(next.getNewCleanSteps(), cleanSteps), cleanSteps);
     }
+    // From here `finite` gates every update: the optimizer's, the step counter's.
+    if (apply)
+      finite = finite ? b.create<CompareOp>(loc, boolType, finite, apply, "and").getResult() : apply;
     // Gradient clipping by global norm: every gradient times min(1, max_norm / (norm + 1e-6)).
     Value clip;
     if (clipNorm > 0.0) {

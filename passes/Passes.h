@@ -30,6 +30,8 @@ struct TrainOptions {
   double lossScale = 0.0;
   int64_t growthInterval = 2000;
   int64_t ignoreIndex = -100; // cross-entropy labels that count for nothing
+  /// Micro-batches whose mean gradient each optimizer update applies (1: every step updates).
+  int64_t accumulate = 1;
 };
 
 /// The passes the pipelines run that `--disable-pass` may leave out.

@@ -244,6 +244,13 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
     launch). Params and optimizer state come back as results tagged `tec.state_update`, so codegen keeps
     them in place across steps (the optimizer writes over them, no copy); targets are tagged `tec.target`
     with the index of their output.
+
+    Gradient accumulation (`accumulate` N > 1): each call adds its gradients into a per-param sum (state
+    `<param>/grad_sum`) and counts itself (`accumulate/micro`); the N-th call updates with the mean of the N
+    gradients, as one step over an N-times batch whose loss is a mean, and clears the sums. The other calls
+    pass the optimizer a false gate, so params, moments, the step counter (which the schedule reads: it
+    counts updates) and the loss scale stay as they were; running statistics and FP8 amaxes still follow
+    every micro-batch, as in PyTorch and Transformer Engine.
   }];
   let options = [
     Option<"loss", "loss", "std::string", "\"mse\"", "mse | l1 | cross-entropy (targets: class indices)">,
@@ -266,7 +273,9 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
            "regex of param names trained even where tec would freeze them (a folded constant, a mask)">,
     Option<"lossScale", "loss-scale", "double", "0.0",
            "dynamic loss scaling from this initial scale (FP16 training; 0: off)">,
-    Option<"growthInterval", "growth-interval", "int64_t", "2000", "clean steps before the loss scale doubles">
+    Option<"growthInterval", "growth-interval", "int64_t", "2000", "clean steps before the loss scale doubles">,
+    Option<"accumulate", "accumulate", "int64_t", "1",
+           "micro-batches whose mean gradient one optimizer update applies (gradient accumulation)">
   ];
   let dependentDialects = ["::tec::TecDialect"];
 }

@@ -163,7 +163,7 @@ NB_MODULE(_tec, m) {
         num("lr", t.lr), num("momentum", t.momentum), num("beta1", t.beta1), num("beta2", t.beta2), num("eps", t.eps),
             num("weight_decay", t.weightDecay), num("clip_norm", t.clipNorm), num("nesterov", t.nesterov),
             num("warmup_steps", t.warmupSteps), num("total_steps", t.totalSteps), num("loss_scale", t.lossScale),
-            num("loss_scale_growth_interval", t.growthInterval), num("ignore_index", t.ignoreIndex);
+            num("loss_scale_growth_interval", t.growthInterval), num("ignore_index", t.ignoreIndex), num("accumulate", t.accumulate);
         options.train = train;
         std::optional<ApiError> error;
         std::string summary;
@@ -318,6 +318,7 @@ NB_MODULE(_tec, m) {
                raise(st, "bad_input");
            })
       .def("steps", &Trainer::steps)
+      .def("accumulation", &Trainer::accumulation)
       .def("save",
            [](Trainer &t, const std::string &dir) {
              if (Status st = t.save(dir); !st.ok())

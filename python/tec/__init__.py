@@ -90,6 +90,9 @@ class TrainOptions:
     loss_scale: float = 0.0
     loss_scale_growth_interval: int = 2000
     ignore_index: int = -100
+    #: Gradient accumulation: each optimizer update applies the mean gradient of this many steps
+    #: (micro-batches), as one step over a batch this many times larger; the schedule counts updates.
+    accumulate: int = 1
 
 
 class Plan:
@@ -173,6 +176,8 @@ def compile(model, shapes: Optional[Dict[str, List[int]]] = None, targets=("all"
         if train is not None:
             for field in dataclasses.fields(train):
                 value = getattr(train, field.name)
+                if field.type in (int, "int") and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+                    raise ValueError(f"TrainOptions.{field.name}: expected an integer, got {value!r}")
                 (strings if isinstance(value, str) else numbers)[field.name] = value
         shape_lists = {name: [int(d) for d in (dims if hasattr(dims, "__len__") else [dims])]
                        for name, dims in (shapes or {}).items()}
@@ -353,6 +358,12 @@ class Trainer:
     def steps(self) -> int:
         """Training steps taken, counting those of a resumed checkpoint."""
         return self._native.steps()
+
+    @property
+    def accumulate(self) -> int:
+        """The steps whose mean gradient one optimizer update applies (TrainOptions.accumulate): the update
+        comes with every accumulate-th step; 1 where every step updates."""
+        return self._native.accumulation()
 
     @property
     def lr(self) -> float:

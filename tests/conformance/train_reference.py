@@ -119,6 +119,52 @@ def check_fp8_training(tec, model_path, steps=30):
     return ok
 
 
+def check_accumulation(tec, model_path, params):
+    """--accumulate 4 at batch 64 equals the reference's AdamW over batches of 256 (the mean gradient of the 4
+    micro-batches is the 256-row batch's, the loss being a mean); the 3 steps before an update leave the params
+    exactly as they were; a run resumed in the middle of a window ends bit for bit where an uninterrupted one
+    does."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((8 * 64, 256)).astype(np.float32)
+    y = rng.standard_normal((8 * 64, 16)).astype(np.float32)
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = os.path.join(tmp, "accumulate.tecplan")
+        subprocess.run([tec, model_path, "-o", plan, "--target", "cpu", "--train", "--optimizer", "adamw", "--lr",
+                        str(LR), "--eps", str(EPS), "--weight-decay", str(WD), "--accumulate", "4"], check=True,
+                       stdout=subprocess.DEVNULL)
+        np.save(os.path.join(tmp, "x.npy"), x)
+        np.save(os.path.join(tmp, "y.npy"), y)
+        data = ["--input", f"x={tmp}/x.npy", "--target", f"y={tmp}/y.npy"]
+        full, part = os.path.join(tmp, "full"), os.path.join(tmp, "part")
+        said = subprocess.run([tec, "train", plan, *data, "--steps", "8", "--checkpoint-dir", full,
+                               "--checkpoint-every", "3"], check=True, capture_output=True, text=True).stdout
+        subprocess.run([tec, "train", plan, *data, "--steps", "6", "--checkpoint-dir", part], check=True,
+                       stdout=subprocess.DEVNULL)
+        subprocess.run([tec, "train", plan, *data, "--steps", "8", "--resume", part, "--checkpoint-dir", part],
+                       check=True, stdout=subprocess.DEVNULL)
+        before_update = checkpoint_params(os.path.join(full, "step-3"))
+        got, resumed = checkpoint_params(os.path.join(full, "step-8")), checkpoint_params(os.path.join(part, "step-8"))
+    reference = {k: v.copy() for k, v in params.items()}
+    m = {k: np.zeros_like(v) for k, v in params.items()}
+    v2 = {k: np.zeros_like(v) for k, v in params.items()}
+    for t in range(1, 3):
+        batch = slice((t - 1) * 256, t * 256)
+        _, grads = step(reference, x[batch].astype(np.float64), y[batch].astype(np.float64))
+        adamw(reference, grads, m, v2, t)
+    rel = max(np.abs(got[k] - reference[k]).max() / np.abs(reference[k]).max() for k in params)
+    unmoved = all(np.array_equal(before_update[k], params[k].astype(np.float32)) for k in params)
+    exact = all(np.array_equal(got[k], resumed[k]) for k in params)
+    for passed, what in [(rel <= 1e-5, f"--accumulate 4: 8 steps of 64 equal 2 AdamW steps of 256 rows "
+                                       f"(max relative difference {rel:.2e})"),
+                         (unmoved, "--accumulate 4: the params after step 3 are the initial ones, bit for bit"),
+                         (exact, "--accumulate 4: resumed at step 6 (mid-window), step 8 bit for bit equal"),
+                         ("an optimizer update every 4" in said, "tec train says it accumulates")]:
+        print(f"{'ok  ' if passed else 'FAIL'} {what}")
+        ok = ok and passed
+    return ok
+
+
 def checkpoint_params(step_folder):
     """The params of a checkpoint (its model.safetensors), read as the format describes it: an 8-byte
     little-endian header size, a JSON header of dtype, shape and byte range, the data."""
@@ -215,7 +261,11 @@ def main():
     failures += not loss_ok
     fp8_ok = check_fp8_training(args.tec, model_path)
     failures += not fp8_ok
-    checks = len(params) + 6
+    accumulation_ok = check_accumulation(args.tec, model_path,
+                                         {t.name: numpy_helper.to_array(t).astype(np.float64)
+                                          for t in onnx.load(model_path).graph.initializer})
+    failures += not accumulation_ok
+    checks = len(params) + 7
     print(f"{checks - failures} passed, {failures} failed")
     return 1 if failures else 0
 

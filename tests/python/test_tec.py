@@ -293,6 +293,42 @@ def test_the_learning_rate_is_set_between_steps(tmp_path, data):
         again.lr = -1.0
 
 
+def test_gradient_accumulation_updates_every_nth_step_as_the_cli_does(tmp_path, data):
+    """TrainOptions(accumulate=2): the first step of a window leaves the weights as they were, the second
+    updates them; losses and checkpoints equal `tec train` on the plan compiled with --accumulate 2 bit for bit.
+    (Equality with the larger batch against a numpy reference: tests/conformance/train_reference.py.)"""
+    folder, x, y = data
+    plan = tec.compile(MLP, targets=["cpu"], train=tec.TrainOptions(accumulate=2), output=str(tmp_path / "a.tecplan"))
+    cli(MLP, "--target", "cpu", "--train", "--accumulate", "2", "-o", str(tmp_path / "cli.tecplan"))
+    assert (tmp_path / "a.tecplan").read_bytes() == (tmp_path / "cli.tecplan").read_bytes()
+    trainer = tec.Trainer(plan, device="cpu")
+    assert trainer.accumulate == 2
+    with pytest.warns(UserWarning, match="untrained"):
+        untrained = tec.Session(plan, device="cpu").run({"x": x[:64]})["y"]
+    losses = [trainer.step({"x": x[:64]}, {"y": y[:64]})]
+    np.testing.assert_array_equal(trainer.predict({"x": x[:64]})["y"], untrained)
+    for i in (1, 2, 3):
+        losses.append(trainer.step({"x": x[i * 64:(i + 1) * 64]}, {"y": y[i * 64:(i + 1) * 64]}))
+    assert np.abs(trainer.predict({"x": x[:64]})["y"] - untrained).max() > 1e-4
+    trainer.save(str(tmp_path / "py_ckpt"))
+    report = tmp_path / "report.json"
+    said = cli("train", str(tmp_path / "cli.tecplan"), "--input", f"x={folder / 'x.npy'}", "--target",
+               f"y={folder / 'y.npy'}", "--steps", "3", "--checkpoint-dir", str(tmp_path / "cli_ckpt"))
+    assert "an optimizer update every 2" in said and "the last 1 steps' gradients wait" in said
+    cli("train", str(tmp_path / "cli.tecplan"), "--input", f"x={folder / 'x.npy'}", "--target", f"y={folder / 'y.npy'}",
+        "--steps", "4", "--resume", str(tmp_path / "cli_ckpt"), "--checkpoint-dir", str(tmp_path / "cli_ckpt"),
+        "--report", str(report))
+    assert [np.float32(v) for v in json.loads(report.read_text())["loss"]] == [np.float32(v) for v in losses[3:]]
+    ours, theirs = checkpoint_tensors(tmp_path / "py_ckpt"), checkpoint_tensors(tmp_path / "cli_ckpt")
+    assert ours.keys() == theirs.keys() and any(name.endswith("/grad_sum") for name in ours)
+    for name in ours:
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+    with pytest.raises(ValueError, match="TrainOptions.accumulate: expected an integer, got 2.5"):
+        tec.compile(MLP, targets=["cpu"], train=tec.TrainOptions(accumulate=2.5))
+    with pytest.raises(tec.BadInputError, match="accumulate 0"):
+        tec.compile(MLP, targets=["cpu"], train=tec.TrainOptions(accumulate=0))
+
+
 def test_export_writes_the_trained_weights(tmp_path, data):
     _, x, y = data
     trainer = tec.Trainer(tec.compile(MLP, targets=["cpu"], train=train_options()), device="cpu")

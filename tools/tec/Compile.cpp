@@ -101,6 +101,11 @@ cl::opt<double> lossScaleInit("loss-scale", cl::desc("dynamic loss scaling from 
 cl::opt<int64_t> growthInterval("loss-scale-growth-interval", cl::desc("clean steps before the loss scale doubles"),
                                 cl::init(2000), cl::cat(category()));
 
+cl::opt<int64_t> accumulateSteps("accumulate",
+                                 cl::desc("gradient accumulation: each optimizer update applies the mean gradient of "
+                                          "this many training steps (micro-batches); the schedule counts updates"),
+                                 cl::init(1), cl::cat(category()));
+
 cl::opt<double> clipNorm("clip-norm", cl::desc("clip gradients to this global norm (0: off)"), cl::init(0.0),
                          cl::cat(category()));
 
@@ -207,6 +212,7 @@ tec::CompileOptions compileOptionsFromFlags() {
                             beta1,    beta2,         adamEps,    weightDecay,  clipNorm,   nesterov,
                             warmupSteps, totalSteps, lossScaleInit, growthInterval};
   options.pipeline.train.ignoreIndex = ignoreIndex;
+  options.pipeline.train.accumulate = accumulateSteps;
   return options;
 }
 

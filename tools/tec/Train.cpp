@@ -257,7 +257,10 @@ int trainLoop() {
     llvm::outs() << "distilling " << teacherModel << " on seeded random inputs (seed " << trainSeed << "), ";
   else
     llvm::outs() << batches << " batches of " << s.inputs()[data.front().input].shape[0] << ", ";
-  llvm::outs() << steps << " steps\n";
+  llvm::outs() << steps << " steps";
+  if (trainer.accumulation() > 1)
+    llvm::outs() << ", an optimizer update every " << trainer.accumulation() << " (gradient accumulation)";
+  llvm::outs() << "\n";
   if (trainer.trainedOutputs().size() < trainer.outputs().size()) { // the outputs without a --target
     std::vector<std::string> ignored;
     for (const auto &o : trainer.outputs())
@@ -366,6 +369,10 @@ int trainLoop() {
                                 "{3:f1} steps/s, arena {4}\n",
                                 losses.size(), losses.empty() ? 0.0 : losses.back(), meanMs,
                                 losses.size() / std::max(total, 1e-9), bytesString(memory));
+  if (int64_t waiting = trainer.steps() % trainer.accumulation(); waiting > 0)
+    llvm::outs() << "the last " << waiting << " steps' gradients wait for the next update (accumulated"
+                 << (checkpointDir.empty() ? ", and lost with this run: no --checkpoint-dir" : ", in the checkpoint")
+                 << ")\n";
   if (trainProfile)
     printProfile(s, stepMillis, stepMs.size(), "training step");
   // FP8 health: per quantized tensor its amax history (recent values), scale, and last step's shares.
