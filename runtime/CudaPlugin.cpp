@@ -1,5 +1,7 @@
 #include "runtime/CudaPlugin.h"
 
+#include "kernels/common/LibraryLocations.h"
+
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -9,14 +11,22 @@ namespace tec {
 
 namespace {
 
-/// The folder of the binary this code is linked into (tec, a test), through dladdr.
+/// The folder of the binary this code is linked into (tec, the Python extension, a test).
 std::string ownFolder() {
-  Dl_info info{};
-  if (!dladdr(reinterpret_cast<void *>(&loadCudaPlugin), &info) || !info.dli_fname)
-    return ".";
-  std::string path = info.dli_fname;
-  auto slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
+  std::string folder = kernels::folderOf(reinterpret_cast<const void *>(&ownFolder));
+  return folder.empty() ? "." : folder;
+}
+
+/// Loads the CUDA libraries the plugin links where the loader's own search would not find them (PyTorch's
+/// nvidia-* wheels): loaded first, they satisfy the plugin's dependencies by soname.
+void preloadCudaLibraries() {
+  for (const char *soname : {"libcudart.so.13", "libcublasLt.so.13"}) {
+    if (dlopen(soname, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD))
+      continue;
+    for (const std::string &file : kernels::nvidiaLibraryCandidates(soname, ownFolder()))
+      if (dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL))
+        break;
+  }
 }
 
 CreateCudaBackendFn entry = nullptr;
@@ -32,13 +42,15 @@ const CudaPluginStatus &loadCudaPlugin() {
       return s;
     }
     // TEC_CUDA_PLUGIN names the file; otherwise next to the binary, in ../lib (installed and build
-    // trees), then the build tree this runtime came from.
+    // trees), one up (a wheel's bin/tec), then the build tree this runtime came from.
     std::vector<std::string> candidates;
     if (const char *env = std::getenv("TEC_CUDA_PLUGIN"); env && *env)
       candidates.push_back(env);
     else
-      for (const std::string &folder : {ownFolder(), ownFolder() + "/../lib", std::string(TEC_PLUGIN_BUILD_DIR)})
+      for (const std::string &folder :
+           {ownFolder(), ownFolder() + "/../lib", ownFolder() + "/..", std::string(TEC_PLUGIN_BUILD_DIR)})
         candidates.push_back(folder + "/" + kCudaPluginFile);
+    preloadCudaLibraries();
     std::string errors;
     for (const auto &path : candidates) {
       void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -1,6 +1,6 @@
 #include "runtime/Device.h"
 
-#include "kernels/common/CudnnLocations.h"
+#include "kernels/common/LibraryLocations.h"
 
 #include <dlfcn.h>
 
@@ -61,32 +61,49 @@ CudaProbe probeCuda() {
   return probe;
 }
 
+namespace {
+/// This binary's folder, where the search for the CUDA libraries starts (as the plugin's does).
+std::string probingFolder() { return kernels::folderOf(reinterpret_cast<const void *>(&probingFolder)); }
+} // namespace
+
 std::vector<LibraryProbe> probeCudaLibraries() {
   struct Candidate {
     const char *name;
-    std::vector<std::string> files;
+    std::vector<std::string> sonames;
     const char *versionSymbol;
   };
+  // CUDA 13's sonames first: the plugin is built against them; then 12's, for a tec built with CUDA 12.
   const Candidate candidates[] = {
-      {"CUDA runtime", {"libcudart.so.13", "libcudart.so.12", "/usr/local/cuda/lib64/libcudart.so"}, "cudaRuntimeGetVersion"},
-      {"cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so.12", "/usr/local/cuda/lib64/libcublasLt.so"}, "cublasLtGetVersion"},
-      {"cuDNN", kernels::cudnnCandidates(), "cudnnGetVersion"},
+      {"CUDA runtime", {"libcudart.so.13", "libcudart.so.12"}, "cudaRuntimeGetVersion"},
+      {"cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so.12"}, "cublasLtGetVersion"},
+      {"cuDNN", {"libcudnn.so.9"}, "cudnnGetVersion"},
+      {"NVRTC", {"libnvrtc.so.13", "libnvrtc.so.12"}, "nvrtcVersion"},
   };
+  const std::string own = probingFolder();
   std::vector<LibraryProbe> found;
   for (const auto &c : candidates) {
     LibraryProbe probe{c.name, "", "not found"};
-    for (const std::string &file : c.files) {
+    std::vector<std::string> files;
+    for (const std::string &soname : c.sonames)
+      for (std::string &file : kernels::nvidiaLibraryCandidates(soname, own))
+        files.push_back(std::move(file));
+    for (const std::string &file : files) {
       void *lib = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!lib)
         continue;
-      probe.file = file;
       void *symbol = dlsym(lib, c.versionSymbol);
+      Dl_info where{};
+      probe.file = symbol && dladdr(symbol, &where) && where.dli_fname ? where.dli_fname : file; // the path
       if (!symbol) {
         probe.version = "version unknown";
       } else if (std::string(c.name) == "CUDA runtime") {
         int v = 0;
         reinterpret_cast<int (*)(int *)>(symbol)(&v); // 13000 for 13.0
         probe.version = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+      } else if (std::string(c.name) == "NVRTC") {
+        int major = 0, minor = 0;
+        reinterpret_cast<int (*)(int *, int *)>(symbol)(&major, &minor);
+        probe.version = std::to_string(major) + "." + std::to_string(minor);
       } else {
         size_t v = reinterpret_cast<size_t (*)()>(symbol)(); // major*10000 + minor*100 + patch (cuBLASLt 12+), cuDNN 9: 90xxx
         probe.version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);

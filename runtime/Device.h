@@ -23,12 +23,13 @@ CudaProbe probeCuda();
 
 /// A CUDA library tec would use, found (with its version) or not.
 struct LibraryProbe {
-  std::string name;    // "CUDA runtime", "cuBLASLt", "cuDNN"
-  std::string file;    // what was loaded, empty when nothing was
+  std::string name;    // "CUDA runtime", "cuBLASLt", "cuDNN", "NVRTC"
+  std::string file;    // the path of what was loaded, empty when nothing was
   std::string version; // e.g. "13.0.88", or why there is none
 };
 
-/// The CUDA runtime, cuBLASLt and cuDNN, loaded with dlopen (so tec needs none of them to start).
+/// The CUDA runtime, cuBLASLt, cuDNN and NVRTC (cuDNN's runtime-compiled engines need it), loaded with dlopen
+/// from where the plugin finds them (so tec needs none of them to start).
 std::vector<LibraryProbe> probeCudaLibraries();
 
 /// Whether this GPU runs FP8 GEMMs, and if not, why (FP8 needs compute capability 8.9+, and cuBLASLt

@@ -1,4 +1,5 @@
 #include "kernels/cpu/Blas.h"
+#include "kernels/common/LibraryLocations.h"
 #include "kernels/cpu/PackedGemm.h"
 #include "kernels/cpu/ThreadPool.h"
 
@@ -109,6 +110,18 @@ private:
   bool hadPrevious = false;
 };
 
+/// Where a wheel keeps the libraries tec loads with dlopen (which auditwheel cannot see): tec/cpu/.
+constexpr const char *kBundleFolder = "cpu";
+
+/// The folder of the binary this code is in (the Python extension, the tec executable).
+std::string libraryFolder() { return kernels::folderOf(reinterpret_cast<const void *>(&libraryFolder)); }
+
+/// The file a loaded library's `symbol` is in (what doctor reports), else the name it was loaded by.
+template <typename Fn> std::string pathOf(Fn symbol, const std::string &name) {
+  Dl_info info{};
+  return dladdr(reinterpret_cast<const void *>(symbol), &info) && info.dli_fname ? info.dli_fname : name;
+}
+
 void loadOpenBlas(BlasInfo &info) {
   const char *forced = std::getenv("TEC_OPENBLAS_CORETYPE");
   const char *inherited = std::getenv("OPENBLAS_CORETYPE");
@@ -122,11 +135,14 @@ void loadOpenBlas(BlasInfo &info) {
   // did not start fresh buffers on every call, ~10 ms for a 64x128x1024 GEMM).
   ScopedEnv coreType("OPENBLAS_CORETYPE", core);
   ScopedEnv threads("OPENBLAS_NUM_THREADS", "1");
-  for (const char *path : {"/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
-                           "/usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0",
-                           "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0",
-                           "/usr/lib/aarch64-linux-gnu/openblas-openmp/libopenblas.so.0", "libopenblas.so.0"}) {
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  // A wheel's own copy (the pthreads build) first, then the system's.
+  for (const std::string &path : kernels::bundledLibraryCandidates(
+           libraryFolder(), kBundleFolder, "libopenblas.so.0",
+           {"/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
+            "/usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0",
+            "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0",
+            "/usr/lib/aarch64-linux-gnu/openblas-openmp/libopenblas.so.0", "libopenblas.so.0"})) {
+    void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib)
       continue;
     auto sgemm = reinterpret_cast<SgemmFn>(dlsym(lib, "cblas_sgemm"));
@@ -135,7 +151,7 @@ void loadOpenBlas(BlasInfo &info) {
     if (auto setThreads = reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads")))
       setThreads(1); // tec's pool splits the GEMMs
     auto getConfig = reinterpret_cast<char *(*)()>(dlsym(lib, "openblas_get_config"));
-    info.libraries.push_back({"OpenBLAS", path, getConfig ? getConfig() : "OpenBLAS"});
+    info.libraries.push_back({"OpenBLAS", pathOf(sgemm, path), getConfig ? getConfig() : "OpenBLAS"});
     sgemmFns.push_back({sgemm, reinterpret_cast<SgemvFn>(dlsym(lib, "cblas_sgemv")), nullptr});
     return;
   }
@@ -174,7 +190,7 @@ void loadMkl(BlasInfo &info) {
       version(text, sizeof(text) - 1);
       config = text;
     }
-    info.libraries.push_back({"MKL", path, config});
+    info.libraries.push_back({"MKL", pathOf(sgemm, path), config});
     sgemmFns.push_back({sgemm, reinterpret_cast<SgemvFn>(dlsym(lib, "cblas_sgemv")), nullptr});
     return;
   }
@@ -184,7 +200,11 @@ void loadMkl(BlasInfo &info) {
 /// oneDNN, where installed (Debian's libdnnl2 or 3, or TEC_ONEDNN=path): its JIT-compiled SGEMM for the
 /// CPU's own ISA.
 void loadOneDnn(BlasInfo &info) {
-  for (const auto &path : candidatePaths("TEC_ONEDNN", {"libdnnl.so.3", "libdnnl.so.2"})) {
+  std::vector<std::string> candidates = candidatePaths("TEC_ONEDNN", {});
+  for (const char *soname : {"libdnnl.so.3", "libdnnl.so.2"}) // a wheel's copy, then the system's
+    for (std::string &path : kernels::bundledLibraryCandidates(libraryFolder(), kBundleFolder, soname, {soname}))
+      candidates.push_back(std::move(path));
+  for (const auto &path : candidates) {
     void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib)
       continue;
@@ -200,7 +220,7 @@ void loadOneDnn(BlasInfo &info) {
     if (auto version = reinterpret_cast<const Version *(*)()>(dlsym(lib, "dnnl_version")))
       if (const Version *v = version())
         config += " " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
-    info.libraries.push_back({"oneDNN", path, config});
+    info.libraries.push_back({"oneDNN", pathOf(sgemm, path), config});
     sgemmFns.push_back({nullptr, nullptr, sgemm});
     oneDnn = lib;
     return;

@@ -2,7 +2,7 @@
 // point), nothing is linked, so the plugin loads where cuDNN is absent.
 #include "kernels/cuda/Cudnn.h"
 
-#include "kernels/common/CudnnLocations.h"
+#include "kernels/common/LibraryLocations.h"
 
 #include <cudnn.h>
 #include <dlfcn.h>
@@ -58,7 +58,7 @@ struct Loaded {
 Loaded load() {
   Loaded r;
   void *&library = r.library;
-  for (const std::string &name : cudnnCandidates())
+  for (const std::string &name : cudnnCandidates(folderOf(reinterpret_cast<const void *>(&load))))
     if ((library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)))
       break;
   if (!library) {
