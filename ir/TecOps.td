@@ -967,7 +967,8 @@ def Tec_OptimizerUpdateOp : Tec_Op<"optimizer_update", [Pure, AttrSizedOperandSe
     - `adamw`: moments `m' = beta1 m + (1 - beta1) g`, `v' = beta2 v + (1 - beta2) g^2`, bias-corrected at
       `t = step + 1`, `p' = p - lr * (m'/(1 - beta1^t) / (sqrt(v'/(1 - beta2^t)) + eps) + weight_decay * p)`
       (decoupled weight decay, as torch.optim.AdamW).
-    With `finite` (dynamic loss scaling) a step whose gradients overflowed leaves everything as it was.
+    With `finite` false the step leaves everything as it was: gradients that overflowed (dynamic loss
+    scaling), or a step of gradient accumulation that only adds to the sums.
     Backends may run every parameter's update of a step in one launch.
 
     Example:

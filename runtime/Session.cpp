@@ -113,6 +113,15 @@ Result<VariantChoice> chooseVariant(const plan::Plan &plan, const GpuOffer &gpu,
   return VariantChoice{cpu, "cpu", "variant cpu on the cpu backend: " + noGpu};
 }
 
+std::string variantFallback(const VariantChoice &choice, const GpuOffer &gpu, const SessionOptions &options) {
+  if (options.device == "cpu")
+    return "";
+  const bool gpuUnused = gpu.cuda.usable && choice.backend == "cpu";
+  const bool passedOver = choice.reason.find("; skipped ") != std::string::npos ||
+                          choice.reason.find("the plan has no variant for") != std::string::npos;
+  return gpuUnused || passedOver ? choice.reason : "";
+}
+
 Result<std::string> normalizeDevice(const std::string &device) {
   if (device == "auto" || device == "cpu" || device == "cuda")
     return device;
@@ -135,6 +144,8 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
                          " CPUs this process may use) to " + std::to_string(most) + " (8 per CPU)");
   SessionOptions options = requested;
   options.device = *device;
+  if (const char *strict = std::getenv("TEC_STRICT"); strict && *strict && std::string(strict) != "0")
+    options.strict = true;
   auto file = PlanFile::open(path);
   if (!file.ok())
     return file.error();
@@ -148,6 +159,12 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
   if (!choice.ok())
     return Status::error(path + ": " + choice.error().message());
   session->choice = *choice;
+  // Strict: a GPU this machine has and the plan cannot use on it, or a GPU variant passed over, is a fallback.
+  auto strictError = [&](const std::string &why) {
+    return Status::error(path + ": strict (--strict / TEC_STRICT): " + why);
+  };
+  if (std::string why = variantFallback(*choice, gpu, options); options.strict && !why.empty())
+    return strictError(why);
   if (session->choice.backend == "cuda") {
     // A GPU that fails to start the backend or to prepare the plan falls back to the CPU, saying why.
     CudaBackendOptions cudaOptions;
@@ -164,6 +181,8 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
     } else {
       if (options.device == "cuda")
         return Status::error(path + ": --device cuda: " + failed.message());
+      if (options.strict)
+        return strictError("the cuda backend failed: " + failed.message());
       gpu.backendMissing = "the cuda backend failed: " + failed.message();
       session->choice = *chooseVariant(p, gpu, options);
     }
@@ -177,6 +196,9 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
     if (Status s = session->backend->prepare(variant, *data); !s.ok())
       return Status::error(path + ": variant " + variant.target() + ": " + s.message());
   }
+  session->strict = options.strict;
+  if (Status s = session->refuseNotes(); !s.ok())
+    return Status::error(path + ": " + s.message());
   auto describe = [&](const std::string &name, int buffer) {
     const auto &b = variant.buffers(buffer);
     if (b.host_f32()) // the caller's view: f32
@@ -259,7 +281,22 @@ Status Session::run(std::vector<double> *stepMillis) {
                          steps::elementType(variant().buffers(buffer).dtype()), static_cast<int64_t>(staging[i].size()));
       pending[i] = false;
     }
-  return backend->run(stepMillis);
+  if (Status s = backend->run(stepMillis); !s.ok())
+    return s;
+  return refuseNotes(); // a graph that could not be captured says so on its run
+}
+
+Status Session::refuseNotes() {
+  if (!strict)
+    return Status::success();
+  const std::vector<std::string> lines = backend->notes();
+  if (lines.size() <= notesSeen)
+    return Status::success();
+  std::string all;
+  for (size_t i = notesSeen; i < lines.size(); ++i)
+    all += (all.empty() ? "" : "; ") + lines[i];
+  notesSeen = lines.size();
+  return Status::error("strict (--strict / TEC_STRICT): tec fell back from its fast path: " + all);
 }
 
 } // namespace tec

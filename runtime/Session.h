@@ -47,6 +47,10 @@ struct SessionOptions {
   bool allowTf32 = false;
   /// Where the params come from when not from the plan (a checkpoint, a trainer's current weights).
   ParamSource params;
+  /// Any fallback is an error naming the step and why (`--strict`; TEC_STRICT=1 sets it too): a usable GPU
+  /// left for the CPU, a GPU variant skipped, and every backend note (cuDNN declined, no FP8 GEMM, an
+  /// unfused epilogue, a graph not captured). A benchmark run strict measures tec's fast path or nothing.
+  bool strict = false;
 };
 
 /// The most CPU threads a session takes.
@@ -76,6 +80,11 @@ GpuOffer probeGpuOffer();
 /// The best variant for this machine: the GPU variant with the highest sm_XY the device covers (FP8
 /// variants only where FP8 GEMMs run), else the cpu variant, on the GPU where there is one.
 Result<VariantChoice> chooseVariant(const plan::Plan &plan, const GpuOffer &gpu, const SessionOptions &options);
+
+/// Whether `choice` falls back from the fast path this machine has (what --strict refuses): a usable GPU left
+/// for the CPU backend, a GPU variant skipped (its FP8 not runnable here), or no variant for this GPU. The
+/// reason, or "" when it is the fast path (the CPU is no fallback on a machine without a GPU, or when asked).
+std::string variantFallback(const VariantChoice &choice, const GpuOffer &gpu, const SessionOptions &options);
 
 /// Seeded test data for an input: uniform [-1, 1) floats, random bools, zeros for integers (often
 /// indices, for which zero is always valid) and narrow floats.
@@ -130,6 +139,8 @@ private:
   /// The data section the backend prepares `variant` from: the plan's, or a copy with options.params's
   /// values in place of the plan's.
   Result<const char *> dataFor(const plan::Variant &variant, const SessionOptions &options);
+  /// Strict: an error listing the backend notes not yet refused.
+  Status refuseNotes();
 
   std::unique_ptr<PlanFile> file;
   /// The copy dataFor made (64-byte aligned, as the mapped section); outlives the backend, which reads it.
@@ -142,6 +153,8 @@ private:
   /// `pending` marks the ones written since the last run.
   std::vector<std::vector<float>> staging;
   std::vector<bool> pending;
+  bool strict = false;
+  size_t notesSeen = 0; // strict: the backend notes already refused (none: a note ends the session)
 };
 
 } // namespace tec

@@ -4,17 +4,33 @@ namespace tec::kernels::cuda {
 
 namespace {
 
-/// cuDNN's FP8 attention on Hopper: E4M3 in and out, head sizes multiples of 16 up to 256 forward and 128
-/// backward (exactly 128 there on sm_90, which cuDNN checks as it builds), no mask but the causal one.
+/// cuDNN's FP8 attention (Hopper and newer): E4M3 in and out, head sizes multiples of 16 up to 256 forward;
+/// backward exactly 128 on Hopper, multiples of 16 up to 128 (or Q/K 192 with V 128) on Blackwell and newer;
+/// no mask but the causal one.
 bool cudnnFp8AttentionTakes(const AttentionSpec &spec, std::string &why) {
   const AttentionShape &a = spec.shape;
-  const int64_t largest = spec.grad ? 128 : 256;
-  for (int64_t d : {a.headDim, a.valueDim})
-    if (d % 16 || d > largest) {
-      why = "cuDNN's FP8 attention takes head sizes that are multiples of 16 up to " + std::to_string(largest) +
-            ", not " + std::to_string(d);
+  const std::string arch = "sm_" + std::to_string(spec.sm);
+  if (spec.sm < 90) {
+    why = "cuDNN's FP8 attention needs Hopper (sm_90) or newer, not " + arch;
+    return false;
+  }
+  if (spec.grad && spec.sm < 100) {
+    if (a.headDim != 128 || a.valueDim != 128) {
+      why = "cuDNN's FP8 attention backward on " + arch + " takes head size 128 only, not " +
+            std::to_string(a.headDim) + (a.valueDim != a.headDim ? "/" + std::to_string(a.valueDim) : "");
       return false;
     }
+  } else {
+    const bool wideKeys = spec.grad && a.headDim == 192 && a.valueDim == 128;
+    const int64_t largest = spec.grad ? 128 : 256;
+    for (int64_t d : {a.headDim, a.valueDim})
+      if (d % 16 || (d > largest && !wideKeys)) {
+        why = "cuDNN's FP8 attention " + std::string(spec.grad ? "backward" : "forward") + " on " + arch +
+              " takes head sizes that are multiples of 16 up to " + std::to_string(largest) + ", not " +
+              std::to_string(d);
+        return false;
+      }
+  }
   if (a.mask != AttentionMask::None) {
     why = "cuDNN's FP8 attention takes no mask but the causal one";
     return false;

@@ -24,12 +24,15 @@ struct AttentionSpec {
   bool grad = false;
   bool fp8 = false;
   ElementType doutType = ElementType::F8E5M2, gradType = ElementType::F8E5M2;
+  /// The GPU's compute capability x 10 (90: Hopper): cuDNN's FP8 limits differ per architecture.
+  int sm = 90;
 };
 
 /// Whether cuDNN's fused attention can express `spec`, and if not, why: bf16 or f16, head sizes multiples
 /// of 8 up to 256 (128 for the backward), no boolean mask, an additive mask that spans queries and keys;
-/// FP8: head sizes multiples of 16 up to 256 (128 backward), no mask but causal. Plain C++, tested
-/// without a GPU.
+/// FP8 (Hopper and newer): head sizes multiples of 16 up to 256 forward; backward exactly 128 on Hopper,
+/// multiples of 16 up to 128 (or 192 for Q/K with 128 for V) from Blackwell on, as cuDNN frontend's
+/// sdpa_fp8_bwd checks; no mask but causal. Plain C++, tested without a GPU.
 bool cudnnAttentionTakes(const AttentionSpec &spec, std::string &why);
 
 /// Device pointers of one attention launch (those of the other direction stay null).

@@ -371,6 +371,7 @@ private:
   int currentStep = 0;
   cudaGraphExec_t graph = nullptr;
   bool graphFailed = false;
+  bool capturing = false; // enqueueStep is recording into a graph
   int64_t runs = 0;
   std::set<int> staleInputs; // input roots to upload before the next run
   int64_t stepScratchUsed = 0, stepScratchBytes = 0;
@@ -392,6 +393,12 @@ CudaBackend::~CudaBackend() {
     cudaFreeHost(hostCounts);
   if (arena)
     cudaFree(arena);
+  // What holds the handles and the stream goes first: cuDNN's graphs and plans, then the handle bound to
+  // the stream, cuBLASLt's GEMMs before their handle; the members would otherwise outlive the stream.
+  attentions.clear();
+  convolutions.clear();
+  cudnn.reset();
+  gemms.clear();
   if (lt)
     cublasLtDestroy(lt);
   if (stream)
@@ -399,6 +406,9 @@ CudaBackend::~CudaBackend() {
 }
 
 Status CudaBackend::init() {
+  // cuDNN frontend loads a CUDA runtime of its own choosing, 12's before 13's: the one this plugin links,
+  // or two runtimes would share the process (the user's setting wins).
+  setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", ("libcudart.so." + std::to_string(CUDART_VERSION / 1000)).c_str(), 0);
   int devices = 0;
   if (cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess)
     return Status::error("no usable CUDA device (" + cudaText(e) + ")");
@@ -639,6 +649,7 @@ Status CudaBackend::attention(const plan::Step &s) {
                               " need more shared memory than tec's attention kernel has");
   const int mask = a.mask;
   kc::AttentionSpec spec{a.shape, type(a.q), a.grad, a.fp8};
+  spec.sm = major * 10 + minor;
   if (a.fp8 && a.grad)
     spec.doutType = type(a.dout), spec.gradType = type(a.dq);
   // FP8's scale and amax scalars, resolved at run time like every buffer.
@@ -1728,6 +1739,8 @@ Status CudaBackend::enqueueStep(const Context &c, std::vector<double> *stepMilli
     cudaEventRecord(events[0], stream);
   }
   for (size_t i = 0; i < program.size(); ++i) {
+    if (capturing && i == program.size() / 2 && std::getenv("TEC_TEST_FAIL_IN_CAPTURE"))
+      return Status::error("a launch failed inside the capture (TEC_TEST_FAIL_IN_CAPTURE)");
     if (Status s = program[i](c); !s.ok())
       return s;
     if (stepMillis)
@@ -1784,26 +1797,32 @@ Status CudaBackend::run(std::vector<double> *stepMillis) {
       return s;
   } else {
     if (!graph) {
+      // Whatever fails from here to the instantiated graph (a launch inside the capture included) ends the
+      // capture, marks the graph failed with a note, and the step launches step by step from now on: a real
+      // error then shows there, uncaptured, and a capture problem costs the graph, not every later run.
       cudaGraph_t captured = nullptr;
-      if (cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal); e != cudaSuccess)
-        return Status::error("cannot capture a CUDA graph: " + cudaText(e));
-      Status s = enqueueStep(c, nullptr);
-      cudaError_t e = cudaStreamEndCapture(stream, &captured);
-      if (!s.ok())
-        return s;
-      if (e == cudaSuccess)
-        e = cudaGraphInstantiate(&graph, captured, 0);
-      if (e != cudaSuccess) {
-        // Launch step by step from now on rather than fail the run, and say so.
-        graphFailed = true;
-        graph = nullptr;
-        note("the step could not be captured as a CUDA graph (" + cudaText(e) + "); it launches step by step");
-        cudaGetLastError();
+      std::string why;
+      if (cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal); e != cudaSuccess) {
+        why = cudaText(e);
+      } else {
+        capturing = true;
+        Status s = enqueueStep(c, nullptr);
+        capturing = false;
+        e = cudaStreamEndCapture(stream, &captured); // always: a failed launch must not leave the stream capturing
+        if (!s.ok())
+          why = s.message();
+        else if (e != cudaSuccess || (e = cudaGraphInstantiate(&graph, captured, 0)) != cudaSuccess)
+          why = cudaText(e);
       }
       if (captured)
         cudaGraphDestroy(captured);
-      if (graphFailed)
+      if (!why.empty()) {
+        graphFailed = true;
+        graph = nullptr;
+        note("the step could not be captured as a CUDA graph (" + why + "); it launches step by step");
+        cudaGetLastError();
         return run(stepMillis);
+      }
     }
     if (cudaError_t e = cudaGraphLaunch(graph, stream); e != cudaSuccess)
       return Status::error("cannot launch the CUDA graph: " + cudaText(e));

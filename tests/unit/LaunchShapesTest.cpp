@@ -300,3 +300,31 @@ TEST(AttentionRules, CudnnTakesFp8AttentionWithoutMasks) {
   odd.shape.headDim = 24; // FP8 needs multiples of 16
   EXPECT_FALSE(cudnnAttentionTakes(odd, why));
 }
+
+// cuDNN frontend's sdpa_fp8_bwd: on Hopper the FP8 backward takes head size 128 alone (a GPT-2 head of 64
+// runs tec's kernels there), from Blackwell on multiples of 16 up to 128; Ada has no FP8 attention at all.
+TEST(AttentionRules, Fp8AttentionLimitsArePerArchitecture) {
+  std::string why;
+  AttentionSpec gpt2 = gptAttention(ElementType::F8E4M3, true);
+  gpt2.fp8 = true;
+  gpt2.shape.headDim = gpt2.shape.valueDim = 64;
+  gpt2.sm = 90;
+  EXPECT_FALSE(cudnnAttentionTakes(gpt2, why));
+  EXPECT_NE(why.find("backward on sm_90 takes head size 128 only, not 64"), std::string::npos) << why;
+  gpt2.grad = false; // the forward takes it
+  EXPECT_TRUE(cudnnAttentionTakes(gpt2, why)) << why;
+  gpt2.grad = true;
+  gpt2.sm = 100;
+  EXPECT_TRUE(cudnnAttentionTakes(gpt2, why)) << why;
+  AttentionSpec mla = gpt2; // DeepSeek's 192-wide queries and keys with 128-wide values
+  mla.shape.headDim = 192, mla.shape.valueDim = 128;
+  EXPECT_TRUE(cudnnAttentionTakes(mla, why)) << why;
+  mla.sm = 90;
+  EXPECT_FALSE(cudnnAttentionTakes(mla, why));
+  AttentionSpec ada = gptAttention(ElementType::F8E4M3, false);
+  ada.fp8 = true;
+  ada.shape.headDim = ada.shape.valueDim = 128;
+  ada.sm = 89;
+  EXPECT_FALSE(cudnnAttentionTakes(ada, why));
+  EXPECT_NE(why.find("needs Hopper"), std::string::npos) << why;
+}

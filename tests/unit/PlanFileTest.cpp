@@ -267,6 +267,30 @@ TEST(VariantChoice, FallsBackToCpuAndSaysWhy) {
   EXPECT_EQ(absent.error().message(), "the plan has no variant 'sm_90' (it has: cpu)");
 }
 
+// What --strict refuses: a GPU present and unused, an FP8 variant skipped, no variant for this GPU; never the
+// CPU of a machine without a GPU, nor the CPU asked for.
+TEST(VariantChoice, StrictKnowsAFallbackFromTheFastPath) {
+  SmallPlan small;
+  GpuOffer noGpu;
+  noGpu.cuda.reason = "no CUDA driver (libcuda.so.1 not found)";
+  auto cpuHere = chooseVariant(small.plan, noGpu, {});
+  ASSERT_TRUE(cpuHere.ok());
+  EXPECT_EQ(variantFallback(*cpuHere, noGpu, {}), "");
+  GpuOffer pluginMissing;
+  pluginMissing.cuda.usable = true, pluginMissing.cuda.major = 9, pluginMissing.cuda.name = "Test GPU";
+  pluginMissing.backendMissing = "cannot load the CUDA backend plugin";
+  auto unused = chooseVariant(small.plan, pluginMissing, {});
+  ASSERT_TRUE(unused.ok());
+  EXPECT_EQ(unused->backend, "cpu");
+  EXPECT_NE(variantFallback(*unused, pluginMissing, {}).find("cannot load the CUDA backend plugin"), std::string::npos);
+  SessionOptions cpu;
+  cpu.device = "cpu";
+  EXPECT_EQ(variantFallback(*unused, pluginMissing, cpu), "");
+  VariantChoice skipped{0, "cuda", "variant sm_80 (bf16) on the cuda backend, Test GPU (sm_90); skipped sm_90 (fp8): "
+                                   "cuBLASLt too old"};
+  EXPECT_EQ(variantFallback(skipped, pluginMissing, {}), skipped.reason);
+}
+
 TEST(VariantChoice, WithoutACpuVariantTheCpuEmulatesTheBestOne) {
   SmallPlan small;
   small.plan.mutable_variants(0)->set_target("sm_90");

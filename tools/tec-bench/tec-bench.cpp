@@ -13,7 +13,7 @@ namespace {
 
 int usage() {
   std::fprintf(stderr, "usage: tec-bench PLAN [--kind inference|train] [--variant TARGET] [--device auto|cpu|cuda]\n"
-                       "                      [--warmup N] [--iterations N]\n"
+                       "                      [--warmup N] [--iterations N] [--strict]\n"
                        "       tec-bench --doctor [PLAN]   (tec doctor's report, without the compiler)\n");
   return 2;
 }
@@ -44,6 +44,10 @@ int main(int argc, char **argv) {
   int warmup = 3, iterations = 20;
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
+    if (flag == "--strict") { // no value: any fallback note fails the benchmark
+      options.strict = true;
+      continue;
+    }
     if (i + 1 >= argc)
       return usage();
     std::string value = argv[++i];

@@ -34,9 +34,10 @@ llvm::cl::SubCommand &inspectSubcommand();
 llvm::cl::SubCommand &exportSubcommand();
 llvm::cl::SubCommand &doctorSubcommand();
 
-/// `--device` and `--tf32`, which run and train share.
+/// `--device`, `--tf32` and `--strict`, which run and train share.
 extern llvm::cl::opt<std::string> device;
 extern llvm::cl::opt<bool> allowTf32;
+extern llvm::cl::opt<bool> strict;
 
 /// Each subcommand's entry point: 0 or an exit code.
 int compile();

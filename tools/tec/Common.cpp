@@ -31,6 +31,10 @@ cl::opt<std::string> device("device", cl::desc("auto, cpu or cuda (cuda: no fall
 cl::opt<bool> allowTf32("tf32", cl::desc("let FP32 GEMMs on the GPU use TF32 tensor cores (10-bit mantissa inputs)"),
                         cl::sub(runSubcommand()), cl::sub(trainSubcommand()), cl::cat(category()));
 
+cl::opt<bool> strict("strict", cl::desc("any fallback from tec's fast path (GPU unused, cuDNN declined, no FP8 "
+                                         "GEMM, an unfused epilogue, no CUDA graph) is an error (also TEC_STRICT=1)"),
+                     cl::sub(runSubcommand()), cl::sub(trainSubcommand()), cl::cat(category()));
+
 std::string commonFlagsError() { return tec::optionChoiceError("device", device, {"auto", "cpu", "cuda"}); }
 
 

@@ -70,6 +70,7 @@ int run() {
   tec::SessionOptions options;
   options.device = device;
   options.allowTf32 = allowTf32;
+  options.strict = strict;
   options.variant = variantName;
   options.threads = threads;
   std::string checkpointFolder;
