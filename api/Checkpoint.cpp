@@ -8,10 +8,13 @@
 #include "llvm/Support/Path.h"
 
 #include <cmath>
+#include <mutex>
 #include <csignal>
 #include <cstring>
 #include <set>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 namespace tec {
@@ -99,6 +102,64 @@ std::string stateFingerprint(const plan::Variant &variant) {
   }
   return hex(h);
 }
+
+namespace {
+
+/// This process, as a lock file names its holder: "pid N: the command line".
+std::string holderText() {
+  std::string text = "pid " + std::to_string(getpid()) + ":";
+  if (auto cmdline = llvm::MemoryBuffer::getFileAsStream("/proc/self/cmdline")) { // /proc's files have no size
+    llvm::SmallVector<llvm::StringRef> args;
+    (*cmdline)->getBuffer().split(args, '\0', -1, false);
+    for (llvm::StringRef a : args)
+      text += " " + a.str();
+  }
+  return text + "\n";
+}
+
+} // namespace
+
+Result<std::unique_ptr<CheckpointLock>> CheckpointLock::acquire(const std::string &dir) {
+  if (auto ec = llvm::sys::fs::create_directories(dir))
+    return Status::badData(dir + ": cannot create the checkpoint folder: " + ec.message());
+  // Within one process the folder is shared (a trainer resuming while another object still has it); the
+  // flock keeps other processes out.
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<Held>> held;
+  llvm::SmallString<256> real;
+  if (llvm::sys::fs::real_path(dir, real))
+    real = dir;
+  std::lock_guard<std::mutex> guard(mutex);
+  if (auto shared = held[real.str().str()].lock())
+    return std::unique_ptr<CheckpointLock>(new CheckpointLock(dir, shared));
+  const std::string path = dir + "/.tec-lock";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return Status::badData(path + ": cannot open the checkpoint folder's lock: " + std::strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int why = errno;
+    char holder[512] = {};
+    ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+    ::close(fd);
+    std::string who = n > 0 ? std::string(holder, n) : std::string("another process");
+    while (!who.empty() && who.back() == '\n')
+      who.pop_back();
+    if (why == EWOULDBLOCK)
+      return Status::badData(dir + ": another training run writes its checkpoints here (" + who +
+                             "); wait for it, or choose another --checkpoint-dir");
+    return Status::badData(path + ": cannot lock the checkpoint folder: " + std::strerror(why));
+  }
+  const std::string text = holderText();
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+    ::close(fd);
+    return Status::badData(path + ": cannot write the checkpoint folder's lock: " + std::strerror(errno));
+  }
+  auto shared = std::make_shared<Held>(fd);
+  held[real.str().str()] = shared;
+  return std::unique_ptr<CheckpointLock>(new CheckpointLock(dir, shared));
+}
+
+CheckpointLock::Held::~Held() { ::close(fd); } // the flock goes with the descriptor
 
 Status writeCheckpoint(Session &s, const std::string &dir, int64_t step) {
   removeAbandonedTemporaries(dir);

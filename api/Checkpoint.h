@@ -11,6 +11,7 @@
 #include "runtime/Session.h"
 
 #include <map>
+#include <memory>
 #include <string>
 
 namespace tec {
@@ -29,6 +30,28 @@ inline constexpr const char *kTrainingFile = "training.safetensors";
 std::string stateFingerprint(const plan::Variant &variant);
 
 Status writeCheckpoint(Session &session, const std::string &dir, int64_t step);
+
+/// One training run's hold on a checkpoint folder: an flock on DIR/.tec-lock (holding the holder's pid and
+/// command line), released when this object goes or the process ends, however it ends. A second run into
+/// the same folder cannot take it and is told who holds it: two runs never interleave their checkpoints.
+class CheckpointLock {
+public:
+  static Result<std::unique_ptr<CheckpointLock>> acquire(const std::string &dir);
+  const std::string &dir() const { return dir_; }
+
+private:
+  /// The locked descriptor, shared by this process's holders of one folder.
+  struct Held {
+    explicit Held(int fd) : fd(fd) {}
+    ~Held();
+    Held(const Held &) = delete;
+    Held &operator=(const Held &) = delete;
+    int fd;
+  };
+  CheckpointLock(std::string dir, std::shared_ptr<Held> held) : dir_(std::move(dir)), held_(std::move(held)) {}
+  std::string dir_;
+  std::shared_ptr<Held> held_;
+};
 
 /// DIR's latest checkpoint, verified against `variant`: its step and every state tensor by name.
 struct Checkpoint {

@@ -17,6 +17,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 
 using namespace mlir;
 
@@ -170,9 +171,15 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
   if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
     dropRunningStatistics(forward); // inference reads the running statistics, never moves them
 
-  if (!options.dumpDir.empty())
-    if (auto ec = llvm::sys::fs::create_directories(options.dumpDir))
-      return llvm::createStringError("cannot create " + options.dumpDir + ": " + ec.message());
+  if (!options.dumpDir.empty()) { // a usage error (exit 2), found before any work
+    auto ec = llvm::sys::fs::create_directories(options.dumpDir);
+    if (!ec && !llvm::sys::fs::is_directory(options.dumpDir))
+      ec = std::make_error_code(std::errc::not_a_directory);
+    if (ec)
+      return llvm::make_error<ImportError>(ImportErrorKind::Invalid,
+                                           "--dump-passes " + options.dumpDir + ": cannot create the folder: " +
+                                               ec.message());
+  }
   PassManager pm(&context);
   buildInferencePipeline(pm, options.pipeline);
   int dumpIndex = 0;
@@ -349,6 +356,14 @@ std::string optionChoiceError(const char *flag, const std::string &value, std::i
   return "--" + std::string(flag) + " " + value + ": expected one of " + list;
 }
 
+/// `--flag REGEX`'s error when REGEX is not a valid regular expression, else "".
+std::string optionRegexError(const char *flag, const std::string &pattern) {
+  std::string why;
+  if (pattern.empty() || llvm::Regex(pattern).isValid(why))
+    return "";
+  return "--" + std::string(flag) + " '" + pattern + "': not a valid regular expression (" + why + ")";
+}
+
 std::string compileOptionError(const CompileOptions &options) {
   const PipelineOptions &p = options.pipeline;
   const TrainOptions &t = p.train;
@@ -367,7 +382,9 @@ std::string compileOptionError(const CompileOptions &options) {
         optionChoiceError("amax-algo", p.amaxAlgo, {"max", "most_recent"}),
         optionChoiceError("loss", t.loss, {"mse", "l1", "cross-entropy"}),
         optionChoiceError("optimizer", t.optimizer, {"sgd", "adamw"}),
-        optionChoiceError("schedule", t.schedule, {"constant", "warmup", "cosine"})})
+        optionChoiceError("schedule", t.schedule, {"constant", "warmup", "cosine"}),
+        optionRegexError("keep-precision", p.keepPrecision), optionRegexError("frozen", t.frozen),
+        optionRegexError("trainable", t.trainable)})
     if (!e.empty())
       return e;
   for (const std::string &pass : p.disabledPasses) {

@@ -118,7 +118,22 @@ Status Trainer::setLearningRate(float lr) {
   return session_->writeBuffer(b, &lr);
 }
 
-Status Trainer::save(const std::string &dir) { return writeCheckpoint(*session_, dir, steps_); }
+Status Trainer::holdCheckpointDir(const std::string &dir) {
+  if (checkpointLock_ && checkpointLock_->dir() == dir)
+    return Status::success();
+  checkpointLock_.reset();
+  auto lock = CheckpointLock::acquire(dir);
+  if (!lock.ok())
+    return lock.error();
+  checkpointLock_ = lock.take();
+  return Status::success();
+}
+
+Status Trainer::save(const std::string &dir) {
+  if (Status st = holdCheckpointDir(dir); !st.ok())
+    return st;
+  return writeCheckpoint(*session_, dir, steps_);
+}
 
 Result<int64_t> Trainer::resume(const std::string &dir) {
   auto restored = restoreCheckpoint(*session_, dir);

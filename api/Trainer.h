@@ -5,6 +5,7 @@
 #ifndef TEC_API_TRAINER_H
 #define TEC_API_TRAINER_H
 
+#include "api/Checkpoint.h"
 #include "runtime/Session.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -67,8 +68,12 @@ public:
   Result<float> learningRate();
   Status setLearningRate(float lr);
 
-  /// Writes DIR/step-N (atomically) and points DIR/latest at it.
+  /// Writes DIR/step-N (atomically) and points DIR/latest at it. The first save into DIR takes the folder
+  /// (holdCheckpointDir).
   Status save(const std::string &dir);
+  /// Takes DIR for this trainer's checkpoints until it goes or takes another (CheckpointLock): an error
+  /// naming the holder where another run writes there.
+  Status holdCheckpointDir(const std::string &dir);
   /// Restores DIR's latest checkpoint (verified against this plan's state) and its step count.
   Result<int64_t> resume(const std::string &dir);
 
@@ -83,6 +88,7 @@ private:
   std::unique_ptr<Session> session_;
   int64_t steps_ = 0;
   std::vector<std::string> trained_;
+  std::unique_ptr<CheckpointLock> checkpointLock_;
 };
 
 } // namespace tec

@@ -210,7 +210,7 @@ def test_a_non_finite_loss_stops_training_naming_the_step(tmp_path, data):
     assert "step 2: the loss is nan; training stops" in result.stderr
     assert f"the last checkpoint is {tmp_path / 'ck'}/step-1" in result.stderr
     assert f"checkpoint {tmp_path / 'ck'}/step-1" in result.stdout
-    assert sorted(os.listdir(tmp_path / "ck")) == ["latest", "step-1"]  # nothing saved after the NaN
+    assert sorted(os.listdir(tmp_path / "ck")) == [".tec-lock", "latest", "step-1"]  # nothing saved after the NaN
     assert subprocess.run(args[:-4] + ["--continue-on-nonfinite"], capture_output=True).returncode == 0
 
 
@@ -327,6 +327,27 @@ def test_gradient_accumulation_updates_every_nth_step_as_the_cli_does(tmp_path, 
         tec.compile(MLP, targets=["cpu"], train=tec.TrainOptions(accumulate=2.5))
     with pytest.raises(tec.BadInputError, match="accumulate 0"):
         tec.compile(MLP, targets=["cpu"], train=tec.TrainOptions(accumulate=0))
+
+
+def test_one_training_run_at_a_time_writes_into_a_checkpoint_folder(tmp_path, data):
+    """A trainer that saved into a folder holds it (an flock): `tec train` into the same folder exits 2 naming
+    this process, and writes nothing there; once the trainer is gone, the folder is free."""
+    folder, x, y = data
+    plan_path = str(tmp_path / "train.tecplan")
+    cli(MLP, "--target", "cpu", "--train", "-o", plan_path)
+    trainer = tec.Trainer(plan_path, device="cpu")
+    trainer.step({"x": x[:64]}, {"y": y[:64]})
+    trainer.save(str(tmp_path / "ckpt"))
+    args = [TEC, "train", plan_path, "--input", f"x={folder / 'x.npy'}", "--target", f"y={folder / 'y.npy'}", "--steps",
+            "2", "--checkpoint-dir", str(tmp_path / "ckpt")]
+    second = subprocess.run(args, capture_output=True, text=True)
+    assert second.returncode == 2, second.stderr
+    assert f"another training run writes its checkpoints here (pid {os.getpid()}:" in second.stderr
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir() if not p.name.startswith(".")) == ["latest", "step-1"]
+    del trainer
+    gc.collect()
+    subprocess.run(args, check=True, capture_output=True)
+    assert (tmp_path / "ckpt" / "step-2").is_dir()
 
 
 def test_export_writes_the_trained_weights(tmp_path, data):

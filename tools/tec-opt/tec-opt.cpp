@@ -5,7 +5,13 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Debug/Counter.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
 
 int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
@@ -13,5 +19,19 @@ int main(int argc, char **argv) {
   tec::registerTecPassesAndPipelines();
   mlir::DialectRegistry registry;
   registry.insert<tec::TecDialect, mlir::func::FuncDialect>();
-  return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "tec optimizer driver\n", registry));
+  // mlir-opt's options, parsed here with an error stream: a bad flag or an unknown pass returns instead of
+  // exiting 1. Every failure is the command line's or the input's (a missing or malformed file, IR a pass
+  // rejects, diagnostics not as expected): exit 2, as tec does for bad input.
+  static llvm::cl::opt<std::string> input(llvm::cl::Positional, llvm::cl::desc("<input file>"), llvm::cl::init("-"));
+  static llvm::cl::opt<std::string> output("o", llvm::cl::desc("Output filename"), llvm::cl::value_desc("filename"),
+                                           llvm::cl::init("-"));
+  mlir::MlirOptMainConfig::registerCLOptions(registry);
+  mlir::registerAsmPrinterCLOptions();
+  mlir::registerMLIRContextCLOptions();
+  mlir::registerPassManagerCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
+  mlir::tracing::DebugCounter::registerCLOptions();
+  if (!llvm::cl::ParseCommandLineOptions(argc, argv, "tec optimizer driver\n", &llvm::errs()))
+    return 2;
+  return mlir::failed(mlir::MlirOptMain(argc, argv, input, output, registry)) ? 2 : 0;
 }

@@ -71,6 +71,10 @@ int bindInputs(tec::Session &s, const std::vector<std::string> &specs, uint64_t 
   std::vector<bool> given(s.inputs().size());
   for (const std::string &spec : specs) {
     auto [name, file] = llvm::StringRef(spec).split('=');
+    if (name.empty() || file.empty()) {
+      llvm::errs() << "error: --input '" << spec << "': expected NAME=FILE\n";
+      return kExitBadInput;
+    }
     auto it = std::find_if(s.inputs().begin(), s.inputs().end(), [&](const auto &i) { return i.name == name; });
     if (it == s.inputs().end()) {
       llvm::errs() << "error: --input " << spec << ": the plan has no input '" << name << "'\n";

@@ -115,6 +115,11 @@ int trainLoop() {
   std::vector<Samples> data;
   auto bindData = [&](const std::string &spec, const std::string &prefix) -> int {
     auto [name, file] = llvm::StringRef(spec).split('=');
+    if (name.empty() || file.empty()) {
+      llvm::errs() << "error: --" << (prefix.empty() ? "input" : "target") << " '" << spec
+                   << "': expected NAME=FILE\n";
+      return kExitBadInput;
+    }
     std::string inputName = prefix + name.str();
     auto it = std::find_if(s.inputs().begin(), s.inputs().end(), [&](const auto &i) { return i.name == inputName; });
     if (it == s.inputs().end()) {
@@ -248,9 +253,9 @@ int trainLoop() {
     start = *resumed;
     llvm::outs() << "resumed from " << resumeDir << " at step " << start << "\n";
   }
-  if (!checkpointDir.empty())
-    if (auto ec = llvm::sys::fs::create_directories(checkpointDir)) {
-      llvm::errs() << "error: " << checkpointDir << ": " << ec.message() << "\n";
+  if (!checkpointDir.empty()) // taken for the whole run, before its first step
+    if (tec::Status st = trainer.holdCheckpointDir(checkpointDir); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
       return kExitBadInput;
     }
   llvm::outs() << "tec train: " << s.selectionReason() << "\n  ";
