@@ -154,6 +154,49 @@ std::map<std::string, int> countOps(ModuleOp module) {
 
 } // namespace
 
+namespace {
+
+/// The bytes of a tensor of `type`, or -1 past `limit` (products of huge dims never overflow).
+int64_t boundedBytes(RankedTensorType type, int64_t limit) {
+  if (!type.hasStaticShape())
+    return 0;
+  const int64_t bits = std::max<int64_t>(8, type.getElementTypeBitWidth());
+  int64_t bytes = bits / 8;
+  for (int64_t d : type.getShape()) {
+    if (d != 0 && bytes > limit / d)
+      return -1;
+    bytes *= d;
+  }
+  return bytes;
+}
+
+} // namespace
+
+llvm::Error checkTensorSizes(ModuleOp module, const std::string &path, int64_t maxConstantBytes) {
+  std::optional<std::string> problem;
+  module.walk([&](Operation *op) {
+    for (Value result : op->getResults()) {
+      auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
+      if (!type)
+        continue;
+      std::string shape;
+      llvm::raw_string_ostream(shape) << type;
+      const std::string node = "node '" + llvm::join(sourceNodes(op->getLoc()), "+") + "'";
+      if (boundedBytes(type, kMaxTensorBytes) < 0)
+        problem = node + ": its result " + shape + " would need more than 1 TiB; no machine tec runs on holds it";
+      else if (llvm::isa<ConstantOp>(op) && boundedBytes(type, maxConstantBytes) < 0)
+        problem = node + ": a constant " + shape + " larger than --max-fold-bytes (" + std::to_string(maxConstantBytes) +
+                  ") to store in the plan";
+      if (problem)
+        return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (problem)
+    return llvm::make_error<ImportError>(ImportErrorKind::Invalid, path + ": " + *problem);
+  return llvm::Error::success();
+}
+
 llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context, const std::string &path,
                                                             const CompileOptions &options) {
   auto compiled = std::make_unique<CompiledModel>();
@@ -165,6 +208,8 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
     return model.takeError();
   compiled->model = std::move(*model);
   ModuleOp module = *compiled->model.module;
+  if (auto err = checkTensorSizes(module, path, options.maxFoldBytes))
+    return err;
   compiled->importedOps = countOps(module);
   // The training step starts from the imported model: its pipeline differs (GELU stays unfused).
   OwningOpRef<ModuleOp> trainModule = options.train ? OwningOpRef<ModuleOp>(module.clone()) : nullptr;
@@ -191,6 +236,8 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
     return llvm::createStringError(path + ": the compile pipeline failed (see the diagnostics above)");
   if (!dumps.error.empty())
     return llvm::createStringError(dumps.error);
+  if (auto err = checkTensorSizes(module, path, options.maxFoldBytes)) // what the passes made
+    return err;
   compiled->compiledOps = countOps(module);
 
   // Params go into the data section once, shared by every variant.
@@ -368,6 +415,10 @@ std::string compileOptionError(const CompileOptions &options) {
   const PipelineOptions &p = options.pipeline;
   const TrainOptions &t = p.train;
   const double maxSteps = 2147483647.0;
+  if (std::string e = optionRangeError("max-fold-bytes", static_cast<double>(options.maxFoldBytes), 1,
+                                       static_cast<double>(kMaxTensorBytes));
+      !e.empty())
+    return e;
   for (const std::string &e :
        {optionRangeError("amax-history", p.amaxHistory, 1, 4096), optionRangeError("fp8-margin", p.margin, 0, 64),
         optionRangeError("loss-scale", t.lossScale, 0, 3.4e38),

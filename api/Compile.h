@@ -27,7 +27,17 @@ struct CompileOptions {
   bool train = false;
   /// Write the IR after the import and after each pass here (`--dump-passes`); empty: don't.
   std::string dumpDir;
+  /// The largest constant the plan stores (`--max-fold-bytes`): a larger one (a ConstantOfShape, a folded
+  /// splat) is refused naming its node, never materialized at any size.
+  int64_t maxFoldBytes = int64_t(1) << 30;
 };
+
+/// No tensor of a model may exceed this (1 TiB): past it, compiling is refused naming the node.
+inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 40;
+
+/// Every tensor of `module` within kMaxTensorBytes and every constant within `maxConstantBytes`, or an
+/// ImportError (bad model, exit 2) naming the first node past a limit.
+llvm::Error checkTensorSizes(mlir::ModuleOp module, const std::string &path, int64_t maxConstantBytes);
 
 /// What one GEMM layer runs in on each target, and why (the summary's per-layer table).
 struct LayerPrecision {

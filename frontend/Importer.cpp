@@ -3458,6 +3458,19 @@ Error GraphImporter::checkNodeSchema(const onnx::NodeProto &node) {
   for (const char *flag : {"transA", "transB", "allowzero", "keepdims", "noop_with_empty_axes"})
     if (const auto *a = findAttr(node, flag); a && a->type() == onnx::AttributeProto::INT && a->i() != 0 && a->i() != 1)
       return nodeInvalid(node, "attribute '" + llvm::Twine(flag) + "' must be 0 or 1, got " + llvm::Twine(a->i()));
+  // Float attributes are factors and epsilons: a NaN or an infinity makes every output NaN silently. Only
+  // bounds and fill values may be infinite (Clip's min and max, Pad's value); Constant holds any value.
+  const bool boundsMayBeInfinite = node.op_type() == "Clip" || node.op_type() == "Pad";
+  for (const auto &a : node.attribute()) {
+    if (node.op_type() == "Constant" || (a.type() != onnx::AttributeProto::FLOAT && a.type() != onnx::AttributeProto::FLOATS))
+      continue;
+    std::vector<float> values(a.floats().begin(), a.floats().end());
+    if (a.type() == onnx::AttributeProto::FLOAT)
+      values = {a.f()};
+    for (float v : values)
+      if (std::isnan(v) || (std::isinf(v) && !boundsMayBeInfinite))
+        return nodeInvalid(node, "attribute '" + a.name() + "' must be finite, got " + (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"));
+  }
   const auto *schema = onnx::OpSchemaRegistry::Schema(node.op_type(), std::min(opset, kLastSchemaOpset), "");
   if (!schema)
     return Error::success(); // newer than ONNX 1.12 (Gelu): the operator's importer checks what it reads

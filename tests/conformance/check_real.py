@@ -180,10 +180,12 @@ def check_training(tec, folder, entry, work):
 
 
 def files_bytes(folder):
-    """Every file under `folder` (relative path -> bytes)."""
+    """Every file under `folder` (relative path -> bytes), but the checkpoint folder's lock (its holder's pid)."""
     found = {}
     for root, _, names in os.walk(folder):
         for name in names:
+            if name == ".tec-lock":
+                continue
             with open(os.path.join(root, name), "rb") as f:
                 found[os.path.relpath(os.path.join(root, name), folder)] = f.read()
     return found

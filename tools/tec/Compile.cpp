@@ -106,6 +106,11 @@ cl::opt<int64_t> accumulateSteps("accumulate",
                                           "this many training steps (micro-batches); the schedule counts updates"),
                                  cl::init(1), cl::cat(category()));
 
+cl::opt<int64_t> maxFoldBytes("max-fold-bytes",
+                              cl::desc("the largest constant the plan stores (a ConstantOfShape, a folded splat); a "
+                                       "larger one is refused naming its node"),
+                              cl::init(int64_t(1) << 30), cl::cat(category()));
+
 cl::opt<double> clipNorm("clip-norm", cl::desc("clip gradients to this global norm (0: off)"), cl::init(0.0),
                          cl::cat(category()));
 
@@ -213,6 +218,7 @@ tec::CompileOptions compileOptionsFromFlags() {
                             warmupSteps, totalSteps, lossScaleInit, growthInterval};
   options.pipeline.train.ignoreIndex = ignoreIndex;
   options.pipeline.train.accumulate = accumulateSteps;
+  options.maxFoldBytes = maxFoldBytes;
   return options;
 }
 

@@ -60,6 +60,31 @@ def main():
                              [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 3])],
                              [helper.make_tensor_value_info("y", TensorProto.INT64, [2, 3])])
     onnx.save(helper.make_model(ints, opset_imports=[helper.make_opsetid("", 17)]), f"{out}/int-relu-and-pow-o17.onnx")
+    # Tensors no machine holds, and a constant past --max-fold-bytes: refused at compile time naming the node
+    # (folding it once aborted tec with bad_alloc).
+    huge = numpy_helper.from_array(np.array([2**20, 2**20, 2**10], np.int64), "huge")
+    ones = numpy_helper.from_array(np.array([1.0], np.float32), "one")
+    save(f"{out}/constant-of-shape-4pib-o17.onnx",
+         [helper.make_node("ConstantOfShape", ["huge"], ["c"], name="fill", value=ones),
+          helper.make_node("ReduceSum", ["c"], ["y"], name="total", keepdims=0)], 17, inits=[huge])
+    wide = numpy_helper.from_array(np.array([2**20, 2**19, 3], np.int64), "wide")
+    save(f"{out}/expand-6tib-o17.onnx", [helper.make_node("Expand", ["x", "wide"], ["y"], name="spread")], 17,
+         inputs=(("x", [1, 3]),), inits=[wide])
+    gib2 = numpy_helper.from_array(np.array([2**29], np.int64), "gib2")
+    save(f"{out}/constant-of-shape-2gib-o17.onnx",
+         [helper.make_node("ConstantOfShape", ["gib2"], ["c"], name="fill2", value=ones),
+          helper.make_node("ReduceSum", ["c"], ["y"], name="total2", keepdims=0)], 17, inits=[gib2])
+    # Attributes that must be finite.
+    scale = numpy_helper.from_array(np.ones(3, np.float32), "scale")
+    bias = numpy_helper.from_array(np.zeros(3, np.float32), "bias")
+    save(f"{out}/layer-norm-nan-epsilon-o17.onnx",
+         [helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["y"], name="ln", epsilon=float("nan"))], 17,
+         inits=[scale, bias])
+    w = numpy_helper.from_array(np.ones((3, 3), np.float32), "w")
+    save(f"{out}/gemm-inf-alpha-o17.onnx", [helper.make_node("Gemm", ["x", "w"], ["y"], name="g_inf", alpha=float("inf"))],
+         17, inits=[w])
+    save(f"{out}/gemm-nan-beta-o17.onnx",
+         [helper.make_node("Gemm", ["x", "w", "bias"], ["y"], name="g_nan", beta=float("nan"))], 17, inits=[w, bias])
     # A node name carrying a terminal escape sequence reaches no terminal raw.
     save(f"{out}/escape-in-name-o17.onnx", [helper.make_node("Frobnicate", ["x"], ["y"], name="evil\x1b[31mred")], 17)
 
