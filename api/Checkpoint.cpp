@@ -260,10 +260,23 @@ Result<Checkpoint> loadCheckpoint(const std::string &dir, const plan::Variant &v
   const auto *list = manifest->getArray("tensors");
   if (!list)
     return fail("no tensor list");
+  // Every entry names one state buffer of the variant, once: an empty, unknown or repeated name is a
+  // manifest tec did not write.
+  std::set<std::string> stateNames;
+  for (const auto &buffer : variant.buffers())
+    if (buffer.role() == plan::STATE)
+      stateNames.insert(buffer.name());
   std::map<std::string, const llvm::json::Object *> entries;
-  for (const auto &e : *list)
-    if (const auto *o = e.getAsObject(); o && o->getString("name"))
-      entries[o->getString("name")->str()] = o;
+  for (const auto &e : *list) {
+    const auto *o = e.getAsObject();
+    auto name = o ? o->getString("name") : std::nullopt;
+    if (!name || name->empty())
+      return fail("a tensor entry without a name");
+    if (!stateNames.count(name->str()))
+      return fail("an entry for '" + name->str() + "', which is no state of this plan");
+    if (!entries.emplace(name->str(), o).second)
+      return fail("two entries for '" + name->str() + "'");
+  }
   std::map<std::string, std::map<std::string, HostTensor>> files; // format 3: each safetensors file, read once
   for (const auto &buffer : variant.buffers()) {
     if (buffer.role() != plan::STATE)

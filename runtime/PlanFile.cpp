@@ -227,6 +227,15 @@ Result<std::unique_ptr<PlanFile>> PlanFile::open(const std::string &path) {
       header.metadataBytes > size - header.metadataOffset || header.dataOffset > size ||
       header.dataBytes > size - header.dataOffset || header.dataOffset % kPlanAlignment)
     return refuse("the header's sections do not fit in the file's " + std::to_string(size) + " bytes (truncated?)");
+  // Laid out as writePlanFile writes it, and nothing else: the metadata right after the header, the data
+  // section aligned after it, the file ending with the data (bytes appended, or a plan concatenated with
+  // itself, would otherwise load as the first plan).
+  if (header.metadataOffset != sizeof(Header) || header.dataOffset != alignUp(sizeof(Header) + header.metadataBytes) ||
+      header.reserved != 0)
+    return refuse("the header's layout is not the one tec writes");
+  if (header.dataOffset + header.dataBytes != size)
+    return refuse(std::to_string(size - header.dataOffset - header.dataBytes) +
+                  " bytes follow the data section (a file appended to the plan?)");
   Checksum sum;
   sum.update(base + header.metadataOffset, header.metadataBytes);
   sum.update(base + header.dataOffset, header.dataBytes);

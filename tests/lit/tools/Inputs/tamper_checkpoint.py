@@ -129,6 +129,17 @@ def main():
         json.dump({"step": m["step"], "tensors": [t["name"] for t in m["tensors"]]}, open(path, "w"))
     variant(good, out, "format-1-manifest", old_format)
 
+    def manifest_entry(entry):
+        def apply(folder):
+            path = os.path.join(latest(folder), "manifest.json")
+            m = json.load(open(path))
+            m["tensors"].append(entry(m["tensors"][0]))
+            json.dump(m, open(path, "w"))
+        return apply
+    variant(good, out, "empty-name", manifest_entry(lambda first: dict(first, name="")))
+    variant(good, out, "unknown-name", manifest_entry(lambda first: dict(first, name="fc9.weight")))
+    variant(good, out, "repeated-name", manifest_entry(lambda first: dict(first)))
+
 
 def format_2(good, out):
     """The good checkpoint in format 2 (a .npy file per tensor, as tec wrote them before safetensors): still
@@ -154,6 +165,17 @@ def format_2(good, out):
     json.dump(manifest, open(os.path.join(step, "manifest.json"), "w"))
 
 
+def format_2_wider_floats(ok, out):
+    """OUT/format-2-f16: the format-2 checkpoint with one tensor's .npy in float16, whose manifest says f32."""
+    folder = os.path.join(out, "format-2-f16")
+    shutil.copytree(os.path.join(ok, "format-2"), folder)
+    step = latest(folder)
+    first = json.load(open(os.path.join(step, "manifest.json")))["tensors"][0]["file"]
+    np.save(os.path.join(step, first), np.load(os.path.join(step, first)).astype(np.float16))
+
+
 if __name__ == "__main__":
     main()
-    format_2(sys.argv[1], sys.argv[3]) if len(sys.argv) > 3 else None
+    if len(sys.argv) > 3:
+        format_2(sys.argv[1], sys.argv[3])
+        format_2_wider_floats(sys.argv[3], sys.argv[2])
