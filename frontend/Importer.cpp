@@ -3490,6 +3490,20 @@ Error GraphImporter::checkNodeSchema(const onnx::NodeProto &node) {
   if (node.input_size() < schema->min_input())
     return nodeInvalid(node, "expected at least " + llvm::Twine(schema->min_input()) + " inputs, got " +
                                  llvm::Twine(node.input_size()));
+  // Inputs opsets 18-21 added to operators ONNX 1.12 knows: Pad's and the reductions' axes.
+  static const llvm::StringMap<int> inputsAddedAfter17 = {
+      {"Pad", 1},          {"ReduceMean", 1},      {"ReduceMax", 1},       {"ReduceMin", 1},
+      {"ReduceProd", 1},   {"ReduceL1", 1},        {"ReduceL2", 1},        {"ReduceLogSum", 1},
+      {"ReduceLogSumExp", 1}, {"ReduceSumSquare", 1}};
+  const int maxInputs = schema->max_input() + inputsAddedAfter17.lookup(node.op_type());
+  if (schema->max_input() < std::numeric_limits<int>::max() && node.input_size() > maxInputs)
+    return nodeInvalid(node, "expected at most " + llvm::Twine(maxInputs) + " inputs, got " +
+                                 llvm::Twine(node.input_size()));
+  // A required input left empty ("" is ONNX's spelling of an omitted optional one).
+  const auto &formals = schema->inputs();
+  for (int i = 0; i < node.input_size() && i < static_cast<int>(formals.size()); ++i)
+    if (node.input(i).empty() && formals[i].GetOption() == onnx::OpSchema::Single)
+      return nodeInvalid(node, "input " + llvm::Twine(i) + " ('" + formals[i].GetName() + "') is required, but its name is empty");
   if (node.output_size() > schema->max_output())
     return nodeInvalid(node, "expected at most " + llvm::Twine(schema->max_output()) + " outputs, got " +
                                  llvm::Twine(node.output_size()));
