@@ -31,6 +31,11 @@ int main(int argc, char **argv) {
   mlir::registerPassManagerCLOptions();
   mlir::registerDefaultTimingManagerCLOptions();
   mlir::tracing::DebugCounter::registerCLOptions();
+  for (int i = 1; i < argc; ++i) // LLVM would read @FILE as arguments, from any file however large
+    if (argv[i][0] == '@') {
+      llvm::errs() << "error: '" << argv[i] << "': tec-opt reads no response files (@FILE)\n";
+      return 2;
+    }
   if (!llvm::cl::ParseCommandLineOptions(argc, argv, "tec optimizer driver\n", &llvm::errs()))
     return 2;
   return mlir::failed(mlir::MlirOptMain(argc, argv, input, output, registry)) ? 2 : 0;

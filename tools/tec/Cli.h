@@ -39,6 +39,10 @@ extern llvm::cl::opt<std::string> device;
 extern llvm::cl::opt<bool> allowTf32;
 extern llvm::cl::opt<bool> strict;
 
+/// The whole command line (tec.cpp): parses argv, checks every option's range, runs the subcommand; the exit
+/// code. Callable more than once in a process (the CLI fuzz target) after llvm::cl::ResetAllOptionOccurrences.
+int tecMain(int argc, char **argv);
+
 /// Each subcommand's entry point: 0 or an exit code.
 int compile();
 int run();

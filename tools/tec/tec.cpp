@@ -70,12 +70,20 @@ std::string optionError() {
 
 } // namespace
 
-int main(int argc, char **argv) {
+int cli::tecMain(int argc, char **argv) {
   cl::HideUnrelatedOptions(cli::category());
   showDefaults();
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "tec " TEC_VERSION " (LLVM/MLIR " LLVM_VERSION_STRING ")\n";
   });
+  // LLVM's parser reads an argument @FILE as more arguments, from any file however large (`tec @/dev/zero`
+  // never ended): tec takes none.
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] == '@') {
+      llvm::errs() << "error: '" << argv[i] << "': tec reads no response files (@FILE); give the arguments "
+                   << "themselves\n";
+      return cli::kExitBadInput;
+    }
   // A usage error is bad input the user can fix: exit 2, as for a bad file.
   std::string errors;
   llvm::raw_string_ostream errorStream(errors);
