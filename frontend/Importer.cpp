@@ -2241,9 +2241,10 @@ Error GraphImporter::tile(const onnx::NodeProto &n) {
   for (int64_t d = 0; d < t.getRank(); ++d) {
     split.append({1, t.getDimSize(d)});
     expanded.append({repeats[d], t.getDimSize(d)});
-    tiled.push_back(repeats[d] * t.getDimSize(d));
   }
   TRY_ASSIGN(expandedType, checkedType(n, expanded, t.getElementType()));
+  for (int64_t d = 0; d < t.getRank(); ++d) // within the checked element count: no overflow
+    tiled.push_back(repeats[d] * t.getDimSize(d));
   Value y = create<ReshapeOp>(n, RankedTensorType::get(split, t.getElementType()), x);
   y = create<ExpandOp>(n, expandedType, y);
   return define(n, 0, create<ReshapeOp>(n, RankedTensorType::get(tiled, t.getElementType()), y));
