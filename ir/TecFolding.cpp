@@ -396,6 +396,8 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
       return {};
     parts.push_back(std::move(*e));
   }
+  if (getType().getNumElements() > kMaxFoldedElements) // before anything sized by the result
+    return {};
   const int64_t axis = getAxis();
   auto outShape = getType().getShape();
   // Which part holds each position along the axis, and where in it.
@@ -403,8 +405,6 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
   for (auto [p, part] : llvm::enumerate(parts))
     for (int64_t j = 0; j < part.type.getDimSize(axis); ++j)
       along.push_back({static_cast<int>(p), j});
-  if (getType().getNumElements() > kMaxFoldedElements)
-    return {};
   const size_t width = k::elementBytes(parts[0].element);
   std::vector<char> bytes(getType().getNumElements() * width);
   for (int64_t i = 0; i < getType().getNumElements(); ++i) {
