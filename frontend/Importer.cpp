@@ -3278,28 +3278,39 @@ Error GraphImporter::range(const onnx::NodeProto &n) {
   for (auto a : {start, limit, delta})
     if (a.getNumElements() != 1 || a.getElementType() != elt)
       return nodeInvalid(n, "start, limit and delta must be scalars of one element type");
-  auto scalarOf = [](DenseElementsAttr a) {
-    Attribute v = *a.value_begin<Attribute>();
-    if (auto f = llvm::dyn_cast<FloatAttr>(v))
-      return f.getValueAsDouble();
-    return static_cast<double>(llvm::cast<IntegerAttr>(v).getInt());
+  if (!isFloat(elt) && !elt.isInteger(32) && !elt.isInteger(64))
+    return nodeUnsupported(n, "element type is not supported");
+  // Folded into a constant here: bounded like any folded constant, and integers counted exactly (through
+  // doubles, values near 2^63 round past int64's range).
+  constexpr int64_t kMaxRangeElements = int64_t(1) << 24;
+  auto tooLarge = [&](const std::string &count) {
+    return nodeInvalid(n, "range of " + count + " elements is too large (at most " +
+                              llvm::Twine(kMaxRangeElements) + " are folded)");
   };
-  const double s = scalarOf(start), l = scalarOf(limit), d = scalarOf(delta);
-  if (d == 0)
-    return nodeInvalid(n, "delta is 0");
-  const double count = std::max(std::ceil((l - s) / d), 0.0);
-  if (!(count < (1 << 30)))
-    return nodeInvalid(n, "range of " + llvm::Twine(std::to_string(count)) + " elements is too large");
-  auto type = RankedTensorType::get({static_cast<int64_t>(count)}, elt);
   llvm::SmallVector<Attribute> elements;
-  for (int64_t i = 0; i < type.getNumElements(); ++i) {
-    if (isFloat(elt))
+  if (isFloat(elt)) {
+    auto scalarOf = [](DenseElementsAttr a) { return llvm::cast<FloatAttr>(*a.value_begin<Attribute>()).getValueAsDouble(); };
+    const double s = scalarOf(start), l = scalarOf(limit), d = scalarOf(delta);
+    if (d == 0)
+      return nodeInvalid(n, "delta is 0");
+    const double count = std::max(std::ceil((l - s) / d), 0.0);
+    if (!(count <= kMaxRangeElements))
+      return tooLarge(std::to_string(count));
+    for (int64_t i = 0; i < static_cast<int64_t>(count); ++i)
       elements.push_back(builder.getFloatAttr(elt, s + i * d));
-    else if (elt.isInteger(32) || elt.isInteger(64))
-      elements.push_back(builder.getIntegerAttr(elt, static_cast<int64_t>(s) + i * static_cast<int64_t>(d)));
-    else
-      return nodeUnsupported(n, "element type is not supported");
+  } else {
+    auto scalarOf = [](DenseElementsAttr a) { return llvm::cast<IntegerAttr>(*a.value_begin<Attribute>()).getInt(); };
+    const int64_t s = scalarOf(start), l = scalarOf(limit), d = scalarOf(delta);
+    if (d == 0)
+      return nodeInvalid(n, "delta is 0");
+    const __int128 span = static_cast<__int128>(l) - s;
+    const __int128 count = (span > 0) != (d > 0) || span == 0 ? 0 : (span + d - (d > 0 ? 1 : -1)) / d;
+    if (count > kMaxRangeElements)
+      return tooLarge("more than " + std::to_string(kMaxRangeElements));
+    for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) // each lies between start and limit
+      elements.push_back(builder.getIntegerAttr(elt, static_cast<int64_t>(s + static_cast<__int128>(i) * d)));
   }
+  auto type = RankedTensorType::get({static_cast<int64_t>(elements.size())}, elt);
   return define(n, 0, create<ConstantOp>(n, type, DenseElementsAttr::get(type, elements)));
 }
 
