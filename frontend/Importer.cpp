@@ -13,6 +13,7 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -2243,8 +2244,12 @@ Error GraphImporter::tile(const onnx::NodeProto &n) {
     expanded.append({repeats[d], t.getDimSize(d)});
   }
   TRY_ASSIGN(expandedType, checkedType(n, expanded, t.getElementType()));
-  for (int64_t d = 0; d < t.getRank(); ++d) // within the checked element count: no overflow
-    tiled.push_back(repeats[d] * t.getDimSize(d));
+  for (int64_t d = 0; d < t.getRank(); ++d) { // each dim on its own too: a 0 elsewhere hides an overflow
+    int64_t dim = 0;
+    if (llvm::MulOverflow(repeats[d], t.getDimSize(d), dim))
+      return nodeInvalid(n, "repeats [" + shape::str(repeats) + "] overflow dim " + llvm::Twine(d));
+    tiled.push_back(dim);
+  }
   Value y = create<ReshapeOp>(n, RankedTensorType::get(split, t.getElementType()), x);
   y = create<ExpandOp>(n, expandedType, y);
   return define(n, 0, create<ReshapeOp>(n, RankedTensorType::get(tiled, t.getElementType()), y));
