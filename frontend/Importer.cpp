@@ -1045,7 +1045,8 @@ Error GraphImporter::define(const onnx::NodeProto &node, unsigned i, Value v) {
 
 Expected<RankedTensorType> GraphImporter::checkedType(const onnx::NodeProto &n, ArrayRef<int64_t> dims, Type elt) {
   if (!shape::elementCount(dims))
-    return nodeInvalid(n, "result dims [" + shape::str(dims) + "] have a negative or overflowing element count");
+    return nodeInvalid(n, "result dims [" + shape::str(dims) + "] have a negative dim, one past 2^40 or an "
+                              "overflowing element count");
   return RankedTensorType::get(dims, elt);
 }
 

@@ -74,7 +74,7 @@ int64_t shape::sliceLength(int64_t start, int64_t end, int64_t step) {
 std::optional<int64_t> shape::elementCount(ArrayRef<int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims) {
-    if (d < 0 || llvm::MulOverflow(n, d, n))
+    if (d < 0 || d > kMaxDim || llvm::MulOverflow(n, d, n))
       return std::nullopt;
   }
   return n;

@@ -73,7 +73,10 @@ std::optional<Dims> matmul(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b)
 Dims reduce(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> axes, bool keepdims);
 /// Number of elements of `step`-strided range [start, end): never negative.
 int64_t sliceLength(int64_t start, int64_t end, int64_t step);
-/// Element count, or nullopt when it overflows int64 or a dim is negative.
+/// No tensor has a dim past this (2^40): an empty tensor with one would pass an element-count check, and
+/// sums and products of such dims overflow int64.
+inline constexpr int64_t kMaxDim = int64_t(1) << 40;
+/// Element count, or nullopt when it overflows int64 or a dim is negative or past kMaxDim.
 std::optional<int64_t> elementCount(llvm::ArrayRef<int64_t> dims);
 /// "4x8" for diagnostics.
 std::string str(llvm::ArrayRef<int64_t> dims);
