@@ -2301,6 +2301,10 @@ Error GraphImporter::pad(const onnx::NodeProto &n) {
   for (size_t k = 0; k < axes.size(); ++k) {
     TRY_ASSIGN(axis, normalizeAxis(n, axes[k], rank));
     int64_t before = pads[k], after = pads[k + axes.size()];
+    // No pad beyond a dim's limit: within it, dims plus pads stay in int64.
+    for (int64_t pad : {before, after})
+      if (pad < -shape::kMaxDim || pad > shape::kMaxDim)
+        return nodeInvalid(n, "pad " + llvm::Twine(pad) + " of axis " + llvm::Twine(axis) + " is past 2^40");
     auto current = typeOf(y);
     const int64_t dim = current.getDimSize(axis);
     if (before < 0 || after < 0) { // crop first

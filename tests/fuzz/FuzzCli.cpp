@@ -30,6 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (llvm::StringRef line : lines) {
     if (args.size() > 24)
       break;
+    line = line.take_until([](char c) { return c == '\0'; }); // what argv can hold: C strings
     if (exitsByDesign(line))
       return 0;
     args.push_back(line.str());
