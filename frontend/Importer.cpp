@@ -401,9 +401,18 @@ private:
   Error where(const onnx::NodeProto &n);
   Error expand(const onnx::NodeProto &n);
   Error shapeOf(const onnx::NodeProto &n);
-  /// A Conv's or pool's spatial attributes as tec's 2-D window ([top, left, bottom, right] pads).
+  /// One spatial dim of a window.
+  struct WindowAxis {
+    int64_t kernel = 1, stride = 1, padBegin = 0, padEnd = 0, dilation = 1;
+    int64_t output(int64_t in, bool ceilMode) const {
+      return kernels::windowOutput(in, kernel, stride, padBegin, padEnd, dilation, ceilMode);
+    }
+  };
+  /// A Conv's or pool's spatial attributes as tec's 2-D window ([top, left, bottom, right] pads); a 3-D
+  /// window's first dim is `depth`, over which it runs as 2-D windows on depth slices (depthSlices).
   struct Window2d {
     llvm::SmallVector<int64_t> kernel, strides, pads, dilations;
+    WindowAxis depth;
   };
   /// An INTS attribute of `count` values (a window's strides, pads), `dflt` each where the node has none.
   Expected<llvm::SmallVector<int64_t>> intsAttr(const onnx::NodeProto &n, const char *name, int64_t count,
@@ -412,9 +421,24 @@ private:
                                  bool ceilMode);
   /// x as NCHW: a 1-D input [N, C, L] as [N, C, 1, L].
   Value as2d(const onnx::NodeProto &n, Value x);
+  /// A 3-D window op as 2-D ones: x [N, C, D, H, W] as one [N * outDepth, C, H, W] tensor per kernel depth k,
+  /// output depth od reading input depth od * stride - padBegin + k * dilation (`fill`, a 0-D value, outside).
+  /// The 2-D op runs on each, the results combine per output (a sum for Conv, a max for MaxPool).
+  Expected<SmallVector<Value>> depthSlices(const onnx::NodeProto &n, Value x, const WindowAxis &depth,
+                                           int64_t outDepth, Value fill);
+  /// A 2-D op's result on depth slices, [N * OD, M, H, W], as [N, M, OD, H, W].
+  Value fromDepthSlices(const onnx::NodeProto &n, Value y, int64_t batch);
+  /// Per-channel, per-depth operands of a 3-D op's result: `values` as a [1, 1, OD, 1, 1] constant.
+  Value depthConstant(const onnx::NodeProto &n, Type elt, ArrayRef<double> values);
+  /// A 3-D conv weight [M, C, KD, KH, KW]'s 2-D kernel at depth k, [M, C, KH, KW].
+  Value weightAtDepth(const onnx::NodeProto &n, Value w, int64_t k);
+  /// The result dims of a 2-D window over NCHW `in` with `channels` outputs.
+  shape::Dims planarOutput(RankedTensorType in, int64_t channels, const Window2d &win, bool ceilMode);
   Error conv(const onnx::NodeProto &n);
   /// ConvTranspose as tec.conv_input_grad (the conv's adjoint) plus the bias.
   Error convTranspose(const onnx::NodeProto &n);
+  Expected<Value> convTranspose3d(const onnx::NodeProto &n, Value x, Value w, int64_t group, ArrayRef<int64_t> strides,
+                                  ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations, ArrayRef<int64_t> outDims);
   /// A float [N, C, d1, ...] input, as per-channel normalizations take.
   Error checkChannelsFirst(const onnx::NodeProto &n, RankedTensorType x);
   Error instanceNorm(const onnx::NodeProto &n);
@@ -428,6 +452,8 @@ private:
   /// constant indices (nearest: 1, linear: 2, cubic: 4 taps), so gathers and products that train.
   Error resize(const onnx::NodeProto &n);
   Error pool(const onnx::NodeProto &n);
+  Expected<Value> pool3d(const onnx::NodeProto &n, Value x, const Window2d &win, bool ceilMode, bool max,
+                         bool countIncludePad, llvm::function_ref<Value(Value)> planarPool);
   Error globalPool(const onnx::NodeProto &n);
   Error batchNorm(const onnx::NodeProto &n);
   Error lrn(const onnx::NodeProto &n);
@@ -458,6 +484,12 @@ private:
   /// batched matmul.
   Labeled contract(const onnx::NodeProto &n, Labeled a, Labeled b, llvm::function_ref<bool(int)> keep);
   Error pad(const onnx::NodeProto &n);
+  /// y without -before leading and -after trailing cells along `axis` where those are negative.
+  Expected<Value> cropAxis(const onnx::NodeProto &n, Value y, int64_t axis, int64_t before, int64_t after);
+  /// y with `before` and `after` (non-negative) cells of `fill`, a 0-D value, added along `axis`.
+  Expected<Value> fillAxis(const onnx::NodeProto &n, Value y, int64_t axis, int64_t before, int64_t after, Value fill);
+  /// ONNX Pad's constant mode along one axis: negative counts crop.
+  Expected<Value> padAxis(const onnx::NodeProto &n, Value y, int64_t axis, int64_t before, int64_t after, Value fill);
   Error oneHot(const onnx::NodeProto &n);
   Error nllLoss(const onnx::NodeProto &n);
   Error softmaxCrossEntropy(const onnx::NodeProto &n);
@@ -2258,6 +2290,50 @@ Error GraphImporter::tile(const onnx::NodeProto &n) {
 
 /// Pad per axis: negative pads crop (a slice); constant mode joins fills around x, edge, reflect and wrap
 /// gather x's rows with a constant index vector (so each trains through its op's gradient).
+Expected<Value> GraphImporter::cropAxis(const onnx::NodeProto &n, Value y, int64_t axis, int64_t before,
+                                         int64_t after) {
+  if (before >= 0 && after >= 0)
+    return y;
+  auto t = typeOf(y);
+  const int64_t rank = t.getRank(), dim = t.getDimSize(axis);
+  llvm::SmallVector<int64_t> starts(rank, 0), ends(t.getShape()), steps(rank, 1);
+  starts[axis] = std::max<int64_t>(-before, 0);
+  ends[axis] = dim - std::max<int64_t>(-after, 0);
+  if (ends[axis] < starts[axis])
+    return nodeInvalid(n, "pads crop more than dim " + llvm::Twine(axis) + " holds");
+  shape::Dims dims(t.getShape());
+  dims[axis] = ends[axis] - starts[axis];
+  return create<SliceOp>(n, RankedTensorType::get(dims, t.getElementType()), y, starts, ends, steps);
+}
+
+Expected<Value> GraphImporter::fillAxis(const onnx::NodeProto &n, Value y, int64_t axis, int64_t before,
+                                         int64_t after, Value fill) {
+  auto t = typeOf(y);
+  Type elt = t.getElementType();
+  shape::Dims dims(t.getShape());
+  dims[axis] += before + after;
+  TRY_ASSIGN(padded, checkedType(n, dims, elt));
+  SmallVector<Value> parts;
+  for (int64_t count : {before, int64_t(-1), after}) {
+    if (count == 0)
+      continue;
+    if (count < 0) {
+      parts.push_back(y);
+      continue;
+    }
+    shape::Dims fillDims(t.getShape());
+    fillDims[axis] = count;
+    parts.push_back(create<ExpandOp>(n, RankedTensorType::get(fillDims, elt), fill));
+  }
+  return parts.size() == 1 ? y : create<ConcatOp>(n, padded, parts, axis);
+}
+
+Expected<Value> GraphImporter::padAxis(const onnx::NodeProto &n, Value y, int64_t axis, int64_t before, int64_t after,
+                                        Value fill) {
+  TRY_ASSIGN(cropped, cropAxis(n, y, axis, before, after));
+  return fillAxis(n, cropped, axis, std::max<int64_t>(before, 0), std::max<int64_t>(after, 0), fill);
+}
+
 Error GraphImporter::pad(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
   auto t = typeOf(x);
@@ -2305,42 +2381,20 @@ Error GraphImporter::pad(const onnx::NodeProto &n) {
     for (int64_t pad : {before, after})
       if (pad < -shape::kMaxDim || pad > shape::kMaxDim)
         return nodeInvalid(n, "pad " + llvm::Twine(pad) + " of axis " + llvm::Twine(axis) + " is past 2^40");
-    auto current = typeOf(y);
-    const int64_t dim = current.getDimSize(axis);
-    if (before < 0 || after < 0) { // crop first
-      llvm::SmallVector<int64_t> starts(rank, 0), ends(current.getShape()), steps(rank, 1);
-      starts[axis] = std::max<int64_t>(-before, 0);
-      ends[axis] = dim - std::max<int64_t>(-after, 0);
-      if (ends[axis] < starts[axis])
-        return nodeInvalid(n, "pads crop more than dim " + llvm::Twine(axis) + " holds");
-      shape::Dims dims(current.getShape());
-      dims[axis] = ends[axis] - starts[axis];
-      y = create<SliceOp>(n, RankedTensorType::get(dims, elt), y, starts, ends, steps);
-      before = std::max<int64_t>(before, 0), after = std::max<int64_t>(after, 0);
-      current = typeOf(y);
-    }
+    TRY_ASSIGN(cropped, cropAxis(n, y, axis, before, after));
+    y = cropped, before = std::max<int64_t>(before, 0), after = std::max<int64_t>(after, 0);
     if (before == 0 && after == 0)
       continue;
+    if (mode == "constant") {
+      TRY_ASSIGN(padded, fillAxis(n, y, axis, before, after, fill));
+      y = padded;
+      continue;
+    }
+    auto current = typeOf(y);
     const int64_t size = current.getDimSize(axis);
     shape::Dims dims(current.getShape());
     dims[axis] = size + before + after;
     TRY_ASSIGN(padded, checkedType(n, dims, elt));
-    if (mode == "constant") {
-      SmallVector<Value> parts;
-      for (int64_t count : {before, int64_t(-1), after}) {
-        if (count == 0)
-          continue;
-        if (count < 0) {
-          parts.push_back(y);
-          continue;
-        }
-        shape::Dims fillDims(current.getShape());
-        fillDims[axis] = count;
-        parts.push_back(create<ExpandOp>(n, RankedTensorType::get(fillDims, elt), fill));
-      }
-      y = create<ConcatOp>(n, padded, parts, axis);
-      continue;
-    }
     if (size == 0 || (mode == "reflect" && size < 2 && before + after > 0))
       return nodeInvalid(n, "cannot " + mode + "-pad a dim of size " + llvm::Twine(size));
     llvm::SmallVector<int64_t> rows;
@@ -2737,14 +2791,18 @@ Expected<GraphImporter::Window2d> GraphImporter::windowAttrs(const onnx::NodePro
     w.kernel = {1, kernel[0]}, w.strides = {1, strides[0]}, w.dilations = {1, dilations[0]};
     w.pads = {0, pads[0], 0, pads[1]};
   } else {
-    w.kernel.assign(kernel.begin(), kernel.end()), w.strides = strides, w.dilations = dilations;
-    w.pads = {pads[0], pads[1], pads[2], pads[3]};
+    const int64_t h = spatial - 2; // the planar dims are the last two
+    if (spatial == 3)
+      w.depth = {kernel[0], strides[0], pads[0], pads[3], dilations[0]};
+    w.kernel = {kernel[h], kernel[h + 1]}, w.strides = {strides[h], strides[h + 1]};
+    w.dilations = {dilations[h], dilations[h + 1]};
+    w.pads = {pads[h], pads[h + 1], pads[spatial + h], pads[spatial + h + 1]};
   }
-  for (int d = 0; d < 2; ++d) {
-    const int64_t in = spatial == 1 && d == 0 ? 1 : x.getDimSize(2 + d - (spatial == 1 ? 1 : 0));
-    if (kernels::windowOutput(in, w.kernel[d], w.strides[d], w.pads[d], w.pads[d + 2], w.dilations[d], ceilMode) < 1)
-      return nodeInvalid(n, "the window (kernel " + llvm::Twine(w.kernel[d]) + ", dilation " + llvm::Twine(w.dilations[d]) +
-                                ") does not fit the padded input of " + llvm::Twine(in));
+  for (int64_t d = 0; d < spatial; ++d) {
+    const WindowAxis axis{kernel[d], strides[d], pads[d], pads[spatial + d], dilations[d]};
+    if (axis.output(x.getDimSize(2 + d), ceilMode) < 1)
+      return nodeInvalid(n, "the window (kernel " + llvm::Twine(kernel[d]) + ", dilation " + llvm::Twine(dilations[d]) +
+                                ") does not fit the padded input of " + llvm::Twine(x.getDimSize(2 + d)));
   }
   return w;
 }
@@ -2758,14 +2816,79 @@ Value GraphImporter::as2d(const onnx::NodeProto &n, Value x) {
                            x);
 }
 
+Expected<SmallVector<Value>> GraphImporter::depthSlices(const onnx::NodeProto &n, Value x, const WindowAxis &depth,
+                                                        int64_t outDepth, Value fill) {
+  auto t = typeOf(x);
+  Type elt = t.getElementType();
+  const int64_t batch = t.getDimSize(0), channels = t.getDimSize(1), inDepth = t.getDimSize(2);
+  const int64_t height = t.getDimSize(3), width = t.getDimSize(4);
+  Value depthMajor = create<TransposeOp>(n, RankedTensorType::get({batch, inDepth, channels, height, width}, elt), x,
+                                         ArrayRef<int64_t>{0, 2, 1, 3, 4});
+  // The cells the windows read, from -padBegin: more than the input and its pads in ceil mode, fewer when
+  // the last rows are past every window.
+  const int64_t read = (outDepth - 1) * depth.stride + (depth.kernel - 1) * depth.dilation + 1;
+  TRY_ASSIGN(padded, padAxis(n, depthMajor, 1, depth.padBegin, read - depth.padBegin - inDepth, fill));
+  auto sliceType = RankedTensorType::get({batch, outDepth, channels, height, width}, elt);
+  auto foldedType = RankedTensorType::get({batch * outDepth, channels, height, width}, elt);
+  SmallVector<Value> slices;
+  for (int64_t k = 0; k < depth.kernel; ++k) {
+    const int64_t start = k * depth.dilation;
+    Value slice = create<SliceOp>(n, sliceType, padded, ArrayRef<int64_t>{0, start, 0, 0, 0},
+                                  ArrayRef<int64_t>{batch, start + (outDepth - 1) * depth.stride + 1, channels, height,
+                                                    width},
+                                  ArrayRef<int64_t>{1, depth.stride, 1, 1, 1});
+    slices.push_back(create<ReshapeOp>(n, foldedType, slice));
+  }
+  return slices;
+}
+
+Value GraphImporter::fromDepthSlices(const onnx::NodeProto &n, Value y, int64_t batch) {
+  auto t = typeOf(y);
+  Type elt = t.getElementType();
+  const int64_t outDepth = t.getDimSize(0) / batch, channels = t.getDimSize(1);
+  const int64_t height = t.getDimSize(2), width = t.getDimSize(3);
+  Value unfolded =
+      create<ReshapeOp>(n, RankedTensorType::get({batch, outDepth, channels, height, width}, elt), y);
+  return create<TransposeOp>(n, RankedTensorType::get({batch, channels, outDepth, height, width}, elt), unfolded,
+                             ArrayRef<int64_t>{0, 2, 1, 3, 4});
+}
+
+Value GraphImporter::depthConstant(const onnx::NodeProto &n, Type elt, ArrayRef<double> values) {
+  auto type = RankedTensorType::get({1, 1, static_cast<int64_t>(values.size()), 1, 1}, elt);
+  SmallVector<Attribute> attrs;
+  for (double v : values)
+    attrs.push_back(builder.getFloatAttr(elt, v));
+  return create<ConstantOp>(n, type, DenseElementsAttr::get(type, attrs));
+}
+
+Value GraphImporter::weightAtDepth(const onnx::NodeProto &n, Value w, int64_t k) {
+  auto t = typeOf(w);
+  llvm::SmallVector<int64_t> starts(5, 0), ends(t.getShape()), steps(5, 1);
+  starts[2] = k, ends[2] = k + 1;
+  shape::Dims dims(t.getShape());
+  dims[2] = 1;
+  Value slice = create<SliceOp>(n, RankedTensorType::get(dims, t.getElementType()), w, starts, ends, steps);
+  return create<ReshapeOp>(
+      n, RankedTensorType::get({dims[0], dims[1], dims[3], dims[4]}, t.getElementType()), slice);
+}
+
+shape::Dims GraphImporter::planarOutput(RankedTensorType in, int64_t channels, const Window2d &win, bool ceilMode) {
+  return {in.getDimSize(0), channels,
+          kernels::windowOutput(in.getDimSize(2), win.kernel[0], win.strides[0], win.pads[0], win.pads[2],
+                                win.dilations[0], ceilMode),
+          kernels::windowOutput(in.getDimSize(3), win.kernel[1], win.strides[1], win.pads[1], win.pads[3],
+                                win.dilations[1], ceilMode)};
+}
+
 Error GraphImporter::conv(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
   TRY_ASSIGN(w, value(n, 1));
   auto xt = typeOf(x), wt = typeOf(w);
-  if (xt.getRank() != 3 && xt.getRank() != 4)
-    return nodeUnsupported(n, "only 1-D and 2-D convolutions are supported, got a rank-" + llvm::Twine(xt.getRank()) +
-                                  " input");
-  if (!isFloat(xt.getElementType()) || wt.getElementType() != xt.getElementType())
+  if (xt.getRank() < 3 || xt.getRank() > 5)
+    return nodeUnsupported(n, "only 1-D, 2-D and 3-D convolutions are supported, got a rank-" +
+                                  llvm::Twine(xt.getRank()) + " input");
+  Type elt = xt.getElementType();
+  if (!isFloat(elt) || wt.getElementType() != elt)
     return nodeUnsupported(n, "element type is not supported (float input and weight of one type)");
   const int64_t group = intAttr(n, "group", 1);
   if (wt.getRank() != xt.getRank() || group < 1 || xt.getDimSize(1) % group || wt.getDimSize(0) % group ||
@@ -2779,21 +2902,28 @@ Error GraphImporter::conv(const onnx::NodeProto &n) {
   Value bias;
   if (hasInput(n, 2)) {
     TRY_ASSIGN(b, value(n, 2));
-    if (typeOf(b).getShape() != ArrayRef<int64_t>{wt.getDimSize(0)} || typeOf(b).getElementType() != xt.getElementType())
+    if (typeOf(b).getShape() != ArrayRef<int64_t>{wt.getDimSize(0)} || typeOf(b).getElementType() != elt)
       return nodeInvalid(n, "bias must be [" + llvm::Twine(wt.getDimSize(0)) + "] of the input's type");
     bias = b;
   }
-  Value x2 = as2d(n, x), w2 = as2d(n, w);
-  auto in = typeOf(x2);
-  shape::Dims dims{in.getDimSize(0), wt.getDimSize(0),
-                   kernels::windowOutput(in.getDimSize(2), win.kernel[0], win.strides[0], win.pads[0], win.pads[2],
-                                         win.dilations[0], false),
-                   kernels::windowOutput(in.getDimSize(3), win.kernel[1], win.strides[1], win.pads[1], win.pads[3],
-                                         win.dilations[1], false)};
-  Value y = create<ConvOp>(n, RankedTensorType::get(dims, xt.getElementType()), x2, w2, bias, win.strides, win.pads,
-                           win.dilations, group);
-  if (xt.getRank() == 3)
-    y = create<ReshapeOp>(n, RankedTensorType::get({dims[0], dims[1], dims[3]}, xt.getElementType()), y);
+  auto planarConv = [&](Value x2, Value w2, Value b) -> Value {
+    auto dims = planarOutput(typeOf(x2), wt.getDimSize(0), win, false);
+    return create<ConvOp>(n, RankedTensorType::get(dims, elt), x2, w2, b, win.strides, win.pads, win.dilations, group);
+  };
+  if (xt.getRank() == 5) { // the sum over kernel depths of 2-D convs on depth slices
+    TRY_ASSIGN(slices, depthSlices(n, x, win.depth, win.depth.output(xt.getDimSize(2), false), scalar(n, elt, 0)));
+    Value sum;
+    for (int64_t k = 0; k < win.depth.kernel; ++k) {
+      Value y = planarConv(slices[k], weightAtDepth(n, w, k), k == 0 ? bias : Value());
+      sum = sum ? create<AddOp>(n, y.getType(), sum, y) : y;
+    }
+    return define(n, 0, fromDepthSlices(n, sum, xt.getDimSize(0)));
+  }
+  Value y = planarConv(as2d(n, x), as2d(n, w), bias);
+  if (xt.getRank() == 3) {
+    auto dims = typeOf(y).getShape();
+    y = create<ReshapeOp>(n, RankedTensorType::get({dims[0], dims[1], dims[3]}, elt), y);
+  }
   return define(n, 0, y);
 }
 
@@ -2801,8 +2931,8 @@ Error GraphImporter::convTranspose(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
   TRY_ASSIGN(w, value(n, 1));
   auto xt = typeOf(x), wt = typeOf(w);
-  if (xt.getRank() != 3 && xt.getRank() != 4)
-    return nodeUnsupported(n, "only 1-D and 2-D transposed convolutions are supported, got a rank-" +
+  if (xt.getRank() < 3 || xt.getRank() > 5)
+    return nodeUnsupported(n, "only 1-D, 2-D and 3-D transposed convolutions are supported, got a rank-" +
                                   llvm::Twine(xt.getRank()) + " input");
   if (!isFloat(xt.getElementType()) || wt.getElementType() != xt.getElementType())
     return nodeUnsupported(n, "element type is not supported (float input and weight of one type)");
@@ -2875,22 +3005,61 @@ Error GraphImporter::convTranspose(const onnx::NodeProto &n) {
       return nodeInvalid(n, "bias must be [" + llvm::Twine(outChannels) + "] of the input's type");
     bias = b;
   }
-  llvm::SmallVector<int64_t> win2Strides, win2Pads, win2Dilations, dims{xt.getDimSize(0), outChannels};
-  if (spatial == 1) {
-    win2Strides = {1, strides[0]}, win2Dilations = {1, dilations[0]}, win2Pads = {0, pads[0], 0, pads[1]};
-    dims.append({1, outDims[0]});
-  } else {
-    win2Strides = strides, win2Dilations = dilations, win2Pads = pads;
-    dims.append(outDims.begin(), outDims.end());
-  }
   Type elt = xt.getElementType();
-  Value y = create<ConvInputGradOp>(n, RankedTensorType::get(dims, elt), as2d(n, x), as2d(n, w), win2Strides, win2Pads,
-                                    win2Dilations, group);
-  if (bias)
-    y = broadcast<AddOp>(n, y, create<ReshapeOp>(n, RankedTensorType::get({1, outChannels, 1, 1}, elt), bias));
-  if (spatial == 1)
-    y = create<ReshapeOp>(n, RankedTensorType::get({dims[0], dims[1], dims[3]}, elt), y);
+  const int64_t batch = xt.getDimSize(0);
+  Value y;
+  if (spatial == 1) {
+    y = create<ConvInputGradOp>(n, RankedTensorType::get({batch, outChannels, 1, outDims[0]}, elt), as2d(n, x),
+                                as2d(n, w), ArrayRef<int64_t>{1, strides[0]}, ArrayRef<int64_t>{0, pads[0], 0, pads[1]},
+                                ArrayRef<int64_t>{1, dilations[0]}, group);
+    y = create<ReshapeOp>(n, RankedTensorType::get({batch, outChannels, outDims[0]}, elt), y);
+  } else if (spatial == 2) {
+    y = create<ConvInputGradOp>(n, RankedTensorType::get({batch, outChannels, outDims[0], outDims[1]}, elt), x, w,
+                                strides, pads, dilations, group);
+  } else {
+    TRY_ASSIGN(volume, convTranspose3d(n, x, w, group, strides, pads, dilations, outDims));
+    y = volume;
+  }
+  if (bias) {
+    shape::Dims biasDims(xt.getRank(), 1);
+    biasDims[1] = outChannels;
+    y = broadcast<AddOp>(n, y, create<ReshapeOp>(n, RankedTensorType::get(biasDims, elt), bias));
+  }
   return define(n, 0, y);
+}
+
+/// Per kernel depth k, the 2-D transposed conv of every input depth slice with the weight's slice at k lands
+/// at output depth id * stride + k * dilation - padBegin: spread to stride-spaced rows (zeros between), shifted
+/// by k * dilation - padBegin and cut to the output's depth, then summed over k.
+Expected<Value> GraphImporter::convTranspose3d(const onnx::NodeProto &n, Value x, Value w, int64_t group,
+                                                ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                                                ArrayRef<int64_t> dilations, ArrayRef<int64_t> outDims) {
+  auto xt = typeOf(x), wt = typeOf(w);
+  Type elt = xt.getElementType();
+  const int64_t batch = xt.getDimSize(0), channels = xt.getDimSize(1), inDepth = xt.getDimSize(2);
+  const int64_t height = xt.getDimSize(3), width = xt.getDimSize(4), outChannels = wt.getDimSize(1) * group;
+  const int64_t stride = strides[0], row = outChannels * outDims[1] * outDims[2];
+  Value depthMajor = create<TransposeOp>(n, RankedTensorType::get({batch, inDepth, channels, height, width}, elt), x,
+                                         ArrayRef<int64_t>{0, 2, 1, 3, 4});
+  Value slices = create<ReshapeOp>(n, RankedTensorType::get({batch * inDepth, channels, height, width}, elt), depthMajor);
+  Value zero = scalar(n, elt, 0), sum;
+  for (int64_t k = 0; k < wt.getDimSize(2); ++k) {
+    Value y = create<ConvInputGradOp>(
+        n, RankedTensorType::get({batch * inDepth, outChannels, outDims[1], outDims[2]}, elt), slices,
+        weightAtDepth(n, w, k), ArrayRef<int64_t>{strides[1], strides[2]},
+        ArrayRef<int64_t>{pads[1], pads[2], pads[4], pads[5]}, ArrayRef<int64_t>{dilations[1], dilations[2]}, group);
+    y = create<ReshapeOp>(n, RankedTensorType::get({batch, inDepth, 1, row}, elt), y);
+    TRY_ASSIGN(spread, fillAxis(n, y, 2, 0, stride - 1, zero));
+    y = create<ReshapeOp>(n, RankedTensorType::get({batch, inDepth * stride, row}, elt), spread);
+    const int64_t shift = k * dilations[0] - pads[0];
+    TRY_ASSIGN(placed, padAxis(n, y, 1, shift, outDims[0] - inDepth * stride - shift, zero));
+    sum = sum ? create<AddOp>(n, placed.getType(), sum, placed) : placed;
+  }
+  Value unfolded = create<ReshapeOp>(
+      n, RankedTensorType::get({batch, outDims[0], outChannels, outDims[1], outDims[2]}, elt), sum);
+  return create<TransposeOp>(n,
+                             RankedTensorType::get({batch, outChannels, outDims[0], outDims[1], outDims[2]}, elt),
+                             unfolded, ArrayRef<int64_t>{0, 2, 1, 3, 4});
 }
 
 namespace {
@@ -3101,9 +3270,11 @@ Error GraphImporter::resize(const onnx::NodeProto &n) {
 Error GraphImporter::pool(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
   auto xt = typeOf(x);
-  if (xt.getRank() != 3 && xt.getRank() != 4)
-    return nodeUnsupported(n, "only 1-D and 2-D pools are supported, got a rank-" + llvm::Twine(xt.getRank()) + " input");
-  if (!isFloat(xt.getElementType()))
+  if (xt.getRank() < 3 || xt.getRank() > 5)
+    return nodeUnsupported(n, "only 1-D, 2-D and 3-D pools are supported, got a rank-" + llvm::Twine(xt.getRank()) +
+                                  " input");
+  Type elt = xt.getElementType();
+  if (!isFloat(elt))
     return nodeUnsupported(n, "element type is not supported (f32, f16, bf16 only)");
   if (outputUsed(n, 1))
     return nodeUnsupported(n, "MaxPool's Indices output is not supported");
@@ -3111,22 +3282,59 @@ Error GraphImporter::pool(const onnx::NodeProto &n) {
   if (!k || k->ints_size() != xt.getRank() - 2)
     return nodeInvalid(n, "kernel_shape must have one size per spatial dim");
   llvm::SmallVector<int64_t> kernel(k->ints().begin(), k->ints().end());
-  const bool ceilMode = intAttr(n, "ceil_mode", 0) != 0;
+  const bool ceilMode = intAttr(n, "ceil_mode", 0) != 0, max = n.op_type() == "MaxPool";
+  const bool countIncludePad = !max && intAttr(n, "count_include_pad", 0) != 0;
   TRY_ASSIGN(win, windowAttrs(n, xt, kernel, ceilMode));
-  Value x2 = as2d(n, x);
-  auto in = typeOf(x2);
-  shape::Dims dims{in.getDimSize(0), in.getDimSize(1),
-                   kernels::windowOutput(in.getDimSize(2), win.kernel[0], win.strides[0], win.pads[0], win.pads[2],
-                                         win.dilations[0], ceilMode),
-                   kernels::windowOutput(in.getDimSize(3), win.kernel[1], win.strides[1], win.pads[1], win.pads[3],
-                                         win.dilations[1], ceilMode)};
-  const bool max = n.op_type() == "MaxPool";
-  Value y = create<PoolOp>(n, RankedTensorType::get(dims, xt.getElementType()), x2,
-                           builder.getStringAttr(max ? "max" : "avg"), win.kernel, win.strides, win.pads, win.dilations,
-                           !max && intAttr(n, "count_include_pad", 0) != 0);
-  if (xt.getRank() == 3)
-    y = create<ReshapeOp>(n, RankedTensorType::get({dims[0], dims[1], dims[3]}, xt.getElementType()), y);
+  auto planarPool = [&](Value x2) -> Value {
+    auto dims = planarOutput(typeOf(x2), typeOf(x2).getDimSize(1), win, ceilMode);
+    return create<PoolOp>(n, RankedTensorType::get(dims, elt), x2, builder.getStringAttr(max ? "max" : "avg"),
+                          win.kernel, win.strides, win.pads, win.dilations, countIncludePad);
+  };
+  if (xt.getRank() == 5) {
+    TRY_ASSIGN(y, pool3d(n, x, win, ceilMode, max, countIncludePad, planarPool));
+    return define(n, 0, y);
+  }
+  Value y = planarPool(as2d(n, x));
+  if (xt.getRank() == 3) {
+    auto dims = typeOf(y).getShape();
+    y = create<ReshapeOp>(n, RankedTensorType::get({dims[0], dims[1], dims[3]}, elt), y);
+  }
   return define(n, 0, y);
+}
+
+/// The max over kernel depths of 2-D max pools on depth slices (-inf outside the input, so that padding never
+/// wins); for the mean, the sum of 2-D means (each divided by its window's planar cells) divided by the depth
+/// cells each output's window counts.
+Expected<Value> GraphImporter::pool3d(const onnx::NodeProto &n, Value x, const Window2d &win, bool ceilMode, bool max,
+                                      bool countIncludePad, llvm::function_ref<Value(Value)> planarPool) {
+  auto xt = typeOf(x);
+  Type elt = xt.getElementType();
+  const WindowAxis &depth = win.depth;
+  const int64_t inDepth = xt.getDimSize(2), outDepth = depth.output(inDepth, ceilMode);
+  TRY_ASSIGN(slices, depthSlices(n, x, depth, outDepth, scalar(n, elt, max ? -INFINITY : 0.0)));
+  Value combined;
+  for (Value slice : slices) {
+    Value y = planarPool(slice);
+    if (!combined)
+      combined = y;
+    else if (max)
+      combined = create<MaxOp>(n, y.getType(), combined, y);
+    else
+      combined = create<AddOp>(n, y.getType(), combined, y);
+  }
+  Value y = fromDepthSlices(n, combined, xt.getDimSize(0));
+  if (max)
+    return y;
+  llvm::SmallVector<double> cells;
+  for (int64_t od = 0; od < outDepth; ++od) {
+    int64_t count = 0;
+    for (int64_t k = 0; k < depth.kernel; ++k) {
+      const int64_t id = od * depth.stride - depth.padBegin + k * depth.dilation;
+      count += countIncludePad ? id >= -depth.padBegin && id < inDepth + depth.padEnd : id >= 0 && id < inDepth;
+    }
+    cells.push_back(static_cast<double>(count));
+  }
+  return broadcast<DivOp>(n, y, depthConstant(n, elt, cells));
 }
 
 Error GraphImporter::globalPool(const onnx::NodeProto &n) {

@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
@@ -400,17 +401,16 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
     return {};
   const int64_t axis = getAxis();
   auto outShape = getType().getShape();
-  // Which part holds each position along the axis, and where in it.
-  std::vector<std::pair<int, int64_t>> along;
-  for (auto [p, part] : llvm::enumerate(parts))
-    for (int64_t j = 0; j < part.type.getDimSize(axis); ++j)
-      along.push_back({static_cast<int>(p), j});
+  // Where each part starts along the axis (no table per position: an empty result can have an axis of 2^40).
+  std::vector<int64_t> starts{0};
+  for (const auto &part : parts)
+    starts.push_back(starts.back() + part.type.getDimSize(axis));
   const size_t width = k::elementBytes(parts[0].element);
   std::vector<char> bytes(getType().getNumElements() * width);
   for (int64_t i = 0; i < getType().getNumElements(); ++i) {
     auto c = coordinates(outShape, i);
-    auto [p, j] = along[c[axis]];
-    c[axis] = j;
+    const size_t p = std::upper_bound(starts.begin(), starts.end(), c[axis]) - starts.begin() - 1;
+    c[axis] -= starts[p];
     const int64_t src = parts[p].splat ? 0 : linearIndex(parts[p].type.getShape(), c);
     std::memcpy(bytes.data() + i * width, parts[p].bytes.data() + src * width, width);
   }

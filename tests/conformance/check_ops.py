@@ -134,6 +134,37 @@ def cases():
         yield make(f"conv_transpose_{name}", "ConvTranspose", {"x": x}, attrs,
                    {"w": w, "b": f32(w.shape[1] * attrs.get("group", 1))})
 
+    # 3-D windows (video and volumetric nets: Conv3d, ConvTranspose3d, MaxPool3d, AvgPool3d): strides, pads,
+    # dilation and groups per dim, depth rows no window reaches, ceil mode, both average divisors.
+    volumetric = [("basic", f32(2, 3, 5, 6, 7), f32(4, 3, 3, 3, 3), {"pads": [1] * 6}),
+                  ("strided_dilated_groups", f32(1, 4, 7, 6, 5), f32(6, 2, 2, 3, 2),
+                   {"group": 2, "strides": [2, 1, 2], "dilations": [2, 1, 1], "pads": [1, 0, 1, 0, 1, 1]}),
+                  ("same_lower", f32(1, 2, 5, 5, 4), f32(3, 2, 3, 3, 3), {"strides": [2, 2, 2], "auto_pad": "SAME_LOWER"}),
+                  ("depthwise", f32(2, 4, 4, 5, 5), f32(4, 1, 3, 3, 3), {"group": 4, "pads": [1] * 6}),
+                  ("unread_rows", f32(1, 2, 8, 5, 5), f32(3, 2, 3, 1, 1), {"strides": [3, 1, 1]})]
+    for name, x, w, attrs in volumetric:
+        yield make(f"conv3d_{name}", "Conv", {"x": x}, attrs, {"w": w, "b": f32(w.shape[0])})
+    transposed3d = [("up", f32(2, 4, 3, 4, 5), f32(4, 3, 2, 2, 2), {"strides": [2, 2, 2]}),
+                    ("output_padding", f32(1, 4, 3, 3, 3), f32(4, 2, 3, 3, 3),
+                     {"strides": [2, 2, 2], "pads": [1] * 6, "output_padding": [1, 1, 1]}),
+                    ("groups_dilation", f32(1, 6, 3, 4, 3), f32(6, 2, 3, 2, 3),
+                     {"group": 3, "dilations": [2, 1, 1], "strides": [1, 2, 1], "pads": [1, 0, 0, 2, 1, 1]}),
+                    ("cropped", f32(2, 2, 4, 3, 3), f32(2, 2, 2, 3, 3), {"strides": [3, 1, 2], "pads": [2, 1, 0, 3, 1, 1]})]
+    for name, x, w, attrs in transposed3d:
+        yield make(f"conv_transpose3d_{name}", "ConvTranspose", {"x": x}, attrs,
+                   {"w": w, "b": f32(w.shape[1] * attrs.get("group", 1))})
+    pools3d = [("MaxPool", "padded", f32(2, 3, 6, 7, 5), {"kernel_shape": [3, 3, 3], "strides": [2, 2, 2], "pads": [1] * 6}),
+               ("MaxPool", "ceil_dilated", f32(1, 2, 7, 5, 6),
+                {"kernel_shape": [2, 2, 2], "strides": [2, 2, 2], "dilations": [2, 1, 1], "ceil_mode": 1}),
+               ("AveragePool", "exclude_pad", f32(2, 3, 6, 7, 5),
+                {"kernel_shape": [3, 3, 3], "strides": [2, 2, 2], "pads": [1] * 6}),
+               ("AveragePool", "include_pad_ceil", f32(1, 2, 6, 5, 7),
+                {"kernel_shape": [3, 2, 3], "strides": [2, 2, 2], "pads": [1, 0, 1, 1, 0, 0], "ceil_mode": 1,
+                 "count_include_pad": 1}),
+               ("AveragePool", "plain", f32(2, 4, 4, 6, 8), {"kernel_shape": [2, 2, 2], "strides": [2, 2, 2]})]
+    for op, name, x, attrs in pools3d:
+        yield make(f"{op.lower()}3d_{name}", op, {"x": x}, attrs)
+
     # Recurrent ops in their forms: bidirectional with sequence lengths and initial states, reverse, GRU with
     # and without linear_before_reset, peepholes, clip; sequence lengths are graph inputs.
     T, B, I, H = 5, 3, 4, 6

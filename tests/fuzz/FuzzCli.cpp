@@ -12,10 +12,13 @@
 
 namespace {
 
-/// Options LLVM's parser answers by printing and exiting (help, version): not tec's behaviour.
+/// Options LLVM's parser answers by printing and exiting (help, version): not tec's behaviour. A single dash
+/// groups letters, so LLVM reads `-hx` as `-h` (help) too.
 bool exitsByDesign(llvm::StringRef arg) {
   llvm::StringRef name = arg.ltrim('-').split('=').first;
-  return name.starts_with("help") || name == "h" || name == "version" || name.starts_with("print-");
+  const bool grouped = arg.starts_with("-") && !arg.starts_with("--");
+  return name.starts_with("help") || (grouped && name.starts_with("h")) || name == "version" ||
+         name.starts_with("print-");
 }
 
 } // namespace

@@ -152,7 +152,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const std::string bytes = model(choices);
   const std::string path =
       tec::fuzz::writeFile("folding.onnx", reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
-  mlir::MLIRContext context;
+  // No thread pool: one per input would cost more than the compile.
+  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
   tec::CompileOptions options;
   auto compiled = tec::compileModel(context, path, options);
   if (!compiled)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Exports the model families users bring (Hugging Face GPT-2, BERT, Llama, ViT, BLOOM, Falcon and a T5 encoder, a
 ResNet-18-shaped timm ResNet, torch's TransformerEncoderLayer, two MLPs, a model with one-element parameters,
-Swin's patch merging, a depthwise/squeeze-excite conv net, a U-Net, LSTM and GRU stacks) with
+Swin's patch merging, a depthwise/squeeze-excite conv net, a U-Net, a 3-D U-Net level, LSTM and GRU stacks) with
 torch.onnx.export, four ways each: the TorchScript exporter at opset 17 and the dynamo exporter at opset 18,
 each with static and with dynamic batch/sequence axes (TorchScript only where torch's dynamo exporter fails). Tiny configs, random init with fixed seeds, nothing downloaded. Writes into the folder given (default:
 tests/models/real):
@@ -128,6 +128,7 @@ def architectures():
                             "causal_lm"), tokens, "input_ids"
     yield "lstm", Recurrent(torch.nn.LSTM), sequence, "x"
     yield "gru", Recurrent(torch.nn.GRU), sequence, "x"
+    yield "volumetric", Volumetric(), torch.randn(BATCH, 2, 6, 8, 7, generator=torch.Generator().manual_seed(7)), "x"
 
 
 class ScalarParams(torch.nn.Module):
@@ -204,6 +205,29 @@ class UNet(torch.nn.Module):
         d1 = self.dec1(torch.cat([up, e1], 1))
         side = torch.nn.functional.interpolate(self.side(b), scale_factor=4, mode="nearest")
         return self.head(d1) + side
+
+
+class Volumetric(torch.nn.Module):
+    """A 3-D U-Net level as video and medical-imaging nets have it: Conv3d (padded, strided, grouped,
+    anisotropic kernels), MaxPool3d, AvgPool3d with ceil mode, ConvTranspose3d (stride 2, output_padding),
+    a skip connection, over a [B, 2, 6, 8, 7] volume (odd sizes, not multiples of the strides)."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.stem = nn.Sequential(nn.Conv3d(2, 8, 3, padding=1), nn.GroupNorm(2, 8), nn.SiLU())
+        self.down = nn.Sequential(nn.MaxPool3d(2, ceil_mode=True), nn.Conv3d(8, 8, (1, 3, 3), padding=(0, 1, 1), groups=2),
+                                  nn.ReLU(), nn.Conv3d(8, 16, 3, stride=(1, 2, 2), padding=(2, 1, 1), dilation=(2, 1, 1)))
+        self.up = nn.ConvTranspose3d(16, 8, 3, stride=(2, 4, 4), padding=1, output_padding=(1, 3, 3))
+        self.side = nn.AvgPool3d((2, 3, 3), stride=2, padding=(0, 1, 1), ceil_mode=True, count_include_pad=False)
+        self.head = nn.Conv3d(16, 4, 1)
+        self.proj = nn.Linear(8, 3)
+
+    def forward(self, x):
+        s = self.stem(x)
+        u = self.up(self.down(s))[:, :, :s.shape[2], :s.shape[3], :s.shape[4]]
+        y = self.head(torch.cat([u, s], 1))
+        return y.mean(dim=(3, 4)) + self.proj(self.side(s).amax(dim=(2, 3, 4)))[:, None, :].transpose(1, 2)[:, :1]
 
 
 class SqueezeExcite(torch.nn.Module):
