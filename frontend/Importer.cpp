@@ -428,7 +428,7 @@ private:
                                            int64_t outDepth, Value fill);
   /// A 2-D op's result on depth slices, [N * OD, M, H, W], as [N, M, OD, H, W].
   Value fromDepthSlices(const onnx::NodeProto &n, Value y, int64_t batch);
-  /// Per-channel, per-depth operands of a 3-D op's result: `values` as a [1, 1, OD, 1, 1] constant.
+  /// One value per output depth of a 3-D op's result: `values` as a [1, 1, OD, 1, 1] constant.
   Value depthConstant(const onnx::NodeProto &n, Type elt, ArrayRef<double> values);
   /// A 3-D conv weight [M, C, KD, KH, KW]'s 2-D kernel at depth k, [M, C, KH, KW].
   Value weightAtDepth(const onnx::NodeProto &n, Value w, int64_t k);
@@ -2288,8 +2288,6 @@ Error GraphImporter::tile(const onnx::NodeProto &n) {
   return define(n, 0, create<ReshapeOp>(n, RankedTensorType::get(tiled, t.getElementType()), y));
 }
 
-/// Pad per axis: negative pads crop (a slice); constant mode joins fills around x, edge, reflect and wrap
-/// gather x's rows with a constant index vector (so each trains through its op's gradient).
 Expected<Value> GraphImporter::cropAxis(const onnx::NodeProto &n, Value y, int64_t axis, int64_t before,
                                          int64_t after) {
   if (before >= 0 && after >= 0)
@@ -2334,6 +2332,8 @@ Expected<Value> GraphImporter::padAxis(const onnx::NodeProto &n, Value y, int64_
   return fillAxis(n, cropped, axis, std::max<int64_t>(before, 0), std::max<int64_t>(after, 0), fill);
 }
 
+/// Pad per axis: negative pads crop (a slice); constant mode joins fills around x, edge, reflect and wrap
+/// gather x's rows with a constant index vector (so each trains through its op's gradient).
 Error GraphImporter::pad(const onnx::NodeProto &n) {
   TRY_ASSIGN(x, value(n, 0));
   auto t = typeOf(x);
@@ -3036,16 +3036,13 @@ Expected<Value> GraphImporter::convTranspose3d(const onnx::NodeProto &n, Value x
                                                 ArrayRef<int64_t> dilations, ArrayRef<int64_t> outDims) {
   auto xt = typeOf(x), wt = typeOf(w);
   Type elt = xt.getElementType();
-  const int64_t batch = xt.getDimSize(0), channels = xt.getDimSize(1), inDepth = xt.getDimSize(2);
-  const int64_t height = xt.getDimSize(3), width = xt.getDimSize(4), outChannels = wt.getDimSize(1) * group;
+  const int64_t batch = xt.getDimSize(0), inDepth = xt.getDimSize(2), outChannels = wt.getDimSize(1) * group;
   const int64_t stride = strides[0], row = outChannels * outDims[1] * outDims[2];
-  Value depthMajor = create<TransposeOp>(n, RankedTensorType::get({batch, inDepth, channels, height, width}, elt), x,
-                                         ArrayRef<int64_t>{0, 2, 1, 3, 4});
-  Value slices = create<ReshapeOp>(n, RankedTensorType::get({batch * inDepth, channels, height, width}, elt), depthMajor);
   Value zero = scalar(n, elt, 0), sum;
+  TRY_ASSIGN(slices, depthSlices(n, x, WindowAxis{}, inDepth, zero)); // every input depth, one slice
   for (int64_t k = 0; k < wt.getDimSize(2); ++k) {
     Value y = create<ConvInputGradOp>(
-        n, RankedTensorType::get({batch * inDepth, outChannels, outDims[1], outDims[2]}, elt), slices,
+        n, RankedTensorType::get({batch * inDepth, outChannels, outDims[1], outDims[2]}, elt), slices[0],
         weightAtDepth(n, w, k), ArrayRef<int64_t>{strides[1], strides[2]},
         ArrayRef<int64_t>{pads[1], pads[2], pads[4], pads[5]}, ArrayRef<int64_t>{dilations[1], dilations[2]}, group);
     y = create<ReshapeOp>(n, RankedTensorType::get({batch, inDepth, 1, row}, elt), y);
@@ -3055,11 +3052,8 @@ Expected<Value> GraphImporter::convTranspose3d(const onnx::NodeProto &n, Value x
     TRY_ASSIGN(placed, padAxis(n, y, 1, shift, outDims[0] - inDepth * stride - shift, zero));
     sum = sum ? create<AddOp>(n, placed.getType(), sum, placed) : placed;
   }
-  Value unfolded = create<ReshapeOp>(
-      n, RankedTensorType::get({batch, outDims[0], outChannels, outDims[1], outDims[2]}, elt), sum);
-  return create<TransposeOp>(n,
-                             RankedTensorType::get({batch, outChannels, outDims[0], outDims[1], outDims[2]}, elt),
-                             unfolded, ArrayRef<int64_t>{0, 2, 1, 3, 4});
+  auto folded = RankedTensorType::get({batch * outDims[0], outChannels, outDims[1], outDims[2]}, elt);
+  return fromDepthSlices(n, create<ReshapeOp>(n, folded, sum), batch);
 }
 
 namespace {

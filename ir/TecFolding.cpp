@@ -372,6 +372,8 @@ OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType()) // a slice of every element (only start 0 and step 1 keep each dim)
+    return getInput();
   if (Attribute splat = resizedSplat(adaptor.getInput(), getType()))
     return splat;
   auto in = read(adaptor.getInput());
