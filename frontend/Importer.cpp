@@ -57,12 +57,16 @@ struct Storage {
 /// Why a float initializer is a constant the exporter computed rather than a weight, if it is: a value
 /// named after the node that made it (torch.onnx's constant folding: "/attn/Where_output_0"), or an
 /// additive mask (every element 0 or at most -1e4, as causal masks are; all zeros only for an
-/// exporter-named tensor of rank 3 or more, e.g. dynamo's [B, 1, T, T] "val_83"). Training leaves these alone.
+/// exporter-named tensor of rank 3 or more, e.g. dynamo's [B, 1, T, T] "val_83"). A mask spans the keys of
+/// the scores it is added to: a tensor whose last dim is 1 (GroupNorm's zero-initialized bias as TorchScript
+/// writes it, [C, 1, 1] "onnx::Add_20") would move a row's scores alike, which softmax ignores, so it is
+/// never taken for one. Training leaves these alone.
 std::optional<std::string> exporterConstant(llvm::StringRef name, RankedTensorType type, ArrayRef<char> bytes) {
   static const llvm::Regex folded("(^|/)[A-Z][A-Za-z]*_output_[0-9]+$");
   if (folded.match(name))
     return std::string("a value the exporter folded");
-  if (!type.getElementType().isF32() || bytes.size() != static_cast<size_t>(type.getNumElements()) * 4)
+  if (!type.getElementType().isF32() || bytes.size() != static_cast<size_t>(type.getNumElements()) * 4 ||
+      type.getRank() == 0 || type.getShape().back() < 2)
     return std::nullopt;
   bool masked = false;
   for (size_t i = 0; i < bytes.size(); i += 4) {

@@ -129,6 +129,7 @@ def architectures():
     yield "lstm", Recurrent(torch.nn.LSTM), sequence, "x"
     yield "gru", Recurrent(torch.nn.GRU), sequence, "x"
     yield "volumetric", Volumetric(), torch.randn(BATCH, 2, 6, 8, 7, generator=torch.Generator().manual_seed(7)), "x"
+    yield "default_init", DefaultInit(), image, "x"
 
 
 class ScalarParams(torch.nn.Module):
@@ -205,6 +206,22 @@ class UNet(torch.nn.Module):
         d1 = self.dec1(torch.cat([up, e1], 1))
         side = torch.nn.functional.interpolate(self.side(b), scale_factor=4, mode="nearest")
         return self.head(d1) + side
+
+
+class DefaultInit(torch.nn.Module):
+    """Normalizations as torch initializes them (not randomized: KEEP_INIT): GroupNorm's and InstanceNorm's
+    biases all zeros, which TorchScript writes as [C, 1, 1] initializers with made-up names."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)  # torch's initialization draws from the global generator
+        nn = torch.nn
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.GroupNorm(4, 8), nn.SiLU(), nn.Conv2d(8, 6, 1),
+                                  nn.InstanceNorm2d(6, affine=True), nn.ReLU())
+        self.head = nn.Linear(6, 10)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean(dim=(2, 3)))
 
 
 class Volumetric(torch.nn.Module):
@@ -290,6 +307,8 @@ def export(model, x, name, path, dynamo, dynamic, train_mode=False):
 LANGUAGE_MODELS = {"gpt2", "gpt2_untied", "llama", "bloom", "falcon"}
 # Architectures that train in train mode (BatchNormalization on batch statistics), exported that way.
 TRAIN_MODE = {"resnet18_bn"}
+# Trained from torch's own initialization (zero biases), as users start: the others are randomized.
+KEEP_INIT = {"default_init"}
 # Architectures torch's dynamo exporter cannot export (torch 2.15): TorchScript forms only.
 TORCHSCRIPT_ONLY = {"t5_encoder": "aten.view of T5's transposed attention output fails in torch.export's decomposition"}
 # Eval-mode exports whose convolutions carry BatchNormalization folded in: torch's trained weights (conv and
@@ -380,7 +399,9 @@ def main():
     for seed, (arch, model, x, name) in enumerate(architectures()):  # seeds by position, whatever --only says
         if only and arch not in only:
             continue
-        randomize(model, 100 + seed).train(arch in TRAIN_MODE)
+        if arch not in KEEP_INIT:
+            randomize(model, 100 + seed)
+        model.train(arch in TRAIN_MODE)
         np.savez(os.path.join(out, f"{arch}_inputs.npz"), **{name: x.numpy()})
         target, losses, weights = training_reference(model, x, 200 + seed, arch, name)
         np.savez(os.path.join(out, f"{arch}_train.npz"), target=target, **losses)
