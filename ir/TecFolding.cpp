@@ -372,7 +372,9 @@ OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
-  if (getInput().getType() == getType()) // a slice of every element (only start 0 and step 1 keep each dim)
+  // A forward slice of every element (with a positive step only start 0 and step 1 keep a dim's size); a
+  // backward one of the same shape reverses.
+  if (getInput().getType() == getType() && llvm::all_of(getSteps(), [](int64_t step) { return step > 0; }))
     return getInput();
   if (Attribute splat = resizedSplat(adaptor.getInput(), getType()))
     return splat;

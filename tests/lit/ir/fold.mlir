@@ -131,12 +131,14 @@ func.func @expanded_operands(%scale: tensor<f32>, %d: tensor<64x32xf32>, %b: ten
 
 // -----
 
-// A slice of every element is its input (a dim of 1 keeps it at any step); a strided one stays.
+// A slice of every element is its input (a dim of 1 keeps it at any step); a strided or a reversing one stays.
 // CHECK-LABEL: func @whole_slice
 // CHECK-NEXT: %[[S:.*]] = tec.slice %arg1
-// CHECK-NEXT: return %arg0, %[[S]]
-func.func @whole_slice(%x: tensor<2x1x3xf32>, %y: tensor<4xf32>) -> (tensor<2x1x3xf32>, tensor<2xf32>) {
+// CHECK-NEXT: %[[R:.*]] = tec.slice %arg1
+// CHECK-NEXT: return %arg0, %[[S]], %[[R]]
+func.func @whole_slice(%x: tensor<2x1x3xf32>, %y: tensor<4xf32>) -> (tensor<2x1x3xf32>, tensor<2xf32>, tensor<4xf32>) {
   %a = tec.slice %x {starts = array<i64: 0, 0, 0>, ends = array<i64: 2, 1, 3>, steps = array<i64: 1, 2, 1>} : tensor<2x1x3xf32> -> tensor<2x1x3xf32>
   %b = tec.slice %y {starts = array<i64: 0>, ends = array<i64: 4>, steps = array<i64: 2>} : tensor<4xf32> -> tensor<2xf32>
-  return %a, %b : tensor<2x1x3xf32>, tensor<2xf32>
+  %c = tec.slice %y {starts = array<i64: 3>, ends = array<i64: -1>, steps = array<i64: -1>} : tensor<4xf32> -> tensor<4xf32>
+  return %a, %b, %c : tensor<2x1x3xf32>, tensor<2xf32>, tensor<4xf32>
 }
