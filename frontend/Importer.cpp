@@ -3503,7 +3503,11 @@ Error GraphImporter::range(const onnx::NodeProto &n) {
     return nodeInvalid(n, "range of " + count + " elements is too large (at most " +
                               llvm::Twine(kMaxRangeElements) + " are folded)");
   };
-  llvm::SmallVector<Attribute> elements;
+  // Values, not an Attribute each: the context keeps every attribute it made (2^24 took 30 s and 2 GiB).
+  auto constant = [&](auto values) {
+    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())}, elt);
+    return define(n, 0, create<ConstantOp>(n, type, DenseElementsAttr::get(type, values)));
+  };
   if (isFloat(elt)) {
     auto scalarOf = [](DenseElementsAttr a) { return llvm::cast<FloatAttr>(*a.value_begin<Attribute>()).getValueAsDouble(); };
     const double s = scalarOf(start), l = scalarOf(limit), d = scalarOf(delta);
@@ -3512,22 +3516,27 @@ Error GraphImporter::range(const onnx::NodeProto &n) {
     const double count = std::max(std::ceil((l - s) / d), 0.0);
     if (!(count <= kMaxRangeElements))
       return tooLarge(std::to_string(count));
-    for (int64_t i = 0; i < static_cast<int64_t>(count); ++i)
-      elements.push_back(builder.getFloatAttr(elt, s + i * d));
-  } else {
-    auto scalarOf = [](DenseElementsAttr a) { return llvm::cast<IntegerAttr>(*a.value_begin<Attribute>()).getInt(); };
-    const int64_t s = scalarOf(start), l = scalarOf(limit), d = scalarOf(delta);
-    if (d == 0)
-      return nodeInvalid(n, "delta is 0");
-    const __int128 span = static_cast<__int128>(l) - s;
-    const __int128 count = (span > 0) != (d > 0) || span == 0 ? 0 : (span + d - (d > 0 ? 1 : -1)) / d;
-    if (count > kMaxRangeElements)
-      return tooLarge("more than " + std::to_string(kMaxRangeElements));
-    for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) // each lies between start and limit
-      elements.push_back(builder.getIntegerAttr(elt, static_cast<int64_t>(s + static_cast<__int128>(i) * d)));
+    llvm::SmallVector<APFloat> values;
+    for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) {
+      bool lost;
+      values.emplace_back(s + i * d);
+      values.back().convert(llvm::cast<FloatType>(elt).getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+    }
+    return constant(ArrayRef<APFloat>(values));
   }
-  auto type = RankedTensorType::get({static_cast<int64_t>(elements.size())}, elt);
-  return define(n, 0, create<ConstantOp>(n, type, DenseElementsAttr::get(type, elements)));
+  auto scalarOf = [](DenseElementsAttr a) { return llvm::cast<IntegerAttr>(*a.value_begin<Attribute>()).getInt(); };
+  const int64_t s = scalarOf(start), l = scalarOf(limit), d = scalarOf(delta);
+  if (d == 0)
+    return nodeInvalid(n, "delta is 0");
+  const __int128 span = static_cast<__int128>(l) - s;
+  const __int128 count = (span > 0) != (d > 0) || span == 0 ? 0 : (span + d - (d > 0 ? 1 : -1)) / d;
+  if (count > kMaxRangeElements)
+    return tooLarge("more than " + std::to_string(kMaxRangeElements));
+  llvm::SmallVector<APInt> values;
+  for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) // each lies between start and limit
+    values.emplace_back(elt.getIntOrFloatBitWidth(), static_cast<int64_t>(s + static_cast<__int128>(i) * d),
+                        /*isSigned=*/true);
+  return constant(ArrayRef<APInt>(values));
 }
 
 Error GraphImporter::castLike(const onnx::NodeProto &n) {

@@ -66,9 +66,13 @@ shape::Dims shape::reduce(ArrayRef<int64_t> in, ArrayRef<int64_t> axes, bool kee
 }
 
 int64_t shape::sliceLength(int64_t start, int64_t end, int64_t step) {
-  if (step > 0)
-    return end > start ? (end - start + step - 1) / step : 0;
-  return start > end ? (start - end - step - 1) / -step : 0;
+  // (distance - 1) / |step| + 1 in unsigned arithmetic: the usual (distance + |step| - 1) / |step| overflows for
+  // a step near INT64_MAX, and -step for INT64_MIN.
+  const int64_t distance = step > 0 ? end - start : start - end;
+  if (distance <= 0)
+    return 0;
+  const uint64_t magnitude = step > 0 ? uint64_t(step) : 0 - uint64_t(step);
+  return int64_t(uint64_t(distance - 1) / magnitude + 1);
 }
 
 std::optional<int64_t> shape::elementCount(ArrayRef<int64_t> dims) {

@@ -10,19 +10,6 @@
 #include <string>
 #include <vector>
 
-namespace {
-
-/// Options LLVM's parser answers by printing and exiting (help, version): not tec's behaviour. A single dash
-/// groups letters, so LLVM reads `-hx` as `-h` (help) too.
-bool exitsByDesign(llvm::StringRef arg) {
-  llvm::StringRef name = arg.ltrim('-').split('=').first;
-  const bool grouped = arg.starts_with("-") && !arg.starts_with("--");
-  return name.starts_with("help") || (grouped && name.starts_with("h")) || name == "version" ||
-         name.starts_with("print-");
-}
-
-} // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const bool inScratch = chdir(tec::fuzz::scratchDir().c_str()) == 0;
   if (!inScratch)
@@ -34,8 +21,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (args.size() > 24)
       break;
     line = line.take_until([](char c) { return c == '\0'; }); // what argv can hold: C strings
-    if (exitsByDesign(line))
-      return 0;
     args.push_back(line.str());
   }
   std::vector<char *> argv;

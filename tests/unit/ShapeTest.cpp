@@ -31,6 +31,13 @@ TEST(Shape, SliceLengthMatchesPythonRange) {
           ++expected;
         EXPECT_EQ(shape::sliceLength(start, end, step), expected) << start << ":" << end << ":" << step;
       }
+  // Steps at int64's ends take one element, and nothing overflows (the folding fuzzer found the overflow).
+  constexpr int64_t max = std::numeric_limits<int64_t>::max(), min = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(shape::sliceLength(0, 3, max), 1);
+  EXPECT_EQ(shape::sliceLength(2, -1, min), 1);
+  EXPECT_EQ(shape::sliceLength(2, -1, -max), 1);
+  EXPECT_EQ(shape::sliceLength(0, max, max), 1);
+  EXPECT_EQ(shape::sliceLength(0, max, 1), max);
 }
 
 TEST(Shape, ElementCountDetectsOverflowAndNegativeDims) {

@@ -68,14 +68,36 @@ std::string optionError() {
   return "";
 }
 
+/// tec's own --help and --version. LLVM's print and call exit() from inside its parser, which also reads
+/// arguments through letter grouping (every one-letter option groups: `-Whelp`, and `--heckpoint` for a
+/// mistyped --checkpoint, were its help, exit 0): tec answers them after parsing, and a typo is an unknown option.
+struct HelpOptions {
+  cl::opt<bool> help{"help", cl::desc("Display available options (--help-hidden for more)"),
+                     cl::sub(cl::SubCommand::getAll())};
+  cl::alias h{"h", cl::desc("Alias for --help"), cl::aliasopt(help)};
+  cl::opt<bool> helpHidden{"help-hidden", cl::desc("Display all available options"), cl::Hidden,
+                           cl::sub(cl::SubCommand::getAll())};
+  cl::opt<bool> version{"version", cl::desc("Display the version of tec"), cl::sub(cl::SubCommand::getAll())};
+};
+
+const HelpOptions &helpOptions() {
+  static const HelpOptions *options = [] {
+    // getRegisteredOptions makes LLVM's common options first, so they are there to remove.
+    llvm::StringMap<cl::Option *> &registered = cl::getRegisteredOptions();
+    for (const char *name : {"help", "h", "help-list", "help-hidden", "help-list-hidden", "version"})
+      if (cl::Option *o = registered.lookup(name))
+        o->removeArgument();
+    return new HelpOptions;
+  }();
+  return *options;
+}
+
 } // namespace
 
 int cli::tecMain(int argc, char **argv) {
+  const HelpOptions &help = helpOptions();
   cl::HideUnrelatedOptions(cli::category());
   showDefaults();
-  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
-    os << "tec " TEC_VERSION " (LLVM/MLIR " LLVM_VERSION_STRING ")\n";
-  });
   // LLVM's parser reads an argument @FILE as more arguments, from any file however large (`tec @/dev/zero`
   // never ended): tec takes none.
   for (int i = 1; i < argc; ++i)
@@ -90,6 +112,19 @@ int cli::tecMain(int argc, char **argv) {
   const bool parsed = cl::ParseCommandLineOptions(
       argc, argv, "tec: compile an ONNX model for fast low-precision training and inference\n", &errorStream);
   errorStream.flush();
+  // Help and version whatever else the line holds where asked for by name (`tec run --help` names no plan);
+  // reached through letter grouping (`-hx`: single letters group), only on a line that parses.
+  const bool named = llvm::any_of(llvm::ArrayRef(argv + 1, argv + argc), [](llvm::StringRef arg) {
+    return arg.starts_with("-") && llvm::is_contained({"h", "help", "help-hidden", "version"}, arg.ltrim('-'));
+  });
+  if ((parsed || named) && help.version) {
+    llvm::outs() << "tec " TEC_VERSION " (LLVM/MLIR " LLVM_VERSION_STRING ")\n";
+    return 0;
+  }
+  if ((parsed || named) && (help.help || help.helpHidden)) {
+    cl::PrintHelpMessage(/*Hidden=*/help.helpHidden, /*Categorized=*/true);
+    return 0;
+  }
   llvm::errs() << usageErrors(errors);
   if (!parsed)
     return cli::kExitBadInput;
