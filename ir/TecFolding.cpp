@@ -57,6 +57,13 @@ struct Elements {
   const void *data() const { return bytes.data(); }
 };
 
+/// Whether a non-splat result of `type` is small enough to compute, counted without overflow (dims whose
+/// product passes int64 wrap getNumElements() to a negative count, which compared as small).
+bool withinFoldLimit(ShapedType type) {
+  auto count = shape::elementCount(type.getShape());
+  return count && *count <= kMaxFoldedElements;
+}
+
 std::optional<Elements> read(Attribute attr) {
   auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
   if (!dense)
@@ -65,9 +72,9 @@ std::optional<Elements> read(Attribute attr) {
   auto element = elementTypeOf(type.getElementType());
   if (!element)
     return std::nullopt;
-  const int64_t stored = dense.isSplat() ? 1 : type.getNumElements();
-  if (stored > kMaxFoldedElements)
+  if (!dense.isSplat() && !withinFoldLimit(type))
     return std::nullopt;
+  const int64_t stored = dense.isSplat() ? 1 : type.getNumElements();
   Elements e{type, *element, std::vector<char>(stored * k::elementBytes(*element)), dense.isSplat()};
   if (type.getElementType().isInteger(1)) {
     int64_t i = 0;
@@ -146,7 +153,7 @@ Attribute evaluate(Type resultType, ArrayRef<Attribute> operands, const ElementF
     in.push_back(std::move(*e));
   }
   const bool splat = llvm::all_of(in, [](const Elements &e) { return e.splat; });
-  if (!splat && type.getNumElements() > kMaxFoldedElements)
+  if (!splat && !withinFoldLimit(type))
     return {};
   std::vector<char> bytes((splat ? 1 : type.getNumElements()) * k::elementBytes(*outType));
   if (splat) {
@@ -223,7 +230,7 @@ std::optional<k::CompareKind> compareKindOf(StringRef predicate) {
 
 /// Copies elements of `in` into a result of `type`: result element i takes input element source(i).
 Attribute gatherElements(const Elements &in, RankedTensorType type, const std::function<int64_t(int64_t)> &source) {
-  if (type.getNumElements() > kMaxFoldedElements)
+  if (!withinFoldLimit(type))
     return {};
   const size_t width = k::elementBytes(in.element);
   std::vector<char> bytes(type.getNumElements() * width);
@@ -401,7 +408,7 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
       return {};
     parts.push_back(std::move(*e));
   }
-  if (getType().getNumElements() > kMaxFoldedElements) // before anything sized by the result
+  if (!withinFoldLimit(getType())) // before anything sized by the result
     return {};
   const int64_t axis = getAxis();
   auto outShape = getType().getShape();
@@ -452,7 +459,7 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
 
 OpFoldResult CumSumOp::fold(FoldAdaptor adaptor) {
   auto in = read(adaptor.getInput());
-  if (!in || getType().getNumElements() > kMaxFoldedElements)
+  if (!in || !withinFoldLimit(getType()))
     return {};
   auto shape = getType().getShape();
   const int64_t axis = getAxis(), dim = shape[axis];
