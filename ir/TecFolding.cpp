@@ -107,7 +107,9 @@ std::vector<int64_t> broadcastStrides(const Elements &e, ArrayRef<int64_t> out) 
   int64_t stride = 1;
   for (int64_t d = in.size() - 1; d >= 0; --d) {
     strides[d + lead] = in[d] == 1 ? 0 : stride;
-    stride *= in[d];
+    // Only an empty operand's dims multiply past int64 (a read one is within the fold limit): nothing is read.
+    if (llvm::MulOverflow(stride, in[d], stride))
+      stride = 0;
   }
   return strides;
 }
