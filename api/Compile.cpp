@@ -172,6 +172,13 @@ int64_t boundedBytes(RankedTensorType type, int64_t limit) {
 
 } // namespace
 
+/// A constant the plan stores element for element; a splat stores one element however large it is.
+bool isStoredWhole(Operation *op) {
+  auto constant = llvm::dyn_cast<ConstantOp>(op);
+  auto dense = constant ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  return constant && !(dense && dense.isSplat());
+}
+
 llvm::Error checkTensorSizes(ModuleOp module, const std::string &path, int64_t maxConstantBytes) {
   std::optional<std::string> problem;
   module.walk([&](Operation *op) {
@@ -184,7 +191,7 @@ llvm::Error checkTensorSizes(ModuleOp module, const std::string &path, int64_t m
       const std::string node = "node '" + llvm::join(sourceNodes(op->getLoc()), "+") + "'";
       if (boundedBytes(type, kMaxTensorBytes) < 0)
         problem = node + ": its result " + shape + " would need more than 1 TiB; no machine tec runs on holds it";
-      else if (llvm::isa<ConstantOp>(op) && boundedBytes(type, maxConstantBytes) < 0)
+      else if (isStoredWhole(op) && boundedBytes(type, maxConstantBytes) < 0)
         problem = node + ": a constant " + shape + " larger than --max-fold-bytes (" + std::to_string(maxConstantBytes) +
                   ") to store in the plan";
       if (problem)

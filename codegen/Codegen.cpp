@@ -67,7 +67,7 @@ private:
     int root = rootOf(bufferOf.lookup(v));
     lastUse[root] = std::max(lastUse[root], position);
   }
-  llvm::Error addConstant(ConstantOp op);
+  llvm::Error addConstant(ConstantOp op, int position);
   llvm::Error addStep(Operation *op, int position);
   void planArena();
   void assignKinds(int lossPosition);
@@ -111,16 +111,46 @@ llvm::Expected<int> VariantBuilder::newBuffer(Value value, const std::string &na
   return index;
 }
 
-llvm::Error VariantBuilder::addConstant(ConstantOp op) {
-  auto buffer = newBuffer(op.getResult(), locationName(op.getLoc()), plan::CONSTANT, op);
-  if (!buffer)
-    return buffer.takeError();
-  variant.mutable_buffers(*buffer)->set_kind(plan::KIND_CONSTANT);
+/// Splats past this size are filled at run time from one stored element: a plan stores what it cannot
+/// compute, and a ConstantOfShape of a GiB of zeros would otherwise write a GiB of zeros into it.
+constexpr int64_t kLargestStoredSplatBytes = int64_t(1) << 20;
+
+llvm::Error VariantBuilder::addConstant(ConstantOp op, int position) {
   auto attr = llvm::dyn_cast<DenseElementsAttr>(op.getValue());
   if (!attr)
     return fail(op, "only dense constants can be stored");
+  auto buffer = newBuffer(op.getResult(), locationName(op.getLoc()), plan::CONSTANT, op);
+  if (!buffer)
+    return buffer.takeError();
   auto *b = variant.mutable_buffers(*buffer);
   const int64_t n = attr.getNumElements(), width = dtypeBytes(b->dtype());
+  if (attr.isSplat() && b->bytes() > kLargestStoredSplatBytes) { // one element, broadcast where the constant stood
+    b->set_role(plan::TEMP);
+    const int element = variant.buffers_size();
+    plan::Buffer *e = variant.add_buffers();
+    *e = *b;
+    e->set_name(b->name() + ":element");
+    for (int d = 0; d < e->shape_size(); ++d)
+      e->set_shape(d, 1);
+    e->set_bytes(width);
+    e->set_role(plan::CONSTANT);
+    e->set_kind(plan::KIND_CONSTANT);
+    const char one = attr.getElementType().isInteger(1) && attr.getSplatValue<bool>();
+    e->set_offset(attr.getElementType().isInteger(1) ? data.addCopy(&one, 1)
+                                                      : data.addCopy(attr.getRawData().data(), width));
+    firstDef.push_back(-1);
+    lastUse.push_back(-1);
+    finalRead.push_back(-1);
+    auto *step = variant.add_steps();
+    step->set_kernel("expand");
+    step->set_source(b->name());
+    step->add_inputs(element);
+    step->add_outputs(*buffer);
+    firstDef[*buffer] = position;
+    lastUse[*buffer] = std::max(lastUse[*buffer], position);
+    return llvm::Error::success();
+  }
+  b->set_kind(plan::KIND_CONSTANT);
   if (attr.getElementType().isInteger(1)) {
     std::vector<char> bytes(n);
     for (auto [i, v] : llvm::enumerate(attr.getValues<bool>()))
@@ -344,7 +374,7 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
     if (op.getDialect() == nullptr || op.getDialect()->getNamespace() != "tec")
       return fail(&op, "no kernel for this op");
     if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
-      if (auto err = addConstant(constant))
+      if (auto err = addConstant(constant, position))
         return std::move(err);
       continue;
     }

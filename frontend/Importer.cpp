@@ -3516,7 +3516,15 @@ Error GraphImporter::range(const onnx::NodeProto &n) {
     const double count = std::max(std::ceil((l - s) / d), 0.0);
     if (!(count <= kMaxRangeElements))
       return tooLarge(std::to_string(count));
-    llvm::SmallVector<APFloat> values;
+    auto valuesAs = [&](auto zero) { // C++'s narrowing conversion rounds to nearest even, as APFloat would
+      std::vector<decltype(zero)> values(static_cast<size_t>(count));
+      for (size_t i = 0; i < values.size(); ++i)
+        values[i] = static_cast<decltype(zero)>(s + static_cast<double>(i) * d);
+      return values;
+    };
+    if (elt.isF32())
+      return constant(ArrayRef<float>(valuesAs(0.0f)));
+    llvm::SmallVector<APFloat> values; // 16-bit floats
     for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) {
       bool lost;
       values.emplace_back(s + i * d);
@@ -3532,11 +3540,15 @@ Error GraphImporter::range(const onnx::NodeProto &n) {
   const __int128 count = (span > 0) != (d > 0) || span == 0 ? 0 : (span + d - (d > 0 ? 1 : -1)) / d;
   if (count > kMaxRangeElements)
     return tooLarge("more than " + std::to_string(kMaxRangeElements));
-  llvm::SmallVector<APInt> values;
-  for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) // each lies between start and limit
-    values.emplace_back(elt.getIntOrFloatBitWidth(), static_cast<int64_t>(s + static_cast<__int128>(i) * d),
-                        /*isSigned=*/true);
-  return constant(ArrayRef<APInt>(values));
+  auto valuesAs = [&](auto zero) { // each lies between start and limit, so fits the element type
+    std::vector<decltype(zero)> values(static_cast<size_t>(count));
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = static_cast<decltype(zero)>(s + static_cast<__int128>(i) * d);
+    return values;
+  };
+  if (elt.isInteger(32))
+    return constant(ArrayRef<int32_t>(valuesAs(int32_t(0))));
+  return constant(ArrayRef<int64_t>(valuesAs(int64_t(0))));
 }
 
 Error GraphImporter::castLike(const onnx::NodeProto &n) {

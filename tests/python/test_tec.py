@@ -371,6 +371,36 @@ def test_models_as_bytes_and_protos_compile_alike(tmp_path):
     np.testing.assert_array_equal(outputs[0], outputs[2])
 
 
+def test_a_large_splat_is_filled_at_run_time_as_onnxruntime_computes_it(tmp_path):
+    """ConstantOfShape past 1 MiB (f32, int64, bool): the plan stores one element, not the tensor, and each run
+    computes what ONNX Runtime does, in place writes over the filled tensor included (the second run)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    shape = numpy_helper.from_array(np.array([2048, 1024], np.int64), "shape")
+    fills = [("f", np.array([0.5], np.float32)), ("i", np.array([3], np.int64)), ("b", np.array([True]))]
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], [name], value=numpy_helper.from_array(v, name + "_v"))
+             for name, v in fills]
+    nodes += [helper.make_node("Mul", ["x", "f"], ["xf"]),  # x [1, 1024] broadcasts: nothing folds
+              helper.make_node("Where", ["b", "xf", "x"], ["y"]),
+              helper.make_node("Add", ["n", "i"], ["z"])]
+    graph = helper.make_graph(nodes, "splats", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024]),
+                                                helper.make_tensor_value_info("n", TensorProto.INT64, [1, 1024])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2048, 1024]),
+                               helper.make_tensor_value_info("z", TensorProto.INT64, [2048, 1024])], [shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    plan = tec.compile(model, targets="cpu")
+    plan.save(str(tmp_path / "splats.tecplan"))
+    assert os.path.getsize(tmp_path / "splats.tecplan") < 64 * 1024
+    rng = np.random.default_rng(3)
+    session = tec.Session(plan, device="cpu")
+    reference = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for _ in range(2):
+        feed = {"x": rng.standard_normal((1, 1024)).astype(np.float32), "n": rng.integers(-9, 9, (1, 1024))}
+        got, (y, z) = session.run(feed), reference.run(None, feed)
+        np.testing.assert_allclose(got["y"], y, rtol=1e-6)
+        np.testing.assert_array_equal(got["z"], z)
+
+
 def test_errors_raise_their_classes_with_the_cli_messages(tmp_path):
     with pytest.raises(tec.BadModelError):
         tec.compile(b"not a protobuf at all", targets="cpu")

@@ -107,8 +107,8 @@ cl::opt<int64_t> accumulateSteps("accumulate",
                                  cl::init(1), cl::cat(category()));
 
 cl::opt<int64_t> maxFoldBytes("max-fold-bytes",
-                              cl::desc("the largest constant the plan stores (a ConstantOfShape, a folded splat); a "
-                                       "larger one is refused naming its node"),
+                              cl::desc("the largest constant the plan stores (a Constant node, a folded Range); a "
+                                       "larger one is refused naming its node (a splat stores one element)"),
                               cl::init(int64_t(1) << 30), cl::cat(category()));
 
 cl::opt<double> clipNorm("clip-norm", cl::desc("clip gradients to this global norm (0: off)"), cl::init(0.0),

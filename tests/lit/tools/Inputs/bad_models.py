@@ -70,10 +70,15 @@ def main():
     wide = numpy_helper.from_array(np.array([2**20, 2**19, 3], np.int64), "wide")
     save(f"{out}/expand-6tib-o17.onnx", [helper.make_node("Expand", ["x", "wide"], ["y"], name="spread")], 17,
          inputs=(("x", [1, 3]),), inits=[wide])
-    gib2 = numpy_helper.from_array(np.array([2**29], np.int64), "gib2")
-    save(f"{out}/constant-of-shape-2gib-o17.onnx",
-         [helper.make_node("ConstantOfShape", ["gib2"], ["c"], name="fill2", value=ones),
-          helper.make_node("ReduceSum", ["c"], ["y"], name="total2", keepdims=0)], 17, inits=[gib2])
+    # A constant the plan would store (a Range of 2 MiB) past --max-fold-bytes 1000000, in its own folder: it
+    # compiles under the default.
+    os.makedirs(f"{out}/limits", exist_ok=True)
+    bounds = [numpy_helper.from_array(np.array(v, np.int64), name) for v, name in ((0, "start"), (2**18, "limit"),
+                                                                                  (1, "delta"))]
+    save(f"{out}/limits/range-2mib-o17.onnx",
+         [helper.make_node("Range", ["start", "limit", "delta"], ["r"], name="positions"),
+          helper.make_node("Cast", ["r"], ["f"], to=TensorProto.FLOAT),
+          helper.make_node("Add", ["x", "f"], ["y"], name="shift")], 17, inputs=(("x", [1]),), inits=bounds)
     # Opset 19 (past ONNX 1.12's schemas, checked by tec): too many inputs, a required input left empty.
     save(f"{out}/relu-two-inputs-o19.onnx", [helper.make_node("Relu", ["x", "x", "x"], ["y"], name="relu5")], 19)
     save(f"{out}/matmul-empty-input-o19.onnx", [helper.make_node("MatMul", ["x", ""], ["y"], name="mm3")], 19)
