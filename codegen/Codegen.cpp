@@ -40,7 +40,8 @@ std::string locationName(Location loc) { return llvm::join(sourceNodes(loc), "+"
 /// Elementwise ops whose kernels read each input element at the index they write: they may write their
 /// result over an input of the same shape and type that nothing reads afterwards.
 bool mayRunInPlace(Operation *op) {
-  return llvm::isa<AddOp, SubOp, MulOp, DivOp, PowOp, ReluOp, TanhOp, SigmoidOp, ErfOp, SqrtOp, GeluOp>(op);
+  return llvm::isa<AddOp, SubOp, MulOp, DivOp, PowOp, ReluOp, TanhOp, SigmoidOp, ErfOp, SqrtOp, GeluOp, SiluOp,
+                   HardSwishOp>(op);
 }
 
 class VariantBuilder {

@@ -625,6 +625,19 @@ bool CpuBackend::foldTransposeIntoLinear(int source, int transposed) {
   return true;
 }
 
+/// The activation step `r` is, as a GEMM epilogue computing the same per-element function (the same bits).
+std::optional<kernels::Epilogue> epilogueOf(const plan::Step &r) {
+  if (r.kernel() == "relu")
+    return kernels::Epilogue::Relu;
+  if (r.kernel() == "gelu")
+    return attrS(r, "approximate", "none") == "tanh" ? kernels::Epilogue::GeluTanh : kernels::Epilogue::Gelu;
+  if (r.kernel() == "silu")
+    return kernels::Epilogue::Silu;
+  if (r.kernel() == "hard_swish")
+    return kernels::Epilogue::HardSwish;
+  return std::nullopt;
+}
+
 CpuBackend::FoldedStep CpuBackend::foldIntoEpilogue(int y, kernels::Epilogue own) {
   int j = -1; // the first step after this one that reads y's storage
   for (int i = currentStep + 1; i < variant->steps_size() && j < 0; ++i)
@@ -638,10 +651,8 @@ CpuBackend::FoldedStep CpuBackend::foldIntoEpilogue(int y, kernels::Epilogue own
   f.step = j;
   f.out = r.outputs(0);
   int read = -1; // r's input that is y (maybe through a view of another shape: same storage, same elements)
-  if ((r.kernel() == "relu" || r.kernel() == "gelu") && r.inputs_size() == 1 && own == kernels::Epilogue::None) {
-    f.activation = r.kernel() == "relu"                               ? kernels::Epilogue::Relu
-                   : attrS(r, "approximate", "none") == "tanh" ? kernels::Epilogue::GeluTanh
-                                                                      : kernels::Epilogue::Gelu;
+  if (auto activation = epilogueOf(r); activation && r.inputs_size() == 1 && own == kernels::Epilogue::None) {
+    f.activation = *activation;
     read = r.inputs(0);
   } else if (r.kernel() == "add" && r.inputs_size() == 2) {
     const bool first = graph->rootOf(r.inputs(0)) == graph->rootOf(y);

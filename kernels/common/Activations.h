@@ -11,7 +11,7 @@
 namespace tec::kernels {
 
 /// The epilogues of a fused GEMM, as cuBLASLt names them.
-enum class Epilogue { None, Relu, Gelu, GeluTanh };
+enum class Epilogue { None, Relu, Gelu, GeluTanh, Silu, HardSwish };
 
 /// NaN stays NaN (as numpy.maximum and cuBLASLt do); written so that compilers emit a vector max.
 TEC_HOST_DEVICE float relu(float x) { return x < 0.0f ? 0.0f : x; }
@@ -108,6 +108,8 @@ TEC_HOST_DEVICE float applyEpilogue(float x, Epilogue e) {
   case Epilogue::Relu: return relu(x);
   case Epilogue::Gelu: return gelu(x);
   case Epilogue::GeluTanh: return geluTanh(x);
+  case Epilogue::Silu: return silu(x);
+  case Epilogue::HardSwish: return hardSwish(x);
   case Epilogue::None: break;
   }
   return x;

@@ -712,6 +712,8 @@ void linear(const float *x, const float *weight, const float *bias, float *y, in
   case Epilogue::Relu: return withActivation([](float v) TEC_PER_ELEMENT { return relu(v); });
   case Epilogue::Gelu: return withActivation([](float v) TEC_PER_ELEMENT { return gelu(v); });
   case Epilogue::GeluTanh: return withActivation([](float v) TEC_PER_ELEMENT { return geluTanh(v); });
+  case Epilogue::Silu: return withActivation([](float v) TEC_PER_ELEMENT { return silu(v); });
+  case Epilogue::HardSwish: return withActivation([](float v) TEC_PER_ELEMENT { return hardSwish(v); });
   }
 }
 

@@ -307,7 +307,7 @@ public:
                         elementType(outType), ptr(partials), num(multiprocessors)});
   }
   void biasActivation(kc::Ref y, kc::ConstRef bias, int64_t rows, int64_t cols, Epilogue epilogue) override {
-    static const char *kinds[] = {"None", "Relu", "Gelu", "GeluTanh"};
+    static const char *kinds[] = {"None", "Relu", "Gelu", "GeluTanh", "Silu", "HardSwish"};
     call("kc::biasActivation", {ref(y), ref(bias), num(rows), num(cols), enumValue("Epilogue", kinds, epilogue)});
   }
   void amax(kc::ConstRef x, int64_t n, float *out) override { call("kc::amax", {ref(x), num(n), f32(out)}); }
@@ -341,7 +341,7 @@ public:
   }
   void castFp8(kc::ConstRef x, Epilogue activation, const float *scale, uint8_t *y, float *amax, int64_t n,
                Fp8Format format, unsigned long long *counts) override {
-    static const char *kinds[] = {"None", "Relu", "Gelu", "GeluTanh"};
+    static const char *kinds[] = {"None", "Relu", "Gelu", "GeluTanh", "Silu", "HardSwish"};
     call("kc::quantizeWithAmax", {ptr(x.data), elementType(x.type), f32(scale), u8(y), f32(amax), num(n), fp8(format),
                                   "stream", "(unsigned long long *)" + ptr(counts), enumValue("Epilogue", kinds, activation)},
          /*stream=*/false);

@@ -29,6 +29,8 @@ double activate(Epilogue e, double z) {
   case Epilogue::Relu: return z > 0 ? z : 0;
   case Epilogue::Gelu: return 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
   case Epilogue::GeluTanh: return 0.5 * z * (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));
+  case Epilogue::Silu: return z / (1 + std::exp(-z));
+  case Epilogue::HardSwish: return z * std::max(0.0, std::min(1.0, z / 6 + 0.5));
   }
   return z;
 }
@@ -108,6 +110,8 @@ INSTANTIATE_TEST_SUITE_P(
                       LinearCase{64, 1024, 48, true, false, true, Epilogue::GeluTanh},
                       LinearCase{640, 96, 40, true, true, true, Epilogue::Relu},
                       LinearCase{640, 96, 40, false, false, false, Epilogue::None},
+                      LinearCase{640, 96, 40, false, true, true, Epilogue::Silu},
+                      LinearCase{7, 5, 3, true, false, true, Epilogue::HardSwish},
                       LinearCase{5, 300, 0, false, true, true, Epilogue::Relu}));
 
 /// A single row or column of C (a batch of one: the matrix-vector products that a CBLAS library's SGEMV
