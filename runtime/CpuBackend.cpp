@@ -10,6 +10,7 @@
 #include "kernels/cpu/ElementwiseChain.h"
 #include "kernels/cpu/DnnlConv.h"
 #include "kernels/cpu/PackedGemm.h"
+#include "kernels/cpu/ThreadPool.h"
 
 #include <chrono>
 #include <cmath>
@@ -964,9 +965,26 @@ Status CpuBackend::window(const plan::Step &s) {
   if (dnnl && constantWeight(w.b))
     dnnl->fixWeight(b);
   const auto tecConv = w.channelsLast ? k::convChannelsLast : k::conv;
-  emit([=, kind = w.kind, channelsLast = w.channelsLast] {
+  // A convolution's activation or residual add runs on each part of its output as it is written (in cache).
+  const FoldedStep next = w.kind == k::WindowKind::Conv ? foldIntoEpilogue(w.out, kernels::Epilogue::None) : FoldedStep{};
+  const float *residual = next.residual >= 0 ? ptr<float>(next.residual) : nullptr;
+  float *folded = next.step >= 0 ? ptr<float>(next.out) : nullptr;
+  const int64_t outCount = count(w.out);
+  emit([=, kind = w.kind, channelsLast = w.channelsLast, activation = next.activation] {
+    auto epilogue = [&](int64_t offset, int64_t rows, int64_t cols, int64_t stride) {
+      k::epilogueRows(activation, out + offset, residual ? residual + offset : nullptr, folded + offset, rows, cols,
+                      stride);
+    };
     switch (kind) {
-    case k::WindowKind::Conv: dnnl ? dnnl->run(a, b, bias, out) : tecConv(g, a, b, bias, out); break;
+    case k::WindowKind::Conv:
+      if (dnnl) {
+        dnnl->run(a, b, bias, out, folded ? k::DnnlConv::OutputPart(epilogue) : k::DnnlConv::OutputPart());
+      } else {
+        tecConv(g, a, b, bias, out);
+        if (folded)
+          k::parallelFor(outCount, 1 << 14, [&](int64_t begin, int64_t end) { epilogue(begin, 1, end - begin, 0); });
+      }
+      break;
     case k::WindowKind::ConvInputGrad: k::convInputGrad(g, a, b, out); break;
     case k::WindowKind::ConvWeightGrad: k::convWeightGrad(g, a, b, out); break;
     case k::WindowKind::MaxPool:

@@ -682,7 +682,27 @@ TEC_CPU_CLONES void epilogueRow(const float *row, const float *bias, const float
   }
 }
 
+/// f(act) with the per-element function of an epilogue.
+template <typename F> void withEpilogueOp(Epilogue epilogue, F &&f) {
+  switch (epilogue) {
+  case Epilogue::None: return f([](float v) TEC_PER_ELEMENT { return v; });
+  case Epilogue::Relu: return f([](float v) TEC_PER_ELEMENT { return relu(v); });
+  case Epilogue::Gelu: return f([](float v) TEC_PER_ELEMENT { return gelu(v); });
+  case Epilogue::GeluTanh: return f([](float v) TEC_PER_ELEMENT { return geluTanh(v); });
+  case Epilogue::Silu: return f([](float v) TEC_PER_ELEMENT { return silu(v); });
+  case Epilogue::HardSwish: return f([](float v) TEC_PER_ELEMENT { return hardSwish(v); });
+  }
+}
+
 } // namespace
+
+void epilogueRows(Epilogue epilogue, const float *y, const float *residual, float *out, int64_t rows, int64_t cols,
+                  int64_t stride) {
+  withEpilogueOp(epilogue, [&](auto act) {
+    for (int64_t r = 0; r < rows; ++r)
+      epilogueRow(y + r * stride, nullptr, residual ? residual + r * stride : nullptr, out + r * stride, cols, act);
+  });
+}
 
 void linear(const float *x, const float *weight, const float *bias, float *y, int64_t m, int64_t n, int64_t k,
             bool transposeA, bool transposeB, Epilogue epilogue, const float *residual, float *out,
@@ -707,14 +727,7 @@ void linear(const float *x, const float *weight, const float *bias, float *y, in
                   n, epilogueWork ? GemmChunkEpilogue(chunk) : GemmChunkEpilogue());
     }
   };
-  switch (epilogue) {
-  case Epilogue::None: return withActivation([](float v) TEC_PER_ELEMENT { return v; });
-  case Epilogue::Relu: return withActivation([](float v) TEC_PER_ELEMENT { return relu(v); });
-  case Epilogue::Gelu: return withActivation([](float v) TEC_PER_ELEMENT { return gelu(v); });
-  case Epilogue::GeluTanh: return withActivation([](float v) TEC_PER_ELEMENT { return geluTanh(v); });
-  case Epilogue::Silu: return withActivation([](float v) TEC_PER_ELEMENT { return silu(v); });
-  case Epilogue::HardSwish: return withActivation([](float v) TEC_PER_ELEMENT { return hardSwish(v); });
-  }
+  withEpilogueOp(epilogue, withActivation);
 }
 
 namespace {
@@ -785,7 +798,9 @@ void tiledTranspose(const E *in, const Dims &outShape, const Dims &inStrides, in
   const int64_t na = outShape[a], nb = outShape[b], inB = inStrides[b], outA = outStrides[a];
   const int64_t planes = numElements(outShape) / (na * nb);
   constexpr int64_t kTile = 32;
-  const int64_t tilesA = (na + kTile - 1) / kTile;
+  // A short output line is written kTile x kTile elements at a time all the same: longer runs of a.
+  const int64_t tileA = nb < kTile ? kTile * kTile / std::max<int64_t>(nb, 1) : kTile;
+  const int64_t tilesA = (na + tileA - 1) / tileA;
   parallelLoop(planes * tilesA, numElements(outShape), [&](int64_t task) {
     // The plane's offsets: its index over the other dims, last fastest.
     int64_t rest = task / tilesA, inOffset = 0, outOffset = 0;
@@ -796,7 +811,13 @@ void tiledTranspose(const E *in, const Dims &outShape, const Dims &inStrides, in
       outOffset += rest % outShape[d] * outStrides[d];
       rest /= outShape[d];
     }
-    const int64_t i0 = task % tilesA * kTile, i1 = std::min(na, i0 + kTile);
+    const int64_t i0 = task % tilesA * tileA, i1 = std::min(na, i0 + tileA);
+    if (nb < kTile) { // a short output line (an image's few channels): each input line's run read in order
+      for (int64_t j = 0; j < nb; ++j)
+        for (int64_t i = i0; i < i1; ++i)
+          out[outOffset + i * outA + j] = in[inOffset + i + j * inB];
+      return;
+    }
     for (int64_t j0 = 0; j0 < nb; j0 += kTile)
       for (int64_t i = i0, j1 = std::min(nb, j0 + kTile); i < i1; ++i)
         for (int64_t j = j0; j < j1; ++j)

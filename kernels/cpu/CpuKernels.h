@@ -135,6 +135,12 @@ void linear(const float *x, const float *weight, const float *bias, float *y, in
             bool transposeA, bool transposeB, Epilogue epilogue, const float *residual = nullptr,
             float *out = nullptr, const PackedGemm *packed = nullptr);
 
+/// out = epilogue(y) + residual on `rows` rows of `cols` floats, `stride` apart (each pointer at the rows' first
+/// element; residual may be null, out may be y or the residual): the epilogue of the part of a convolution's
+/// output just written, in cache, with the same per-element functions as the GEMMs' and the unary steps'.
+void epilogueRows(Epilogue epilogue, const float *y, const float *residual, float *out, int64_t rows, int64_t cols,
+                  int64_t stride);
+
 // Data movement on elements of `bytes` bytes.
 void transpose(const void *x, const Shape &inShape, const std::vector<int64_t> &perm, void *y, size_t bytes);
 void expand(const void *x, const Shape &inShape, void *y, const Shape &outShape, size_t bytes);

@@ -58,6 +58,7 @@ struct Band {
   dnnl_memory_desc_t userSrc{}, userDst{}, src{}, dst{}, scratchpad{};
   size_t srcFloats = 0, dstFloats = 0, scratchFloats = 0;
   int64_t inOffset = 0, outOffset = 0; // where the band's input and output start in an NHWC image, in floats
+  int64_t outRows = 1, outCols = 0, outStride = 0; // the output it writes: rows of outCols floats, outStride apart
   size_t weight = 0;                   // its WeightSlice
 };
 
@@ -244,6 +245,10 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form
     const int64_t firstChannel = slices > 1 ? i * sliceWidth : 0;
     b.outChannels = std::min(sliceWidth, w.outChannels - firstChannel);
     band.outOffset += firstChannel; // a slice's channels of each NHWC pixel
+    if (slices > 1)
+      band.outRows = b.outHeight * b.outWidth, band.outCols = b.outChannels, band.outStride = w.outChannels;
+    else
+      band.outCols = band.outStride = b.outChannels * b.outHeight * b.outWidth;
     if (b.height < 1 || b.width < 1)
       return nullptr; // a band wholly in the padding
     const bool ownWeight = i == 0 || slices > 1;
@@ -317,7 +322,7 @@ void DnnlConv::layOutWeight(const float *weight) const {
   oneDnn().dnnl_stream_wait(threadStream());
 }
 
-void DnnlConv::run(const float *x, const float *weight, const float *bias, float *y) const {
+void DnnlConv::run(const float *x, const float *weight, const float *bias, float *y, OutputPart written) const {
   const Primitives &p = *p_;
   const Window &w = window_;
   // Images and bands spread over tec's pool, oneDNN single-threaded in each: its OpenMP threads beside the
@@ -350,6 +355,8 @@ void DnnlConv::run(const float *x, const float *weight, const float *bias, float
       if (band.dstOut)
         execute(band.dstOut, {{DNNL_ARG_FROM, &band.dst, dst}, {DNNL_ARG_TO, &band.userDst, out}});
       oneDnn().dnnl_stream_wait(threadStream());
+      if (written)
+        written(out - y, band.outRows, band.outCols, band.outStride);
     }
   });
 }
@@ -428,7 +435,7 @@ void DnnlConv::fixWeight(const float *) {}
 
 DnnlConv::~DnnlConv() = default;
 
-void DnnlConv::run(const float *, const float *, const float *, float *) const {}
+void DnnlConv::run(const float *, const float *, const float *, float *, OutputPart) const {}
 
 void DnnlConv::layOutWeight(const float *) const {}
 

@@ -12,6 +12,7 @@
 #define TEC_KERNELS_CPU_DNNLCONV_H
 
 #include "kernels/common/Window.h"
+#include "kernels/cpu/FunctionRef.h"
 
 #include <memory>
 #include <string>
@@ -30,8 +31,11 @@ public:
   DnnlConv(const DnnlConv &) = delete;
   DnnlConv &operator=(const DnnlConv &) = delete;
 
-  /// y = conv(x, weight) + bias, all in tec's layouts (NCHW or NHWC, OIHW).
-  void run(const float *x, const float *weight, const float *bias, float *y) const;
+  /// Called on each part of y as it is written, on the thread that wrote it: the part's first element (from
+  /// y), its rows of `cols` floats `stride` apart. Parts never overlap; together they are all of y.
+  using OutputPart = FunctionRef<void(int64_t offset, int64_t rows, int64_t cols, int64_t stride)>;
+  /// y = conv(x, weight) + bias, all in tec's layouts (NCHW or NHWC, OIHW); `written` (an epilogue) on each part.
+  void run(const float *x, const float *weight, const float *bias, float *y, OutputPart written = {}) const;
   /// Lays out `weight`, which never changes (a param of an inference plan), once: run() then ignores its
   /// weight argument.
   void fixWeight(const float *weight);

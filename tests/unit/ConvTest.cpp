@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -85,6 +86,21 @@ struct ConvOperands {
 
 class Convolutions : public ::testing::TestWithParam<ConvCase> {};
 
+/// The parts of y that DnnlConv::run hands its epilogue (on 2 threads) cover every element exactly once.
+void expectPartsCoverTheOutputOnce(const DnnlConv &dnnl, const float *x, const float *weight, const float *bias,
+                                   std::vector<float> &y, const std::string &name) {
+  std::vector<int> seen(y.size(), 0);
+  setPoolThreads(2);
+  dnnl.run(x, weight, bias, y.data(), [&](int64_t offset, int64_t rows, int64_t cols, int64_t stride) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        ++seen[offset + r * stride + c];
+  });
+  setPoolThreads(0);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<std::ptrdiff_t>(seen.size()))
+      << name << ": the epilogue's parts must cover the output once";
+}
+
 TEST_P(Convolutions, EveryFormMatchesADirectConvolution) {
   ASSERT_TRUE(blas().loaded) << blas().library; // tec's loop multiplies with the BLAS
   const ConvCase &c = GetParam();
@@ -108,7 +124,9 @@ TEST_P(Convolutions, EveryFormMatchesADirectConvolution) {
     ASSERT_NE(dnnl, nullptr) << "oneDNN refused the convolution";
     std::fill(y.begin(), y.end(), NAN);
     dnnl->run(x.data(), weight.data(), b, y.data());
-    check(y, std::string(form == DnnlConv::Form::Plain ? "plain " : "blocked ") + dnnl->implementation());
+    const std::string name = std::string(form == DnnlConv::Form::Plain ? "plain " : "blocked ") + dnnl->implementation();
+    check(y, name);
+    expectPartsCoverTheOutputOnce(*dnnl, x.data(), weight.data(), b, y, name);
   }
   if (!DnnlConv::unavailable().empty())
     GTEST_SKIP() << "oneDNN: " << DnnlConv::unavailable();
@@ -157,6 +175,7 @@ TEST_P(Convolutions, ChannelsLastMatchesADirectConvolutionAtAnyThreadCount) {
     }
     setPoolThreads(0);
     EXPECT_EQ(std::memcmp(runs[0].data(), runs[1].data(), y.size() * sizeof(float)), 0) << name << ": 1 and 2 threads differ";
+    expectPartsCoverTheOutputOnce(*dnnl, xLast.data(), weight.data(), b, y, name);
     // A constant weight laid out once: later runs read that layout, whatever pointer they pass.
     dnnl->fixWeight(weight.data());
     std::vector<float> garbage(weight.size(), NAN);

@@ -43,4 +43,6 @@ TEST(Transpose, MatchesItsDefinitionOnTiledShapes) {
   expectTransposed<uint16_t>({2, 33, 70, 5}, {3, 2, 1, 0});
   expectTransposed<uint8_t>({300, 97}, {1, 0});          // FP8 codes
   expectTransposed<uint32_t>({8, 128, 4, 32}, {0, 2, 1, 3}); // attention heads: the last dim stays (strided copy)
+  expectTransposed<uint32_t>({2, 3, 50, 70}, {0, 2, 3, 1});  // an RGB image to channels-last: short output lines
+  expectTransposed<uint32_t>({1, 16, 9, 300}, {0, 2, 3, 1}); // longer runs of a than a tile's, one ragged
 }
