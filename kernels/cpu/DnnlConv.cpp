@@ -338,6 +338,9 @@ void DnnlConv::run(const float *x, const float *weight, const float *bias, float
   const int64_t image = w.channels * w.height * w.width, outImage = w.outChannels * w.outHeight * w.outWidth;
   const int64_t bands = static_cast<int64_t>(p.bands.size());
   parallelFor(w.batch * bands, 1, [&](int64_t begin, int64_t end) {
+    // On the thread running these bands: the setting is per thread, and a helper's default (every core)
+    // made oneDNN start an OpenMP team of its own inside tec's pool (MobileNetV3 at 2 threads: 7 ms, not 1.5).
+    OmpThreads bandThread(1);
     float *scratch = threadScratch(scratchFloats);
     for (int64_t i = begin; i < end; ++i) {
       const Band &band = p.bands[i % bands];

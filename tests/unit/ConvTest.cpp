@@ -7,8 +7,10 @@
 #include "kernels/cpu/ThreadPool.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -86,12 +88,16 @@ struct ConvOperands {
 
 class Convolutions : public ::testing::TestWithParam<ConvCase> {};
 
-/// The parts of y that DnnlConv::run hands its epilogue (on 2 threads) cover every element exactly once.
+/// The parts of y that DnnlConv::run hands its epilogue (on 2 threads) cover every element exactly once, and
+/// each thread that ran a part ran oneDNN single-threaded (an OpenMP team of its own inside tec's pool
+/// oversubscribes the cores: MobileNetV3 ran 4x slower at 2 threads than at 1).
 void expectPartsCoverTheOutputOnce(const DnnlConv &dnnl, const float *x, const float *weight, const float *bias,
                                    std::vector<float> &y, const std::string &name) {
   std::vector<int> seen(y.size(), 0);
+  std::atomic<int> ompThreads{0};
   setPoolThreads(2);
   dnnl.run(x, weight, bias, y.data(), [&](int64_t offset, int64_t rows, int64_t cols, int64_t stride) {
+    ompThreads = std::max(ompThreads.load(), omp_get_max_threads());
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c)
         ++seen[offset + r * stride + c];
@@ -99,6 +105,7 @@ void expectPartsCoverTheOutputOnce(const DnnlConv &dnnl, const float *x, const f
   setPoolThreads(0);
   EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<std::ptrdiff_t>(seen.size()))
       << name << ": the epilogue's parts must cover the output once";
+  EXPECT_EQ(ompThreads.load(), 1) << name << ": oneDNN may start OpenMP threads inside tec's pool";
 }
 
 TEST_P(Convolutions, EveryFormMatchesADirectConvolution) {
