@@ -60,9 +60,15 @@ void ElementwiseChain::run() const {
   const int64_t n = static_cast<int64_t>(ops_.size()), slots = static_cast<int64_t>(access_.size());
   const int64_t rank = static_cast<int64_t>(outer_.size());
   const int64_t rowsPerTask = std::max<int64_t>(1, kParallelThreshold / inner_);
-  const int64_t tasks = (rows + rowsPerTask - 1) / rowsPerTask;
+  // A row longer than a task (a chain over contiguous tensors is one row: the whole tensor) is cut into
+  // pieces of whole spans, so that it too spreads over the pool; each element is computed alike anyway.
+  const int64_t pieceLength = (kParallelThreshold + kSpan - 1) / kSpan * kSpan;
+  const int64_t pieces = rowsPerTask == 1 ? (inner_ + pieceLength - 1) / pieceLength : 1;
+  const int64_t columns = pieces == 1 ? inner_ : pieceLength;
+  const int64_t tasks = (rows + rowsPerTask - 1) / rowsPerTask * pieces;
   parallelLoop(tasks, rows * inner_ * n, [&](int64_t t) {
-    const int64_t begin = t * rowsPerTask, end = std::min(rows, begin + rowsPerTask);
+    const int64_t begin = t / pieces * rowsPerTask, end = std::min(rows, begin + rowsPerTask);
+    const int64_t firstColumn = t % pieces * columns, endColumn = std::min(inner_, firstColumn + columns);
     float *scratch = threadScratch(n * kSpan); // a span per op
     thread_local std::vector<int64_t> walk;     // each tensor's offset at the row, then the row's coordinates
     walk.assign(slots + rank, 0);               // no allocation once it has grown
@@ -74,8 +80,8 @@ void ElementwiseChain::run() const {
         offset[k] += coord[d] * access_[k].outerStrides[d];
     }
     for (int64_t row = begin; row < end; ++row) {
-      for (int64_t c0 = 0; c0 < inner_; c0 += kSpan) {
-        const int64_t len = std::min(kSpan, inner_ - c0), at = row * inner_ + c0;
+      for (int64_t c0 = firstColumn; c0 < endColumn; c0 += kSpan) {
+        const int64_t len = std::min(kSpan, endColumn - c0), at = row * inner_ + c0;
         auto operand = [&](const Operand &o, int64_t slot, int64_t &stride) -> const float * {
           if (o.op >= 0) {
             stride = 1;

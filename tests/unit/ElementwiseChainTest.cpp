@@ -1,6 +1,7 @@
 // The CPU backend's fused elementwise chains against the same ops run one at a time by the unfused kernels:
 // every element equal in every bit (broadcasts of each kind, spans across a row's chunk, values kept for
-// readers outside the chain, a result written in place over an operand, one thread and two).
+// readers outside the chain, a result written in place over an operand, one long row cut into pieces, one
+// thread and two).
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/ElementwiseChain.h"
 
@@ -121,6 +122,25 @@ TEST_P(ElementwiseChainThreads, WritesInPlaceOverAnOperand) {
   ops[1].out = x.data();
   ElementwiseChain(shape, ops).run();
   EXPECT_TRUE(sameBits(x, want));
+}
+
+/// Contiguous operands make the whole tensor one row (75,000 elements), cut into pieces of whole spans for the
+/// pool, the last one ragged.
+TEST_P(ElementwiseChainThreads, CutsOneLongRowIntoPieces) {
+  const Shape shape{3, 25000};
+  const auto x = randomTensor(shape, 9), y = randomTensor(shape, 10);
+  const int64_t n = numElements(shape);
+  std::vector<float> a(n), b(n), want(n);
+  unary(UnaryKind::Silu, x.data(), a.data(), n);
+  binary(BinaryKind::Mul, a.data(), shape, y.data(), shape, b.data(), shape);
+  binary(BinaryKind::Add, b.data(), shape, x.data(), shape, want.data(), shape);
+  std::vector<float> got(n, -1.0f);
+  std::vector<Op> ops{unaryOp(UnaryKind::Silu, Operand::tensor(x.data(), shape)),
+                      binaryOp(BinaryKind::Mul, Operand::value(0), Operand::tensor(y.data(), shape)),
+                      binaryOp(BinaryKind::Add, Operand::value(1), Operand::tensor(x.data(), shape))};
+  ops[2].out = got.data();
+  ElementwiseChain(shape, ops).run();
+  EXPECT_TRUE(sameBits(got, want));
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, ElementwiseChainThreads, ::testing::Values(1, 2));
