@@ -8,7 +8,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const std::string path = tec::fuzz::writeFile("model.onnx", data, size);
-  mlir::MLIRContext context;
+  // No thread pool per input (made and joined for each model, it cost most of a small model's time).
+  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
   tec::CompileOptions options;
   options.train = size % 2 == 1; // both flows, decided by the input
   auto compiled = tec::compileModel(context, path, options);
