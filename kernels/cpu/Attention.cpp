@@ -71,7 +71,7 @@ TEC_CPU_CLONES void probabilities(float *s, const float *lse, int64_t nq, int64_
     const float shift = lse[r];
 #pragma omp simd
     for (int64_t c = 0; c < nk; ++c)
-      row[c] = expApprox(row[c] - shift);
+      row[c] = expNonPositive(row[c] - shift);
   }
 }
 
@@ -162,8 +162,8 @@ TEC_CPU_CLONES void runningLogSumExp(const float *s, int64_t nq, int64_t nk, flo
       continue;
     float sum = 0.0f;
     for (int64_t c = 0; c < nk; ++c)
-      sum += expApprox(row[c] - mx);
-    l[r] = l[r] * expApprox(m[r] - mx) + sum;
+      sum += expNonPositive(row[c] - mx);
+    l[r] = l[r] * expNonPositive(m[r] - mx) + sum;
     m[r] = mx;
   }
 }
@@ -179,10 +179,10 @@ TEC_CPU_CLONES void onlineSoftmaxBlock(float *s, int64_t nq, int64_t nk, float *
       std::fill(row, row + nk, 0.0f);
       continue;
     }
-    const float correction = expApprox(m[r] - mx);
+    const float correction = expNonPositive(m[r] - mx);
 #pragma omp simd
     for (int64_t c = 0; c < nk; ++c)
-      row[c] = expApprox(row[c] - mx);
+      row[c] = expNonPositive(row[c] - mx);
     l[r] = l[r] * correction + laneSum(row, nk);
     m[r] = mx;
     if (correction != 1.0f)

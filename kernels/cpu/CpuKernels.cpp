@@ -357,7 +357,7 @@ TEC_CPU_CLONES void softmaxRow(const float *__restrict in, float *__restrict out
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < n; ++j) {
-    out[j] = expApprox(in[j] - mx);
+    out[j] = expNonPositive(in[j] - mx);
     sum += out[j];
   }
   if (logSoftmax) {

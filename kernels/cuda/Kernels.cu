@@ -435,7 +435,7 @@ template <typename T> __device__ T blockReduce(ReduceKind kind, T v, T *shared) 
   return r;
 }
 
-/// One block per (outer, inner) column of the softmax axis; the same exp as the CPU (expApprox).
+/// One block per (outer, inner) column of the softmax axis; the same exp as the CPU (expNonPositive).
 __global__ void softmaxKernel(ConstRef x, Ref y, int64_t axis, int64_t inner, bool logSoftmax) {
   __shared__ float shared[kThreads];
   const int64_t o = blockIdx.x / inner, in = blockIdx.x % inner;
@@ -446,12 +446,12 @@ __global__ void softmaxKernel(ConstRef x, Ref y, int64_t axis, int64_t inner, bo
   mx = blockMax(mx, shared);
   float sum = 0.0f;
   for (int64_t j = threadIdx.x; j < axis; j += blockDim.x)
-    sum += expApprox(load(x, base + j * inner) - mx);
+    sum += expNonPositive(load(x, base + j * inner) - mx);
   sum = blockSum(sum, shared);
   const float logSum = logf(sum), inv = 1.0f / sum;
   for (int64_t j = threadIdx.x; j < axis; j += blockDim.x) {
     const float v = load(x, base + j * inner) - mx;
-    store(y, base + j * inner, logSoftmax ? v - logSum : expApprox(v) * inv);
+    store(y, base + j * inner, logSoftmax ? v - logSum : expNonPositive(v) * inv);
   }
 }
 
@@ -517,8 +517,8 @@ __global__ void attentionKernel(AttentionShape a, AttentionFp8Args args, ConstRe
     const int64_t j = j0 + threadIdx.x, width = min(int64_t(blockDim.x), end - j0);
     const float s = j < end ? attentionScore(a, qRow, k, keyRow, mask, maskRow, j) : -INFINITY;
     const float mNew = fmaxf(m, blockMax(s, scratch));
-    const float p = mNew == -INFINITY ? 0.0f : expApprox(s - mNew);
-    const float correction = mNew == -INFINITY ? 1.0f : expApprox(m - mNew);
+    const float p = mNew == -INFINITY ? 0.0f : expNonPositive(s - mNew);
+    const float correction = mNew == -INFINITY ? 1.0f : expNonPositive(m - mNew);
     l = l * correction + blockSum(p, scratch);
     m = mNew;
     if (fp8)
@@ -546,7 +546,7 @@ __global__ void attentionKernel(AttentionShape a, AttentionFp8Args args, ConstRe
     const int64_t j = j0 + threadIdx.x, width = min(int64_t(blockDim.x), end - j0);
     float p = 0.0f;
     if (j < end) {
-      p = expApprox(attentionScore(a, qRow, k, keyRow, mask, maskRow, j) - rowLse);
+      p = expNonPositive(attentionScore(a, qRow, k, keyRow, mask, maskRow, j) - rowLse);
       probsAmax = maxAbsNanWins(probsAmax, p);
       p = throughFp8(p, f.probsScale, f.probsDescale, Fp8Format::E4M3);
     }
@@ -598,7 +598,7 @@ __global__ void attentionQueryGradKernel(AttentionShape a, AttentionFp8Args args
     const int64_t j = j0 + threadIdx.x, width = min(int64_t(blockDim.x), end - j0);
     float ds = 0.0f;
     if (j < end) {
-      const float p = expApprox(attentionScore(codes, qRow, k, keyRow, mask, maskRow, j) - rowLse);
+      const float p = expNonPositive(attentionScore(codes, qRow, k, keyRow, mask, maskRow, j) - rowLse);
       float dp = 0.0f;
       for (int64_t d = 0; d < a.valueDim; ++d)
         dp += doRow[d] * load(v, (keyRow + j) * a.valueDim + d);
@@ -661,7 +661,7 @@ __global__ void attentionKeyGradKernel(AttentionShape a, AttentionFp8Args args, 
           s = maskedScore(s, 0.0f, static_cast<const bool *>(mask.data)[at]);
         if (a.causal && j > i)
           s = -INFINITY;
-        p = expApprox(s - lse[row]);
+        p = expNonPositive(s - lse[row]);
         for (int64_t d = 0; d < a.valueDim; ++d)
           dp += load(dout, row * a.valueDim + d) * vRow[d];
         ds = p * (dp * f.descaleDout - delta[row]);

@@ -76,6 +76,26 @@ TEST(Activations, MatchDoublePrecisionAndTheBaselineBuildBitForBit) {
   }
 }
 
+// The softmaxes, attention and sigmoid call expNonPositive where expApprox's overflow compares cannot matter:
+// it must be the same function there, so that their results keep their bits.
+TEST(Activations, ExpNonPositiveIsExpApproxBitForBit) {
+  int differing = 0;
+  float firstAt = 0;
+  for (uint64_t bits = 0x80000000u; bits <= 0xffffffffu; bits += 97) { // -0 to -NaN, every 97th float
+    float x;
+    const uint32_t b = static_cast<uint32_t>(bits);
+    std::memcpy(&x, &b, sizeof(x));
+    const float want = expApprox(x), got = expNonPositive(x);
+    if (std::memcmp(&want, &got, sizeof(float)) != 0 && !(std::isnan(want) && std::isnan(got)) && differing++ == 0)
+      firstAt = x;
+  }
+  for (float x : {0.0f, -87.3f, std::nextafter(-87.3f, 0.0f), std::nextafter(-87.3f, -100.0f)})
+    EXPECT_EQ(expApprox(x), expNonPositive(x)) << x;
+  EXPECT_EQ(differing, 0) << "first at " << firstAt;
+  EXPECT_EQ(expNonPositive(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_TRUE(std::isnan(expNonPositive(std::nanf(""))));
+}
+
 TEST(Activations, KeepNanAndSaturateAtInfinity) {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> x = {std::nanf(""), inf, -inf};
