@@ -8,7 +8,7 @@
 
 #include "codegen/Codegen.h"
 #include "ir/TecOps.h"
-#include "passes/Targets.h"
+#include "support/Targets.h"
 #include "runtime/Device.h"
 
 #include "mlir/Pass/PassInstrumentation.h"
@@ -29,7 +29,7 @@ llvm::Expected<std::vector<std::string>> resolveTargets(llvm::StringRef spec) {
   std::vector<std::string> targets;
   if (spec == "all" || spec.empty()) {
     for (const auto &t : allTargets())
-      targets.push_back(t.name.str());
+      targets.push_back(std::string(t.name));
     return targets;
   }
   if (spec == "auto") {
@@ -37,10 +37,8 @@ llvm::Expected<std::vector<std::string>> resolveTargets(llvm::StringRef spec) {
     if (cuda.usable) {
       // The best table entry this GPU can run: same major, minor at most its own.
       for (const auto &t : allTargets()) {
-        int sm = 0;
-        if (t.name.starts_with("sm_") && !t.name.drop_front(3).getAsInteger(10, sm) &&
-            sm / 10 == cuda.major && sm % 10 <= cuda.minor) {
-          targets.push_back(t.name.str());
+        if (t.sm && t.sm / 10 == cuda.major && t.sm % 10 <= cuda.minor) {
+          targets.push_back(std::string(t.name));
           break;
         }
       }
@@ -54,10 +52,7 @@ llvm::Expected<std::vector<std::string>> resolveTargets(llvm::StringRef spec) {
     if (p.trim().empty())
       return llvm::createStringError("--target " + spec.str() + ": an empty target in the list");
     if (!lookupTarget(p)) {
-      std::string known;
-      for (const auto &t : allTargets())
-        known += (known.empty() ? "" : ", ") + t.name.str();
-      return llvm::createStringError("--target: unknown target '" + p.str() + "' (known: " + known +
+      return llvm::createStringError("--target: unknown target '" + p.str() + "' (known: " + knownTargets() +
                                      ", or all, auto)");
     }
     if (std::find(targets.begin(), targets.end(), p.str()) == targets.end())
@@ -66,8 +61,8 @@ llvm::Expected<std::vector<std::string>> resolveTargets(llvm::StringRef spec) {
   // Best first, as the runtime tries them.
   std::vector<std::string> ordered;
   for (const auto &t : allTargets())
-    if (std::find(targets.begin(), targets.end(), t.name.str()) != targets.end())
-      ordered.push_back(t.name.str());
+    if (std::find(targets.begin(), targets.end(), std::string(t.name)) != targets.end())
+      ordered.push_back(std::string(t.name));
   return ordered;
 }
 
@@ -121,7 +116,7 @@ std::string attentionPrecision(Operation *op, const TargetCapability &cap) {
     return type + ": " + why.str();
   if (cap.gemms == GemmPrecision::Fp8)
     return type + ": FP8 attention is opt-in (--fp8-attention), as Transformer Engine's fp8_dpa";
-  return type + ": " + (cap.note.empty() ? std::string("the target's precision") : cap.note.str());
+  return type + ": " + (cap.note.empty() ? std::string("the target's precision") : std::string(cap.note));
 }
 
 /// Adds what each GEMM and attention of a lowered module runs in to the per-layer table.
@@ -274,7 +269,7 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
     bool fp8 = false;
     copy->walk([&](Fp8GemmOp) { fp8 = true; });
     inputs.target = target;
-    inputs.precision = fp8 ? "fp8" : precisionName(lookupTarget(target)->fallback).str();
+    inputs.precision = fp8 ? "fp8" : std::string(precisionName(lookupTarget(target)->fallback));
     auto variant = buildVariant(copy->lookupSymbol<func::FuncOp>("forward"), inputs, compiled->data);
     if (!variant)
       return llvm::createStringError(path + ": " + target + ": " + llvm::toString(variant.takeError()));
@@ -320,7 +315,7 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
     bool fp8 = false;
     step.walk([&](Fp8GemmOp) { fp8 = true; });
     trainInputs.target = target;
-    trainInputs.precision = fp8 ? "fp8" : precisionName(lookupTarget(target)->fallback).str();
+    trainInputs.precision = fp8 ? "fp8" : std::string(precisionName(lookupTarget(target)->fallback));
     auto variant = buildVariant(step, trainInputs, compiled->data);
     if (!variant)
       return llvm::createStringError(path + ": " + target + " train_step: " + llvm::toString(variant.takeError()));

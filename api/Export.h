@@ -2,7 +2,7 @@
 #ifndef TEC_API_EXPORT_H
 #define TEC_API_EXPORT_H
 
-#include "runtime/Status.h"
+#include "support/Status.h"
 
 #include <string>
 

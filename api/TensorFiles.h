@@ -2,7 +2,7 @@
 #ifndef TEC_API_TENSORFILES_H
 #define TEC_API_TENSORFILES_H
 
-#include "runtime/Status.h"
+#include "support/Status.h"
 #include "runtime/plan.pb.h"
 
 #include <map>

@@ -2,8 +2,8 @@
 
 #include "ir/TecBuilders.h"
 #include "ir/TecOps.h"
-#include "kernels/common/Window.h"
-#include "runtime/Status.h"
+#include "support/Window.h"
+#include "support/Status.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

@@ -1,12 +1,12 @@
 // Compile-time evaluation of tec ops whose operands are constants (their `fold` hooks): the shape
 // arithmetic, masks and constant subgraphs exporters write become constants, computed with the same
-// per-element math the kernels run (kernels/common), so a folded value equals the one the plan would
+// per-element math the kernels run (support), so a folded value equals the one the plan would
 // compute. Results past kMaxFoldedElements stay ops unless they are splats, so folding never bloats a plan.
 #include "ir/TecFolding.h"
 
-#include "kernels/common/Cast.h"
-#include "kernels/common/Ops.h"
-#include "kernels/common/Scan.h"
+#include "support/Cast.h"
+#include "support/Ops.h"
+#include "support/Scan.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringSwitch.h"

@@ -1,6 +1,6 @@
 #include "ir/TecOps.h"
 #include "ir/TecFolding.h"
-#include "kernels/common/Window.h"
+#include "support/Window.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"

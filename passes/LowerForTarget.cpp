@@ -1,5 +1,5 @@
 #include "passes/Passes.h"
-#include "passes/Targets.h"
+#include "support/Targets.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/BitVector.h"
@@ -131,12 +131,12 @@ struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
   void runOnOperation() override {
     const TargetCapability *cap = lookupTarget(target);
     if (!cap) {
-      getOperation().emitError("unknown target '") << target << "' (sm_90, sm_89, sm_86, sm_80, sm_75, sm_70, cpu)";
+      getOperation().emitError("unknown target '") << target << "' (" << knownTargets() << ")";
       return signalPassFailure();
     }
     const bool keepFp8 = cap->gemms == GemmPrecision::Fp8 || (cap->name == "cpu" && fp8Emulate);
     Type fallback = elementTypeFor(cap->fallback, &getContext());
-    std::string fallbackName = precisionName(cap->fallback).str();
+    std::string fallbackName(precisionName(cap->fallback));
     Builder attrs(&getContext());
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       SmallVector<Fp8GemmOp> fp8Gemms;
@@ -145,7 +145,7 @@ struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
       f.walk([&](LinearOp op) { linears.push_back(op); });
       for (Fp8GemmOp op : fp8Gemms) {
         if (keepFp8) {
-          std::string note = cap->name == "cpu" ? "emulated" : cap->note.str();
+          std::string note = cap->name == "cpu" ? "emulated" : std::string(cap->note);
           auto formats = op->getAttrOfType<StringAttr>(kPrecisionAttrName); // tec-insert-fp8's, e.g. E5M2 x E4M3
           op->setAttr(kPrecisionAttrName,
                       attrs.getStringAttr("fp8: " + (formats ? formats.str() : std::string("E4M3 x E4M3, delayed scaling")) +
@@ -168,7 +168,7 @@ struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
                                        q.getInput(), ArrayRef<int64_t>{1, 0});
         };
         Value y = gemmIn(b, op, unquantized(xq), unquantized(wq), op.getBias(), op.getEpilogueAttr(),
-                         op.getTransposeBAttr(), fallback, fallbackName + ": FP8 asked; " + cap->note.str());
+                         op.getTransposeBAttr(), fallback, fallbackName + ": FP8 asked; " + std::string(cap->note));
         op.replaceAllUsesWith(y);
         op.erase();
       }
@@ -177,7 +177,7 @@ struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
       for (LinearOp op : linears) {
         auto why = op->getAttrOfType<StringAttr>(kPrecisionAttrName);
         std::string precision = fallbackName + ": " + (why ? why.str() : cap->note.empty() ? "the target's precision"
-                                                                                           : cap->note.str());
+                                                                                           : std::string(cap->note));
         if (op.getType().getElementType() == fallback || !llvm::isa<Float32Type>(op.getType().getElementType())) {
           op->setAttr(kPrecisionAttrName, attrs.getStringAttr(precision));
           continue;

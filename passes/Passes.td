@@ -196,7 +196,7 @@ def TecInsertFp8 : Pass<"tec-insert-fp8", "mlir::ModuleOp"> {
 def TecLowerForTarget : Pass<"tec-lower-for-target", "mlir::ModuleOp"> {
   let summary = "Give each GEMM the precision the target's tensor cores have";
   let description = [{
-    Driven by the capability table (`passes/Targets.cpp`), not by scattered checks. On sm_90/sm_89 the
+    Driven by the capability table (`support/Targets.cpp`), not by scattered checks. On sm_90/sm_89 the
     FP8 GEMMs stay and every other GEMM runs in BF16. On sm_80/sm_86 an FP8 GEMM becomes a BF16 one
     (its quantize, amax and delayed-scaling ops, and their state, disappear; an FP8 attention becomes
     tec.attention again on what its quantizes read), as on sm_70/sm_75 in FP16:

@@ -1,5 +1,5 @@
 #include "passes/Passes.h"
-#include "passes/Targets.h"
+#include "support/Targets.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"

@@ -2,7 +2,7 @@
 #ifndef TEC_RUNTIME_BACKEND_H
 #define TEC_RUNTIME_BACKEND_H
 
-#include "runtime/Status.h"
+#include "support/Status.h"
 #include "runtime/plan.pb.h"
 
 #include <memory>

@@ -1,6 +1,6 @@
 #include "runtime/CudaPlugin.h"
 
-#include "kernels/common/LibraryLocations.h"
+#include "support/LibraryLocations.h"
 
 #include <dlfcn.h>
 

@@ -82,4 +82,6 @@ Result<std::string> doctorReport(const std::string &planPath) {
   return report;
 }
 
+std::string cpuBlasConfig() { return kernels::cpu::blas().loaded ? kernels::cpu::blas().config : ""; }
+
 } // namespace tec

@@ -4,7 +4,7 @@
 #ifndef TEC_RUNTIME_DOCTOR_H
 #define TEC_RUNTIME_DOCTOR_H
 
-#include "runtime/Status.h"
+#include "support/Status.h"
 
 #include <string>
 #include <vector>
@@ -25,6 +25,9 @@ struct DoctorFact {
 Result<std::vector<DoctorFact>> doctorFacts(const std::string &planPath = "");
 /// The facts as text, one per line (`tec doctor`).
 Result<std::string> doctorReport(const std::string &planPath = "");
+/// The CPU BLAS the cpu backend's GEMMs use, as its library describes itself ("OpenBLAS 0.3.21 ..."); empty
+/// when none loaded.
+std::string cpuBlasConfig();
 
 } // namespace tec
 

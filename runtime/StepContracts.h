@@ -3,7 +3,7 @@
 #ifndef TEC_RUNTIME_STEPCONTRACTS_H
 #define TEC_RUNTIME_STEPCONTRACTS_H
 
-#include "runtime/Status.h"
+#include "support/Status.h"
 #include "runtime/plan.pb.h"
 
 namespace tec {

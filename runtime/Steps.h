@@ -2,14 +2,14 @@
 #ifndef TEC_RUNTIME_STEPS_H
 #define TEC_RUNTIME_STEPS_H
 
-#include "runtime/Status.h"
+#include "support/Status.h"
 #include "runtime/plan.pb.h"
 
-#include "kernels/common/Activations.h"
-#include "kernels/common/Attention.h"
-#include "kernels/common/Fp8.h"
-#include "kernels/common/Ops.h"
-#include "kernels/common/Window.h"
+#include "support/Activations.h"
+#include "support/Attention.h"
+#include "support/Fp8.h"
+#include "support/Ops.h"
+#include "support/Window.h"
 
 #include <cstdint>
 #include <functional>

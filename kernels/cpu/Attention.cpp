@@ -5,7 +5,7 @@
 #include "kernels/cpu/Clones.h"
 #include "kernels/cpu/CpuKernels.h"
 
-#include "kernels/common/Activations.h"
+#include "support/Activations.h"
 
 #include <algorithm>
 #include <cmath>

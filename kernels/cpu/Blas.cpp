@@ -1,5 +1,5 @@
 #include "kernels/cpu/Blas.h"
-#include "kernels/common/LibraryLocations.h"
+#include "support/LibraryLocations.h"
 #include "kernels/cpu/PackedGemm.h"
 #include "kernels/cpu/ThreadPool.h"
 

@@ -1,8 +1,8 @@
 #include "kernels/cpu/CpuKernels.h"
 
-#include "kernels/common/Cast.h"
-#include "kernels/common/Half.h"
-#include "kernels/common/Scan.h"
+#include "support/Cast.h"
+#include "support/Half.h"
+#include "support/Scan.h"
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/Clones.h"
 #include "kernels/cpu/Dims.h"

@@ -4,11 +4,11 @@
 #ifndef TEC_KERNELS_CPU_CPUKERNELS_H
 #define TEC_KERNELS_CPU_CPUKERNELS_H
 
-#include "kernels/common/Activations.h"
-#include "kernels/common/Attention.h"
-#include "kernels/common/Fp8.h"
-#include "kernels/common/Ops.h"
-#include "kernels/common/Window.h"
+#include "support/Activations.h"
+#include "support/Attention.h"
+#include "support/Fp8.h"
+#include "support/Ops.h"
+#include "support/Window.h"
 #include "kernels/cpu/ThreadPool.h"
 
 #include <algorithm>
@@ -95,7 +95,7 @@ void layerNorm(const float *x, const float *scale, const float *bias, float *y, 
 template <typename T>
 void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<int64_t> &axes, T *y);
 
-// Attention (kernels/common/Attention.h), tiled with an online softmax: memory per thread is one block
+// Attention (support/Attention.h), tiled with an online softmax: memory per thread is one block
 // of scores, never queries x keys. `mask` is null, f32 (additive) or bool, as the shape says.
 /// out and lse [batch, heads, queries] (the softmax's log-normalizer, which the backward pass reuses).
 /// With `layout`, q, k, v and out lie where it says (views of other tensors, read and written in place).
@@ -111,7 +111,7 @@ void attention(const AttentionShape &shape, const float *q, const float *k, cons
 /// and dv over blocks of keys (each written by one task: deterministic, no atomics).
 void attentionGrad(const AttentionShape &shape, const float *dout, const float *q, const float *k, const float *v,
                    const float *out, const float *lse, const void *mask, float *dq, float *dk, float *dv);
-/// FP8 attention (kernels/common/Attention.h's AttentionFp8Scales): q, k, v (and out, dout backward) are
+/// FP8 attention (support/Attention.h's AttentionFp8Scales): q, k, v (and out, dout backward) are
 /// the codes' values, unscaled; outputs are written times their scale, for the cast to FP8. The forward
 /// quantizes normalized probabilities, so it takes two passes over the keys (logsumexp, then p . v).
 AttentionFp8Amaxes attentionFp8(const AttentionShape &shape, const AttentionFp8Scales &scales, const float *q,
@@ -198,7 +198,7 @@ void quantize(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format form
 void quantizeCounting(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format, int64_t &saturated,
                       int64_t &flushed);
 void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format format);
-/// max |x|; the canonical NaN (kernels/common/Fp8.h) if any element is NaN.
+/// max |x|; the canonical NaN (support/Fp8.h) if any element is NaN.
 float amax(const float *x, int64_t n);
 /// quantize (quantizeCounting with counts given) and, in the same pass over x, amax(x).
 float quantizeWithAmax(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format,

@@ -11,7 +11,7 @@
 #ifndef TEC_KERNELS_CPU_DNNLCONV_H
 #define TEC_KERNELS_CPU_DNNLCONV_H
 
-#include "kernels/common/Window.h"
+#include "support/Window.h"
 #include "kernels/cpu/FunctionRef.h"
 
 #include <memory>

@@ -2,7 +2,7 @@
 // point), nothing is linked, so the plugin loads where cuDNN is absent.
 #include "kernels/cuda/Cudnn.h"
 
-#include "kernels/common/LibraryLocations.h"
+#include "support/LibraryLocations.h"
 
 #include <cudnn.h>
 #include <dlfcn.h>

@@ -7,8 +7,8 @@
 #ifndef TEC_KERNELS_CUDA_CUDNN_H
 #define TEC_KERNELS_CUDA_CUDNN_H
 
-#include "kernels/common/Ops.h"
-#include "kernels/common/Window.h"
+#include "support/Ops.h"
+#include "support/Window.h"
 
 #include <cstddef>
 #include <memory>

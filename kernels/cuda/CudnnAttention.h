@@ -5,8 +5,8 @@
 #ifndef TEC_KERNELS_CUDA_CUDNNATTENTION_H
 #define TEC_KERNELS_CUDA_CUDNNATTENTION_H
 
-#include "kernels/common/Attention.h"
-#include "kernels/common/Ops.h"
+#include "support/Attention.h"
+#include "support/Ops.h"
 #include "kernels/cuda/Cudnn.h"
 
 #include <cstddef>

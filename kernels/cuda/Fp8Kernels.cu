@@ -2,8 +2,8 @@
 #include "kernels/cuda/BlockSum.cuh"
 #include "kernels/cuda/LaunchShapes.h"
 
-#include "kernels/common/Activations.h"
-#include "kernels/common/Half.h"
+#include "support/Activations.h"
+#include "support/Half.h"
 
 #include <cfloat>
 #include <cuda_runtime.h>

@@ -1,11 +1,11 @@
 // CUDA FP8 kernels: the GPU twins of kernels/cpu's quantize, dequantize, amax and delayed scaling, on the
-// same per-element math (kernels/common). `stream` is a cudaStream_t; device pointers throughout.
+// same per-element math (support). `stream` is a cudaStream_t; device pointers throughout.
 #ifndef TEC_KERNELS_CUDA_FP8KERNELS_H
 #define TEC_KERNELS_CUDA_FP8KERNELS_H
 
-#include "kernels/common/Activations.h"
-#include "kernels/common/Fp8.h"
-#include "kernels/common/Ops.h"
+#include "support/Activations.h"
+#include "support/Fp8.h"
+#include "support/Ops.h"
 
 #include <cstdint>
 

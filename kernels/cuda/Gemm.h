@@ -4,7 +4,7 @@
 #ifndef TEC_KERNELS_CUDA_GEMM_H
 #define TEC_KERNELS_CUDA_GEMM_H
 
-#include "kernels/common/Ops.h"
+#include "support/Ops.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,10 +1,10 @@
 #include "kernels/cuda/Kernels.h"
 #include "kernels/cuda/BlockSum.cuh"
 
-#include "kernels/common/Cast.h"
-#include "kernels/common/Fp8.h"
-#include "kernels/common/Half.h"
-#include "kernels/common/Scan.h"
+#include "support/Cast.h"
+#include "support/Fp8.h"
+#include "support/Half.h"
+#include "support/Scan.h"
 
 #include <cuda_runtime.h>
 
@@ -455,7 +455,7 @@ __global__ void softmaxKernel(ConstRef x, Ref y, int64_t axis, int64_t inner, bo
   }
 }
 
-/// Attention's score of key j for query row (b, h, i): scale q.k_j, masked (kernels/common/Attention.h).
+/// Attention's score of key j for query row (b, h, i): scale q.k_j, masked (support/Attention.h).
 __device__ float attentionScore(const AttentionShape &a, const float *q, ConstRef k, int64_t keyRow, ConstRef mask,
                                 int64_t maskRow, int64_t j) {
   float s = 0.0f;

@@ -1,15 +1,15 @@
 // CUDA kernels: the GPU twins of kernels/cpu (elementwise, normalization, reductions, data movement,
-// training scalars), on the per-element math of kernels/common. Device pointers throughout; `stream`
+// training scalars), on the per-element math of support. Device pointers throughout; `stream`
 // is a cudaStream_t. Launches only: nothing allocates or synchronizes, so a whole step can be captured
 // into a CUDA Graph. Where an input can be invalid (a label or index out of range) the kernel sets
 // `*error` (a device int) and the caller reports it after the step.
 #ifndef TEC_KERNELS_CUDA_KERNELS_H
 #define TEC_KERNELS_CUDA_KERNELS_H
 
-#include "kernels/common/Activations.h"
-#include "kernels/common/Attention.h"
-#include "kernels/common/Ops.h"
-#include "kernels/common/Window.h"
+#include "support/Activations.h"
+#include "support/Attention.h"
+#include "support/Ops.h"
+#include "support/Window.h"
 #include "kernels/cuda/LaunchShapes.h"
 
 #include <cstdint>
@@ -72,7 +72,7 @@ void softmax(ConstRef x, Ref y, int64_t outer, int64_t axis, int64_t inner, bool
 /// device limit (kMaxAttentionSharedBytes) before it launches.
 size_t attentionSharedBytes(const AttentionShape &shape, bool grad);
 inline constexpr size_t kMaxAttentionSharedBytes = 48 * 1024;
-/// tec's own attention (kernels/common/Attention.h): one block per query row walking the keys with an
+/// tec's own attention (support/Attention.h): one block per query row walking the keys with an
 /// online softmax, as the CPU kernel does; lse [batch, heads, queries]. The fallback where cuDNN has none.
 void attention(const AttentionShape &shape, ConstRef q, ConstRef k, ConstRef v, ConstRef mask, Ref out, float *lse,
                void *stream);
@@ -81,7 +81,7 @@ void attention(const AttentionShape &shape, ConstRef q, ConstRef k, ConstRef v, 
 void attentionGrad(const AttentionShape &shape, ConstRef dout, ConstRef q, ConstRef k, ConstRef v, ConstRef out,
                    const float *lse, ConstRef mask, Ref dq, Ref dk, Ref dv, float *delta, void *stream);
 /// FP8 attention's scales and amaxes: device pointers to f32 scalars, in tec.attention_fp8's (6 scales,
-/// 2 amaxes) or tec.attention_fp8_grad's order (12, 4; see kernels/common/Attention.h). The amaxes must
+/// 2 amaxes) or tec.attention_fp8_grad's order (12, 4; see support/Attention.h). The amaxes must
 /// start at 0 (grid-wide maxima, as quantizeWithAmax's). All null: 16/32-bit attention.
 struct AttentionFp8Args {
   const float *scales[12] = {};

@@ -5,9 +5,8 @@
 #include "api/Compile.h"
 #include "api/Export.h"
 #include "api/Inspect.h"
+#include "api/Runtime.h"
 #include "api/Trainer.h"
-#include "runtime/Doctor.h"
-#include "runtime/Session.h"
 
 #include "llvm/ADT/StringExtras.h"
 

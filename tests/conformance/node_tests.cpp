@@ -10,7 +10,7 @@
 #include "api/Compile.h"
 #include "api/TensorFiles.h"
 
-#include "kernels/common/Half.h"
+#include "support/Half.h"
 #include "runtime/Session.h"
 
 #include "llvm/Support/FileSystem.h"

@@ -3,8 +3,8 @@
 // Float results compare by normalized mean squared error, with a threshold per precision; the FP8
 // kernels (quantize, dequantize, amax, delayed scaling) must match bit for bit. Skipped, visibly, where
 // there is no CUDA device or the plugin does not load.
-#include "kernels/common/Fp8.h"
-#include "kernels/common/Half.h"
+#include "support/Fp8.h"
+#include "support/Half.h"
 #include "runtime/CudaPlugin.h"
 #include "runtime/PlanFile.h"
 #include "runtime/Session.h"

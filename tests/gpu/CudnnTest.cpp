@@ -2,7 +2,7 @@
 // where cuDNN 9 is installed (no GPU needed), and on a GPU each convolution kind, through the algorithm
 // tec chose, and the fused attention forward and backward (kernels/cuda/CudnnAttention.h) match the CPU
 // kernels on seeded data. Skipped (visibly) where cuDNN or a device is missing.
-#include "kernels/common/Half.h"
+#include "support/Half.h"
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cuda/Cudnn.h"

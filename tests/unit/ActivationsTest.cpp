@@ -1,8 +1,8 @@
-// The vectorized activations (kernels/common/Activations.h) through the CPU kernels' loop, against double
+// The vectorized activations (support/Activations.h) through the CPU kernels' loop, against double
 // precision libm, and bit for bit against the same function compiled for the baseline ISA (this file, which
 // calls libm's fmaf where the kernels' AVX2/AVX-512 clones use the FMA instruction): a fused multiply-add is
 // rounded once wherever it runs, so a GEMM epilogue, a folded constant and a GPU kernel agree.
-#include "kernels/common/Ops.h"
+#include "support/Ops.h"
 #include "kernels/cpu/CpuKernels.h"
 
 #include <gtest/gtest.h>

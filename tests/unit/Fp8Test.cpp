@@ -1,7 +1,7 @@
 // FP8, FP16 and BF16 conversions against NVIDIA's own host conversions in cuda_fp8.h / cuda_fp16.h /
 // cuda_bf16.h: every one of the 2^32 float bit patterns, both FP8 formats. Without the CUDA headers
 // these tests are reported skipped.
-#include "kernels/common/Half.h"
+#include "support/Half.h"
 #include "kernels/cpu/CpuKernels.h"
 
 #include <gtest/gtest.h>

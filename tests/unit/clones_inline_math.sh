@@ -1,5 +1,5 @@
 #!/bin/sh
-# The CPU kernels' per-element math (kernels/common/Activations.h) uses fmaf: one instruction in the AVX2 and
+# The CPU kernels' per-element math (support/Activations.h) uses fmaf: one instruction in the AVX2 and
 # AVX-512 clones of a loop (TEC_CPU_CLONES), a libm call per element anywhere built for the baseline ISA. A
 # lambda that a cloned loop calls but does not inline is built for the baseline: so every fmaf call must sit
 # in a baseline clone (".default"), and nowhere else. Usage: clones_inline_math.sh LIBRARY...

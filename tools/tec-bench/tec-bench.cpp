@@ -1,7 +1,6 @@
 // tec-bench: times a compiled plan (inference or training steps) and prints one JSON object. Links the
 // runtime only, no LLVM or MLIR, so that it runs where the compiler cannot be installed (bench/gpu).
-#include "runtime/Doctor.h"
-#include "runtime/Session.h"
+#include "api/Runtime.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,8 +1,6 @@
 // mlir-opt for the tec dialect: runs any tec pass (or pipeline) on a .mlir file; drives the lit tests.
-#include "ir/TecOps.h"
-#include "passes/Passes.h"
+#include "api/Opt.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Debug/Counter.h"
@@ -10,15 +8,11 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 
 int main(int argc, char **argv) {
-  mlir::registerCanonicalizerPass();
-  mlir::registerCSEPass();
-  tec::registerTecPassesAndPipelines();
   mlir::DialectRegistry registry;
-  registry.insert<tec::TecDialect, mlir::func::FuncDialect>();
+  tec::registerTecOpt(registry);
   // mlir-opt's options, parsed here with an error stream: a bad flag or an unknown pass returns instead of
   // exiting 1. Every failure is the command line's or the input's (a missing or malformed file, IR a pass
   // rejects, diagnostics not as expected): exit 2, as tec does for bad input.

@@ -3,7 +3,6 @@
 
 #include "api/Compile.h"
 #include "api/TensorFiles.h"
-#include "runtime/PlanFile.h"
 
 #include <random>
 

@@ -4,7 +4,7 @@
 #define TEC_TOOLS_TEC_CLI_H
 
 #include "api/Inspect.h"
-#include "runtime/Session.h"
+#include "api/Runtime.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringExtras.h"

@@ -4,9 +4,7 @@
 
 #include "api/Compile.h"
 #include "api/TensorFiles.h"
-#include "frontend/Importer.h"
-#include "runtime/Doctor.h"
-#include "runtime/MemoryReport.h"
+
 #include <random>
 
 namespace cl = llvm::cl;

@@ -1,15 +1,14 @@
 // tec model.onnx: compile a model into a plan and print the compile summary (or the IR, --emit).
 #include "Cli.h"
 
-#include "api/Summary.h"
 #include "api/Compile.h"
-#include "ir/TecOps.h"
+#include "api/Summary.h"
+
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "runtime/MemoryReport.h"
 
 using namespace mlir;
 namespace cl = llvm::cl;

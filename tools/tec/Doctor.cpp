@@ -1,8 +1,6 @@
 // tec doctor [plan.tecplan]: what this machine runs, and which variant of a plan.
 #include "Cli.h"
 
-#include "runtime/Doctor.h"
-
 namespace cl = llvm::cl;
 
 namespace cli {

@@ -2,8 +2,6 @@
 #include "Cli.h"
 
 #include "api/Inspect.h"
-#include "runtime/MemoryReport.h"
-#include "runtime/PlanFile.h"
 
 #include <google/protobuf/util/json_util.h>
 

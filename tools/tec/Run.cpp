@@ -4,7 +4,7 @@
 #include "api/Checkpoint.h"
 #include "api/Compile.h"
 #include "api/TensorFiles.h"
-#include "kernels/cpu/Blas.h"
+
 #include "llvm/Support/Path.h"
 
 #include <chrono>
@@ -86,8 +86,8 @@ int run() {
     return code;
   llvm::outs() << "tec run: " << s.selectionReason() << "\n";
   llvm::outs() << "  weights: " << weightsLine(s.plan(), checkpointFolder) << "\n";
-  if (s.backendName() == "cpu" && tec::kernels::cpu::blas().loaded)
-    llvm::outs() << "  blas: " << tec::kernels::cpu::blas().config << "\n";
+  if (const std::string blas = tec::cpuBlasConfig(); s.backendName() == "cpu" && !blas.empty())
+    llvm::outs() << "  blas: " << blas << "\n";
   if (int code = bindInputs(s, runInputs, seed); code)
     return code;
   // Bad data found by a run (an index out of range) is the inputs' fault: name them, exit 2.

@@ -7,7 +7,6 @@
 #include "api/Trainer.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
-#include "runtime/MemoryReport.h"
 
 #include <chrono>
 #include <cmath>

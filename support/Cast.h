@@ -1,11 +1,11 @@
 // Per-element casts between any two element types (ONNX Cast), shared by the CPU and CUDA kernels:
 // through double, so every f32/f16/bf16/fp8/int32 value is exact on the way; float-to-int saturates
 // (C++ leaves out-of-range conversions undefined) and NaN becomes 0.
-#ifndef TEC_KERNELS_COMMON_CAST_H
-#define TEC_KERNELS_COMMON_CAST_H
+#ifndef TEC_SUPPORT_CAST_H
+#define TEC_SUPPORT_CAST_H
 
-#include "kernels/common/Half.h"
-#include "kernels/common/Ops.h"
+#include "support/Half.h"
+#include "support/Ops.h"
 
 #include <cmath>
 #include <cstdint>

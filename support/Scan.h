@@ -1,9 +1,9 @@
 // The running sum along an axis (tec.cumsum), one line at a time: the CPU and CUDA kernels and the
 // compile-time folder all call it, so the three agree on the order of the additions.
-#ifndef TEC_KERNELS_COMMON_SCAN_H
-#define TEC_KERNELS_COMMON_SCAN_H
+#ifndef TEC_SUPPORT_SCAN_H
+#define TEC_SUPPORT_SCAN_H
 
-#include "kernels/common/HostDevice.h"
+#include "support/HostDevice.h"
 
 #include <cstdint>
 

@@ -1,9 +1,9 @@
 // The element types and op kinds the CPU and CUDA kernels share, and the per-element math of the
 // elementwise ops where both backends compute it the same way.
-#ifndef TEC_KERNELS_COMMON_OPS_H
-#define TEC_KERNELS_COMMON_OPS_H
+#ifndef TEC_SUPPORT_OPS_H
+#define TEC_SUPPORT_OPS_H
 
-#include "kernels/common/Activations.h"
+#include "support/Activations.h"
 
 #include <cstddef>
 #include <cstdint>

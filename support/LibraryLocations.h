@@ -2,8 +2,8 @@
 // report the same file. A wheel ships OpenBLAS and oneDNN in its own folder (found next to tec's binary);
 // the CUDA libraries come from the system or from the nvidia-* wheels PyTorch installs (site-packages/
 // nvidia/<package>/lib: cudnn, cublas, cuda_runtime, cuda_nvrtc, or cu13 for CUDA 13's).
-#ifndef TEC_KERNELS_COMMON_LIBRARYLOCATIONS_H
-#define TEC_KERNELS_COMMON_LIBRARYLOCATIONS_H
+#ifndef TEC_SUPPORT_LIBRARYLOCATIONS_H
+#define TEC_SUPPORT_LIBRARYLOCATIONS_H
 
 #include <dlfcn.h>
 #include <glob.h>

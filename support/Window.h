@@ -1,9 +1,9 @@
 // The geometry of 2-D convolutions and pools over [N, C, H, W] (1-D ones are H = 1), shared by the CPU
 // and CUDA kernels so both walk the same windows.
-#ifndef TEC_KERNELS_COMMON_WINDOW_H
-#define TEC_KERNELS_COMMON_WINDOW_H
+#ifndef TEC_SUPPORT_WINDOW_H
+#define TEC_SUPPORT_WINDOW_H
 
-#include "kernels/common/HostDevice.h"
+#include "support/HostDevice.h"
 
 #include <cstdint>
 

@@ -1,10 +1,10 @@
 // FP8 conversions, bit for bit CUDA's __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...): round to nearest
 // even, saturate to the largest finite value, NaN -> 0x7F. Written on float bits (float -> double is
 // exact, so this equals CUDA's double-based host path); tested against it over all 2^32 inputs.
-#ifndef TEC_KERNELS_COMMON_FP8_H
-#define TEC_KERNELS_COMMON_FP8_H
+#ifndef TEC_SUPPORT_FP8_H
+#define TEC_SUPPORT_FP8_H
 
-#include "kernels/common/HostDevice.h"
+#include "support/HostDevice.h"
 
 #include <cstdint>
 #include <cstring>

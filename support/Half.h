@@ -1,8 +1,8 @@
 // IEEE half and bfloat16 storage types with round-to-nearest-even conversions from float.
-#ifndef TEC_KERNELS_COMMON_HALF_H
-#define TEC_KERNELS_COMMON_HALF_H
+#ifndef TEC_SUPPORT_HALF_H
+#define TEC_SUPPORT_HALF_H
 
-#include "kernels/common/Fp8.h"
+#include "support/Fp8.h"
 
 #include <cstdint>
 

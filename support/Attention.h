@@ -1,10 +1,10 @@
 // Scaled dot-product attention's geometry and masking, shared by the CPU kernel and its CUDA twin so that
 // both see the same scores: s[i, j] = scale * q_i . k_j, then the mask, then softmax over j.
-#ifndef TEC_KERNELS_COMMON_ATTENTION_H
-#define TEC_KERNELS_COMMON_ATTENTION_H
+#ifndef TEC_SUPPORT_ATTENTION_H
+#define TEC_SUPPORT_ATTENTION_H
 
-#include "kernels/common/Fp8.h"
-#include "kernels/common/HostDevice.h"
+#include "support/Fp8.h"
+#include "support/HostDevice.h"
 
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 // Errors for the runtime, which links neither LLVM nor MLIR: a status with a message, and a result.
-#ifndef TEC_RUNTIME_STATUS_H
-#define TEC_RUNTIME_STATUS_H
+#ifndef TEC_SUPPORT_STATUS_H
+#define TEC_SUPPORT_STATUS_H
 
 #include <cassert>
 #include <optional>

@@ -1,8 +1,8 @@
 // Activations shared by the CPU and CUDA kernels and the GEMM epilogues.
-#ifndef TEC_KERNELS_COMMON_ACTIVATIONS_H
-#define TEC_KERNELS_COMMON_ACTIVATIONS_H
+#ifndef TEC_SUPPORT_ACTIVATIONS_H
+#define TEC_SUPPORT_ACTIVATIONS_H
 
-#include "kernels/common/HostDevice.h"
+#include "support/HostDevice.h"
 
 #include <cmath>
 #include <cstdint>
