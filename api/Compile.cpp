@@ -425,7 +425,7 @@ std::string compileOptionError(const CompileOptions &options) {
        {optionRangeError("amax-history", p.amaxHistory, 1, 4096), optionRangeError("fp8-margin", p.margin, 0, 64),
         optionRangeError("loss-scale", t.lossScale, 0, 3.4e38),
         optionRangeError("loss-scale-growth-interval", t.growthInterval, 1, maxSteps),
-        optionRangeError("clip-norm", t.clipNorm, 0, 3.4e38), optionRangeError("lr", t.lr, 0, 3.4e38),
+        optionRangeError("clip-norm", t.clipNorm, 0, 3.4e38), optionRangeError("lr", t.learningRate, 0, 3.4e38),
         optionRangeError("warmup-steps", t.warmupSteps, 0, maxSteps),
         optionRangeError("total-steps", t.totalSteps, 1, maxSteps), optionRangeError("accumulate", t.accumulate, 1, 65536),
         optionRangeError("momentum", t.momentum, 0, 0.999999), optionRangeError("beta1", t.beta1, 0, 0.999999),

@@ -20,19 +20,10 @@ namespace tec {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
-/// The training step's loss, optimizer and schedule (`tec model.onnx --train ...`).
-struct TrainOptions {
-  std::string loss = "mse", optimizer = "adamw", schedule = "constant", frozen, trainable;
-  double lr = 1e-3, momentum = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.0, clipNorm = 0.0;
-  bool nesterov = false;
-  int64_t warmupSteps = 0, totalSteps = 1;
-  /// Dynamic loss scaling: the initial scale (0: off; FP16 targets turn it on) and growth interval.
-  double lossScale = 0.0;
-  int64_t growthInterval = 2000;
-  int64_t ignoreIndex = -100; // cross-entropy labels that count for nothing
-  /// Micro-batches whose mean gradient each optimizer update applies (1: every step updates).
-  int64_t accumulate = 1;
-};
+/// The training step's loss, optimizer and schedule (`tec model.onnx --train ...`): tec-build-train-step's
+/// options as Passes.td declares them (names, defaults, descriptions), set by name and handed to the pass
+/// whole, never copied field by field.
+using TrainOptions = TecBuildTrainStepOptions;
 
 /// The passes the pipelines run that `--disable-pass` may leave out.
 const std::vector<std::string> &pipelinePassNames();

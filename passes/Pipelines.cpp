@@ -71,9 +71,7 @@ void buildTrainingPipeline(OpPassManager &pm, const PipelineOptions &options, St
   const TargetCapability *cap = lookupTarget(target);
   if (cap && cap->fallback == GemmPrecision::F16 && t.lossScale == 0.0)
     t.lossScale = 65536.0;
-  pm.addPass(createTecBuildTrainStep({t.loss, t.ignoreIndex, t.optimizer, t.lr, t.schedule, t.warmupSteps, t.totalSteps, t.momentum,
-                                      t.nesterov, t.beta1, t.beta2, t.eps, t.weightDecay, t.clipNorm, t.frozen,
-                                      t.trainable, t.lossScale, t.growthInterval, t.accumulate}));
+  pm.addPass(createTecBuildTrainStep(t));
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   pm.addNestedPass<func::FuncOp>(createCSEPass());
   // On cpu FP8 training is emulated, so only with --fp8-emulate; GPU targets follow their capability.

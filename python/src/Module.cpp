@@ -20,6 +20,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
+#include <set>
 
 namespace nb = nanobind;
 using namespace tec;
@@ -144,13 +145,20 @@ NB_MODULE(_tec, m) {
         options.targets = *resolved;
         auto &p = options.pipeline;
         p.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
+        // Each key names one option; a key no option takes (a name misspelled in tec/__init__.py, a TrainOptions
+        // field without its C++ twin) is an error, not an option silently left at its default.
+        std::set<std::string> unread;
+        for (const auto &[key, value] : strings)
+          unread.insert(key);
+        for (const auto &[key, value] : numbers)
+          unread.insert(key);
         auto str = [&](const char *key, std::string &field) {
           if (auto it = strings.find(key); it != strings.end())
-            field = it->second;
+            field = it->second, unread.erase(key);
         };
         auto num = [&](const char *key, auto &field) {
           if (auto it = numbers.find(key); it != numbers.end())
-            field = static_cast<std::remove_reference_t<decltype(field)>>(it->second);
+            field = static_cast<std::remove_reference_t<decltype(field)>>(it->second), unread.erase(key);
         };
         str("fp8", p.fp8), str("keep_precision", p.keepPrecision), str("fp8_format", p.fp8Format),
             str("amax_algo", p.amaxAlgo);
@@ -159,10 +167,12 @@ NB_MODULE(_tec, m) {
         auto &t = p.train;
         str("loss", t.loss), str("optimizer", t.optimizer), str("schedule", t.schedule), str("frozen", t.frozen),
             str("trainable", t.trainable);
-        num("lr", t.lr), num("momentum", t.momentum), num("beta1", t.beta1), num("beta2", t.beta2), num("eps", t.eps),
+        num("lr", t.learningRate), num("momentum", t.momentum), num("beta1", t.beta1), num("beta2", t.beta2), num("eps", t.eps),
             num("weight_decay", t.weightDecay), num("clip_norm", t.clipNorm), num("nesterov", t.nesterov),
             num("warmup_steps", t.warmupSteps), num("total_steps", t.totalSteps), num("loss_scale", t.lossScale),
             num("loss_scale_growth_interval", t.growthInterval), num("ignore_index", t.ignoreIndex), num("accumulate", t.accumulate);
+        if (!unread.empty())
+          throw nb::type_error(("compile: unknown option '" + *unread.begin() + "'").c_str());
         options.train = train;
         std::optional<ApiError> error;
         std::string summary;

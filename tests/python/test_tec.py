@@ -363,6 +363,24 @@ def test_export_writes_the_trained_weights(tmp_path, data):
     assert any(not np.array_equal(before[k], after[k]) for k in before)  # one AdamW step moved the weights
 
 
+def test_a_misspelled_option_raises_instead_of_being_ignored(tmp_path):
+    # Python's own keywords: compile(), TrainOptions and from_torch's compile options.
+    with pytest.raises(TypeError, match="fp8_fromat"):
+        tec.compile(MLP, targets="cpu", fp8_fromat="e4m3")
+    with pytest.raises(TypeError, match="lrr"):
+        tec.TrainOptions(lrr=0.1)
+    # Underneath, the extension takes named options as dicts: a key no option takes is a TypeError there too
+    # (a name the Python layer and the C++ options disagree on would otherwise be dropped silently).
+    plan = str(tmp_path / "p.tecplan")
+    with pytest.raises(TypeError, match="unknown option 'amax_algorithm'"):
+        tec._tec.compile_to_file(MLP, False, plan, {}, ["cpu"], {"amax_algorithm": "max"}, {}, False, [])
+    with pytest.raises(TypeError, match="unknown option 'learning_rate'"):
+        tec._tec.compile_to_file(MLP, False, plan, {}, ["cpu"], {}, {"learning_rate": 0.1}, True, [])
+    # Every key the Python layer sends is one the extension takes: a training compile with every option set.
+    options = tec.TrainOptions(loss="l1", optimizer="sgd", lr=0.05, momentum=0.9, nesterov=True, clip_norm=1.0)
+    assert tec.compile(MLP, targets="cpu", train=options, fp8_format="e4m3", amax_algo="most_recent").summary()
+
+
 def test_models_as_bytes_and_protos_compile_alike(tmp_path):
     proto = onnx.load(MLP)
     x = np.random.default_rng(1).standard_normal((64, 256)).astype(np.float32)

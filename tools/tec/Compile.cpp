@@ -212,11 +212,26 @@ tec::CompileOptions compileOptionsFromFlags() {
   options.pipeline.fp8Emulate = fp8Emulate;
   options.pipeline.fp8Attention = fp8Attention;
   options.train = train;
-  options.pipeline.train = {lossName, optimizerName, lrSchedule, frozenParams, trainableParams, lr, momentum,
-                            beta1,    beta2,         adamEps,    weightDecay,  clipNorm,   nesterov,
-                            warmupSteps, totalSteps, lossScaleInit, growthInterval};
-  options.pipeline.train.ignoreIndex = ignoreIndex;
-  options.pipeline.train.accumulate = accumulateSteps;
+  tec::TrainOptions &t = options.pipeline.train;
+  t.loss = lossName;
+  t.ignoreIndex = ignoreIndex;
+  t.optimizer = optimizerName;
+  t.learningRate = lr;
+  t.schedule = lrSchedule;
+  t.warmupSteps = warmupSteps;
+  t.totalSteps = totalSteps;
+  t.momentum = momentum;
+  t.nesterov = nesterov;
+  t.beta1 = beta1;
+  t.beta2 = beta2;
+  t.eps = adamEps;
+  t.weightDecay = weightDecay;
+  t.clipNorm = clipNorm;
+  t.frozen = frozenParams;
+  t.trainable = trainableParams;
+  t.lossScale = lossScaleInit;
+  t.growthInterval = growthInterval;
+  t.accumulate = accumulateSteps;
   options.maxFoldBytes = maxFoldBytes;
   return options;
 }
