@@ -19,37 +19,8 @@ public:
 
   Status check() {
     static const std::unordered_map<std::string, std::function<std::string(Contract &)>> contracts = {
-        {"add", &Contract::binary}, {"sub", &Contract::binary}, {"mul", &Contract::binary},
-        {"div", &Contract::binary}, {"pow", &Contract::binary}, {"max", &Contract::binary},
-        {"min", &Contract::binary}, {"mod", &Contract::binary}, {"swiglu", &Contract::floatBinary}, {"compare", &Contract::compare},
-        {"relu", &Contract::unary},
-        {"tanh", &Contract::unary}, {"sigmoid", &Contract::unary}, {"erf", &Contract::unary},
-        {"sqrt", &Contract::unary}, {"gelu", &Contract::unary}, {"exp", &Contract::unary},
-        {"abs", &Contract::unary}, {"sign", &Contract::unary}, {"neg", &Contract::unary},
-        {"reciprocal", &Contract::unary}, {"log", &Contract::unary}, {"sin", &Contract::unary},
-        {"cos", &Contract::unary}, {"softplus", &Contract::unary}, {"silu", &Contract::unary}, {"hard_swish", &Contract::unary}, {"floor", &Contract::unary},
-        {"ceil", &Contract::unary}, {"where", &Contract::where},
-        {"relu_grad", &Contract::activationGrad}, {"gelu_grad", &Contract::activationGrad},
-        {"lr_schedule", &Contract::scalars<2, 1>}, {"clip_coefficient", &Contract::scalars<1, 1>},
-        {"loss_scale_update", &Contract::scalars<3, 2>}, {"one_hot", &Contract::oneHot},
-        {"all_finite", &Contract::allFinite}, {"cast", &Contract::cast}, {"softmax", &Contract::alongAxis},
-        {"log_softmax", &Contract::alongAxis}, {"layer_norm", &Contract::layerNorm}, {"rms_norm", &Contract::layerNorm},
-        {"attention", &Contract::attention}, {"attention_grad", &Contract::attention},
-        {"attention_fp8", &Contract::attention}, {"attention_fp8_grad", &Contract::attention},
-        {"reduce_mean", &Contract::reduce}, {"reduce_sum", &Contract::reduce},
-        {"reduce_max", &Contract::reduce}, {"reduce_min", &Contract::reduce}, {"reduce_prod", &Contract::reduce}, {"matmul", &Contract::matmul},
-        {"gemm", &Contract::gemm}, {"linear", &Contract::linear}, {"transpose", &Contract::transpose},
-        {"expand", &Contract::expand}, {"concat", &Contract::concat}, {"split", &Contract::split},
-        {"slice", &Contract::slice}, {"gather", &Contract::gather}, {"copy", &Contract::copy},
-        {"gather_elements", &Contract::gatherElements}, {"scatter_add", &Contract::scatterAdd},
-        {"conv", &Contract::window}, {"conv_input_grad", &Contract::window}, {"conv_weight_grad", &Contract::window},
-        {"pool", &Contract::window}, {"pool_grad", &Contract::window}, {"arg_reduce", &Contract::argReduce},
-        {"cumsum", &Contract::cumSum},
-        {"quantize", &Contract::quantize}, {"dequantize", &Contract::dequantize}, {"amax", &Contract::amax},
-        {"cast_fp8", &Contract::castFp8}, {"layer_norm_fp8", &Contract::layerNormFp8},
-        {"cast_fp8_dbias", &Contract::castFp8BiasGrad},
-        {"fp8_gemm", &Contract::fp8Gemm}, {"delayed_scaling", &Contract::delayedScaling},
-        {"optimizer_update", &Contract::optimizerUpdate},
+#define TEC_KERNEL(name, contract, compiler) {#name, &Contract::contract},
+#include "runtime/Kernels.def"
     };
     auto it = contracts.find(s.kernel());
     std::string why = it == contracts.end() ? "no such kernel" : writableOutputs();
@@ -167,6 +138,9 @@ private:
         return "'" + buf(in(k)).name() + "' does not broadcast to " + text(shape(out(0)));
     return "";
   }
+  std::string scalars2to1() { return scalars<2, 1>(); }
+  std::string scalars1to1() { return scalars<1, 1>(); }
+  std::string scalars3to2() { return scalars<3, 2>(); }
   template <int Ins, int Outs> std::string scalars() {
     if (auto e = arity(Ins, Ins, Outs, Outs); !e.empty())
       return e;

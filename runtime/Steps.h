@@ -170,50 +170,13 @@ inline kernels::ActivationGradKind activationGradKind(const plan::Step &s) {
                                                    : kernels::ActivationGradKind::Gelu;
 }
 
-/// Every plan kernel and the member of backend B that compiles it: one table for all backends, so
-/// that a kernel added to one is a compile error in the other until it is there too. B befriends this.
+/// Every plan kernel and the member of backend B that compiles it (runtime/Kernels.def): one table for all
+/// backends, so that a kernel added to one is a compile error in the other until it is there too. B
+/// befriends this.
 template <class B> const std::unordered_map<std::string, Status (B::*)(const plan::Step &)> &stepCompilers() {
   static const std::unordered_map<std::string, Status (B::*)(const plan::Step &)> table = {
-      {"add", &B::binary},         {"sub", &B::binary},
-      {"mul", &B::binary},         {"div", &B::binary},
-      {"pow", &B::binary},         {"max", &B::binary}, {"swiglu", &B::binary},
-      {"min", &B::binary},         {"mod", &B::binary},
-      {"compare", &B::compare},    {"relu", &B::unary},
-      {"tanh", &B::unary},         {"sigmoid", &B::unary},
-      {"erf", &B::unary},          {"sqrt", &B::unary},
-      {"gelu", &B::unary},         {"exp", &B::unary},
-      {"abs", &B::unary},          {"sign", &B::unary},
-      {"neg", &B::unary},          {"reciprocal", &B::unary},
-      {"log", &B::unary},          {"sin", &B::unary},
-      {"cos", &B::unary},          {"softplus", &B::unary},     {"hard_swish", &B::unary},
-      {"silu", &B::unary},
-      {"floor", &B::unary},        {"ceil", &B::unary},
-      {"where", &B::where},        {"relu_grad", &B::activationGrad},
-      {"gelu_grad", &B::activationGrad}, {"lr_schedule", &B::lrSchedule},
-      {"one_hot", &B::oneHot},     {"clip_coefficient", &B::clipCoefficient},
-      {"all_finite", &B::allFinite}, {"loss_scale_update", &B::lossScaleUpdate},
-      {"cast", &B::cast},          {"softmax", &B::softmax},
-      {"log_softmax", &B::softmax}, {"layer_norm", &B::layerNorm}, {"rms_norm", &B::layerNorm},
-      {"attention", &B::attention}, {"attention_grad", &B::attention},
-      {"attention_fp8", &B::attention}, {"attention_fp8_grad", &B::attention},
-      {"reduce_mean", &B::reduce}, {"reduce_sum", &B::reduce},
-      {"reduce_max", &B::reduce},  {"reduce_min", &B::reduce},
-      {"reduce_prod", &B::reduce},
-      {"matmul", &B::matmul},      {"gemm", &B::gemm},
-      {"linear", &B::linear},      {"transpose", &B::transpose},
-      {"expand", &B::expand},      {"concat", &B::concat},
-      {"split", &B::split},        {"slice", &B::slice},
-      {"gather", &B::gather},      {"copy", &B::copy},
-      {"gather_elements", &B::gatherElements}, {"scatter_add", &B::scatterAdd},
-      {"conv", &B::window},        {"conv_input_grad", &B::window},
-      {"conv_weight_grad", &B::window}, {"pool", &B::window},
-      {"pool_grad", &B::window},   {"arg_reduce", &B::argReduce},
-      {"cumsum", &B::cumSum},
-      {"quantize", &B::quantize},  {"dequantize", &B::dequantize},
-      {"cast_fp8", &B::castFp8},   {"layer_norm_fp8", &B::layerNormFp8},
-      {"cast_fp8_dbias", &B::castFp8BiasGrad},
-      {"amax", &B::amax},          {"fp8_gemm", &B::fp8Gemm},
-      {"delayed_scaling", &B::delayedScaling}, {"optimizer_update", &B::optimizerUpdate},
+#define TEC_KERNEL(name, contract, compiler) {#name, &B::compiler},
+#include "runtime/Kernels.def"
   };
   return table;
 }
