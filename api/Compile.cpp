@@ -422,7 +422,7 @@ std::string compileOptionError(const CompileOptions &options) {
       !e.empty())
     return e;
   for (const std::string &e :
-       {optionRangeError("amax-history", p.amaxHistory, 1, 4096), optionRangeError("fp8-margin", p.margin, 0, 64),
+       {optionRangeError("amax-history", p.fp8.amaxHistory, 1, 4096), optionRangeError("fp8-margin", p.fp8.margin, 0, 64),
         optionRangeError("loss-scale", t.lossScale, 0, 3.4e38),
         optionRangeError("loss-scale-growth-interval", t.growthInterval, 1, maxSteps),
         optionRangeError("clip-norm", t.clipNorm, 0, 3.4e38), optionRangeError("lr", t.learningRate, 0, 3.4e38),
@@ -430,13 +430,11 @@ std::string compileOptionError(const CompileOptions &options) {
         optionRangeError("total-steps", t.totalSteps, 1, maxSteps), optionRangeError("accumulate", t.accumulate, 1, 65536),
         optionRangeError("momentum", t.momentum, 0, 0.999999), optionRangeError("beta1", t.beta1, 0, 0.999999),
         optionRangeError("beta2", t.beta2, 0, 0.999999), optionRangeError("eps", t.eps, 1e-30, 1),
-        optionRangeError("weight-decay", t.weightDecay, 0, 1e6), optionChoiceError("fp8", p.fp8, {"auto", "all", "none"}),
-        optionChoiceError("fp8-format", p.fp8Format, {"hybrid", "e4m3"}),
-        optionChoiceError("amax-algo", p.amaxAlgo, {"max", "most_recent"}),
+        optionRangeError("weight-decay", t.weightDecay, 0, 1e6),
         optionChoiceError("loss", t.loss, {"mse", "l1", "cross-entropy"}),
         optionChoiceError("optimizer", t.optimizer, {"sgd", "adamw"}),
         optionChoiceError("schedule", t.schedule, {"constant", "warmup", "cosine"}),
-        optionRegexError("keep-precision", p.keepPrecision), optionRegexError("frozen", t.frozen),
+        optionRegexError("keep-precision", p.fp8.keepPrecision), optionRegexError("frozen", t.frozen),
         optionRegexError("trainable", t.trainable)})
     if (!e.empty())
       return e;

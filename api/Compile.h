@@ -77,6 +77,18 @@ struct ApiError {
 /// when it holds.
 std::string optionRangeError(const char *flag, double value, double lo, double hi);
 std::string optionChoiceError(const char *flag, const std::string &value, std::initializer_list<const char *> allowed);
+/// `--flag VALUE` as one of E's choices (ChoiceNames, passes/Passes.h) into `out`: "" when it names one, else the
+/// error naming the flag ("--fp8 maybe: expected one of auto, all, none").
+template <class E> std::string readChoiceOption(const char *flag, const std::string &value, E &out) {
+  if (std::optional<E> choice = parseChoice<E>(value)) {
+    out = *choice;
+    return "";
+  }
+  std::string list;
+  for (const auto &[name, choice] : ChoiceNames<E>::values)
+    list += (list.empty() ? "" : ", ") + std::string(name);
+  return "--" + std::string(flag) + " " + value + ": expected one of " + list;
+}
 
 /// The first option of `options` outside its range (FP8 recipe, loss, optimizer, schedule, passes), or empty.
 std::string compileOptionError(const CompileOptions &options);

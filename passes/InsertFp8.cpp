@@ -20,7 +20,7 @@ namespace {
 constexpr int64_t kMinFp8MultiplyAdds = int64_t(1) << 22;
 
 struct Fp8Policy {
-  StringRef mode;        // auto | all | none
+  Fp8Mode mode;
   StringRef keepPattern; // --keep-precision: node-name regex
 };
 
@@ -28,7 +28,7 @@ struct Fp8Policy {
 /// with 16-byte-aligned leading dimensions: K and N must be multiples of 16. Then the user's policy:
 /// --fp8=none, --keep-precision, and under --fp8=auto the size threshold above.
 std::string fp8Blocker(LinearOp op, const Fp8Policy &policy) {
-  if (policy.mode == "none")
+  if (policy.mode == Fp8Mode::None)
     return "--fp8=none";
   auto w = op.getWeight().getType();
   int64_t k = op.getTransposeB() ? w.getDimSize(1) : w.getDimSize(0);
@@ -42,7 +42,7 @@ std::string fp8Blocker(LinearOp op, const Fp8Policy &policy) {
       if (keep.match(name))
         return "kept by --keep-precision (" + name + ")";
   }
-  if (policy.mode == "auto" && m * n * k < kMinFp8MultiplyAdds)
+  if (policy.mode == Fp8Mode::Auto && m * n * k < kMinFp8MultiplyAdds)
     return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
            " is too small for FP8 to pay (--fp8=all forces it)";
   return "";
@@ -51,7 +51,7 @@ std::string fp8Blocker(LinearOp op, const Fp8Policy &policy) {
 /// Why an attention stays in higher precision, or "" when it may run in FP8: asked for (`attention`), then
 /// the policy, and under `fp8=auto` the size threshold of GEMMs over its two products.
 std::string fp8AttentionBlocker(AttentionOp op, const Fp8Policy &policy) {
-  if (policy.mode == "none")
+  if (policy.mode == Fp8Mode::None)
     return "--fp8=none";
   if (!policy.keepPattern.empty()) {
     llvm::Regex keep(policy.keepPattern);
@@ -61,7 +61,7 @@ std::string fp8AttentionBlocker(AttentionOp op, const Fp8Policy &policy) {
   }
   auto q = op.getQuery().getType(), k = op.getKey().getType(), v = op.getValue().getType();
   const int64_t macs = q.getNumElements() / q.getDimSize(3) * k.getDimSize(2) * (q.getDimSize(3) + v.getDimSize(3));
-  if (policy.mode == "auto" && macs < kMinFp8MultiplyAdds)
+  if (policy.mode == Fp8Mode::Auto && macs < kMinFp8MultiplyAdds)
     return std::to_string(macs) + " multiply-adds are too few for FP8 to pay (--fp8=all forces it)";
   return "";
 }
@@ -142,7 +142,7 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
     f.walk([&](AttentionOp op) { attentions.push_back(op); });
     Builder attrs(f.getContext());
     auto scalar = RankedTensorType::get({}, attrs.getF32Type());
-    Type e4m3 = attrs.getFloat8E4M3FNType(), grads = format == "hybrid" ? Type(attrs.getFloat8E5M2Type()) : e4m3;
+    Type e4m3 = attrs.getFloat8E4M3FNType(), grads = format == Fp8FormatPolicy::Hybrid ? Type(attrs.getFloat8E5M2Type()) : e4m3;
     for (auto [i, att] : llvm::enumerate(attentions)) {
       if (std::string why = fp8AttentionBlocker(att, policy); !why.empty()) {
         att->setAttr(kPrecisionAttrName, attrs.getStringAttr(why));
@@ -197,15 +197,11 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
   }
 
   void runOnOperation() override {
-    if (fp8 != "auto" && fp8 != "all" && fp8 != "none") {
-      getOperation().emitError("expected --fp8=auto|all|none, got '") << fp8 << "'";
-      return signalPassFailure();
-    }
     if (!keepPrecision.empty() && !llvm::Regex(keepPrecision).isValid()) {
       getOperation().emitError("--keep-precision is not a valid regex: '") << keepPrecision << "'";
       return signalPassFailure();
     }
-    Fp8Policy policy{fp8, keepPrecision};
+    Fp8Policy policy{mode, keepPrecision};
     Builder attrs(&getContext());
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       SmallVector<LinearOp> linears;
@@ -271,7 +267,7 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
         // Backward GEMMs (from autodiff) quantize their gradient operand to E5M2 under HYBRID.
         auto role = linear->getAttrOfType<StringAttr>(kGemmRoleAttrName);
         auto gradOperand = linear->getAttrOfType<IntegerAttr>(kGradOperandAttrName);
-        bool hybrid = format == "hybrid";
+        bool hybrid = format == Fp8FormatPolicy::Hybrid;
         auto operandName = [&](int operand) {
           if (!role)
             return layer + (operand == 0 ? "/input" : "/weight");
@@ -305,7 +301,7 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
         auto scalar = s.scale.getType();
         auto next = b.create<DelayedScalingOp>(u.amax.getLoc(), TypeRange{s.history.getType(), scalar, scalar},
                                                s.history, s.scale, u.amax, b.getF32FloatAttr(s.fp8Max),
-                                               b.getI64IntegerAttr(margin), b.getStringAttr(algo));
+                                               b.getI64IntegerAttr(margin), b.getStringAttr(choiceName(algo.getValue())));
         for (auto [i, state] : llvm::enumerate(std::array<Value, 3>{s.history, s.scale, s.scaleInv})) {
           results.push_back(next.getResult(i));
           stateArgs.push_back(llvm::cast<BlockArgument>(state).getArgNumber());

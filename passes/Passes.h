@@ -8,11 +8,47 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tec {
+
+/// --fp8: FP8 GEMMs where the cost model says they pay (auto), wherever eligible (all), or nowhere (none).
+enum class Fp8Mode { Auto, All, None };
+/// --fp8-format: hybrid (E4M3 forward, E5M2 gradients: Transformer Engine's HYBRID) or E4M3 everywhere.
+enum class Fp8FormatPolicy { Hybrid, E4M3 };
+/// --amax-algo: each scale from its history's largest amax, or from the most recent one.
+enum class AmaxAlgo { Max, MostRecent };
+
+/// Each choice's name as the CLI, the Python package and the IR spell it (tec-opt's, in Passes.td, alike).
+template <class E> struct ChoiceNames;
+template <> struct ChoiceNames<Fp8Mode> {
+  static constexpr std::pair<const char *, Fp8Mode> values[] = {
+      {"auto", Fp8Mode::Auto}, {"all", Fp8Mode::All}, {"none", Fp8Mode::None}};
+};
+template <> struct ChoiceNames<Fp8FormatPolicy> {
+  static constexpr std::pair<const char *, Fp8FormatPolicy> values[] = {{"hybrid", Fp8FormatPolicy::Hybrid},
+                                                                        {"e4m3", Fp8FormatPolicy::E4M3}};
+};
+template <> struct ChoiceNames<AmaxAlgo> {
+  static constexpr std::pair<const char *, AmaxAlgo> values[] = {{"max", AmaxAlgo::Max},
+                                                                 {"most_recent", AmaxAlgo::MostRecent}};
+};
+template <class E> const char *choiceName(E value) {
+  for (const auto &[name, v] : ChoiceNames<E>::values)
+    if (v == value)
+      return name;
+  return "?";
+}
+template <class E> std::optional<E> parseChoice(llvm::StringRef name) {
+  for (const auto &[n, v] : ChoiceNames<E>::values)
+    if (name == n)
+      return v;
+  return std::nullopt;
+}
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
@@ -35,17 +71,11 @@ struct PipelineOptions {
   std::set<std::string> disabledPasses;
   /// Let an erf GELU use cuBLASLt's tanh GELU epilogue (`--fast-gelu`).
   bool fastGelu = false;
-  /// FP8 policy (`--fp8`, `--keep-precision`) and delayed scaling (`--amax-history`, `--margin`, `--algo`).
-  std::string fp8 = "auto";
-  std::string keepPrecision;
-  int64_t amaxHistory = 1024, margin = 0;
-  std::string amaxAlgo = "max";
-  /// hybrid: gradients in E5M2 (training); e4m3: everywhere.
-  std::string fp8Format = "hybrid";
+  /// FP8 policy (`--fp8`, `--keep-precision`), delayed scaling (`--amax-history`, `--fp8-margin`,
+  /// `--amax-algo`), formats (`--fp8-format`) and attention (`--fp8-attention`): tec-insert-fp8's options.
+  TecInsertFp8Options fp8;
   /// On the cpu target, keep FP8 GEMMs, emulated (`--fp8-emulate`).
   bool fp8Emulate = false;
-  /// Attention in FP8 too (`--fp8-attention`, Transformer Engine's fp8_dpa; off by default, as there).
-  bool fp8Attention = false;
   /// Building a training step: GELU stays out of GEMM epilogues (its gradient needs the input).
   bool training = false;
   TrainOptions train;

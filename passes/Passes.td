@@ -179,14 +179,21 @@ def TecInsertFp8 : Pass<"tec-insert-fp8", "mlir::ModuleOp"> {
     gradients of Q, K and V, dequantized for their readers.
   }];
   let options = [
-    Option<"fp8", "fp8", "std::string", "\"auto\"", "auto | all | none">,
+    Option<"mode", "fp8", "::tec::Fp8Mode", "::tec::Fp8Mode::Auto", "auto | all | none",
+           [{::llvm::cl::values(clEnumValN(::tec::Fp8Mode::Auto, "auto", "where the cost model says FP8 pays"),
+                                clEnumValN(::tec::Fp8Mode::All, "all", "every eligible GEMM"),
+                                clEnumValN(::tec::Fp8Mode::None, "none", "no GEMM"))}]>,
     Option<"keepPrecision", "keep-precision", "std::string", "\"\"",
            "regex of ONNX node names whose GEMMs stay in higher precision">,
     Option<"amaxHistory", "amax-history", "int64_t", "1024", "length of each amax history">,
     Option<"margin", "margin", "int64_t", "0", "delayed scaling margin (scale /= 2^margin)">,
-    Option<"algo", "algo", "std::string", "\"max\"", "amax from the history: max | most_recent">,
-    Option<"format", "format", "std::string", "\"hybrid\"",
-           "hybrid (E5M2 for the gradient operand of backward GEMMs) | e4m3 (everywhere)">,
+    Option<"algo", "algo", "::tec::AmaxAlgo", "::tec::AmaxAlgo::Max", "amax from the history: max | most_recent",
+           [{::llvm::cl::values(clEnumValN(::tec::AmaxAlgo::Max, "max", "the history's largest"),
+                                clEnumValN(::tec::AmaxAlgo::MostRecent, "most_recent", "the latest"))}]>,
+    Option<"format", "format", "::tec::Fp8FormatPolicy", "::tec::Fp8FormatPolicy::Hybrid",
+           "hybrid (E5M2 for the gradient operand of backward GEMMs) | e4m3 (everywhere)",
+           [{::llvm::cl::values(clEnumValN(::tec::Fp8FormatPolicy::Hybrid, "hybrid", "E5M2 gradients"),
+                                clEnumValN(::tec::Fp8FormatPolicy::E4M3, "e4m3", "E4M3 everywhere"))}]>,
     Option<"attention", "attention", "bool", "false",
            "attention in FP8 too (tec.attention_fp8 and its gradient)">
   ];

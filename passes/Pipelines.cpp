@@ -34,10 +34,8 @@ void buildInferencePipeline(OpPassManager &pm, const PipelineOptions &options) {
 
 void buildTargetPipeline(OpPassManager &pm, const PipelineOptions &options, StringRef target) {
   auto enabled = [&](StringRef arg) { return !options.disabledPasses.count(arg.str()); };
-  if (enabled("tec-insert-fp8") && options.fp8 != "none")
-    pm.addPass(createTecInsertFp8(
-        {options.fp8, options.keepPrecision, options.amaxHistory, options.margin, options.amaxAlgo, options.fp8Format,
-                                   options.fp8Attention}));
+  if (enabled("tec-insert-fp8") && options.fp8.mode != Fp8Mode::None)
+    pm.addPass(createTecInsertFp8(options.fp8));
   if (enabled("tec-lower-for-target"))
     pm.addPass(createTecLowerForTarget({target.str(), options.fp8Emulate}));
   // GPU targets keep activations in 16 bits; the CPU computes in f32 (its BF16 would only emulate).
@@ -54,7 +52,7 @@ void buildTargetPipeline(OpPassManager &pm, const PipelineOptions &options, Stri
     pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   if (enabled("cse"))
     pm.addNestedPass<func::FuncOp>(createCSEPass());
-  const bool keepsFp8 = cap && options.fp8 != "none" &&
+  const bool keepsFp8 = cap && options.fp8.mode != Fp8Mode::None &&
                         (cap->gemms == GemmPrecision::Fp8 || (cap->name == "cpu" && options.fp8Emulate));
   if (enabled("tec-fuse-quantize") && keepsFp8)
     pm.addNestedPass<func::FuncOp>(createTecFuseQuantize());
@@ -75,7 +73,7 @@ void buildTrainingPipeline(OpPassManager &pm, const PipelineOptions &options, St
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   pm.addNestedPass<func::FuncOp>(createCSEPass());
   // On cpu FP8 training is emulated, so only with --fp8-emulate; GPU targets follow their capability.
-  if (target != "cpu" || (options.fp8 != "none" && options.fp8Emulate))
+  if (target != "cpu" || (options.fp8.mode != Fp8Mode::None && options.fp8Emulate))
     buildTargetPipeline(pm, forward, target);
 }
 

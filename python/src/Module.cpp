@@ -160,10 +160,18 @@ NB_MODULE(_tec, m) {
           if (auto it = numbers.find(key); it != numbers.end())
             field = static_cast<std::remove_reference_t<decltype(field)>>(it->second), unread.erase(key);
         };
-        str("fp8", p.fp8), str("keep_precision", p.keepPrecision), str("fp8_format", p.fp8Format),
-            str("amax_algo", p.amaxAlgo);
-        num("amax_history", p.amaxHistory), num("fp8_margin", p.margin), num("fast_gelu", p.fastGelu),
-            num("fp8_emulate", p.fp8Emulate), num("fp8_attention", p.fp8Attention);
+        auto choice = [&](const char *key, const char *flag, auto &field) {
+          if (auto it = strings.find(key); it != strings.end()) {
+            unread.erase(key);
+            if (std::string e = readChoiceOption(flag, it->second, field); !e.empty())
+              throw CompileFailure{"bad_input", e};
+          }
+        };
+        choice("fp8", "fp8", p.fp8.mode), choice("fp8_format", "fp8-format", p.fp8.format),
+            choice("amax_algo", "amax-algo", p.fp8.algo);
+        str("keep_precision", p.fp8.keepPrecision);
+        num("amax_history", p.fp8.amaxHistory), num("fp8_margin", p.fp8.margin), num("fast_gelu", p.fastGelu),
+            num("fp8_emulate", p.fp8Emulate), num("fp8_attention", p.fp8.attention);
         auto &t = p.train;
         str("loss", t.loss), str("optimizer", t.optimizer), str("schedule", t.schedule), str("frozen", t.frozen),
             str("trainable", t.trainable);

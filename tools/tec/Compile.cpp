@@ -198,19 +198,27 @@ int writeCudaProgram(const tec::plan::Plan &plan, const std::string &planPath) {
   return 0;
 }
 
+/// The FP8 flags as tec-insert-fp8's options: "" when each choice flag names a choice, else its error.
+std::string readFp8Flags(tec::TecInsertFp8Options &fp8) {
+  fp8.keepPrecision = keepPrecision;
+  fp8.amaxHistory = amaxHistory;
+  fp8.margin = fp8Margin;
+  fp8.attention = fp8Attention;
+  for (const std::string &e : {tec::readChoiceOption("fp8", fp8Policy, fp8.mode),
+                               tec::readChoiceOption("fp8-format", fp8Format, fp8.format),
+                               tec::readChoiceOption("amax-algo", amaxAlgo, fp8.algo)})
+    if (!e.empty())
+      return e;
+  return "";
+}
+
 /// The compile flags as the API's options (the model's inputs and the targets aside).
 tec::CompileOptions compileOptionsFromFlags() {
   tec::CompileOptions options;
   options.pipeline.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
   options.pipeline.fastGelu = fastGelu;
-  options.pipeline.fp8 = fp8Policy;
-  options.pipeline.keepPrecision = keepPrecision;
-  options.pipeline.amaxHistory = amaxHistory;
-  options.pipeline.fp8Format = fp8Format;
-  options.pipeline.margin = fp8Margin;
-  options.pipeline.amaxAlgo = amaxAlgo;
+  readFp8Flags(options.pipeline.fp8); // its errors: compileFlagsError, checked before anything compiles
   options.pipeline.fp8Emulate = fp8Emulate;
-  options.pipeline.fp8Attention = fp8Attention;
   options.train = train;
   tec::TrainOptions &t = options.pipeline.train;
   t.loss = lossName;
@@ -298,6 +306,11 @@ int compile() {
   return 0;
 }
 
-std::string compileFlagsError() { return tec::compileOptionError(compileOptionsFromFlags()); }
+std::string compileFlagsError() {
+  tec::CompileOptions options = compileOptionsFromFlags();
+  if (std::string e = readFp8Flags(options.pipeline.fp8); !e.empty())
+    return e;
+  return tec::compileOptionError(options);
+}
 
 } // namespace cli
