@@ -111,4 +111,25 @@ std::string planMetadataJson(const plan::Plan &plan) {
   return json;
 }
 
+std::string describeSchedule(const Session &session) {
+  const plan::Variant &v = session.variant();
+  int launches = 0;
+  for (int i = 0; i < v.steps_size(); ++i)
+    launches += session.computedBy(i) == i;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "variant " << v.target() << " on the " << session.backendName() << " backend: " << v.steps_size()
+     << " steps in " << launches << " launches\n";
+  for (int i = 0; i < v.steps_size(); ++i) {
+    const plan::Step &st = v.steps(i);
+    os << llvm::formatv("  {0,4}  {1,-14}", i, st.kernel());
+    if (const int by = session.computedBy(i); by != i)
+      os << " in step " << by << ": " << session.foldedAs(i);
+    if (!st.source().empty())
+      os << "   (" << st.source() << ")";
+    os << "\n";
+  }
+  return text;
+}
+
 } // namespace tec

@@ -4,6 +4,7 @@
 
 #include "runtime/MemoryReport.h"
 #include "runtime/PlanFile.h"
+#include "runtime/Session.h"
 
 #include "llvm/ADT/ArrayRef.h"
 
@@ -21,6 +22,11 @@ std::string memoryLine(const MemoryReport &m);
 /// The plan at `path` (opened as `file`): its source, inputs and outputs, and per variant its memory,
 /// steps and buffers, as `tec inspect` prints them.
 std::string describePlan(const PlanFile &file, const std::string &path);
+/// How `session`'s backend runs its variant after prepare: each step as its own launch or inside the one
+/// that computes it, and how (its epilogue, an elementwise chain, ...): the fusions a backend decides at load,
+/// which the IR dumps cannot show (`tec inspect --schedule TARGET`).
+std::string describeSchedule(const Session &session);
+
 /// The plan's metadata (variants, steps, buffers, attributes) as JSON.
 std::string planMetadataJson(const plan::Plan &plan);
 

@@ -49,11 +49,15 @@ public:
   /// The step whose launch computes plan step `step` after prepare: itself, or the one it was fused into
   /// (a GEMM's epilogue, an elementwise chain); a run's time for it is counted there.
   virtual int computedBy(int step) const { return step; }
+  /// How computedBy(step) took plan step `step` in after prepare ("its epilogue", "an elementwise chain", ...),
+  /// for people (`tec inspect --schedule`); "" for a step that is its own launch.
+  virtual std::string foldedAs(int) const { return ""; }
 };
 
 /// `threads` = 0 keeps OpenMP's and BLAS's defaults.
 /// `quantizeStats`: count saturated and flushed values in every quantize (FP8 health; costs a little).
-std::unique_ptr<Backend> createCpuBackend(int threads, bool quantizeStats = false);
+/// `fusion`: the load-time fusions (SessionOptions::fusion); off, every step runs alone.
+std::unique_ptr<Backend> createCpuBackend(int threads, bool quantizeStats = false, bool fusion = true);
 
 } // namespace tec
 

@@ -37,15 +37,11 @@ struct AlignedFree {
 
 class CpuBackend final : public Backend {
 public:
-  CpuBackend(int threads, bool countQuantized) : threads(threads), countQuantized(countQuantized) {
-    // TEC_CPU_FUSION=off runs each step alone: no chains, epilogues or head views (to compare: these change no
-    // bit of a result).
-    const char *fusion = std::getenv("TEC_CPU_FUSION");
-    fuse = !fusion || std::string(fusion) != "off";
-  }
+  CpuBackend(int threads, bool countQuantized, bool fuse) : fuse(fuse), threads(threads), countQuantized(countQuantized) {}
   const std::vector<QuantizeStats> &quantizeStats() const override { return stats; }
   const char *name() const override { return "cpu"; }
   int computedBy(int step) const override { return computingStep[step]; }
+  std::string foldedAs(int step) const override { return foldedHow[step]; }
   Status prepare(const plan::Variant &variant, const char *data) override;
   void *hostData(int buffer) override { return pointers[buffer]; }
   Status readBuffer(int buffer, void *destination) override {
@@ -164,7 +160,12 @@ private:
   FoldedStep foldIntoEpilogue(int y, kernels::Epilogue own);
   /// Per plan step, the step whose closure computes it: itself, or the GEMM or chain it was folded into.
   std::vector<int> computingStep;
+  std::vector<const char *> foldedHow; // per step: how computingStep took it in ("" where it runs alone)
   bool folded(int step) const { return computingStep[step] != step; }
+  void fold(int step, int into, const char *how) {
+    computingStep[step] = into;
+    foldedHow[step] = how;
+  }
 
   /// Attention reads q, k and v where the plan's copies into place came from, and writes out where the copy
   /// after it puts it (kernels::cpu::AttentionLayout): a head transpose ([B,T,H,D] <-> [B,H,T,D]) whose only
@@ -507,7 +508,7 @@ Status CpuBackend::attentionInPlace(const AttentionStep &a, const void *mask) {
     const k::Shape ys = shape(y);
     out = ptr<float>(y);
     layout.out[0] = ys[1] * ys[2] * ys[3], layout.out[1] = ys[3], layout.out[2] = ys[2] * ys[3];
-    computingStep[t] = currentStep;
+    fold(t, currentStep, "the attention writes its output in the transposed layout");
   } else {
     out = floatOut(a.out);
   }
@@ -622,7 +623,7 @@ bool CpuBackend::foldTransposeIntoLinear(int source, int transposed) {
       !graph->unchangedBetween(source, currentStep, gemm + 1)) // nor the GEMM's output, in the source's storage
     return false;
   transposedInput[gemm] = source;
-  computingStep[currentStep] = gemm;
+  fold(currentStep, gemm, "the GEMM reads the untransposed input");
   return true;
 }
 
@@ -680,7 +681,7 @@ CpuBackend::FoldedStep CpuBackend::foldIntoEpilogue(int y, kernels::Epilogue own
   if ((outRoot != graph->rootOf(y) && graph->onlyReaderAfter(y, currentStep) != j) ||
       (!inPlace && !graph->writableEarly(f.out, currentStep, j)))
     return {};
-  computingStep[j] = currentStep;
+  fold(j, currentStep, f.residual >= 0 ? "its epilogue (a residual add)" : "its epilogue (the activation)");
   return f;
 }
 
@@ -779,10 +780,10 @@ bool CpuBackend::foldHeadSplit(const plan::Step &s) {
     const k::Shape x = shape(t.inputs(0)); // [B, T, H, D], a view of the part
     HeadView view{z, offset, {zs[1] * zs[2], x[3], zs[2]}};
     headViews[t.outputs(0)] = view;
-    computingStep[transposes[p]] = readers[p];
+    fold(transposes[p], readers[p], "the attention reads the head transpose in place");
     offset += shape(s.outputs(static_cast<int>(p)))[2];
   }
-  computingStep[currentStep] = readers.front();
+  fold(currentStep, readers.front(), "the attentions read the split's parts in place");
   graph->extendLive(z, last);
   return true;
 }
@@ -795,7 +796,7 @@ bool CpuBackend::foldHeadTranspose(const plan::Step &s) {
     return false;
   const k::Shape xs = shape(x);
   headViews[s.outputs(0)] = HeadView{x, 0, {xs[1] * xs[2] * xs[3], xs[3], xs[2] * xs[3]}};
-  computingStep[currentStep] = a;
+  fold(currentStep, a, "the attention reads the head transpose in place");
   graph->extendLive(x, a);
   return true;
 }
@@ -1184,7 +1185,7 @@ Status CpuBackend::amax(const plan::Step &s) {
   int64_t n = count(s.inputs(0));
   if (const int next = quantizeAfterAmax(s); next >= 0) {
     const plan::Step &q = variant->steps(next);
-    computingStep[next] = currentStep;
+    fold(next, currentStep, "the amax quantizes as it measures");
     const auto format = fp8Format(dtype(q.outputs(0)));
     const size_t index = stats.size(); // the quantize's health counts, where asked for
     if (countQuantized)
@@ -1344,7 +1345,7 @@ Status CpuBackend::elementwiseChain(int first, int last) {
   std::vector<ChainOp> ops;
   chainOps(first, last, ops);
   for (int i = first + 1; i <= last; ++i)
-    computingStep[i] = first;
+    fold(i, first, "an elementwise chain (one pass over memory)");
   auto chain = std::make_shared<k::ElementwiseChain>(shape(variant->steps(first).outputs(0)), std::move(ops));
   emit([chain] {
     chain->run();
@@ -1381,6 +1382,7 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
   graph.emplace(v);
   computingStep.resize(v.steps_size());
   std::iota(computingStep.begin(), computingStep.end(), 0);
+  foldedHow.assign(v.steps_size(), "");
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
     if (folded(currentStep))
@@ -1410,8 +1412,8 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
 
 } // namespace
 
-std::unique_ptr<Backend> createCpuBackend(int threads, bool quantizeStats) {
-  return std::make_unique<CpuBackend>(threads, quantizeStats);
+std::unique_ptr<Backend> createCpuBackend(int threads, bool quantizeStats, bool fusion) {
+  return std::make_unique<CpuBackend>(threads, quantizeStats, fusion);
 }
 
 } // namespace tec

@@ -192,7 +192,7 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
     auto data = session->dataFor(variant, options);
     if (!data.ok())
       return data.error();
-    session->backend = createCpuBackend(options.threads, options.fp8Stats);
+    session->backend = createCpuBackend(options.threads, options.fp8Stats, options.fusion);
     if (Status s = session->backend->prepare(variant, *data); !s.ok())
       return Status::error(path + ": variant " + variant.target() + ": " + s.message());
   }

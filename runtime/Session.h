@@ -51,6 +51,9 @@ struct SessionOptions {
   /// left for the CPU, a GPU variant skipped, and every backend note (cuDNN declined, no FP8 GEMM, an
   /// unfused epilogue, a graph not captured). A benchmark run strict measures tec's fast path or nothing.
   bool strict = false;
+  /// The backend's load-time fusions (elementwise chains, GEMM and convolution epilogues, in-place views):
+  /// off (`--no-fusion`), every step runs alone, with the same bits, to compare or to profile each step.
+  bool fusion = true;
 };
 
 /// The most CPU threads a session takes.
@@ -113,6 +116,8 @@ public:
   std::vector<std::string> notes() const { return backend->notes(); }
   /// The step whose launch computes `step` (Backend::computedBy).
   int computedBy(int step) const { return backend->computedBy(step); }
+  /// How computedBy(step) took `step` in (Backend::foldedAs); "" where it is its own launch.
+  std::string foldedAs(int step) const { return backend->foldedAs(step); }
   const void *outputData(size_t index) { return backend->hostData(outputInfo[index].buffer); }
   /// Copies buffer `index` of the running variant out or in (state: to save it, or to restore it).
   Status readBuffer(int index, void *destination) { return backend->readBuffer(index, destination); }

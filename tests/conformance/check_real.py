@@ -5,7 +5,7 @@ export's symbolic dims with --shape), run on the CPU, and compare with ONNX Runt
 steps of SGD and of AdamW with an MSE loss, each loss within 1e-4 (relative) of torch's, and for the
 TorchScript exports every trained weight (`tec export --checkpoint`) within 1e-4 of torch's (relative to the
 tensor's largest value, so entries near zero are held to the tensor's scale). Prints one line per check.
-Every run and training is repeated with the CPU backend's fusion off (TEC_CPU_FUSION=off): outputs, losses
+Every run and training is repeated with the CPU backend's fusion off (--no-fusion): outputs, losses
 and checkpoints must not differ in a bit. Any compile error, run error or mismatch fails."""
 import argparse
 import json
@@ -192,13 +192,13 @@ def files_bytes(folder):
 
 
 def same_unfused(tec, command, outputs, losses=None):
-    """The CPU backend fuses elementwise chains and GEMM epilogues; with TEC_CPU_FUSION=off it runs each step
+    """The CPU backend fuses elementwise chains and GEMM epilogues; with --no-fusion it runs each step
     alone. Reruns `command` so (its outputs in a new folder) and returns what differs in any bit, or None."""
     alone = outputs + "_unfused"
     flag = "--output-dir" if "run" in command[1:2] else "--checkpoint-dir"
     report = alone + ".json"
-    extra = [flag, alone] + (["--report", report] if losses is not None else [])
-    r = subprocess.run(command + extra, capture_output=True, text=True, env={**os.environ, "TEC_CPU_FUSION": "off"})
+    extra = [flag, alone, "--no-fusion"] + (["--report", report] if losses is not None else [])
+    r = subprocess.run(command + extra, capture_output=True, text=True)
     if r.returncode:
         return "unfused run failed: " + r.stderr.strip()
     if losses is not None:

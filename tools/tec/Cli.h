@@ -34,10 +34,11 @@ llvm::cl::SubCommand &inspectSubcommand();
 llvm::cl::SubCommand &exportSubcommand();
 llvm::cl::SubCommand &doctorSubcommand();
 
-/// `--device`, `--tf32` and `--strict`, which run and train share.
+/// `--device`, `--tf32` and `--strict`, which run and train share; `--no-fusion`, theirs and inspect's.
 extern llvm::cl::opt<std::string> device;
 extern llvm::cl::opt<bool> allowTf32;
 extern llvm::cl::opt<bool> strict;
+extern llvm::cl::opt<bool> noFusion;
 
 /// The whole command line (tec.cpp): parses argv, checks every option's range, runs the subcommand; the exit
 /// code. Callable more than once in a process (the CLI fuzz target) after llvm::cl::ResetAllOptionOccurrences.

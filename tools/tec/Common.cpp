@@ -33,6 +33,12 @@ cl::opt<bool> strict("strict", cl::desc("any fallback from tec's fast path (GPU 
                                          "GEMM, an unfused epilogue, no CUDA graph) is an error (also TEC_STRICT=1)"),
                      cl::sub(runSubcommand()), cl::sub(trainSubcommand()), cl::cat(category()));
 
+cl::opt<bool> noFusion("no-fusion", cl::desc("run every step alone: no elementwise chains, GEMM or convolution "
+                                           "epilogues or in-place views (the same bits; to compare, or to profile "
+                                           "each step)"),
+                       cl::sub(runSubcommand()), cl::sub(trainSubcommand()), cl::sub(inspectSubcommand()),
+                       cl::cat(category()));
+
 std::string commonFlagsError() { return tec::optionChoiceError("device", device, {"auto", "cpu", "cuda"}); }
 
 

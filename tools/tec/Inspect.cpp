@@ -18,7 +18,23 @@ cl::opt<std::string> inspectPlan(cl::Positional, cl::desc("<model.tecplan>"), cl
 
 cl::opt<bool> inspectJson("json", cl::desc("the plan's metadata as JSON"), cl::sub(inspectSubcommand()), cl::cat(category()));
 
+cl::opt<std::string> inspectSchedule("schedule", cl::desc("how this machine's backend runs the variant for TARGET (cpu, "
+                                                          "sm_90, ...): each step's launch, or the one it is fused into"),
+                                     cl::value_desc("TARGET"), cl::sub(inspectSubcommand()), cl::cat(category()));
+
 int inspect() {
+  if (!inspectSchedule.empty()) {
+    tec::SessionOptions options;
+    options.variant = inspectSchedule;
+    options.fusion = !noFusion;
+    auto session = tec::Session::open(inspectPlan, options);
+    if (!session.ok()) {
+      llvm::errs() << "error: " << session.error().message() << "\n";
+      return kExitBadInput;
+    }
+    llvm::outs() << tec::describeSchedule(**session);
+    return 0;
+  }
   auto file = tec::PlanFile::open(inspectPlan);
   if (!file.ok()) {
     llvm::errs() << "error: " << file.error().message() << "\n";

@@ -71,6 +71,7 @@ int run() {
   options.device = device;
   options.allowTf32 = allowTf32;
   options.strict = strict;
+  options.fusion = !noFusion;
   options.variant = variantName;
   options.threads = threads;
   std::string checkpointFolder;

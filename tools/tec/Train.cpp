@@ -91,6 +91,7 @@ int trainLoop() {
   options.device = device;
   options.allowTf32 = allowTf32;
   options.strict = strict;
+  options.fusion = !noFusion;
   options.threads = trainThreads;
   options.variant = trainVariant;
   options.fp8Stats = fp8Report || !trainReport.empty(); // the report carries FP8 health too
