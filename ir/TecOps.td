@@ -436,8 +436,9 @@ def Tec_AttentionFp8GradOp : Tec_Op<"attention_fp8_grad", [Pure]> {
     tec.attention_grad on FP8 operands: `grad` (dL/d result, E5M2 under the HYBRID recipe), `query`,
     `key`, `value` and `result` are codes worth code times their `*_scale_inv`. The probabilities are
     recomputed from `logsumexp` and go through E4M3 with `probs_scale` before multiplying grad (dv); the
-    scores' gradient `ds = p * (grad . v - grad . result)` goes through FP8 (the gradients' format) with
-    `dprobs_scale` before multiplying K (dq) and Q (dk). The gradients are written quantized with their
+    scores' gradient times `scale`, `dP = scale * p * (grad . v - grad . result)` (d loss / d (Q K^T), what
+    cuDNN quantizes), goes through FP8 (the gradients' format) with `dprobs_scale` before multiplying K (dq)
+    and Q (dk). The gradients are written quantized with their
     `*_grad_scale`, in the format of their type; the amaxes (before scaling) feed their delayed scaling.
   }];
   let arguments = (ins Tec_Fp8Tensor:$grad, Tec_Fp8Tensor:$query, Tec_Fp8Tensor:$key, Tec_Fp8Tensor:$value,

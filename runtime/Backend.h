@@ -22,7 +22,8 @@ public:
   virtual ~Backend() = default;
   virtual const char *name() const = 0;
   /// Allocates the arena, binds every buffer (params and constants point into `data`, the plan's
-  /// mapped data section) and prepares each step, so that run() allocates and decides nothing.
+  /// mapped data section) and prepares each step, so that run() allocates and decides nothing. Once per
+  /// backend: a second call is an error (another plan needs another backend).
   virtual Status prepare(const plan::Variant &variant, const char *data) = 0;
   /// Host-visible storage of an input (filled before run) or an output (read after run). A GPU
   /// backend stages these in pinned host memory and moves them as part of run(): an input only when its

@@ -1355,6 +1355,8 @@ Status CpuBackend::elementwiseChain(int first, int last) {
 }
 
 Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
+  if (variant) // the steps made for the first plan point into its arena: a second plan needs a new backend
+    return Status::error("the cpu backend is already prepared for a plan: create another backend for another plan");
   variant = &v;
   k::setThreads(threads);
   void *memory = nullptr;

@@ -40,8 +40,9 @@ TEC_HOST_DEVICE float maskedScore(float s, float additive, bool keep) {
 
 /// FP8 attention's per-tensor scales, as cuDNN's FP8 fused attention takes them under delayed scaling:
 /// q, k, v, out and dout hold FP8 codes, each worth code * its descale. The softmax probabilities go
-/// through E4M3 with probsScale before they multiply V (forward) or dout (dv); the scores' gradient ds
-/// goes through `grads` with dprobsScale before it multiplies K (dq) and Q (dk). Outputs are written
+/// through E4M3 with probsScale before they multiply V (forward) or dout (dv); the scores' gradient times
+/// the attention scale (cuDNN's dP: d loss / d (Q K^T)) goes through `grads` with dprobsScale before it
+/// multiplies K (dq) and Q (dk). Outputs are written
 /// times their scale, for the cast to FP8 that follows.
 struct AttentionFp8Scales {
   float descaleQ = 1, descaleK = 1, descaleV = 1, descaleOut = 1, descaleDout = 1;
@@ -68,7 +69,7 @@ TEC_HOST_DEVICE AttentionFp8Scales attentionFp8Scales(const float *const *scales
 }
 
 /// The amaxes FP8 attention yields for the delayed scaling of what it quantizes: max p and max |out|
-/// forward; max |ds|, |dq|, |dk|, |dv| backward (each before its scale; NaN wins).
+/// forward; max |dP| (ds times the attention scale), |dq|, |dk|, |dv| backward (each before its scale; NaN wins).
 struct AttentionFp8Amaxes {
   float probs = 0, out = 0, dprobs = 0, dq = 0, dk = 0, dv = 0;
 };

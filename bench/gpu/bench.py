@@ -145,6 +145,7 @@ def tec_env():
 
 STRICT = False  # main() sets it from --strict
 TEC_TIMEOUT_S = 100
+FAILED = []  # the cases that measured nothing (an error, a fallback under --strict, a GEMM that did not run)
 
 
 def tec_bench(tec_bench, plan, variant, steps, warmup):
@@ -160,6 +161,7 @@ def tec_bench(tec_bench, plan, variant, steps, warmup):
     for note in result.get("notes", []):
         print(f"  note ({os.path.basename(plan)}): {note}", flush=True)
     if "error" in result:
+        FAILED.append(f"{os.path.basename(plan)}: {result['error']}")
         print(f"  error ({os.path.basename(plan)}): {result['error']}", flush=True)
     return result
 
@@ -226,6 +228,10 @@ def main():
                 g["share_of_fp8_peak"] = g["tflops"] / FP8_PEAK_TFLOPS
             result["gemm"].append(g)
             save()
+            if not g.get("ok"):
+                FAILED.append(f"gemm {g['gemm']} {g['size']}: {g.get('error', 'failed')}")
+                print(f"gemm {g['gemm']} {g['size']}^3: tec failed: {g.get('error', 'no reason given')}", flush=True)
+                continue
             print(f"gemm {g['gemm']} {g['size']}^3: tec {g.get('tflops', float('nan')):.0f} TFLOP/s, "
                   f"torch {g.get('torch_tflops', float('nan')):.0f} TFLOP/s, "
                   f"ratio {g.get('ratio_vs_torch', float('nan')):.2f}", flush=True)
@@ -273,6 +279,8 @@ def main():
         save()
         print(f"TE layer under torch.compile: {ms:.2f} ms ({peak / 2**30:.2f} GiB); tec fp8 "
               f"{te.get('speedup_vs_torch_bf16_compile', float('nan')):.2f}x compile (goal 1.2)", flush=True)
+    if FAILED:
+        raise SystemExit("cases that measured nothing: " + "; ".join(FAILED))
 
 
 if __name__ == "__main__":

@@ -288,7 +288,8 @@ AttentionFp8Amaxes attentionFp8(const AttentionShape &a, const AttentionFp8Scale
 namespace {
 
 /// attentionGrad, and with `fp8` attentionFp8Grad: q, k, v, out and dout are then codes, and p and ds go
-/// through FP8 before the products that read them. Returns max |ds| (0 without `fp8`).
+/// through FP8 before the products that read them (ds times the attention scale). Returns that quantity's amax
+/// (0 without `fp8`).
 float attentionGradImpl(const AttentionShape &plain, const AttentionFp8Scales *fp8, const float *dout, const float *q,
                         const float *k, const float *v, const float *out, const float *lse, const void *mask,
                         float *dq, float *dk, float *dv) {
@@ -296,6 +297,9 @@ float attentionGradImpl(const AttentionShape &plain, const AttentionFp8Scales *f
   AttentionShape a = plain; // scores from the codes: the descales of q and k fold into the scale
   a.scale = plain.scale * f.descaleQ * f.descaleK;
   const float dpScale = f.descaleDout * f.descaleV, deltaScale = f.descaleDout * f.descaleOut;
+  // FP8 quantizes ds times the attention scale (cuDNN's dP, the gradient of the unscaled Q K^T), so its amax
+  // and scale mean what cuDNN's do; the products that read it then take no further scale.
+  const float dsScale = fp8 ? 1.0f : plain.scale;
   auto roundProbs = [&](float *p, int64_t nq, int64_t nk) {
     if (fp8)
       roundBlock(p, nq, nk, f.probsScale, f.probsDescale, Fp8Format::E4M3);
@@ -345,12 +349,15 @@ float attentionGradImpl(const AttentionShape &plain, const AttentionFp8Scales *f
           sgemm(false, true, nq, nk, a.valueDim, dpScale, dob, a.valueDim, v + hd.keyRow(j0) * a.valueDim,
                 a.valueDim, 0.0f, ds, kKeyBlock);
           scoreGradients(p, ds, delta, nq, nk);
-          if (fp8)
+          if (fp8) {
+            for (int64_t r = 0; r < nq; ++r)
+              scaleRows(ds + r * kKeyBlock, nk, plain.scale);
             dprobsAmax[t] = blockAmax(ds, nq, nk, dprobsAmax[t]);
+          }
           roundScoreGradients(ds, nq, nk);
-          sgemm(false, false, nq, a.headDim, nk, plain.scale * f.descaleK, ds, kKeyBlock,
+          sgemm(false, false, nq, a.headDim, nk, dsScale * f.descaleK, ds, kKeyBlock,
                 k + hd.keyRow(j0) * a.headDim, a.headDim, 1.0f, dq + hd.queryRow(i0) * a.headDim, a.headDim);
-          sgemm(true, false, nk, a.headDim, nq, plain.scale * f.descaleQ, ds, kKeyBlock,
+          sgemm(true, false, nk, a.headDim, nq, dsScale * f.descaleQ, ds, kKeyBlock,
                 q + hd.queryRow(i0) * a.headDim, a.headDim, 1.0f, dkb, a.headDim);
           roundProbs(p, nq, nk);
           sgemm(true, false, nk, a.valueDim, nq, f.descaleDout, p, kKeyBlock, dob, a.valueDim, 1.0f, dvb, a.valueDim);

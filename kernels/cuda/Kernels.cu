@@ -566,7 +566,8 @@ __global__ void attentionKernel(AttentionShape a, AttentionFp8Args args, ConstRe
 }
 
 /// dq for one query row, and its delta = dout . out (kept for attentionKeyGradKernel). With FP8 (`args`
-/// set) the operands are codes scaled on the way, ds goes through FP8 before ds K, and dq is written
+/// set) the operands are codes scaled on the way, ds times the attention scale goes through FP8 before ds K
+/// (cuDNN's dP), and dq is written
 /// scaled, its amax and ds's published.
 __global__ void attentionQueryGradKernel(AttentionShape a, AttentionFp8Args args, ConstRef dout, ConstRef q, ConstRef k,
                                          ConstRef v, ConstRef out, const float *lse, ConstRef mask, Ref dq,
@@ -604,6 +605,7 @@ __global__ void attentionQueryGradKernel(AttentionShape a, AttentionFp8Args args
         dp += doRow[d] * load(v, (keyRow + j) * a.valueDim + d);
       ds = p * (dp * f.descaleV - rowDelta);
       if (fp8) {
+        ds *= a.scale; // cuDNN's dP: the gradient of the unscaled Q K^T
         dsAmax = maxAbsNanWins(dsAmax, ds);
         ds = throughFp8(ds, f.dprobsScale, f.dprobsDescale, f.grads);
       }
@@ -615,7 +617,7 @@ __global__ void attentionQueryGradKernel(AttentionShape a, AttentionFp8Args args
   }
   float dqAmax = 0.0f;
   for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x) {
-    const float g = a.scale * f.descaleK * acc[d];
+    const float g = (fp8 ? 1.0f : a.scale) * f.descaleK * acc[d];
     dqAmax = maxAbsNanWins(dqAmax, g);
     store(dq, row * a.headDim + d, g * f.dqScale);
   }
@@ -666,7 +668,7 @@ __global__ void attentionKeyGradKernel(AttentionShape a, AttentionFp8Args args, 
           dp += load(dout, row * a.valueDim + d) * vRow[d];
         ds = p * (dp * f.descaleDout - delta[row]);
         if (fp8) {
-          ds = throughFp8(ds, f.dprobsScale, f.dprobsDescale, f.grads);
+          ds = throughFp8(ds * a.scale, f.dprobsScale, f.dprobsDescale, f.grads);
           p = throughFp8(p, f.probsScale, f.probsDescale, Fp8Format::E4M3);
         }
       }
@@ -680,7 +682,7 @@ __global__ void attentionKeyGradKernel(AttentionShape a, AttentionFp8Args args, 
     }
   float dkAmax = 0.0f, dvAmax = 0.0f;
   for (int64_t d = threadIdx.x; d < a.headDim; d += blockDim.x) {
-    const float g = a.scale * f.descaleQ * dkAcc[d];
+    const float g = (fp8 ? 1.0f : a.scale) * f.descaleQ * dkAcc[d];
     dkAmax = maxAbsNanWins(dkAmax, g);
     store(dk, keyIndex * a.headDim + d, g * f.dkScale);
   }

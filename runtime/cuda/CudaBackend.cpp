@@ -1640,6 +1640,8 @@ Status CudaBackend::compile(const plan::Variant &v) {
 }
 
 Status CudaBackend::prepare(const plan::Variant &v, const char *data) {
+  if (variant) // the launches made for the first plan point into its arena: a second plan needs a new backend
+    return Status::error("the cuda backend is already prepared for a plan: create another backend for another plan");
   if (Status s = compile(v); !s.ok())
     return s;
 

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <random>
 
 using namespace tec;
@@ -108,6 +109,8 @@ struct Case {
   plan::Variant variant;
   std::vector<std::string> fills;
   double maxError; // normalized MSE; 0: bit-exact
+  /// Looser bounds for some outputs (by buffer name), where an earlier step's rounding differences reach them.
+  std::map<std::string, double> looser = {};
 };
 
 std::vector<Case> &cases() {
@@ -115,8 +118,8 @@ std::vector<Case> &cases() {
   return all;
 }
 
-void add(std::string name, Builder b, double maxError) {
-  cases().push_back({std::move(name), std::move(b.variant), std::move(b.fills), maxError});
+void add(std::string name, Builder b, double maxError, std::map<std::string, double> looser = {}) {
+  cases().push_back({std::move(name), std::move(b.variant), std::move(b.fills), maxError, std::move(looser)});
 }
 
 // Thresholds from each operation's known error (normalized MSE, so a relative error r everywhere gives
@@ -315,12 +318,22 @@ void buildCases() {
     return b;
   };
   add("attention_fp8_masked_tec", fp8Attention({2, 4, 70, 16}, {2, 2, 70, 16}, true, false), 1e-4);
-  add("attention_fp8_cudnn", fp8Attention({1, 4, 128, 128}, {1, 4, 128, 128}, false, true), 4e-3);
+  // Each backward here reads its own forward's FP8 output: cuDNN's differs from the CPU's by about one E4M3
+  // step in some elements (normalized MSE 0.0019-0.0022 on an H200), and through delta = rowsum(dout * out)
+  // that moves dS across E5M2 boundaries, so dq and dk differ more (0.0044-0.0088) than the backward does on
+  // the same forward (below 3e-4: CudnnFp8AttentionHalvesMatchTheCpuOnTheSameInputs holds it to 4e-3).
+  auto cudnnCase = [&](const char *name, Builder b) {
+    const auto &v = b.variant; // outputs: the forward's two amaxes, then dq, dk, dv and four amaxes
+    std::map<std::string, double> chainedGrads = {{v.buffers(v.outputs(2)).name(), 2e-2},
+                                                  {v.buffers(v.outputs(3)).name(), 2e-2}};
+    add(name, std::move(b), 4e-3, std::move(chainedGrads));
+  };
+  cudnnCase("attention_fp8_cudnn", fp8Attention({1, 4, 128, 128}, {1, 4, 128, 128}, false, true));
   // Not causal: with a causal mask the first query's p is 1 on both sides, which hides a difference in what
   // the amax of S measures.
-  add("attention_fp8_noncausal_cudnn", fp8Attention({1, 4, 128, 128}, {1, 4, 128, 128}, false, false), 4e-3);
+  cudnnCase("attention_fp8_noncausal_cudnn", fp8Attention({1, 4, 128, 128}, {1, 4, 128, 128}, false, false));
   // Transformer Engine's GPT layer: batch 2, 32 heads, sequence 2048, head 128.
-  add("attention_fp8_te_layer_cudnn", fp8Attention({2, 32, 2048, 128}, {2, 32, 2048, 128}, false, true), 4e-3);
+  cudnnCase("attention_fp8_te_layer_cudnn", fp8Attention({2, 32, 2048, 128}, {2, 32, 2048, 128}, false, true));
   add("layer_norm",
       Builder("layer_norm").in(F32, {3, 5, 256}).in(F32, {256}).in(F32, {256}).out(F32, {3, 5, 256})
           .out(F32, {3, 5, 1}).out(F32, {3, 5, 1}).i("axis", 2).f("epsilon", 1e-5),
@@ -681,17 +694,20 @@ TEST_P(BackendParity, CudaMatchesTheCpu) {
       EXPECT_EQ(std::memcmp(expected, actual, b.bytes()), 0) << c.name << ": output " << b.name() << " differs";
     } else {
       double error = nmse(b.dtype(), expected, actual, b.bytes() / dtypeBytes(b.dtype()));
-      EXPECT_LE(error, c.maxError) << c.name << ": output " << b.name();
+      const auto looser = c.looser.find(b.name());
+      EXPECT_LE(error, looser == c.looser.end() ? c.maxError : looser->second) << c.name << ": output " << b.name();
     }
   }
 }
 
-// Every case is a valid plan step: the reference side runs it (this part needs no GPU).
-TEST_P(BackendParity, TheReferenceRunsIt) {
+// Every case is a valid plan step: the reference side runs it (this part needs no GPU). Transformer Engine's
+// layer shapes are not among these (minutes on a small machine's CPU): CudaMatchesTheCpu runs them, where a
+// GPU is; a skip here would read, on a GPU machine, as a GPU check that did not run.
+class ReferenceRuns : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(ReferenceRuns, TheCpuRunsIt) {
   buildCases();
   const Case &c = cases()[GetParam()];
-  if (c.name.find("te_layer") != std::string::npos) // minutes on a small machine's CPU; CudaMatchesTheCpu runs it
-    GTEST_SKIP() << c.name << ": Transformer Engine's layer shape, run against the GPU where one is";
   auto cpu = createCpuBackend(1);
   static const char noData[256] = {};
   Status prepared = cpu->prepare(c.variant, noData);
@@ -721,16 +737,20 @@ TEST(CudaFusions, EachFusedCaseBecomesOneFusedLaunch) {
   }
 }
 
-std::vector<size_t> caseIndices() {
+/// The cases' indices: all, or those the CPU runs in seconds (not Transformer Engine's layer shapes).
+std::vector<size_t> caseIndices(bool quickOnCpu) {
   buildCases();
-  std::vector<size_t> v(cases().size());
-  for (size_t i = 0; i < v.size(); ++i)
-    v[i] = i;
+  std::vector<size_t> v;
+  for (size_t i = 0; i < cases().size(); ++i)
+    if (!quickOnCpu || cases()[i].name.find("te_layer") == std::string::npos)
+      v.push_back(i);
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryOp, BackendParity, ::testing::ValuesIn(caseIndices()),
-                         [](const ::testing::TestParamInfo<size_t> &info) { return cases()[info.param].name; });
+std::string caseName(const ::testing::TestParamInfo<size_t> &info) { return cases()[info.param].name; }
+
+INSTANTIATE_TEST_SUITE_P(EveryOp, BackendParity, ::testing::ValuesIn(caseIndices(false)), caseName);
+INSTANTIATE_TEST_SUITE_P(EveryOp, ReferenceRuns, ::testing::ValuesIn(caseIndices(true)), caseName);
 
 TEST(CudaBackend, GraphReplayEqualsStepByStepLaunches) {
   buildCases();
@@ -818,6 +838,79 @@ TEST(CudaBackend, CudnnFp8AttentionBackwardIsDeterministic) {
       else
         EXPECT_TRUE(now == first[k]) << "output " << it->variant.buffers(o).name() << " differs on run " << round + 1;
     }
+  }
+}
+
+/// cuDNN's FP8 attention forward alone, then its backward alone on the CPU forward's own output and
+/// logsumexp: the chained cases above feed each backend's backward its own forward, so a difference there
+/// may come from either half; here each half is measured on the same inputs. Every output's normalized
+/// error is printed (the GPU check's log keeps it), failing or not.
+TEST(CudaBackend, CudnnFp8AttentionHalvesMatchTheCpuOnTheSameInputs) {
+  if (auto cuda = cudaBackend(); !cuda.ok())
+    GTEST_SKIP() << "no CUDA backend here: " << cuda.error().message();
+  for (bool causal : {true, false}) {
+    const Shape q{1, 4, 128, 128}, stats{1, 4, 128};
+    Builder fwd("attention_fp8");
+    fwd.in(F8E4M3FN, q, "fp8").in(F8E4M3FN, q, "fp8").in(F8E4M3FN, q, "fp8");
+    fwd.in(F32, {}, "quarter").in(F32, {}, "quarter").in(F32, {}, "quarter");
+    fwd.in(F32, {}, "probs_scale").in(F32, {}, "probs_scale_inv").in(F32, {}, "scale");
+    fwd.out(F8E4M3FN, q).out(F32, stats).out(F32, {}).out(F32, {}).f("scale", 0.125).i("causal", causal);
+    Builder bwd("attention_fp8_grad");
+    bwd.in(F8E5M2, q, "fp8").in(F8E4M3FN, q, "fp8").in(F8E4M3FN, q, "fp8").in(F8E4M3FN, q, "fp8");
+    bwd.in(F8E4M3FN, q, "fp8").in(F32, stats); // the forward's out and logsumexp, from the CPU below
+    bwd.in(F32, {}, "quarter").in(F32, {}, "quarter").in(F32, {}, "quarter").in(F32, {}, "scale");
+    bwd.in(F32, {}, "quarter").in(F32, {}, "probs_scale").in(F32, {}, "probs_scale_inv").in(F32, {}, "scale");
+    bwd.in(F32, {}, "scale").in(F32, {}, "scale").in(F32, {}, "scale").in(F32, {}, "scale");
+    bwd.out(F8E5M2, q).out(F8E5M2, q).out(F8E5M2, q).out(F32, {}).out(F32, {}).out(F32, {}).out(F32, {});
+    bwd.f("scale", 0.125).i("causal", causal);
+    static const char noData[256] = {};
+    std::mt19937 rng(1234);
+    auto cpuFwd = createCpuBackend(0), cpuBwd = createCpuBackend(0);
+    auto cuda = cudaBackend(), cudaBwd = cudaBackend();
+    ASSERT_TRUE(cuda.ok() && cudaBwd.ok());
+    ASSERT_TRUE(cpuFwd->prepare(fwd.variant, noData).ok());
+    ASSERT_TRUE((*cuda)->prepare(fwd.variant, noData).ok());
+    ASSERT_TRUE(cpuBwd->prepare(bwd.variant, noData).ok());
+    ASSERT_TRUE((*cudaBwd)->prepare(bwd.variant, noData).ok());
+    auto copyInput = [](Backend &from, Backend &to, const plan::Variant &v, int i) {
+      std::memcpy(to.hostData(v.inputs(i)), from.hostData(v.inputs(i)), v.buffers(v.inputs(i)).bytes());
+    };
+    for (int i = 0; i < fwd.variant.inputs_size(); ++i) {
+      fill(fwd.fills[i], fwd.variant.buffers(fwd.variant.inputs(i)), cpuFwd->hostData(fwd.variant.inputs(i)), rng);
+      copyInput(*cpuFwd, **cuda, fwd.variant, i);
+    }
+    ASSERT_TRUE(cpuFwd->run().ok());
+    ASSERT_TRUE((*cuda)->run().ok());
+    const std::string name = causal ? "causal" : "not causal";
+    auto compare = [&](Backend &cpu, Backend &gpu, const plan::Variant &v, const char *half, const char *names[]) {
+      for (int k = 0; k < v.outputs_size(); ++k) {
+        const auto &b = v.buffers(v.outputs(k));
+        const double error = nmse(b.dtype(), cpu.hostData(v.outputs(k)), gpu.hostData(v.outputs(k)),
+                                  b.bytes() / dtypeBytes(b.dtype()));
+        std::printf("cuDNN FP8 attention %s (%s): %s normalized MSE %.3g\n", half, name.c_str(), names[k], error);
+        EXPECT_LE(error, 4e-3) << half << " (" << name << "): " << names[k];
+      }
+    };
+    const char *forwardNames[] = {"out", "logsumexp", "amax of p", "amax of out"};
+    compare(*cpuFwd, **cuda, fwd.variant, "forward", forwardNames);
+    // The backward's inputs: the forward's q, k, v and scales, its CPU out and logsumexp, a seeded dout.
+    const int fromForward[][2] = {{1, 0}, {2, 1}, {3, 2}, {6, 3}, {7, 4}, {8, 5}, {11, 6}, {12, 7}};
+    for (int i = 0; i < bwd.variant.inputs_size(); ++i)
+      fill(bwd.fills[i], bwd.variant.buffers(bwd.variant.inputs(i)), cpuBwd->hostData(bwd.variant.inputs(i)), rng);
+    for (const auto &pair : fromForward)
+      std::memcpy(cpuBwd->hostData(bwd.variant.inputs(pair[0])), cpuFwd->hostData(fwd.variant.inputs(pair[1])),
+                  bwd.variant.buffers(bwd.variant.inputs(pair[0])).bytes());
+    for (int k = 0; k < 2; ++k) // out, logsumexp
+      std::memcpy(cpuBwd->hostData(bwd.variant.inputs(4 + k)), cpuFwd->hostData(fwd.variant.outputs(k)),
+                  bwd.variant.buffers(bwd.variant.inputs(4 + k)).bytes());
+    for (int i = 0; i < bwd.variant.inputs_size(); ++i)
+      copyInput(*cpuBwd, **cudaBwd, bwd.variant, i);
+    ASSERT_TRUE(cpuBwd->run().ok());
+    ASSERT_TRUE((*cudaBwd)->run().ok());
+    for (const std::string &line : (*cudaBwd)->notes())
+      EXPECT_EQ(line.find("tec's"), std::string::npos) << "cuDNN did not run the backward: " << line;
+    const char *backwardNames[] = {"dq", "dk", "dv", "amax of dq", "amax of dk", "amax of dv", "amax of dP"};
+    compare(*cpuBwd, **cudaBwd, bwd.variant, "backward", backwardNames);
   }
 }
 

@@ -49,8 +49,8 @@ for model in mlp gpt_block gpt_block_decomposed; do
   $build/bin/tec tests/models/$model.onnx --target sm_90,sm_80,cpu --train --loss mse \
     -o "$stage/plans/$model.tecplan" > /dev/null
 done
-cp demo-out/student_fp8.tecplan demo-out/student_fp32.tecplan demo-out/gpt_student_fp8.tecplan \
-   demo-out/gpt_student_bf16.tecplan "$stage/plans/"
+# The demo's GPU plans (its FP32 student is a CPU plan: nothing to run on a GPU).
+cp demo-out/student_fp8.tecplan demo-out/gpt_student_fp8.tecplan demo-out/gpt_student_bf16.tecplan "$stage/plans/"
 tar -C "$stage" -cf - . | xz -T2 -1 > gpu-bundle.tar.xz
 rm -rf "$stage"
 ls -la gpu-bundle.tar.xz

@@ -122,14 +122,26 @@ done
 
 # 6. The demo's student plans (examples/teacher_student, the MLP and the GPT-style block): 200 training
 # steps on the GPU, strict.
-for p in student_fp32 student_fp8 gpt_student_fp8 gpt_student_bf16; do
+for p in student_fp8 gpt_student_fp8 gpt_student_bf16; do
   [ -f "$plans/$p.tecplan" ] || continue
   stage "demo_$p" 20 "${tec_env[@]}" "$bin/tec-bench" "$plans/$p.tecplan" --kind train --device cuda --strict \
     --warmup 1 --iterations 200 || fail "demo $p (see demo_$p.log)"
   log "demo $p on cuda: $(cat "$out/demo_$p.log")"
 done
 
-# 7. Last, with its own cap: the layer under torch.compile (its compilation alone can take minutes).
+# 7. Where each benchmark's step time goes: every plan step's mean time (tec-bench --profile), for the work
+# that follows a GPU run on machines without one.
+for p in fp8_h4096 bf16_h4096 te_gpt_fp8 te_gpt_fp8_attention; do
+  [ -f "$plans/$p.tecplan" ] || continue
+  stage "profile_$p" 30 "${tec_env[@]}" "$bin/tec-bench" "$plans/$p.tecplan" --kind train --device cuda \
+    --warmup 1 --iterations 5 --profile || fail "profile $p (see profile_$p.log)"
+  log "profile $p: $(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+steps = ", ".join("%s #%d %.3f" % (s["kernel"], s["step"], s["ms"]) for s in r["profile"][:8])
+print("%.2f ms a step; slowest: %s" % (r["median_ms"], steps))' "$out/profile_$p.log" 2>&1)"
+done
+
+# 8. Last, with its own cap: the layer under torch.compile (its compilation alone can take minutes).
 [ -f "$plans/te_gpt_fp8.tecplan" ] && bench te_compile 90
 
 log "done in $((SECONDS - started)) s of ${budget}, status $status"

@@ -108,10 +108,11 @@ expect "FAIL: demo student_fp8" "$work/out6/summary.txt"
 expect "cuDNN's fused attention declined" "$work/out6/demo_student_fp8.log"
 grep -q -- "--cases train --strict" "$work/out6/train.log" || { echo "bench.py ran without --strict"; exit 1; }
 
-# 7. The stages in order of value: doctor, training step, TE layer, GEMMs, parity, demo, torch.compile last.
-order=$(grep -noE 'bench train|bench te \(|bench gemm|tec-cuda-parity-tests:|demo student_fp8|bench te_compile' \
+# 7. The stages in order of value: doctor, training step, TE layer, GEMMs, parity, demo, the step profiles,
+# torch.compile last.
+order=$(grep -noE 'bench train|bench te \(|bench gemm|tec-cuda-parity-tests:|demo student_fp8|profile te_gpt_fp8:|bench te_compile' \
         "$work/out6/summary.txt" | cut -d: -f2 | uniq | paste -sd, -)
-[ "$order" = "bench train,bench te (,bench gemm,tec-cuda-parity-tests,demo student_fp8,bench te_compile" ] ||
+[ "$order" = "bench train,bench te (,bench gemm,tec-cuda-parity-tests,demo student_fp8,profile te_gpt_fp8,bench te_compile" ] ||
   { echo "stages out of order: $order"; cat "$work/out6/summary.txt"; exit 1; }
 
 # 8. A missing cuDNN (or NVRTC, or plugin) stops the check after the doctor, saying what is missing.

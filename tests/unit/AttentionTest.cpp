@@ -308,9 +308,9 @@ TEST_P(AttentionFp8, MatchesTheDecomposedFormWithItsRoundings) {
             dp[j] += double(dov[(qRow + i) * a.valueDim + d]) * vv[(kRow + j) * a.valueDim + d];
             rDv[(kRow + j) * a.valueDim + d] += pq * dov[(qRow + i) * a.valueDim + d];
           }
-          const double ds = p[j] * (dp[j] - delta);
+          const double ds = a.scale * p[j] * (dp[j] - delta); // cuDNN's dP: d loss / d (Q K^T)
           dsAmax = std::max(dsAmax, std::fabs(ds));
-          const double dsq = a.scale * double(throughFp8(float(ds), f.dprobsScale, f.dprobsDescale, Fp8Format::E5M2));
+          const double dsq = throughFp8(float(ds), f.dprobsScale, f.dprobsDescale, Fp8Format::E5M2);
           for (int64_t d = 0; d < a.headDim; ++d) {
             rDq[(qRow + i) * a.headDim + d] += dsq * kv[(kRow + j) * a.headDim + d];
             rDk[(kRow + j) * a.headDim + d] += dsq * qv[(qRow + i) * a.headDim + d];

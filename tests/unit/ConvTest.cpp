@@ -148,6 +148,18 @@ std::vector<float> toChannelsLast(const std::vector<float> &nchw, int64_t n, int
 
 // tec-channels-last's convolutions: NHWC in and out, the weight as ever; oneDNN cuts a large image into
 // bands of rows for tec's pool, and every band's sums are the same at any thread count.
+// A kernel called before anything loaded the BLAS (a GPU test's CPU reference, a tool) loads it itself:
+// the GPU machine's first run found cpu::conv reading an empty table of GEMM functions. ctest runs each
+// test in its own process, so nothing here has called blas() before.
+TEST(Convolution, LoadsTheBlasItselfWhenCalledFirst) {
+  const Window w = window(2, 4, 11, 9, 6, 3, 2, 2, 1, 2, 1, 2, 2, 2);
+  const ConvOperands o(w, 3);
+  std::vector<float> y(w.batch * w.outChannels * w.outHeight * w.outWidth, NAN);
+  conv(w, o.x.data(), o.weight.data(), nullptr, y.data());
+  ASSERT_TRUE(blas().loaded) << blas().library;
+  EXPECT_LE(worstError(y, reference(w, o.x, o.weight, nullptr)), 1e-3);
+}
+
 TEST_P(Convolutions, ChannelsLastMatchesADirectConvolutionAtAnyThreadCount) {
   ASSERT_TRUE(blas().loaded) << blas().library;
   const ConvCase &c = GetParam();

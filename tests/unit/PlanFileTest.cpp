@@ -1,10 +1,12 @@
 // Plan files and Session, with the runtime library alone (this test does not link MLIR, proving a
 // plan runs without the compiler): round trip, and refusal of corrupt, truncated, other-version and
 // inconsistent plans with clear messages.
+#include "runtime/Backend.h"
 #include "runtime/Session.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 
 #include <fstream>
@@ -109,6 +111,22 @@ TEST(PlanFile, RoundTripRunsAndReadsWeightsInPlace) {
   auto file = PlanFile::open(path);
   ASSERT_TRUE(file.ok());
   EXPECT_EQ(reinterpret_cast<uintptr_t>((*file)->data()) % 64, 0u);
+}
+
+// A backend's prepared steps point into its arena: preparing it for a second plan is refused (it crashed).
+TEST(PlanFile, ABackendIsPreparedForOnePlanOnly) {
+  SmallPlan first, second;
+  const std::vector<float> data(first.bias.begin(), first.bias.end());
+  auto cpu = createCpuBackend(1);
+  ASSERT_TRUE(cpu->prepare(first.plan.variants(0), reinterpret_cast<const char *>(data.data())).ok());
+  Status again = cpu->prepare(second.plan.variants(0), reinterpret_cast<const char *>(data.data()));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.message(), "the cpu backend is already prepared for a plan: create another backend for another plan");
+  std::vector<float> x = {0, 0, 0, -5, 5, -5};
+  std::memcpy(cpu->hostData(0), x.data(), 24);
+  ASSERT_TRUE(cpu->run().ok()); // still the first plan
+  auto *y = static_cast<const float *>(cpu->hostData(3));
+  EXPECT_EQ(std::vector<float>(y, y + 6), (std::vector<float>{1, 0, 0.5f, 0, 3, 0}));
 }
 
 TEST(PlanFile, WrongInputSizeIsAnError) {

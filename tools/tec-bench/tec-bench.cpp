@@ -6,13 +6,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 namespace {
 
 int usage() {
   std::fprintf(stderr, "usage: tec-bench PLAN [--kind inference|train] [--variant TARGET] [--device auto|cpu|cuda]\n"
-                       "                      [--warmup N] [--iterations N] [--strict]\n"
+                       "                      [--warmup N] [--iterations N] [--strict] [--profile]\n"
                        "       tec-bench --doctor [PLAN]   (tec doctor's report, without the compiler)\n");
   return 2;
 }
@@ -41,10 +42,15 @@ int main(int argc, char **argv) {
   std::string path = argv[1];
   tec::SessionOptions options;
   int warmup = 3, iterations = 20;
+  bool profile = false;
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
     if (flag == "--strict") { // no value: any fallback note fails the benchmark
       options.strict = true;
+      continue;
+    }
+    if (flag == "--profile") { // no value: each plan step's mean time too (timed runs, one sync per step)
+      profile = true;
       continue;
     }
     if (i + 1 >= argc)
@@ -82,6 +88,14 @@ int main(int argc, char **argv) {
     if (i >= warmup)
       millis.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
+  // The profile comes from runs of its own: per-step timing syncs after every launch and captures no graph,
+  // so it must not lengthen the timed runs above.
+  std::vector<double> stepMillis(s.variant().steps_size());
+  for (int i = 0; profile && i < iterations; ++i)
+    if (tec::Status st = s.run(&stepMillis); !st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
+      return 1;
+    }
   std::sort(millis.begin(), millis.end());
   double first = 0;
   if (!s.outputs().empty() && s.outputs()[0].dtype == tec::plan::F32)
@@ -90,11 +104,25 @@ int main(int argc, char **argv) {
   std::string notes;
   for (const std::string &line : s.notes())
     notes += (notes.empty() ? "\"" : ", \"") + escaped(line) + "\"";
+  // The slowest steps first, each one's mean time per run: where a step's time goes (like trtexec --dumpProfile).
+  std::string steps;
+  if (profile) {
+    std::vector<int> order(stepMillis.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return stepMillis[a] > stepMillis[b]; });
+    for (int i : order) {
+      char entry[256];
+      std::snprintf(entry, sizeof(entry), "%s{\"step\": %d, \"kernel\": \"%s\", \"ms\": %.4f}", steps.empty() ? "" : ", ",
+                    i, escaped(s.variant().steps(i).kernel()).c_str(), stepMillis[i] / iterations);
+      steps += entry;
+    }
+    steps = ", \"profile\": [" + steps + "]";
+  }
   std::printf("{\"plan\": \"%s\", \"kind\": \"%s\", \"variant\": \"%s\", \"precision\": \"%s\", \"backend\": \"%s\", "
               "\"reason\": \"%s\", \"iterations\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
-              "\"first_output\": %.6g, \"notes\": [%s]}\n",
+              "\"first_output\": %.6g, \"notes\": [%s]%s}\n",
               escaped(path).c_str(), options.kind.c_str(), s.variant().target().c_str(), s.variant().precision().c_str(),
               s.backendName().c_str(), escaped(s.selectionReason()).c_str(), iterations, millis[millis.size() / 2],
-              millis.front(), millis.back(), first, notes.c_str());
+              millis.front(), millis.back(), first, notes.c_str(), steps.c_str());
   return 0;
 }
