@@ -48,17 +48,6 @@ __device__ void store(Ref r, int64_t i, float v) {
   }
 }
 
-/// Element offset of linear index `i` of `extent` in an operand addressed by `s`.
-__device__ int64_t offsetOf(const Extent &extent, const Strided &s, int64_t i) {
-  int64_t offset = s.base;
-  for (int d = extent.rank - 1; d >= 0; --d) {
-    const int64_t coord = i % extent.dims[d];
-    i /= extent.dims[d];
-    offset += coord * s.strides[d];
-  }
-  return offset;
-}
-
 /// Element offset of linear index `i`: without div/mod where the launch found the operand contiguous.
 template <bool Contiguous> __device__ int64_t at(const Extent &extent, const Strided &s, int64_t i) {
   return Contiguous ? s.base + i : offsetOf(extent, s, i);

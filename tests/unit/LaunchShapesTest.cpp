@@ -8,17 +8,24 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 using namespace tec::kernels;
 using namespace tec::kernels::cuda;
 
 namespace {
 
-int64_t offsetOf(const Extent &e, const Strided &s, int64_t i) {
-  int64_t offset = s.base;
+/// The oracle for addresses: the definition, index by index over the dims.
+int64_t referenceOffset(const Extent &e, const Strided &s, int64_t i) {
+  std::vector<int64_t> index(e.rank);
   for (int d = e.rank - 1; d >= 0; --d) {
-    offset += (i % e.dims[d]) * s.strides[d];
+    index[d] = i % e.dims[d];
     i /= e.dims[d];
   }
+  int64_t offset = s.base;
+  for (int d = 0; d < e.rank; ++d)
+    offset += index[d] * s.strides[d];
   return offset;
 }
 
@@ -51,9 +58,29 @@ TEST(LaunchShapes, CoalescingKeepsEveryAddressAndDropsDims) {
     EXPECT_EQ(count(e), count(before));
     EXPECT_EQ(isContiguous(e, a) && isContiguous(e, b), c.contiguous);
     for (int64_t i = 0; i < count(before); ++i) {
-      ASSERT_EQ(offsetOf(e, a, i), offsetOf(before, a0, i)) << i;
-      ASSERT_EQ(offsetOf(e, b, i), offsetOf(before, b0, i)) << i;
+      ASSERT_EQ(offsetOf(e, a, i), referenceOffset(before, a0, i)) << i;
+      ASSERT_EQ(offsetOf(e, b, i), referenceOffset(before, b0, i)) << i;
     }
+  }
+}
+
+// The kernels' addressing (one definition for both compilers) at every rank up to kMaxRank, broadcast and
+// permuted operands included, against the definition.
+TEST(LaunchShapes, EveryRankAddressesAsTheDefinitionSays) {
+  for (int rank = 1; rank <= kMaxRank; ++rank) {
+    Shape out(rank);
+    for (int d = 0; d < rank; ++d)
+      out[d] = 2 + (d * 5 + rank) % 3; // 2..4 each: 3^8 indices at most
+    Shape broadcast = out;
+    for (int d = 0; d < rank; d += 2)
+      broadcast[d] = 1;
+    const Extent e = extentOf(out);
+    Strided permuted = contiguous(out);
+    std::reverse(permuted.strides, permuted.strides + rank);
+    permuted.base = 7;
+    for (const Strided &s : {contiguous(out), broadcastOperand(broadcast, out), broadcastOperand({1}, out), permuted})
+      for (int64_t i = 0; i < count(e); ++i)
+        ASSERT_EQ(offsetOf(e, s, i), referenceOffset(e, s, i)) << "rank " << rank << ", index " << i;
   }
 }
 
