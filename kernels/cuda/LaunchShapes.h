@@ -32,7 +32,7 @@ struct Strided {
 /// Element offset of linear index `i` of `extent` in an operand addressed by `s` (the kernels' strided
 /// and broadcast addressing). The loop runs over kMaxRank with constant indices: one bounded by the rank
 /// would index the kernel's parameters at run time, and a GPU copies such a parameter to each thread's
-/// local memory first (an H200 ran tec's broadcasting multiply ten times slower than a plain one).
+/// local memory first (on an H200 a scalar-times-tensor multiply took 1.85 ms that way, 0.28 ms this way).
 TEC_HOST_DEVICE int64_t offsetOf(const Extent &extent, const Strided &s, int64_t i) {
   int64_t offset = s.base;
 #if defined(__CUDACC__)
