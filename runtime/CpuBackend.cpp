@@ -35,7 +35,7 @@ struct AlignedFree {
   void operator()(char *p) const { std::free(p); }
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public Backend, steps::PlanBuffers {
 public:
   CpuBackend(int threads, bool countQuantized, bool fuse) : fuse(fuse), threads(threads), countQuantized(countQuantized) {}
   const std::vector<QuantizeStats> &quantizeStats() const override { return stats; }
@@ -71,11 +71,7 @@ private:
   template <class B>
   friend const std::unordered_map<std::string, Status (B::*)(const plan::Step &)> &steps::stepCompilers();
 
-  // Buffer access while compiling a step.
-  const plan::Buffer &buf(int i) const { return variant->buffers(i); }
-  k::Shape shape(int i) const { return {buf(i).shape().begin(), buf(i).shape().end()}; }
-  int64_t count(int i) const { return k::numElements(shape(i)); }
-  plan::DType dtype(int i) const { return buf(i).dtype(); }
+  // Buffer access while compiling a step (and steps::PlanBuffers').
   template <typename T = void> T *ptr(int i) const { return static_cast<T *>(pointers[i]); }
   /// f32 view of a float buffer: the buffer itself, or f32 scratch filled before the step runs.
   float *floatIn(int i);
@@ -99,52 +95,16 @@ private:
     });
   }
 
-  // One compiler per kernel.
-  Status binary(const plan::Step &s);
-  Status unary(const plan::Step &s);
-  Status where(const plan::Step &s);
-  Status compare(const plan::Step &s);
-  Status activationGrad(const plan::Step &s);
-  Status lrSchedule(const plan::Step &s);
-  Status oneHot(const plan::Step &s);
-  Status allFinite(const plan::Step &s);
-  Status lossScaleUpdate(const plan::Step &s);
-  Status clipCoefficient(const plan::Step &s);
-  Status cast(const plan::Step &s);
-  Status softmax(const plan::Step &s);
-  Status layerNorm(const plan::Step &s);
-  Status attention(const plan::Step &s);
+  // The step compilers (runtime/StepCompilers.def), one per kind of kernel.
+#define TEC_STEP_COMPILER(name) Status name(const plan::Step &s);
+#include "runtime/StepCompilers.def"
+
   Status attentionFp8(const AttentionStep &a, const float *q, const float *k, const float *v, const void *mask,
                       float *lse);
   Status attentionInPlace(const AttentionStep &a, const void *mask);
-  Status reduce(const plan::Step &s);
-  Status matmul(const plan::Step &s);
-  Status gemm(const plan::Step &s);
-  Status linear(const plan::Step &s);
   bool constantWeight(int buffer) const;
-  Status transpose(const plan::Step &s);
-  Status expand(const plan::Step &s);
-  Status concat(const plan::Step &s);
-  Status split(const plan::Step &s);
-  Status slice(const plan::Step &s);
-  Status gather(const plan::Step &s);
-  Status gatherElements(const plan::Step &s);
-  Status window(const plan::Step &s);
-  Status argReduce(const plan::Step &s);
-  Status cumSum(const plan::Step &s);
-  Status scatterAdd(const plan::Step &s);
-  Status copy(const plan::Step &s);
-  Status quantize(const plan::Step &s);
-  Status castFp8(const plan::Step &s);
-  Status layerNormFp8(const plan::Step &s);
-  Status castFp8BiasGrad(const plan::Step &s);
   Closure quantizeInto(int scale, int y, const float *x, int64_t n);
-  Status dequantize(const plan::Step &s);
-  Status amax(const plan::Step &s);
   int quantizeAfterAmax(const plan::Step &s) const;
-  Status fp8Gemm(const plan::Step &s);
-  Status delayedScaling(const plan::Step &s);
-  Status optimizerUpdate(const plan::Step &s);
 
   /// A 2-D transpose whose one reader is a linear step's input: the GEMM reads the source with transA
   /// instead (the weight gradient dW = dYᵀ·X of every backward pass). linear step -> the source.
@@ -200,7 +160,6 @@ private:
   bool countQuantized;
   std::optional<PlanGraph> graph;
   std::vector<QuantizeStats> stats;
-  const plan::Variant *variant = nullptr;
   std::unique_ptr<char, AlignedFree> arena;
   std::vector<void *> pointers;
   std::deque<std::vector<float>> scratch;

@@ -170,6 +170,22 @@ inline kernels::ActivationGradKind activationGradKind(const plan::Step &s) {
                                                    : kernels::ActivationGradKind::Gelu;
 }
 
+/// The plan's buffers as a backend reads them while it prepares steps (both backends derive from this).
+class PlanBuffers {
+protected:
+  const plan::Variant *variant = nullptr; // set by prepare
+  const plan::Buffer &buf(int i) const { return variant->buffers(i); }
+  std::vector<int64_t> shape(int i) const { return {buf(i).shape().begin(), buf(i).shape().end()}; }
+  int64_t count(int i) const {
+    int64_t n = 1;
+    for (int64_t d : buf(i).shape())
+      n *= d;
+    return n;
+  }
+  plan::DType dtype(int i) const { return buf(i).dtype(); }
+  kernels::ElementType type(int i) const { return elementType(dtype(i)); }
+};
+
 /// Every plan kernel and the member of backend B that compiles it (runtime/Kernels.def): one table for all
 /// backends, so that a kernel added to one is a compile error in the other until it is there too. B
 /// befriends this.

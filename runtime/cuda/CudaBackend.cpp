@@ -67,7 +67,7 @@ struct BiasGradFusion {
   int64_t rows = 0, cols = 0;
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, steps::PlanBuffers {
 public:
   explicit CudaBackend(const CudaBackendOptions &options) : options(options) {}
   /// For --emit=cuda: compiles `variant` without a device, as a GPU of `target` would run it, and
@@ -101,13 +101,6 @@ private:
   template <class B>
   friend const std::unordered_map<std::string, Status (B::*)(const plan::Step &)> &steps::stepCompilers();
 
-  const plan::Buffer &buf(int i) const { return variant->buffers(i); }
-  kc::Shape shape(int i) const { return {buf(i).shape().begin(), buf(i).shape().end()}; }
-  int64_t count(int i) const {
-    return std::accumulate(buf(i).shape().begin(), buf(i).shape().end(), int64_t(1), std::multiplies<>());
-  }
-  plan::DType dtype(int i) const { return buf(i).dtype(); }
-  ElementType type(int i) const { return elementType(dtype(i)); }
   Slot slot(int i) const { return slots[i]; }
   /// Scratch in the arena for the whole run, 256-byte aligned (cuBLASLt's and vector loads' preference).
   Slot scratch(int64_t bytes) {
@@ -283,47 +276,12 @@ private:
   /// One strided copy from x to y over `iteration` (transpose, expand, slice, concat, split).
   Status emitCopy(const plan::Step &s, int x, kc::Strided src, int y, kc::Strided dst, const kc::Shape &iteration);
 
-  Status binary(const plan::Step &s);
-  Status unary(const plan::Step &s);
-  Status where(const plan::Step &s);
-  Status compare(const plan::Step &s);
-  Status activationGrad(const plan::Step &s);
-  Status lrSchedule(const plan::Step &s);
-  Status oneHot(const plan::Step &s);
-  Status allFinite(const plan::Step &s);
-  Status lossScaleUpdate(const plan::Step &s);
-  Status clipCoefficient(const plan::Step &s);
-  Status cast(const plan::Step &s);
-  Status softmax(const plan::Step &s);
-  Status layerNorm(const plan::Step &s);
-  Status attention(const plan::Step &s);
-  Status reduce(const plan::Step &s);
-  Status matmul(const plan::Step &s);
-  Status gemm(const plan::Step &s);
-  Status linear(const plan::Step &s);
-  Status transpose(const plan::Step &s);
-  Status expand(const plan::Step &s);
-  Status concat(const plan::Step &s);
-  Status split(const plan::Step &s);
-  Status slice(const plan::Step &s);
-  Status gather(const plan::Step &s);
-  Status gatherElements(const plan::Step &s);
-  Status window(const plan::Step &s);
-  Status argReduce(const plan::Step &s);
-  Status cumSum(const plan::Step &s);
-  Status scatterAdd(const plan::Step &s);
-  Status copy(const plan::Step &s);
-  Status quantize(const plan::Step &s);
-  Status castFp8(const plan::Step &s);
-  Status layerNormFp8(const plan::Step &s);
-  Status castFp8BiasGrad(const plan::Step &s);
+  // The step compilers (runtime/StepCompilers.def), one per kind of kernel.
+#define TEC_STEP_COMPILER(name) Status name(const plan::Step &s);
+#include "runtime/StepCompilers.def"
+
   /// The FP8 health counter of a quantize with this scale (-1 when not counting).
   int64_t healthCounter(int scale, int64_t n);
-  Status dequantize(const plan::Step &s);
-  Status amax(const plan::Step &s);
-  Status fp8Gemm(const plan::Step &s);
-  Status delayedScaling(const plan::Step &s);
-  Status optimizerUpdate(const plan::Step &s);
 
   /// Lays out the arena and turns every step into launches; no device memory yet.
   Status compile(const plan::Variant &variant);
@@ -346,7 +304,6 @@ private:
   size_t workspaceBytes = 0;
   Slot workspace;
 
-  const plan::Variant *variant = nullptr;
   int64_t arenaBytes = 0, dataBase = 0, dataEnd = 0;
   char *arena = nullptr;
   std::vector<Slot> slots;
