@@ -59,14 +59,16 @@ __global__ void quantizeAmaxKernel(const void *x, ElementType xType, const float
   float local = 0.0f;
   const float s = *scale;
   unsigned long long saturated = 0, flushed = 0;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float v = applyEpilogue(loadWide(x, xType, i), activation), scaled = v * s;
-    const uint8_t q = floatToFp8(scaled, format);
-    y[i] = q;
-    local = maxAbsNanWins(local, v);
-    if (counts)
-      countHealth(scaled, q, format, saturated, flushed);
-  }
+  gridStrideByFour(
+      n, [&](int64_t i) { return loadWide(x, xType, i); },
+      [&](int64_t i, float loaded) {
+        const float v = applyEpilogue(loaded, activation), scaled = v * s;
+        const uint8_t q = floatToFp8(scaled, format);
+        y[i] = q;
+        local = maxAbsNanWins(local, v);
+        if (counts)
+          countHealth(scaled, q, format, saturated, flushed);
+      });
   finishQuantizeBlock(local, saturated, flushed, amax, counts, blockMax, threadIdx.x, blockDim.x);
 }
 
@@ -230,8 +232,8 @@ __global__ void delayedScalingKernel(const float *history, int64_t length, const
 void quantizeWithAmax(const void *x, ElementType xType, const float *scale, uint8_t *y, float *amax, int64_t n,
                       Fp8Format format, void *stream, unsigned long long *counts, Epilogue activation) {
   if (n)
-    quantizeAmaxKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, xType, scale, y, amax, n,
-                                                                                        format, counts, activation);
+    quantizeAmaxKernel<<<atomicGridBlocks(n, kThreads, currentMultiprocessors()), kThreads, 0,
+                         static_cast<cudaStream_t>(stream)>>>(x, xType, scale, y, amax, n, format, counts, activation);
 }
 
 void quantizeWithBiasGrad(const void *x, ElementType xType, int64_t rows, int64_t cols, const float *scale, uint8_t *y,

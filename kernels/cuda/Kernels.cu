@@ -810,10 +810,7 @@ __global__ void biasActivationKernel(Ref y, ConstRef bias, int64_t rows, int64_t
 __global__ void amaxKernel(ConstRef x, int64_t n, float *out) {
   __shared__ float shared[kThreads];
   float local = 0.0f;
-  TEC_GRID_LOOP(i, n) {
-    const float v = load(x, i);
-    local = maxAbsNanWins(local, v);
-  }
+  gridStrideByFour(n, [&](int64_t i) { return load(x, i); }, [&](int64_t, float v) { local = maxAbsNanWins(local, v); });
   shared[threadIdx.x] = local;
   __syncthreads();
   for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
@@ -877,6 +874,16 @@ __global__ void optimizerKernel(OptimizerParams params, const float *lr, const f
 }
 
 } // namespace
+
+int currentMultiprocessors() {
+  static const int count = [] {
+    int device = 0, value = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device);
+    return value > 0 ? value : 1;
+  }();
+  return count;
+}
 
 void binary(BinaryKind kind, const void *a, Strided as, const void *b, Strided bs, void *out, const Extent &extent,
             ElementType type, void *stream) {
@@ -1246,7 +1253,7 @@ void biasActivation(Ref y, ConstRef bias, int64_t rows, int64_t cols, Epilogue e
 void amax(ConstRef x, int64_t n, float *out, void *stream) {
   cudaMemsetAsync(out, 0, sizeof(float), asStream(stream));
   if (n)
-    amaxKernel<<<blocksFor(n), kThreads, 0, asStream(stream)>>>(x, n, out);
+    amaxKernel<<<atomicGridBlocks(n, kThreads, currentMultiprocessors()), kThreads, 0, asStream(stream)>>>(x, n, out);
 }
 
 void setFlag(uint8_t *flag, void *stream) { cudaMemsetAsync(flag, 1, 1, asStream(stream)); }

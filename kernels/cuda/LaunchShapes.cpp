@@ -112,6 +112,11 @@ ReductionPlan planReduction(Extent &kept, Strided &keptStrides, Extent &reduced,
   return p;
 }
 
+int atomicGridBlocks(int64_t n, int threads, int multiprocessors) {
+  const int64_t resident = int64_t(std::max(1, multiprocessors)) * (2048 / threads);
+  return static_cast<int>(std::clamp<int64_t>((n + threads - 1) / threads, 1, resident));
+}
+
 TileGrid transposeGrid(int64_t rows, int64_t cols) {
   TileGrid g;
   g.x = static_cast<unsigned>(std::min<int64_t>((rows + kTile - 1) / kTile, (int64_t(1) << 31) - 1));

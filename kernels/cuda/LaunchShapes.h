@@ -40,9 +40,16 @@ TEC_HOST_DEVICE int64_t offsetOf(const Extent &extent, const Strided &s, int64_t
 #endif
   for (int k = 0; k < kMaxRank; ++k) {
     const int d = kMaxRank - 1 - k; // the last dim first: it varies fastest
-    if (d < extent.rank) {
-      offset += (i % extent.dims[d]) * s.strides[d];
-      i /= extent.dims[d];
+    if (d >= extent.rank)
+      continue;
+    const int64_t dim = extent.dims[d];
+    if ((i | dim) >> 32 == 0) { // a 32-bit division where both fit: a fraction of a 64-bit one's instructions
+      const uint32_t q = uint32_t(i) / uint32_t(dim);
+      offset += (int64_t(uint32_t(i) - q * uint32_t(dim))) * s.strides[d];
+      i = q;
+    } else {
+      offset += (i % dim) * s.strides[d];
+      i /= dim;
     }
   }
   return offset;
@@ -84,6 +91,12 @@ inline constexpr int64_t kReduceBlocksPerSm = 4, kMinPerBlock = 4096;
 /// `kept`/`reduced` and their strides after coalescing (done here); `multiprocessors` of the GPU.
 ReductionPlan planReduction(Extent &kept, Strided &keptStrides, Extent &reduced, Strided &reducedStrides,
                             int multiprocessors);
+
+/// Blocks of `threads` for a grid-stride kernel that ends each block with one atomic on one address (an
+/// amax): as many as the GPU holds at once (2048 threads per multiprocessor), fewer where the elements
+/// need fewer. More only queue on that address: on an H200 a 16M-element quantize took 0.197 ms with
+/// 65,535 blocks, 0.069 ms with these.
+int atomicGridBlocks(int64_t n, int threads, int multiprocessors);
 
 /// The tile grid of a 2-D transpose of x[rows, cols] in 32x32 tiles: the long dimension (rows, which
 /// can be millions of tokens) on x, whose limit is 2^31-1; column tiles on y, capped at 65,535 and

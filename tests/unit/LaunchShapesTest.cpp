@@ -84,6 +84,24 @@ TEST(LaunchShapes, EveryRankAddressesAsTheDefinitionSays) {
   }
 }
 
+// Beyond 32 bits the addressing takes its 64-bit division: indices around 2^32 in a dim of 2^33 elements.
+TEST(LaunchShapes, IndicesBeyondThirtyTwoBitsAddressAsTheDefinitionSays) {
+  Extent e;
+  e.rank = 2, e.dims[0] = 3, e.dims[1] = int64_t(1) << 33;
+  Strided s;
+  s.strides[0] = 1, s.strides[1] = 5;
+  for (int64_t i : {int64_t(0), (int64_t(1) << 32) - 1, int64_t(1) << 32, (int64_t(1) << 33) + 7, 3 * (int64_t(1) << 33) - 1})
+    EXPECT_EQ(offsetOf(e, s, i), referenceOffset(e, s, i)) << i;
+}
+
+// A grid ending in one atomic per block: what the GPU holds at once, fewer for a small tensor, at least one.
+TEST(LaunchShapes, AtomicGridsAreWhatTheGpuHoldsAtOnce) {
+  EXPECT_EQ(atomicGridBlocks(int64_t(1) << 26, 256, kH200Sms), kH200Sms * 8);
+  EXPECT_EQ(atomicGridBlocks(1000, 256, kH200Sms), 4);
+  EXPECT_EQ(atomicGridBlocks(0, 256, kH200Sms), 1);
+  EXPECT_EQ(atomicGridBlocks(int64_t(1) << 40, 1024, 1), 2);
+}
+
 TEST(LaunchShapes, ATransposeStaysTwoDimensional) {
   // y[6, 4] = x[4, 6]ᵀ: src strides {1, 6}, which no merge may flatten.
   Extent e = extentOf({6, 4});
