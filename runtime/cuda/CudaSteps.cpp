@@ -1,0 +1,721 @@
+// The CUDA backend's step compilers, GEMMs and attention aside (CudaGemms.cpp, CudaAttention.cpp): each
+// turns a plan step into launch closures over arena offsets.
+#include "runtime/cuda/CudaBackend.h"
+
+namespace tec::cudabackend {
+
+// ---- elementwise ----------------------------------------------------------------------------------------
+
+Status CudaBackend::binary(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  int a = s.inputs(0), b = s.inputs(1), o = s.outputs(0);
+  if (dtype(a) != dtype(o) || dtype(b) != dtype(o))
+    return unsupported(s, "operands of different element types");
+  kc::Extent extent;
+  if (Status st = extentOf(s, shape(o), extent); !st.ok())
+    return st;
+  auto as = kc::broadcastOperand(shape(a), shape(o)), bs = kc::broadcastOperand(shape(b), shape(o));
+  auto kind = binaryKind(s);
+  auto t = type(o);
+  emit([=](const Context &c) {
+    c.k->binary(kind, c.at(slot(a)), as, c.at(slot(b)), bs, c.at(slot(o)), extent, t);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::compare(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  int a = s.inputs(0), b = s.inputs(1), o = s.outputs(0);
+  kc::Extent extent;
+  if (Status st = extentOf(s, shape(o), extent); !st.ok())
+    return st;
+  auto as = kc::broadcastOperand(shape(a), shape(o)), bs = kc::broadcastOperand(shape(b), shape(o));
+  auto kind = *compareKind(attrS(s, "predicate", "")); // the plan contracts checked it
+  auto t = type(a);
+  emit([=](const Context &c) {
+    c.k->compare(kind, c.at(slot(a)), as, c.at(slot(b)), bs, static_cast<bool *>(c.at(slot(o))), extent, t);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::unary(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  if (static_cast<size_t>(currentStep) < foldedGelu.size() && foldedGelu[currentStep])
+    return Status::success(); // in the GEMM before it (GELU_AUX)
+  auto kind = unaryKind(s);
+  int x = s.inputs(0), y = s.outputs(0);
+  int64_t n = count(y);
+  emit([=](const Context &c) {
+    c.k->unary(kind, cref(c, x), ref(c, y), n);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::activationGrad(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  if (static_cast<size_t>(currentStep) < foldedGelu.size() && foldedGelu[currentStep])
+    return Status::success(); // in the GEMM before it (DGELU)
+  auto kind = activationGradKind(s);
+  int dy = s.inputs(0), x = s.inputs(1), dx = s.outputs(0);
+  int64_t n = count(dx);
+  emit([=](const Context &c) {
+    c.k->activationGrad(kind, cref(c, dy), cref(c, x), ref(c, dx), n);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::where(const plan::Step &s) {
+  if (Status st = expectArity(s, 3, 3, 1); !st.ok())
+    return st;
+  int cnd = s.inputs(0), x = s.inputs(1), y = s.inputs(2), o = s.outputs(0);
+  kc::Extent extent;
+  if (Status st = extentOf(s, shape(o), extent); !st.ok())
+    return st;
+  auto cs = kc::broadcastOperand(shape(cnd), shape(o)), xs = kc::broadcastOperand(shape(x), shape(o)),
+       ys = kc::broadcastOperand(shape(y), shape(o));
+  size_t bytes = bytesOf(dtype(o));
+  emit([=](const Context &c) {
+    c.k->where(c.at<bool>(slot(cnd)), cs, c.at(slot(x)), xs, c.at(slot(y)), ys, c.at(slot(o)), extent, bytes);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::cast(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  int x = s.inputs(0), o = s.outputs(0);
+  if (auto folded = castOfSource.find(currentStep); folded != castOfSource.end())
+    x = folded->second; // a folded transpose's source, cast in its own layout
+  auto from = type(x), to = type(o);
+  int64_t n = count(o);
+  emit([=](const Context &c) {
+    c.k->cast(c.at(slot(x)), from, c.at(slot(o)), to, n);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::oneHot(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  int l = s.inputs(0), y = s.outputs(0);
+  int64_t n = count(l), depth = shape(y).back();
+  bool labels64 = dtype(l) == plan::I64;
+  int flag = errorFlag("one_hot: a label is outside [0, " + std::to_string(depth) + ")");
+  emit([=](const Context &c) {
+    c.k->oneHot(c.at(slot(l)), labels64, n, depth, c.at<float>(slot(y)), errorPointer(c, flag));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::allFinite(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1 << 20, 1); !st.ok())
+    return st;
+  std::vector<std::pair<int, int64_t>> inputs;
+  for (int i : s.inputs())
+    inputs.push_back({i, count(i)});
+  int o = s.outputs(0);
+  emit([=](const Context &c) {
+    c.k->setFlag(c.at<uint8_t>(slot(o)));
+    for (auto [i, n] : inputs)
+      c.k->clearIfNotFinite(cref(c, i), n, c.at<uint8_t>(slot(o)));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::clipCoefficient(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  float maxNorm = static_cast<float>(attrF(s, "max_norm", 1.0));
+  int norm = s.inputs(0), o = s.outputs(0);
+  emit([=](const Context &c) {
+    c.k->clipCoefficient(c.at<float>(slot(norm)), maxNorm, c.at<float>(slot(o)));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::lossScaleUpdate(const plan::Step &s) {
+  if (Status st = expectArity(s, 3, 3, 2); !st.ok())
+    return st;
+  float interval = static_cast<float>(attrI(s, "growth_interval", 2000));
+  float growth = static_cast<float>(attrF(s, "growth_factor", 2.0)), backoff = static_cast<float>(attrF(s, "backoff_factor", 0.5));
+  int scale = s.inputs(0), clean = s.inputs(1), finite = s.inputs(2), nextScale = s.outputs(0), nextClean = s.outputs(1);
+  emit([=](const Context &c) {
+    c.k->lossScaleUpdate(c.at<float>(slot(scale)), c.at<float>(slot(clean)), c.at<uint8_t>(slot(finite)), interval,
+                        growth, backoff, c.at<float>(slot(nextScale)), c.at<float>(slot(nextClean)));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::lrSchedule(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  int schedule = scheduleNumber(s);
+  float warmup = static_cast<float>(attrI(s, "warmup_steps")), total = static_cast<float>(attrI(s, "total_steps"));
+  int step = s.inputs(0), lr = s.inputs(1), o = s.outputs(0);
+  emit([=](const Context &c) {
+    c.k->learningRate(schedule, c.at<float>(slot(lr)), c.at<float>(slot(step)), warmup, total, c.at<float>(slot(o)));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+// ---- normalization and reductions -------------------------------------------------------------------------
+
+Status CudaBackend::softmax(const plan::Step &s) {
+  auto split = unaryAlongAxis(s, [&](int i) { return shape(i); });
+  if (!split.ok())
+    return split.error();
+  const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
+  bool log = s.kernel() == "log_softmax";
+  int x = s.inputs(0), y = s.outputs(0);
+  emit([=](const Context &c) {
+    c.k->softmax(cref(c, x), ref(c, y), outer, dim, inner, log);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+/// layer_norm (x, scale[, bias] -> y, mean, rstd) and rms_norm (x, scale -> y, rstd).
+Status CudaBackend::layerNorm(const plan::Step &s) {
+  const bool rms = s.kernel() == "rms_norm";
+  if (Status st = rms ? expectArity(s, 2, 2, 2) : expectArity(s, 2, 3, 3); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0));
+  int64_t axis = attrI(s, "axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
+    return unsupported(s, "axis out of range");
+  const auto [rows, cols] = rowsAndCols(in, axis);
+  float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
+  int x = s.inputs(0), g = s.inputs(1), b = s.inputs_size() > 2 ? s.inputs(2) : -1;
+  int y = s.outputs(0), mean = rms ? -1 : s.outputs(1), rstd = s.outputs(rms ? 1 : 2);
+  emit([=](const Context &c) {
+    c.k->layerNorm(cref(c, x), cref(c, g), b >= 0 ? cref(c, b) : kc::ConstRef{}, ref(c, y),
+                   mean >= 0 ? ref(c, mean) : kc::Ref{}, ref(c, rstd), rows, cols, eps, !rms);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::reduce(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  if (static_cast<size_t>(currentStep) < foldedReduce.size() && foldedReduce[currentStep])
+    return Status::success(); // in the wgrad GEMM before it (BGRADB)
+  auto kind = reduceKind(s);
+  auto in = shape(s.inputs(0));
+  auto axes = attrInts(s, "axes");
+  auto strides = kc::contiguous(in);
+  kc::Shape keptDims, reducedDims;
+  kc::Strided kept, reduced;
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
+    bool isReduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+    auto &dims = isReduced ? reducedDims : keptDims;
+    (isReduced ? reduced : kept).strides[dims.size()] = strides.strides[d];
+    dims.push_back(in[d]);
+  }
+  kc::Extent keptExtent, reducedExtent;
+  if (Status st = extentOf(s, in, keptExtent); !st.ok())
+    return st;
+  kc::makeExtent(keptDims, keptExtent);
+  kc::makeExtent(reducedDims, reducedExtent);
+  int x = s.inputs(0), o = s.outputs(0);
+  auto t = type(x), outType = type(o);
+  const Slot partials = reductionPartials(keptExtent, kept, reducedExtent, reduced);
+  const int sms = multiprocessors;
+  emit([=](const Context &c) {
+    c.k->reduce(kind, c.at(slot(x)), keptExtent, kept, reducedExtent, reduced, c.at(slot(o)), t, outType,
+                c.at(partials), sms);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+// ---- data movement ---------------------------------------------------------------------------------------
+
+Status CudaBackend::emitCopy(const plan::Step &s, int x, kc::Strided src, int y, kc::Strided dst,
+                             const kc::Shape &iteration) {
+  kc::Extent extent;
+  if (Status st = extentOf(s, iteration, extent); !st.ok())
+    return st;
+  size_t bytes = bytesOf(dtype(x));
+  emit([=](const Context &c) {
+    c.k->stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::transpose(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
+  auto perm = attrInts(s, "perm");
+  if (perm.size() != in.size() || in.size() > kc::kMaxRank)
+    return unsupported(s, "perm does not match the rank");
+  // A 2-D f32 transpose that only feeds an FP8 quantize (the TN operand of a backward GEMM, its amax
+  // maybe in between) is not materialized: the quantize reads the source transposed.
+  const int x = s.inputs(0), t = s.outputs(0);
+  int quantizeStep = currentStep + 1;
+  if (quantizeStep < variant->steps_size() && variant->steps(quantizeStep).kernel() == "amax" &&
+      variant->steps(quantizeStep).inputs(0) == t)
+    ++quantizeStep;
+  if (perm == std::vector<int64_t>{1, 0} && isFloat(dtype(x)) && quantizeStep < variant->steps_size() &&
+      variant->steps(quantizeStep).kernel() == "quantize" && variant->steps(quantizeStep).inputs(0) == t &&
+      readers(t) == quantizeStep - currentStep) {
+    transposedQuantize[quantizeStep] = {x, in[0], in[1]};
+    return Status::success();
+  }
+  if (perm == std::vector<int64_t>{1, 0} && foldTransposeIntoGemm(x, t))
+    return Status::success();
+  auto inStrides = kc::contiguous(in);
+  kc::Strided src;
+  for (size_t d = 0; d < perm.size(); ++d)
+    src.strides[d] = inStrides.strides[perm[d]];
+  return emitCopy(s, x, src, t, kc::contiguous(out), out);
+}
+
+/// A 2-D transpose whose one reader is a Linear's input, maybe through a cast whose one reader that is
+/// (the wgrad dW = dYᵀ·X of every backward pass): not materialized. The GEMM reads the source with
+/// transposeA (cuBLASLt's transb), and the cast, if any, casts the source instead, in the source's layout.
+/// The source must stay unchanged until it is read; its storage is then kept live that long.
+bool CudaBackend::foldTransposeIntoGemm(int source, int transposed) {
+  auto onlyReader = [&](int buffer) { return planGraph->onlyReaderAfter(buffer, currentStep); };
+  int gemm = onlyReader(transposed), cast = -1;
+  if (gemm < 0)
+    return false;
+  if (variant->steps(gemm).kernel() == "cast" && variant->steps(gemm).outputs_size() == 1) {
+    cast = gemm;
+    gemm = onlyReader(variant->steps(cast).outputs(0));
+    if (gemm < 0)
+      return false;
+  }
+  const auto &g = variant->steps(gemm);
+  const int operand = cast >= 0 ? variant->steps(cast).outputs(0) : transposed;
+  if (g.kernel() != "linear" || g.inputs_size() < 2 || g.inputs(0) != operand || g.inputs(1) == operand ||
+      shape(operand).size() != 2 || !planGraph->unchangedBetween(source, currentStep, (cast >= 0 ? cast : gemm) + 1))
+    return false;
+  transposedOperand[gemm] = {source, cast >= 0 ? operand : source};
+  if (cast >= 0)
+    castOfSource[cast] = source;
+  planGraph->extendLive(source, cast >= 0 ? cast : gemm);
+  return true;
+}
+
+Status CudaBackend::expand(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
+  return emitCopy(s, s.inputs(0), kc::broadcastOperand(in, out), s.outputs(0), kc::contiguous(out), out);
+}
+
+Status CudaBackend::slice(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
+  auto starts = attrInts(s, "starts"), stepsAttr = attrInts(s, "steps");
+  if (starts.size() != in.size() || stepsAttr.size() != in.size() || in.size() > kc::kMaxRank)
+    return unsupported(s, "attributes do not match the rank");
+  auto inStrides = kc::contiguous(in);
+  kc::Strided src;
+  for (size_t d = 0; d < in.size(); ++d) {
+    src.base += starts[d] * inStrides.strides[d];
+    src.strides[d] = stepsAttr[d] * inStrides.strides[d];
+  }
+  return emitCopy(s, s.inputs(0), src, s.outputs(0), kc::contiguous(out), out);
+}
+
+/// Concat and split: each piece is a strided copy at its offset along the axis of the whole.
+Status CudaBackend::concat(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1 << 20, 1); !st.ok())
+    return st;
+  int64_t axis = attrI(s, "axis"), offset = 0;
+  auto whole = kc::contiguous(shape(s.outputs(0)));
+  for (int in : s.inputs()) {
+    auto piece = shape(in);
+    auto dst = whole;
+    dst.base = offset * whole.strides[axis];
+    if (Status st = emitCopy(s, in, kc::contiguous(piece), s.outputs(0), dst, piece); !st.ok())
+      return st;
+    offset += piece[axis];
+  }
+  return Status::success();
+}
+
+Status CudaBackend::split(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, s.outputs_size()); !st.ok())
+    return st;
+  int64_t axis = attrI(s, "axis"), offset = 0;
+  auto whole = kc::contiguous(shape(s.inputs(0)));
+  for (int out : s.outputs()) {
+    auto piece = shape(out);
+    auto src = whole;
+    src.base = offset * whole.strides[axis];
+    if (Status st = emitCopy(s, s.inputs(0), src, out, kc::contiguous(piece), piece); !st.ok())
+      return st;
+    offset += piece[axis];
+  }
+  return Status::success();
+}
+
+Status CudaBackend::gather(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  auto data = shape(s.inputs(0));
+  int64_t axis = attrI(s, "axis"), n = count(s.inputs(1));
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= data[d];
+  for (size_t d = axis + 1; d < data.size(); ++d)
+    inner *= data[d];
+  int64_t dim = data[axis];
+  size_t bytes = bytesOf(dtype(s.inputs(0)));
+  bool indices64 = dtype(s.inputs(1)) == plan::I64;
+  int flag = errorFlag("gather '" + s.source() + "': an index is outside [-" + std::to_string(dim) + ", " +
+                        std::to_string(dim) + ") along axis " + std::to_string(axis));
+  int x = s.inputs(0), idx = s.inputs(1), y = s.outputs(0);
+  emit([=](const Context &c) {
+    c.k->gather(c.at(slot(x)), outer, dim, inner, c.at(slot(idx)), indices64, n, c.at(slot(y)), bytes,
+               errorPointer(c, flag));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::gatherElements(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  auto axis = indexedAxis(s, shape(s.inputs(0)), shape(s.inputs(1)));
+  if (!axis.ok())
+    return axis.error();
+  const int64_t outer = axis->full.outer, dim = axis->full.dim, inner = axis->full.inner;
+  const int64_t picks = axis->picks;
+  size_t bytes = bytesOf(dtype(s.inputs(0)));
+  bool indices64 = dtype(s.inputs(1)) == plan::I64;
+  int flag = errorFlag("gather_elements '" + s.source() + "': an index is outside [-" + std::to_string(dim) + ", " +
+                       std::to_string(dim) + ")");
+  int x = s.inputs(0), idx = s.inputs(1), y = s.outputs(0);
+  emit([=](const Context &c) {
+    c.k->gatherElements(c.at(slot(x)), outer, dim, inner, c.at(slot(idx)), indices64, picks, c.at(slot(y)), bytes,
+                        errorPointer(c, flag));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::scatterAdd(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  auto axis = indexedAxis(s, shape(s.outputs(0)), shape(s.inputs(1)));
+  if (!axis.ok())
+    return axis.error();
+  const int64_t outer = axis->full.outer, dim = axis->full.dim, inner = axis->full.inner;
+  const int64_t picks = axis->picks;
+  const bool elements = axis->elements, indices64 = dtype(s.inputs(1)) == plan::I64;
+  int u = s.inputs(0), idx = s.inputs(1), y = s.outputs(0);
+  emit([=](const Context &c) {
+    c.k->scatterAdd(cref(c, u), outer, dim, inner, c.at(slot(idx)), indices64, picks, elements, ref(c, y));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::window(const plan::Step &s) {
+  auto read = readWindowStep(s, [&](int i) { return shape(i); });
+  if (!read.ok())
+    return read.error();
+  const WindowStep w = *read;
+  if (w.channelsLast) // tec-channels-last lays out the cpu target's convolutions only
+    return Status::error("step '" + s.kernel() + "' (from " + s.source() +
+                         ") is channels-last, which the cuda backend does not run");
+  const bool convolution = w.kind == WindowKind::Conv || w.kind == WindowKind::ConvInputGrad ||
+                           w.kind == WindowKind::ConvWeightGrad;
+  if (const int conv = convolution ? makeConvolution(s, {w.kind, w.window, type(w.out), options.allowTf32}) : -1;
+      conv >= 0) {
+    const Slot convWorkspace = stepScratch(static_cast<int64_t>(convolutions[conv]->workspaceBytes()));
+    // cuDNN's convolution API adds no bias: a broadcasting add over [1, C, 1, 1] follows, in place.
+    kc::Extent extent;
+    kc::Strided outStrides, biasStrides;
+    if (w.bias >= 0) {
+      if (Status st = extentOf(s, shape(w.out), extent); !st.ok())
+        return st;
+      outStrides = kc::broadcastOperand(shape(w.out), shape(w.out));
+      biasStrides = kc::broadcastOperand({1, w.window.outChannels, 1, 1}, shape(w.out));
+    }
+    const std::string name = stepName(s);
+    const auto t = type(w.out);
+    emit([=](const Context &c) {
+      std::string error;
+      if (!c.k->convolution(conv, c.at(slot(w.a)), c.at(slot(w.b)), c.at(slot(w.out)), c.at(convWorkspace), error))
+        return Status::error(name + ": cuDNN failed: " + error);
+      if (w.bias >= 0)
+        c.k->binary(BinaryKind::Add, c.at(slot(w.out)), outStrides, c.at(slot(w.bias)), biasStrides, c.at(slot(w.out)),
+                    extent, t);
+      return Status::success();
+    });
+    return Status::success();
+  }
+  emit([=](const Context &c) {
+    c.k->window(w.kind, w.window, cref(c, w.a), w.b >= 0 ? cref(c, w.b) : kc::ConstRef(),
+                w.bias >= 0 ? cref(c, w.bias) : kc::ConstRef(), ref(c, w.out), w.countIncludePad);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::argReduce(const plan::Step &s) {
+  auto split = unaryAlongAxis(s, [&](int i) { return shape(i); });
+  if (!split.ok())
+    return split.error();
+  const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
+  const bool max = attrS(s, "kind", "max") == "max", last = attrI(s, "select_last_index", 0) != 0;
+  int x = s.inputs(0), y = s.outputs(0);
+  auto t = type(x);
+  emit([=](const Context &c) {
+    c.k->argReduce(max, last, c.at(slot(x)), t, outer, dim, inner, static_cast<int64_t *>(c.at(slot(y))));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::cumSum(const plan::Step &s) {
+  auto split = unaryAlongAxis(s, [&](int i) { return shape(i); });
+  if (!split.ok())
+    return split.error();
+  const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
+  const bool exclusive = attrI(s, "exclusive", 0) != 0, reverse = attrI(s, "reverse", 0) != 0;
+  int x = s.inputs(0), y = s.outputs(0);
+  auto t = type(x);
+  emit([=](const Context &c) {
+    c.k->cumSum(c.at(slot(x)), c.at(slot(y)), t, outer, dim, inner, exclusive, reverse);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::copy(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  int64_t bytes = buf(s.outputs(0)).bytes();
+  int x = s.inputs(0), y = s.outputs(0);
+  emit([=](const Context &c) {
+    if (c.at(slot(x)) != c.at(slot(y)))
+      c.k->copy(c.at(slot(y)), c.at(slot(x)), bytes);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+// ---- FP8 ------------------------------------------------------------------------------------------------
+
+Status CudaBackend::amax(const plan::Step &s) {
+  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
+    return st;
+  int x = s.inputs(0), o = s.outputs(0);
+  // Folded into the quantize right after it, when that one reads the same f32 tensor: one pass, not two.
+  if (currentStep + 1 < variant->steps_size()) {
+    const auto &next = variant->steps(currentStep + 1);
+    if (next.kernel() == "quantize" && next.inputs_size() == 2 && next.inputs(0) == x && isFloat(dtype(x)) &&
+        next.inputs(1) != o) {
+      fusedAmax[currentStep + 1] = o;
+      return Status::success();
+    }
+  }
+  int64_t n = count(x);
+  emit([=](const Context &c) {
+    c.k->amax(cref(c, x), n, c.at<float>(slot(o)));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+int64_t CudaBackend::healthCounter(int scale, int64_t n) {
+  if (!options.quantizeStats)
+    return -1;
+  stats.push_back({quantizedTensor(buf(scale).name()), n, 0, 0});
+  return static_cast<int64_t>(stats.size()) - 1;
+}
+
+/// cast_fp8: the activation, its amax and its quantize in one kernel.
+Status CudaBackend::castFp8(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 2); !st.ok())
+    return st;
+  const int x = s.inputs(0), scale = s.inputs(1), y = s.outputs(0), amax = s.outputs(1);
+  const int64_t n = count(y), counter = healthCounter(scale, n);
+  const auto format = fp8Format(dtype(y));
+  const auto activation = castActivation(s);
+  emit([=](const Context &c) {
+    c.k->memset(c.at(slot(amax)), 0, sizeof(float));
+    c.k->castFp8(cref(c, x), activation, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)), c.at<float>(slot(amax)), n,
+                 format, counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+/// cast_fp8_dbias: dY's quantize, amax and column sums in one pass (and one over the partial sums).
+Status CudaBackend::castFp8BiasGrad(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 3); !st.ok())
+    return st;
+  const int x = s.inputs(0), scale = s.inputs(1), y = s.outputs(0), amax = s.outputs(1), dbias = s.outputs(2);
+  const int64_t n = count(x), cols = shape(x).back(), rows = cols ? n / cols : 0, counter = healthCounter(scale, n);
+  const auto format = fp8Format(dtype(y));
+  const Slot partials = stepScratch(kc::biasGradChunks(rows) * cols * 8);
+  emit([=](const Context &c) {
+    c.k->memset(c.at(slot(amax)), 0, sizeof(float));
+    c.k->castFp8BiasGrad(cref(c, x), rows, cols, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)),
+                         c.at<float>(slot(amax)), c.at<float>(slot(dbias)), c.at<double>(partials), format,
+                         counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+/// layer_norm_fp8 (x, weight, bias?, scale -> q, amax, mean, rstd) in one kernel.
+Status CudaBackend::layerNormFp8(const plan::Step &s) {
+  if (Status st = expectArity(s, 3, 4, 4); !st.ok())
+    return st;
+  auto in = shape(s.inputs(0));
+  const int64_t axis = attrI(s, "axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
+    return unsupported(s, "axis out of range");
+  const auto [rows, cols] = rowsAndCols(in, axis);
+  const float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
+  const int x = s.inputs(0), g = s.inputs(1), b = s.inputs_size() == 4 ? s.inputs(2) : -1,
+            scale = s.inputs(s.inputs_size() - 1);
+  const int y = s.outputs(0), amax = s.outputs(1), mean = s.outputs(2), rstd = s.outputs(3);
+  if (b >= 0 && dtype(b) != dtype(g))
+    return unsupported(s, "weight and bias of different element types");
+  const int64_t counter = healthCounter(scale, count(y));
+  const auto format = fp8Format(dtype(y));
+  emit([=](const Context &c) {
+    c.k->memset(c.at(slot(amax)), 0, sizeof(float));
+    c.k->layerNormFp8(cref(c, x), cref(c, g), b >= 0 ? cref(c, b) : kc::ConstRef{}, c.at<float>(slot(scale)),
+                      c.at<uint8_t>(slot(y)), c.at<float>(slot(amax)), c.at<float>(slot(mean)), c.at<float>(slot(rstd)),
+                      rows, cols, eps, format, counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::quantize(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  int x = s.inputs(0), scale = s.inputs(1), y = s.outputs(0);
+  int64_t n = count(y);
+  auto format = fp8Format(dtype(y));
+  if (!isFloat(dtype(x)))
+    return unsupported(s, "expected an f32, bf16 or f16 input to quantize");
+  Slot amaxOut = fusedAmax.count(currentStep) ? slot(fusedAmax[currentStep]) : Slot{};
+  const int64_t counter = healthCounter(scale, n);
+  auto fold = transposedQuantize.find(currentStep);
+  if (fold != transposedQuantize.end() || attrI(s, "transpose_input")) {
+    const bool own = fold == transposedQuantize.end(); // the quantize reads its own input transposed
+    const int source = own ? x : std::get<0>(fold->second);
+    const int64_t rows = own ? shape(x)[0] : std::get<1>(fold->second), cols = own ? shape(x)[1] : std::get<2>(fold->second);
+    emit([=](const Context &c) {
+      if (!amaxOut.null())
+        c.k->memset(c.at(amaxOut), 0, sizeof(float));
+      c.k->quantizeTransposed(cref(c, source), rows, cols, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)),
+                              c.at<float>(amaxOut), format,
+                              counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+      return Status::success();
+    });
+    return Status::success();
+  }
+  emit([=](const Context &c) {
+    if (!amaxOut.null())
+      c.k->memset(c.at(amaxOut), 0, sizeof(float));
+    c.k->quantize(cref(c, x), c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)), c.at<float>(amaxOut), n, format,
+                  counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::dequantize(const plan::Step &s) {
+  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
+    return st;
+  int x = s.inputs(0), scaleInv = s.inputs(1), y = s.outputs(0);
+  int64_t n = count(y);
+  auto format = fp8Format(dtype(x));
+  Slot out = dtype(y) == plan::F32 ? slot(y) : stepScratch(n * 4);
+  auto to = type(y);
+  emit([=](const Context &c) {
+    c.k->dequantize(c.at<uint8_t>(slot(x)), c.at<float>(slot(scaleInv)), c.at<float>(out), n, format);
+    if (to != ElementType::F32)
+      c.k->cast(c.at(out), ElementType::F32, c.at(slot(y)), to, n);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::delayedScaling(const plan::Step &s) {
+  if (Status st = expectArity(s, 3, 3, 3); !st.ok())
+    return st;
+  int64_t length = count(s.inputs(0)), margin = attrI(s, "margin");
+  if (length > kc::kMaxHistory)
+    return unsupported(s, "amax history longer than " + std::to_string(kc::kMaxHistory));
+  float fp8Max = static_cast<float>(attrF(s, "fp8_max", kernels::kE4M3Max));
+  bool mostRecent = attrS(s, "algo", "max") == "most_recent";
+  int h = s.inputs(0), scale = s.inputs(1), a = s.inputs(2), nh = s.outputs(0), ns = s.outputs(1), nsi = s.outputs(2);
+  emit([=](const Context &c) {
+    c.k->delayedScaling(c.at<float>(slot(h)), length, c.at<float>(slot(scale)), c.at<float>(slot(a)), fp8Max, margin,
+                       mostRecent, c.at<float>(slot(nh)), c.at<float>(slot(ns)), c.at<float>(slot(nsi)));
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::optimizerUpdate(const plan::Step &s) {
+  if (foldedOptimizerSteps.size() > static_cast<size_t>(currentStep) && foldedOptimizerSteps[currentStep])
+    return Status::success();
+  auto first = readOptimizerStep(s);
+  if (!first.ok())
+    return first.error();
+  // This step and the optimizer steps right after it with the same hyperparameters and scalars: one
+  // multi-tensor launch for all of them (every parameter's update of a training step, usually).
+  foldedOptimizerSteps.resize(variant->steps_size(), false);
+  std::vector<OptimizerStep> group{*first};
+  for (int next = currentStep + 1; next < variant->steps_size() && variant->steps(next).kernel() == "optimizer_update";
+       ++next) {
+    auto o = readOptimizerStep(variant->steps(next));
+    if (!o.ok())
+      return o.error();
+    const auto &a = o->params, &b = first->params;
+    if (a.adamw != b.adamw || a.beta1 != b.beta1 || a.beta2 != b.beta2 || a.eps != b.eps ||
+        a.weightDecay != b.weightDecay || a.momentum != b.momentum || a.nesterov != b.nesterov || o->lr != first->lr ||
+        o->step != first->step || o->clip != first->clip || o->finite != first->finite)
+      break;
+    group.push_back(*o);
+    foldedOptimizerSteps[next] = true;
+  }
+  auto maybe = [](const std::vector<int> &list, size_t i) { return i < list.size() ? list[i] : -1; };
+  const OptimizerStep head = group.front();
+  emit([=](const Context &c) {
+    auto at = [&](int buffer) { return buffer >= 0 ? c.at<float>(slot(buffer)) : nullptr; };
+    std::vector<kc::OptimizerTensor> tensors;
+    for (const auto &o : group)
+      tensors.push_back({at(o.param), at(o.grad), at(maybe(o.moments, 0)), at(maybe(o.moments, 1)), at(o.newParam),
+                         at(maybe(o.newMoments, 0)), at(maybe(o.newMoments, 1)), count(o.param)});
+    c.k->optimizerUpdate(head.params, at(head.lr), at(head.step), at(head.clip),
+                         head.finite >= 0 ? c.at<uint8_t>(slot(head.finite)) : nullptr, tensors);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+} // namespace tec::cudabackend
