@@ -85,6 +85,311 @@ struct Samples {
   int64_t sampleBytes;
 };
 
+namespace {
+
+void printError(const std::string &message) { llvm::errs() << "error: " << message << "\n"; }
+
+/// Binds one data set: `--input name=FILE` feeds input `name`, `--target out=FILE` (prefix "target:") feeds
+/// `target:out`. Samples are batches of the plan's shape stacked along the first dim, as many in every set.
+int bindData(const std::string &spec, const std::string &prefix, tec::Trainer &trainer, std::vector<Samples> &data) {
+  const tec::Session &s = trainer.session();
+  auto [name, file] = llvm::StringRef(spec).split('=');
+  if (name.empty() || file.empty()) {
+    llvm::errs() << "error: --" << (prefix.empty() ? "input" : "target") << " '" << spec << "': expected NAME=FILE\n";
+    return kExitBadInput;
+  }
+  std::string inputName = prefix + name.str();
+  auto it = std::find_if(s.inputs().begin(), s.inputs().end(), [&](const auto &i) { return i.name == inputName; });
+  if (it == s.inputs().end()) {
+    printError(spec + ": the training step has no input '" + inputName + "'");
+    return kExitBadInput;
+  }
+  const size_t index = it - s.inputs().begin();
+  if (!trainer.bindsInput(index)) {
+    printError(spec + ": '" + inputName + "' is set by tec train from the --target flags");
+    return kExitBadInput;
+  }
+  if (std::any_of(data.begin(), data.end(), [&](const Samples &d) { return d.input == index; })) {
+    printError(spec + ": '" + inputName + "' is given twice");
+    return kExitBadInput;
+  }
+  auto tensor = tec::readTensorFile(file.str());
+  if (!tensor.ok()) {
+    printError(tensor.error().message());
+    return kExitBadInput;
+  }
+  const auto &batchShape = it->shape;
+  bool fits = tensor->dtype == it->dtype && !batchShape.empty() && tensor->shape.size() == batchShape.size() &&
+              std::equal(batchShape.begin() + 1, batchShape.end(), tensor->shape.begin() + 1) &&
+              tensor->shape[0] >= batchShape[0];
+  if (!fits) {
+    llvm::errs() << "error: " << spec << ": expected " << tec::dtypeName(it->dtype) << " samples shaped [N >= "
+                 << batchShape[0] << ", " << shapeString(std::vector<int64_t>(batchShape.begin() + 1, batchShape.end()))
+                 << "], got " << tec::dtypeName(tensor->dtype) << "[" << shapeString(tensor->shape) << "]\n";
+    return kExitBadInput;
+  }
+  int64_t batches = tensor->shape[0] / batchShape[0];
+  // Every data set holds the same samples: a shorter one would silently shorten the others.
+  if (!data.empty() && data.front().data.shape[0] != tensor->shape[0]) {
+    llvm::errs() << "error: " << spec << ": holds " << tensor->shape[0] << " samples, but " << data.front().file
+                 << " holds " << data.front().data.shape[0] << "\n";
+    return kExitBadInput;
+  }
+  data.push_back({index, std::move(*tensor), it->bytes, batches, file.str(), it->bytes / batchShape[0]});
+  return 0;
+}
+
+/// Distillation's teacher: the ONNX model compiled here for the CPU (into a temporary folder that goes with
+/// it), which labels seeded random inputs with its outputs.
+class Teacher {
+public:
+  ~Teacher() {
+    if (!folder.empty())
+      llvm::sys::fs::remove_directories(folder);
+  }
+  /// Compiles `model` and checks that it has a counterpart of each student input and target; an exit code
+  /// on failure.
+  int open(const std::string &model, tec::Trainer &trainer) {
+    tec::CompileOptions options;
+    auto compiled = tec::compileModel(context, model, options);
+    if (!compiled)
+      return reportCompileError(compiled.takeError());
+    llvm::SmallString<128> dir;
+    llvm::sys::fs::createUniqueDirectory("tec-teacher", dir);
+    folder = dir.str().str();
+    std::string plan = folder + "/teacher.tecplan";
+    if (tec::Status st = tec::writePlanFile(plan, (*compiled)->plan, (*compiled)->data); !st.ok()) {
+      printError(st.message());
+      return kExitInternal;
+    }
+    auto opened = tec::Session::open(plan);
+    if (!opened.ok()) {
+      printError(opened.error().message());
+      return kExitInternal;
+    }
+    session = opened.take();
+    const tec::Session &s = trainer.session();
+    for (size_t i = 0; i < s.inputs().size(); ++i) {
+      const auto &in = s.inputs()[i];
+      if (!trainer.bindsInput(i))
+        continue;
+      bool isTarget = llvm::StringRef(in.name).starts_with(tec::kTargetPrefix);
+      const auto &list = isTarget ? session->outputs() : session->inputs();
+      std::string want = isTarget ? in.name.substr(tec::kTargetPrefix.size()) : in.name;
+      auto it = std::find_if(list.begin(), list.end(), [&](const auto &t) { return t.name == want; });
+      if (it == list.end() || it->shape != in.shape || it->dtype != in.dtype) {
+        llvm::errs() << "error: --teacher " << model << ": the student's " << (isTarget ? "output" : "input") << " '"
+                     << want << "' has no teacher counterpart of the same type and shape\n";
+        return kExitBadInput;
+      }
+    }
+    return 0;
+  }
+  /// The student's inputs for `step`, drawn from the seed and the step (so resuming replays them), and its
+  /// targets, the teacher's outputs on them.
+  int label(int64_t step, tec::Trainer &trainer) {
+    tec::Session &s = trainer.session();
+    std::mt19937_64 rng(trainSeed * 1000003 + step);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (size_t i = 0; i < s.inputs().size(); ++i) {
+      const auto &in = s.inputs()[i];
+      if (llvm::StringRef(in.name).starts_with(tec::kTargetPrefix) || !trainer.bindsInput(i))
+        continue;
+      std::vector<float> values(in.bytes / 4);
+      for (auto &v : values)
+        v = normal(rng);
+      auto t = std::find_if(session->inputs().begin(), session->inputs().end(),
+                            [&](const auto &ti) { return ti.name == in.name; });
+      (void)s.setInput(i, values.data(), in.bytes);
+      (void)session->setInput(t - session->inputs().begin(), values.data(), in.bytes);
+    }
+    if (tec::Status st = session->run(); !st.ok()) {
+      printError("the teacher: " + st.message());
+      return kExitInternal;
+    }
+    for (size_t i = 0; i < s.inputs().size(); ++i) {
+      const auto &in = s.inputs()[i];
+      if (!llvm::StringRef(in.name).starts_with(tec::kTargetPrefix))
+        continue;
+      auto o = std::find_if(session->outputs().begin(), session->outputs().end(), [&](const auto &to) {
+        return to.name == in.name.substr(tec::kTargetPrefix.size());
+      });
+      (void)s.setInput(i, session->outputData(o - session->outputs().begin()), in.bytes);
+    }
+    return 0;
+  }
+
+private:
+  mlir::MLIRContext context;
+  std::unique_ptr<tec::Session> session;
+  std::string folder;
+};
+
+/// Every model input is given, and a target for each output trained on (those given: multi-output models);
+/// the trainer is told which.
+int checkCoverage(tec::Trainer &trainer, const std::vector<Samples> &data, bool distilling) {
+  const tec::Session &s = trainer.session();
+  std::vector<std::string> targeted, missing;
+  for (const auto &d : data)
+    if (llvm::StringRef(s.inputs()[d.input].name).starts_with(tec::kTargetPrefix))
+      targeted.push_back(s.inputs()[d.input].name.substr(tec::kTargetPrefix.size()));
+  for (size_t i = 0; i < s.inputs().size(); ++i) {
+    const bool given = std::any_of(data.begin(), data.end(), [&](const Samples &d) { return d.input == i; });
+    if (!given && trainer.bindsInput(i) && !llvm::StringRef(s.inputs()[i].name).starts_with(tec::kTargetPrefix))
+      missing.push_back(s.inputs()[i].name);
+  }
+  if (distilling)
+    return 0;
+  if (!missing.empty() || targeted.empty()) {
+    llvm::errs() << "error: the training step needs " << (missing.empty() ? "a target" : "inputs " + llvm::join(missing, ", "))
+                 << " (it takes: ";
+    for (size_t i = 0, shown = 0; i < s.inputs().size(); ++i)
+      if (trainer.bindsInput(i))
+        llvm::errs() << (shown++ ? ", " : "") << s.inputs()[i].name;
+    llvm::errs() << "); give each input with --input and the outputs to train on with --target\n";
+    return kExitBadInput;
+  }
+  if (tec::Status st = trainer.trainOn(targeted); !st.ok()) {
+    printError(st.message());
+    return kExitBadInput;
+  }
+  return 0;
+}
+
+/// What a run measured, step by step.
+struct RunRecord {
+  int64_t start = 0;     // the first step (after --resume)
+  int64_t stoppedAt = 0; // the step whose non-finite loss stopped training, if one did
+  std::vector<double> losses, stepMs, lossScales;
+  std::vector<double> stepMillis; // --profile: per plan step, summed
+  double seconds = 0;
+};
+
+/// Steps start..steps-1: feed each batch (or the teacher's labels), step, report, checkpoint.
+int runSteps(tec::Trainer &trainer, const std::vector<Samples> &data, Teacher *teacher, int64_t batches,
+             int64_t steps, RunRecord &run) {
+  tec::Session &s = trainer.session();
+  run.stepMillis.assign(s.variant().steps_size(), 0.0);
+  auto begin = std::chrono::steady_clock::now();
+  int64_t reportEvery = std::max<int64_t>(1, (steps - run.start) / 20);
+  std::string lastCheckpoint; // DIR/step-N, once one is written
+  for (int64_t step = run.start; step < steps; ++step) {
+    int64_t batch = step % batches; // the order depends on the step alone: resuming replays it exactly
+    if (teacher)
+      if (int code = teacher->label(step, trainer))
+        return code;
+    for (const auto &d : data)
+      if (tec::Status st = s.setInput(d.input, d.data.bytes.data() + batch * d.batchBytes, d.batchBytes); !st.ok()) {
+        printError(st.message());
+        return kExitInternal;
+      }
+    auto t0 = std::chrono::steady_clock::now();
+    auto loss = trainer.step(trainProfile ? &run.stepMillis : nullptr);
+    if (!loss.ok()) {
+      const tec::Status &st = loss.error();
+      llvm::errs() << "error: step " << step + 1 << ": " << st.message();
+      if (st.isBadData()) { // name the samples the step read
+        for (const auto &d : data)
+          llvm::errs() << llvm::formatv("{0} samples {1}-{2} of {3}", &d == &data.front() ? " (in" : ",",
+                                        batch * d.batchBytes / std::max<int64_t>(1, d.sampleBytes),
+                                        (batch + 1) * d.batchBytes / std::max<int64_t>(1, d.sampleBytes) - 1, d.file);
+        llvm::errs() << (data.empty() ? "" : ")");
+      }
+      llvm::errs() << "\n";
+      return st.isBadData() ? kExitBadInput : kExitInternal;
+    }
+    run.stepMs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    run.losses.push_back(*loss);
+    const std::optional<float> scale = trainer.lossScale();
+    if (scale)
+      run.lossScales.push_back(*scale);
+    // A non-finite loss without loss scaling (which skips the step) has most likely made the weights
+    // non-finite too: stop before anything else is built on them or saved.
+    if (!std::isfinite(*loss) && !scale && !continueNonFinite) {
+      llvm::errs() << llvm::formatv("error: step {0}: the loss is {1}; training stops (the weights this step "
+                                    "updated are likely not finite either{2}; --continue-on-nonfinite goes on)\n",
+                                    step + 1, *loss,
+                                    lastCheckpoint.empty() ? std::string() : "; the last checkpoint is " + lastCheckpoint);
+      run.stoppedAt = step + 1;
+      break;
+    }
+    int64_t done = step + 1 - run.start;
+    if (done % reportEvery == 0 || step + 1 == steps) {
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      double rate = done / elapsed;
+      llvm::outs() << llvm::formatv("  step {0,6}/{1}  loss {2,10:e3}  {3,7:f1} steps/s  ETA {4:f1} s\n", step + 1,
+                                    steps, run.losses.back(), rate, (steps - step - 1) / rate);
+    }
+    bool checkpointNow = !checkpointDir.empty() &&
+                         ((checkpointEvery > 0 && (step + 1) % checkpointEvery == 0) || step + 1 == steps);
+    if (checkpointNow) {
+      if (tec::Status st = trainer.save(checkpointDir); !st.ok()) {
+        printError("checkpoint: " + st.message());
+        return kExitBadInput;
+      }
+      lastCheckpoint = checkpointDir + "/step-" + std::to_string(trainer.steps());
+      llvm::outs() << "  checkpoint " << lastCheckpoint << "\n";
+    }
+  }
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  return 0;
+}
+
+void printFp8Health(const std::vector<tec::Fp8Health> &health) {
+  llvm::outs() << "=== FP8 health (last step) ===\n"
+               << llvm::formatv("{0,-34} {1,11} {2,11} {3,10} {4,10}\n", "tensor", "amax", "scale", "saturated",
+                                "flushed");
+  auto share = [](double x) { return std::isnan(x) ? std::string("-") : llvm::formatv("{0:f3}%", 100 * x).str(); };
+  for (const auto &e : health)
+    llvm::outs() << llvm::formatv("{0,-34} {1,11:e3} {2,11:e3} {3,10} {4,10}\n", e.tensor, e.amax, e.scale,
+                                  share(e.saturated), share(e.flushed));
+  if (health.empty())
+    llvm::outs() << "(the training step has no FP8 GEMMs: compile with --fp8=all --fp8-emulate, or for an FP8 GPU)\n";
+}
+
+/// --report: the losses, loss scales and step times, the memory and the FP8 health, as JSON (atomically).
+int writeReport(const tec::Session &s, const RunRecord &run, const std::vector<tec::Fp8Health> &health) {
+  std::string report;
+  llvm::raw_string_ostream json(report);
+  json << "{\"variant\": \"" << s.variant().target() << "\", \"first_step\": " << run.start << ", \"loss\": [";
+  // JSON has no NaN or infinity: a non-finite loss is null.
+  auto number = [](double v) { return std::isfinite(v) ? llvm::formatv("{0:e9}", v).str() : std::string("null"); };
+  for (size_t i = 0; i < run.losses.size(); ++i)
+    json << (i ? ", " : "") << number(run.losses[i]);
+  json << "], \"loss_scale\": [";
+  for (size_t i = 0; i < run.lossScales.size(); ++i)
+    json << (i ? ", " : "") << number(run.lossScales[i]);
+  json << "], \"step_ms\": [";
+  for (size_t i = 0; i < run.stepMs.size(); ++i)
+    json << (i ? ", " : "") << llvm::formatv("{0:f4}", run.stepMs[i]);
+  const tec::MemoryReport mem = tec::memoryReport(s.variant());
+  json << "], \"peak_memory_bytes\": " << s.variant().arena_bytes() << ", \"memory\": {\"arena\": " << mem.arena
+       << ", \"peak_step\": " << mem.peakStep << ", \"live_at_peak\": " << mem.peakBytes
+       << ", \"saved_activations\": " << mem.savedBytes << ", \"bytes_read\": " << mem.readBytes
+       << ", \"bytes_written\": " << mem.writtenBytes;
+  for (auto [kind, bytes] : mem.atPeak)
+    json << ", \"" << tec::kindName(kind) << "\": " << bytes;
+  json << "}, \"fp8\": [";
+  for (size_t i = 0; i < health.size(); ++i) {
+    const auto &e = health[i];
+    json << (i ? ", " : "") << "{\"tensor\": \"" << e.tensor << "\", \"amax\": " << llvm::formatv("{0:e6}", e.amax)
+         << ", \"scale\": " << llvm::formatv("{0:e6}", e.scale) << ", \"saturated\": " << number(e.saturated)
+         << ", \"flushed\": " << number(e.flushed) << ", \"recent_amax\": [";
+    for (size_t j = 0; j < e.recentAmax.size(); ++j)
+      json << (j ? ", " : "") << llvm::formatv("{0:e6}", e.recentAmax[j]);
+    json << "]}";
+  }
+  json << "]}\n";
+  json.flush();
+  if (tec::Status st = tec::writeFileAtomically(trainReport, report); !st.ok()) {
+    printError(st.message());
+    return kExitBadInput;
+  }
+  return 0;
+}
+
+} // namespace
+
 int trainLoop() {
   tec::SessionOptions options;
   options.kind = "train";
@@ -99,7 +404,7 @@ int trainLoop() {
     return code;
   auto opened = tec::Trainer::open(trainPlan, options);
   if (!opened.ok()) {
-    llvm::errs() << "error: " << opened.error().message() << "\n";
+    printError(opened.error().message());
     return kExitBadInput;
   }
   tec::Trainer &trainer = **opened;
@@ -111,151 +416,46 @@ int trainLoop() {
                      << "' as " << shapeString(in.shape) << "; recompile with --shape to change the batch\n";
         return kExitBadInput;
       }
-  // Bind each data set: --input name=... feeds input `name`, --target out=... feeds `target:out`.
-  std::vector<Samples> data;
-  auto bindData = [&](const std::string &spec, const std::string &prefix) -> int {
-    auto [name, file] = llvm::StringRef(spec).split('=');
-    if (name.empty() || file.empty()) {
-      llvm::errs() << "error: --" << (prefix.empty() ? "input" : "target") << " '" << spec
-                   << "': expected NAME=FILE\n";
-      return kExitBadInput;
-    }
-    std::string inputName = prefix + name.str();
-    auto it = std::find_if(s.inputs().begin(), s.inputs().end(), [&](const auto &i) { return i.name == inputName; });
-    if (it == s.inputs().end()) {
-      llvm::errs() << "error: " << spec << ": the training step has no input '" << inputName << "'\n";
-      return kExitBadInput;
-    }
-    const size_t index = it - s.inputs().begin();
-    if (!trainer.bindsInput(index)) {
-      llvm::errs() << "error: " << spec << ": '" << inputName << "' is set by tec train from the --target flags\n";
-      return kExitBadInput;
-    }
-    if (std::any_of(data.begin(), data.end(), [&](const Samples &d) { return d.input == index; })) {
-      llvm::errs() << "error: " << spec << ": '" << inputName << "' is given twice\n";
-      return kExitBadInput;
-    }
-    auto tensor = tec::readTensorFile(file.str());
-    if (!tensor.ok()) {
-      llvm::errs() << "error: " << tensor.error().message() << "\n";
-      return kExitBadInput;
-    }
-    // Samples are batches of the plan's shape stacked along the first dim.
-    const auto &batchShape = it->shape;
-    bool fits = tensor->dtype == it->dtype && !batchShape.empty() && tensor->shape.size() == batchShape.size() &&
-                std::equal(batchShape.begin() + 1, batchShape.end(), tensor->shape.begin() + 1) &&
-                tensor->shape[0] >= batchShape[0];
-    if (!fits) {
-      llvm::errs() << "error: " << spec << ": expected " << tec::dtypeName(it->dtype) << " samples shaped [N >= "
-                   << batchShape[0] << ", " << shapeString(std::vector<int64_t>(batchShape.begin() + 1, batchShape.end()))
-                   << "], got " << tec::dtypeName(tensor->dtype) << "[" << shapeString(tensor->shape) << "]\n";
-      return kExitBadInput;
-    }
-    int64_t batches = tensor->shape[0] / batchShape[0];
-    // Every data set holds the same samples: a shorter one would silently shorten the others.
-    if (!data.empty() && data.front().data.shape[0] != tensor->shape[0]) {
-      llvm::errs() << "error: " << spec << ": holds " << tensor->shape[0] << " samples, but " << data.front().file
-                   << " holds " << data.front().data.shape[0] << "\n";
-      return kExitBadInput;
-    }
-    data.push_back({static_cast<size_t>(it - s.inputs().begin()), std::move(*tensor), it->bytes, batches, file.str(),
-                    it->bytes / batchShape[0]});
-    return 0;
-  };
-  // Distillation: the teacher, compiled here for the CPU, turns seeded random inputs into targets.
-  std::unique_ptr<tec::Session> teacher;
-  mlir::MLIRContext teacherContext;
-  std::string teacherDir;
+  std::unique_ptr<Teacher> teacher;
   if (!teacherModel.empty()) {
-    tec::CompileOptions options;
-    auto compiled = tec::compileModel(teacherContext, teacherModel, options);
-    if (!compiled)
-      return reportCompileError(compiled.takeError());
-    llvm::SmallString<128> dir;
-    llvm::sys::fs::createUniqueDirectory("tec-teacher", dir);
-    teacherDir = dir.str().str();
-    std::string plan = teacherDir + "/teacher.tecplan";
-    if (tec::Status st = tec::writePlanFile(plan, (*compiled)->plan, (*compiled)->data); !st.ok()) {
-      llvm::errs() << "error: " << st.message() << "\n";
-      return kExitInternal;
-    }
-    auto teacherSession = tec::Session::open(plan);
-    if (!teacherSession.ok()) {
-      llvm::errs() << "error: " << teacherSession.error().message() << "\n";
-      return kExitInternal;
-    }
-    teacher = teacherSession.take();
-    for (size_t i = 0; i < s.inputs().size(); ++i) {
-      const auto &in = s.inputs()[i];
-      if (!trainer.bindsInput(i))
-        continue;
-      bool isTarget = llvm::StringRef(in.name).starts_with(tec::kTargetPrefix);
-      const auto &list = isTarget ? teacher->outputs() : teacher->inputs();
-      std::string want = isTarget ? in.name.substr(tec::kTargetPrefix.size()) : in.name;
-      auto it = std::find_if(list.begin(), list.end(), [&](const auto &t) { return t.name == want; });
-      if (it == list.end() || it->shape != in.shape || it->dtype != in.dtype) {
-        llvm::errs() << "error: --teacher " << teacherModel << ": the student's " << (isTarget ? "output" : "input")
-                     << " '" << want << "' has no teacher counterpart of the same type and shape\n";
-        return kExitBadInput;
-      }
-    }
+    teacher = std::make_unique<Teacher>();
+    if (int code = teacher->open(teacherModel, trainer))
+      return code;
   }
+  std::vector<Samples> data;
   for (const auto &spec : trainInputs)
-    if (int code = bindData(spec, ""); code)
+    if (int code = bindData(spec, "", trainer, data))
       return code;
   for (const auto &spec : trainTargets)
-    if (int code = bindData(spec, tec::kTargetPrefix.str()); code)
+    if (int code = bindData(spec, tec::kTargetPrefix.str(), trainer, data))
       return code;
   if (teacher && !data.empty()) {
-    llvm::errs() << "error: --teacher makes its own inputs and targets; drop --input/--target\n";
+    printError("--teacher makes its own inputs and targets; drop --input/--target");
     return kExitBadInput;
   }
-  // Every model input is needed, and a target for each output trained on: those given (multi-output models).
-  std::vector<std::string> targeted;
-  for (const auto &d : data)
-    if (llvm::StringRef(s.inputs()[d.input].name).starts_with(tec::kTargetPrefix))
-      targeted.push_back(s.inputs()[d.input].name.substr(tec::kTargetPrefix.size()));
-  std::vector<std::string> missing;
-  for (size_t i = 0; i < s.inputs().size(); ++i) {
-    const bool given = std::any_of(data.begin(), data.end(), [&](const Samples &d) { return d.input == i; });
-    if (!given && trainer.bindsInput(i) && !llvm::StringRef(s.inputs()[i].name).starts_with(tec::kTargetPrefix))
-      missing.push_back(s.inputs()[i].name);
-  }
-  if (!teacher && (!missing.empty() || targeted.empty())) {
-    llvm::errs() << "error: the training step needs " << (missing.empty() ? "a target" : "inputs " + llvm::join(missing, ", "))
-                 << " (it takes: ";
-    for (size_t i = 0, shown = 0; i < s.inputs().size(); ++i)
-      if (trainer.bindsInput(i))
-        llvm::errs() << (shown++ ? ", " : "") << s.inputs()[i].name;
-    llvm::errs() << "); give each input with --input and the outputs to train on with --target\n";
-    return kExitBadInput;
-  }
-  if (!teacher)
-    if (tec::Status st = trainer.trainOn(targeted); !st.ok()) {
-      llvm::errs() << "error: " << st.message() << "\n";
-      return kExitBadInput;
-    }
+  if (int code = checkCoverage(trainer, data, teacher != nullptr))
+    return code;
   int64_t batches = teacher ? 1 : data.front().batches;
   for (const auto &d : data)
     batches = std::min(batches, d.batches);
   if (teacher && trainSteps <= 0) {
-    llvm::errs() << "error: --teacher needs --steps (the data is generated, there are no epochs)\n";
+    printError("--teacher needs --steps (the data is generated, there are no epochs)");
     return kExitBadInput;
   }
   int64_t steps = trainSteps > 0 ? trainSteps : batches * std::max(1, trainEpochs.getValue());
-  int64_t start = 0;
+  RunRecord run;
   if (!resumeDir.empty()) {
     auto resumed = trainer.resume(resumeDir);
     if (!resumed.ok()) {
-      llvm::errs() << "error: " << resumed.error().message() << "\n";
+      printError(resumed.error().message());
       return kExitBadInput;
     }
-    start = *resumed;
-    llvm::outs() << "resumed from " << resumeDir << " at step " << start << "\n";
+    run.start = *resumed;
+    llvm::outs() << "resumed from " << resumeDir << " at step " << run.start << "\n";
   }
   if (!checkpointDir.empty()) // taken for the whole run, before its first step
     if (tec::Status st = trainer.holdCheckpointDir(checkpointDir); !st.ok()) {
-      llvm::errs() << "error: " << st.message() << "\n";
+      printError(st.message());
       return kExitBadInput;
     }
   llvm::outs() << "tec train: " << s.selectionReason() << "\n  ";
@@ -275,167 +475,30 @@ int trainLoop() {
     llvm::outs() << "  loss on " << llvm::join(trainer.trainedOutputs(), ", ") << "; ignoring " << llvm::join(ignored, ", ")
                  << " (no --target)\n";
   }
-  std::vector<double> losses, stepMs, lossScales;
-  std::vector<double> stepMillis(s.variant().steps_size()); // --profile: per plan step, summed
-  auto begin = std::chrono::steady_clock::now();
-  int64_t reportEvery = std::max<int64_t>(1, (steps - start) / 20);
-  std::string lastCheckpoint; // DIR/step-N, once one is written
-  int64_t stoppedAt = 0;      // the step whose loss stopped training, if one did
-  for (int64_t step = start; step < steps; ++step) {
-    int64_t batch = step % batches; // the order depends on the step alone: resuming replays it exactly
-    if (teacher) {
-      // Inputs drawn from the seed and the step (so resuming replays them), labelled by the teacher.
-      std::mt19937_64 rng(trainSeed * 1000003 + step);
-      std::normal_distribution<float> normal(0.0f, 1.0f);
-      for (size_t i = 0; i < s.inputs().size(); ++i) {
-        const auto &in = s.inputs()[i];
-        if (llvm::StringRef(in.name).starts_with(tec::kTargetPrefix) || !trainer.bindsInput(i))
-          continue;
-        std::vector<float> values(in.bytes / 4);
-        for (auto &v : values)
-          v = normal(rng);
-        auto t = std::find_if(teacher->inputs().begin(), teacher->inputs().end(),
-                              [&](const auto &ti) { return ti.name == in.name; });
-        (void)s.setInput(i, values.data(), in.bytes);
-        (void)teacher->setInput(t - teacher->inputs().begin(), values.data(), in.bytes);
-      }
-      if (tec::Status st = teacher->run(); !st.ok()) {
-        llvm::errs() << "error: the teacher: " << st.message() << "\n";
-        return kExitInternal;
-      }
-      for (size_t i = 0; i < s.inputs().size(); ++i) {
-        const auto &in = s.inputs()[i];
-        if (!llvm::StringRef(in.name).starts_with(tec::kTargetPrefix))
-          continue;
-        auto o = std::find_if(teacher->outputs().begin(), teacher->outputs().end(), [&](const auto &to) {
-          return to.name == in.name.substr(tec::kTargetPrefix.size());
-        });
-        (void)s.setInput(i, teacher->outputData(o - teacher->outputs().begin()), in.bytes);
-      }
-    }
-    for (const auto &d : data)
-      if (tec::Status st = s.setInput(d.input, d.data.bytes.data() + batch * d.batchBytes, d.batchBytes); !st.ok()) {
-        llvm::errs() << "error: " << st.message() << "\n";
-        return kExitInternal;
-      }
-    auto t0 = std::chrono::steady_clock::now();
-    auto loss = trainer.step(trainProfile ? &stepMillis : nullptr);
-    if (!loss.ok()) {
-      const tec::Status &st = loss.error();
-      llvm::errs() << "error: step " << step + 1 << ": " << st.message();
-      if (st.isBadData()) { // name the samples the step read
-        for (const auto &d : data)
-          llvm::errs() << llvm::formatv("{0} samples {1}-{2} of {3}", &d == &data.front() ? " (in" : ",",
-                                        batch * d.batchBytes / std::max<int64_t>(1, d.sampleBytes),
-                                        (batch + 1) * d.batchBytes / std::max<int64_t>(1, d.sampleBytes) - 1, d.file);
-        llvm::errs() << (data.empty() ? "" : ")");
-      }
-      llvm::errs() << "\n";
-      return st.isBadData() ? kExitBadInput : kExitInternal;
-    }
-    stepMs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    losses.push_back(*loss);
-    const std::optional<float> scale = trainer.lossScale();
-    if (scale)
-      lossScales.push_back(*scale);
-    // A non-finite loss without loss scaling (which skips the step) has most likely made the weights
-    // non-finite too: stop before anything else is built on them or saved.
-    if (!std::isfinite(*loss) && !scale && !continueNonFinite) {
-      llvm::errs() << llvm::formatv("error: step {0}: the loss is {1}; training stops (the weights this step "
-                                    "updated are likely not finite either{2}; --continue-on-nonfinite goes on)\n",
-                                    step + 1, *loss,
-                                    lastCheckpoint.empty() ? std::string() : "; the last checkpoint is " + lastCheckpoint);
-      stoppedAt = step + 1;
-      break;
-    }
-    int64_t done = step + 1 - start;
-    if (done % reportEvery == 0 || step + 1 == steps) {
-      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-      double rate = done / elapsed;
-      llvm::outs() << llvm::formatv("  step {0,6}/{1}  loss {2,10:e3}  {3,7:f1} steps/s  ETA {4:f1} s\n", step + 1,
-                                    steps, losses.back(), rate, (steps - step - 1) / rate);
-    }
-    bool checkpointNow = !checkpointDir.empty() &&
-                         ((checkpointEvery > 0 && (step + 1) % checkpointEvery == 0) || step + 1 == steps);
-    if (checkpointNow) {
-      if (tec::Status st = trainer.save(checkpointDir); !st.ok()) {
-        llvm::errs() << "error: checkpoint: " << st.message() << "\n";
-        return kExitBadInput;
-      }
-      lastCheckpoint = checkpointDir + "/step-" + std::to_string(trainer.steps());
-      llvm::outs() << "  checkpoint " << lastCheckpoint << "\n";
-    }
-  }
-  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  if (int code = runSteps(trainer, data, teacher.get(), batches, steps, run))
+    return code;
   double meanMs = 0;
-  for (double v : stepMs)
-    meanMs += v / std::max<size_t>(1, stepMs.size());
-  int64_t memory = s.variant().arena_bytes();
+  for (double v : run.stepMs)
+    meanMs += v / std::max<size_t>(1, run.stepMs.size());
   llvm::outs() << llvm::formatv("=== Training summary ===\nsteps {0}, final loss {1:e4}, {2:f3} ms/step, "
                                 "{3:f1} steps/s, arena {4}\n",
-                                losses.size(), losses.empty() ? 0.0 : losses.back(), meanMs,
-                                losses.size() / std::max(total, 1e-9), bytesString(memory));
+                                run.losses.size(), run.losses.empty() ? 0.0 : run.losses.back(), meanMs,
+                                run.losses.size() / std::max(run.seconds, 1e-9), bytesString(s.variant().arena_bytes()));
   if (int64_t waiting = trainer.steps() % trainer.accumulation(); waiting > 0)
     llvm::outs() << "the last " << waiting << " steps' gradients wait for the next update (accumulated"
                  << (checkpointDir.empty() ? ", and lost with this run: no --checkpoint-dir" : ", in the checkpoint")
                  << ")\n";
   if (trainProfile)
-    printProfile(s, stepMillis, stepMs.size(), "training step");
+    printProfile(s, run.stepMillis, run.stepMs.size(), "training step");
   // FP8 health: per quantized tensor its amax history (recent values), scale, and last step's shares.
   const std::vector<tec::Fp8Health> health = options.fp8Stats ? trainer.fp8Health() : std::vector<tec::Fp8Health>();
-  if (fp8Report) {
-    llvm::outs() << "=== FP8 health (last step) ===\n"
-                 << llvm::formatv("{0,-34} {1,11} {2,11} {3,10} {4,10}\n", "tensor", "amax", "scale", "saturated",
-                                  "flushed");
-    auto share = [](double x) { return std::isnan(x) ? std::string("-") : llvm::formatv("{0:f3}%", 100 * x).str(); };
-    for (const auto &e : health)
-      llvm::outs() << llvm::formatv("{0,-34} {1,11:e3} {2,11:e3} {3,10} {4,10}\n", e.tensor, e.amax, e.scale,
-                                    share(e.saturated), share(e.flushed));
-    if (health.empty())
-      llvm::outs() << "(the training step has no FP8 GEMMs: compile with --fp8=all --fp8-emulate, or for an FP8 GPU)\n";
-  }
-  if (!trainReport.empty()) {
-    std::string report;
-    llvm::raw_string_ostream json(report);
-    json << "{\"variant\": \"" << s.variant().target() << "\", \"first_step\": " << start << ", \"loss\": [";
-    // JSON has no NaN or infinity: a non-finite loss is null.
-    auto number = [](double v) { return std::isfinite(v) ? llvm::formatv("{0:e9}", v).str() : std::string("null"); };
-    for (size_t i = 0; i < losses.size(); ++i)
-      json << (i ? ", " : "") << number(losses[i]);
-    json << "], \"loss_scale\": [";
-    for (size_t i = 0; i < lossScales.size(); ++i)
-      json << (i ? ", " : "") << number(lossScales[i]);
-    json << "], \"step_ms\": [";
-    for (size_t i = 0; i < stepMs.size(); ++i)
-      json << (i ? ", " : "") << llvm::formatv("{0:f4}", stepMs[i]);
-    const tec::MemoryReport mem = tec::memoryReport(s.variant());
-    json << "], \"peak_memory_bytes\": " << memory << ", \"memory\": {\"arena\": " << mem.arena
-         << ", \"peak_step\": " << mem.peakStep << ", \"live_at_peak\": " << mem.peakBytes
-         << ", \"saved_activations\": " << mem.savedBytes << ", \"bytes_read\": " << mem.readBytes
-         << ", \"bytes_written\": " << mem.writtenBytes;
-    for (auto [kind, bytes] : mem.atPeak)
-      json << ", \"" << tec::kindName(kind) << "\": " << bytes;
-    json << "}, \"fp8\": [";
-    for (size_t i = 0; i < health.size(); ++i) {
-      const auto &e = health[i];
-      json << (i ? ", " : "") << "{\"tensor\": \"" << e.tensor << "\", \"amax\": " << llvm::formatv("{0:e6}", e.amax)
-           << ", \"scale\": " << llvm::formatv("{0:e6}", e.scale) << ", \"saturated\": " << number(e.saturated)
-           << ", \"flushed\": " << number(e.flushed) << ", \"recent_amax\": [";
-      for (size_t j = 0; j < e.recentAmax.size(); ++j)
-        json << (j ? ", " : "") << llvm::formatv("{0:e6}", e.recentAmax[j]);
-      json << "]}";
-    }
-    json << "]}\n";
-    json.flush();
-    if (tec::Status st = tec::writeFileAtomically(trainReport, report); !st.ok()) {
-      llvm::errs() << "error: " << st.message() << "\n";
-      return kExitBadInput;
-    }
-  }
+  if (fp8Report)
+    printFp8Health(health);
+  if (!trainReport.empty())
+    if (int code = writeReport(s, run, health))
+      return code;
   printNotes(s);
-  if (!teacherDir.empty())
-    llvm::sys::fs::remove_directories(teacherDir);
-  return stoppedAt ? kExitBadInput : 0;
+  return run.stoppedAt ? kExitBadInput : 0;
 }
 
 std::string trainFlagsError() {
