@@ -431,9 +431,6 @@ std::string compileOptionError(const CompileOptions &options) {
         optionRangeError("momentum", t.momentum, 0, 0.999999), optionRangeError("beta1", t.beta1, 0, 0.999999),
         optionRangeError("beta2", t.beta2, 0, 0.999999), optionRangeError("eps", t.eps, 1e-30, 1),
         optionRangeError("weight-decay", t.weightDecay, 0, 1e6),
-        optionChoiceError("loss", t.loss, {"mse", "l1", "cross-entropy"}),
-        optionChoiceError("optimizer", t.optimizer, {"sgd", "adamw"}),
-        optionChoiceError("schedule", t.schedule, {"constant", "warmup", "cosine"}),
         optionRegexError("keep-precision", p.fp8.keepPrecision), optionRegexError("frozen", t.frozen),
         optionRegexError("trainable", t.trainable)})
     if (!e.empty())

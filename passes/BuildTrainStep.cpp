@@ -28,7 +28,7 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
   /// output's shape without its last dim) for cross-entropy.
   Type targetType(Type output) {
     auto type = llvm::cast<RankedTensorType>(output);
-    if (loss != "cross-entropy")
+    if (loss != Loss::CrossEntropy)
       return type;
     return RankedTensorType::get(type.getShape().drop_back(), IntegerType::get(&getContext(), 64));
   }
@@ -42,7 +42,7 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     SmallVector<int64_t> axes;
     for (int64_t d = 0; d < type.getRank(); ++d)
       axes.push_back(d);
-    if (loss == "cross-entropy") {
+    if (loss == Loss::CrossEntropy) {
       int64_t axis = type.getRank() - 1;
       auto labels = llvm::cast<RankedTensorType>(target.getType());
       auto splat = [&](int64_t v) {
@@ -66,7 +66,7 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
       return binary<MulOp>(b, loc, mean, scalar(b, loc, -1.0));
     }
     Value diff = b.create<SubOp>(loc, type, prediction, target);
-    Value pointwise = loss == "l1" ? b.create<AbsOp>(loc, type, diff).getResult()
+    Value pointwise = loss == Loss::L1 ? b.create<AbsOp>(loc, type, diff).getResult()
                                    : b.create<MulOp>(loc, type, diff, diff).getResult();
     return b.create<ReduceMeanOp>(loc, scalarType, pointwise, axes, false);
   }
@@ -100,7 +100,7 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     for (auto [i, y] : llvm::enumerate(ret.getOperands())) {
       Value prediction = map.lookup(y), target = body->getArgument(forward.getNumArguments() + i);
       auto type = llvm::cast<RankedTensorType>(prediction.getType());
-      if (!type.getElementType().isF32() || (loss == "cross-entropy" && type.getRank() < 1)) {
+      if (!type.getElementType().isF32() || (loss == Loss::CrossEntropy && type.getRank() < 1)) {
         fn.erase();
         return forward.emitError("expected f32 outputs (with a class dim for cross-entropy) to train on, got ")
                << type, failure();
@@ -147,14 +147,6 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (loss != "mse" && loss != "l1" && loss != "cross-entropy") {
-      module.emitError("expected loss mse, l1 or cross-entropy, got '") << loss << "'";
-      return signalPassFailure();
-    }
-    if (optimizer != "sgd" && optimizer != "adamw") {
-      module.emitError("expected optimizer sgd or adamw, got '") << optimizer << "'";
-      return signalPassFailure();
-    }
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
     if (!forward) {
       module.emitError("no @forward to train");
@@ -252,7 +244,7 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     Value stepCount = addState(step, body, scalarType, "step");
     // The base rate is state, not a constant: the trainer may set it between steps (Trainer::setLearningRate).
     Value baseRate = addState(step, body, scalarType, "lr", static_cast<float>(learningRate));
-    Value lr = b.create<LrScheduleOp>(loc, stepCount.getType(), stepCount, baseRate, b.getStringAttr(schedule),
+    Value lr = b.create<LrScheduleOp>(loc, stepCount.getType(), stepCount, baseRate, b.getStringAttr(choiceName(schedule.getValue())),
                                       b.getI64IntegerAttr(warmupSteps), b.getI64IntegerAttr(totalSteps));
     Value nextStep = binary<AddOp>(b, loc, stepCount, scalar(b, loc, 1.0));
     SmallVector<Value> results{map.lookup(vjpReturn.getOperand(0))};
@@ -334,14 +326,14 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
       auto type = llvm::cast<RankedTensorType>(p.getType());
       std::string name = step.getArgAttrOfType<StringAttr>(argIndex, kParamAttrName).str();
       SmallVector<Value> moments;
-      if (optimizer == "adamw")
+      if (optimizer == Optimizer::AdamW)
         moments = {addState(step, body, type, name + "/adam_m", 0.0f, "optimizer"),
                    addState(step, body, type, name + "/adam_v", 0.0f, "optimizer")};
       else if (momentum != 0.0)
         moments = {addState(step, body, type, name + "/momentum", 0.0f, "optimizer")};
       SmallVector<Type> types(1 + moments.size(), type);
       auto fused = b.create<OptimizerUpdateOp>(
-          loc, types, p, g, moments, lr, stepCount, clip, finite, b.getStringAttr(optimizer),
+          loc, types, p, g, moments, lr, stepCount, clip, finite, b.getStringAttr(choiceName(optimizer.getValue())),
           b.getF32FloatAttr(beta1), b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps), b.getF32FloatAttr(weightDecay),
           b.getF32FloatAttr(momentum), b.getBoolAttr(nesterov));
       for (auto [next, moment] : llvm::zip(fused.getNewMoments(), moments))

@@ -22,6 +22,12 @@ enum class Fp8Mode { Auto, All, None };
 enum class Fp8FormatPolicy { Hybrid, E4M3 };
 /// --amax-algo: each scale from its history's largest amax, or from the most recent one.
 enum class AmaxAlgo { Max, MostRecent };
+/// --loss: the training step's loss on each trained output.
+enum class Loss { Mse, L1, CrossEntropy };
+/// --optimizer.
+enum class Optimizer { Sgd, AdamW };
+/// --schedule: the learning rate over the steps.
+enum class LrSchedule { Constant, Warmup, Cosine };
 
 /// Each choice's name as the CLI, the Python package and the IR spell it (tec-opt's, in Passes.td, alike).
 template <class E> struct ChoiceNames;
@@ -36,6 +42,17 @@ template <> struct ChoiceNames<Fp8FormatPolicy> {
 template <> struct ChoiceNames<AmaxAlgo> {
   static constexpr std::pair<const char *, AmaxAlgo> values[] = {{"max", AmaxAlgo::Max},
                                                                  {"most_recent", AmaxAlgo::MostRecent}};
+};
+template <> struct ChoiceNames<Loss> {
+  static constexpr std::pair<const char *, Loss> values[] = {
+      {"mse", Loss::Mse}, {"l1", Loss::L1}, {"cross-entropy", Loss::CrossEntropy}};
+};
+template <> struct ChoiceNames<Optimizer> {
+  static constexpr std::pair<const char *, Optimizer> values[] = {{"sgd", Optimizer::Sgd}, {"adamw", Optimizer::AdamW}};
+};
+template <> struct ChoiceNames<LrSchedule> {
+  static constexpr std::pair<const char *, LrSchedule> values[] = {
+      {"constant", LrSchedule::Constant}, {"warmup", LrSchedule::Warmup}, {"cosine", LrSchedule::Cosine}};
 };
 template <class E> const char *choiceName(E value) {
   for (const auto &[name, v] : ChoiceNames<E>::values)

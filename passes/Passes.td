@@ -260,12 +260,20 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
     every micro-batch, as in PyTorch and Transformer Engine.
   }];
   let options = [
-    Option<"loss", "loss", "std::string", "\"mse\"", "mse | l1 | cross-entropy (targets: class indices)">,
+    Option<"loss", "loss", "::tec::Loss", "::tec::Loss::Mse", "mse | l1 | cross-entropy (targets: class indices)",
+           [{::llvm::cl::values(clEnumValN(::tec::Loss::Mse, "mse", "mean squared error"),
+                                clEnumValN(::tec::Loss::L1, "l1", "mean absolute error"),
+                                clEnumValN(::tec::Loss::CrossEntropy, "cross-entropy", "softmax cross-entropy"))}]>,
     Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
            "cross-entropy: labels of this value count for nothing (torch's default)">,
-    Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "sgd | adamw">,
+    Option<"optimizer", "optimizer", "::tec::Optimizer", "::tec::Optimizer::AdamW", "sgd | adamw",
+           [{::llvm::cl::values(clEnumValN(::tec::Optimizer::Sgd, "sgd", "SGD, with momentum if set"),
+                                clEnumValN(::tec::Optimizer::AdamW, "adamw", "AdamW"))}]>,
     Option<"learningRate", "lr", "double", "1e-3", "base learning rate">,
-    Option<"schedule", "schedule", "std::string", "\"constant\"", "constant | warmup | cosine">,
+    Option<"schedule", "schedule", "::tec::LrSchedule", "::tec::LrSchedule::Constant", "constant | warmup | cosine",
+           [{::llvm::cl::values(clEnumValN(::tec::LrSchedule::Constant, "constant", "the base rate"),
+                                clEnumValN(::tec::LrSchedule::Warmup, "warmup", "linear warm-up, then the base rate"),
+                                clEnumValN(::tec::LrSchedule::Cosine, "cosine", "warm-up, then cosine decay"))}]>,
     Option<"warmupSteps", "warmup-steps", "int64_t", "0", "linear warm-up steps">,
     Option<"totalSteps", "total-steps", "int64_t", "1", "steps of the cosine schedule">,
     Option<"momentum", "momentum", "double", "0.0", "sgd momentum">,

@@ -173,8 +173,9 @@ NB_MODULE(_tec, m) {
         num("amax_history", p.fp8.amaxHistory), num("fp8_margin", p.fp8.margin), num("fast_gelu", p.fastGelu),
             num("fp8_emulate", p.fp8Emulate), num("fp8_attention", p.fp8.attention);
         auto &t = p.train;
-        str("loss", t.loss), str("optimizer", t.optimizer), str("schedule", t.schedule), str("frozen", t.frozen),
-            str("trainable", t.trainable);
+        choice("loss", "loss", t.loss), choice("optimizer", "optimizer", t.optimizer),
+            choice("schedule", "schedule", t.schedule);
+        str("frozen", t.frozen), str("trainable", t.trainable);
         num("lr", t.learningRate), num("momentum", t.momentum), num("beta1", t.beta1), num("beta2", t.beta2), num("eps", t.eps),
             num("weight_decay", t.weightDecay), num("clip_norm", t.clipNorm), num("nesterov", t.nesterov),
             num("warmup_steps", t.warmupSteps), num("total_steps", t.totalSteps), num("loss_scale", t.lossScale),

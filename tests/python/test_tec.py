@@ -379,6 +379,9 @@ def test_a_misspelled_option_raises_instead_of_being_ignored(tmp_path):
     # Every key the Python layer sends is one the extension takes: a training compile with every option set.
     options = tec.TrainOptions(loss="l1", optimizer="sgd", lr=0.05, momentum=0.9, nesterov=True, clip_norm=1.0)
     assert tec.compile(MLP, targets="cpu", train=options, fp8_format="e4m3", amax_algo="most_recent").summary()
+    # A choice option's value outside its choices: the CLI's message, naming the flag and the choices.
+    with pytest.raises(tec.BadInputError, match="--schedule linear: expected one of constant, warmup, cosine"):
+        tec.compile(MLP, targets="cpu", train=tec.TrainOptions(schedule="linear"))
 
 
 def test_models_as_bytes_and_protos_compile_alike(tmp_path):

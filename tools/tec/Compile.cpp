@@ -212,6 +212,16 @@ std::string readFp8Flags(tec::TecInsertFp8Options &fp8) {
   return "";
 }
 
+/// --loss, --optimizer and --schedule as tec-build-train-step's options: "" when each names a choice.
+std::string readTrainChoices(tec::TrainOptions &t) {
+  for (const std::string &e : {tec::readChoiceOption("loss", lossName, t.loss),
+                               tec::readChoiceOption("optimizer", optimizerName, t.optimizer),
+                               tec::readChoiceOption("schedule", lrSchedule, t.schedule)})
+    if (!e.empty())
+      return e;
+  return "";
+}
+
 /// The compile flags as the API's options (the model's inputs and the targets aside).
 tec::CompileOptions compileOptionsFromFlags() {
   tec::CompileOptions options;
@@ -221,11 +231,9 @@ tec::CompileOptions compileOptionsFromFlags() {
   options.pipeline.fp8Emulate = fp8Emulate;
   options.train = train;
   tec::TrainOptions &t = options.pipeline.train;
-  t.loss = lossName;
+  readTrainChoices(t); // its errors, as readFp8Flags'
   t.ignoreIndex = ignoreIndex;
-  t.optimizer = optimizerName;
   t.learningRate = lr;
-  t.schedule = lrSchedule;
   t.warmupSteps = warmupSteps;
   t.totalSteps = totalSteps;
   t.momentum = momentum;
@@ -308,8 +316,9 @@ int compile() {
 
 std::string compileFlagsError() {
   tec::CompileOptions options = compileOptionsFromFlags();
-  if (std::string e = readFp8Flags(options.pipeline.fp8); !e.empty())
-    return e;
+  for (const std::string &e : {readFp8Flags(options.pipeline.fp8), readTrainChoices(options.pipeline.train)})
+    if (!e.empty())
+      return e;
   return tec::compileOptionError(options);
 }
 
