@@ -74,6 +74,9 @@ Status CudaBackend::compile(const plan::Variant &v) {
     slots[i] = Slot{(inData ? dataBase : 0) + root.offset()};
   }
   workspace = scratch(static_cast<int64_t>(workspaceBytes));
+  computingStep.resize(v.steps_size());
+  std::iota(computingStep.begin(), computingStep.end(), 0);
+  foldedHow.assign(v.steps_size(), "");
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
     firstLaunchOfStep.push_back(static_cast<int>(program.size()));

@@ -82,6 +82,8 @@ public:
   static Result<std::string> programSource(const plan::Variant &variant, const std::string &planName);
   ~CudaBackend() override;
   const char *name() const override { return "cuda"; }
+  int computedBy(int step) const override { return computingStep[step]; }
+  std::string foldedAs(int step) const override { return foldedHow[step]; }
   Status init();
   Status prepare(const plan::Variant &variant, const char *data) override;
   void *hostData(int buffer) override;
@@ -333,6 +335,14 @@ private:
   std::vector<Launch> program;
   std::vector<int> programStep;
   int currentStep = 0;
+  /// The schedule (Backend::computedBy, foldedAs): the step whose launch computes each plan step, and how
+  /// it took the step in ("" where the step runs its own launches).
+  std::vector<int> computingStep;
+  std::vector<std::string> foldedHow;
+  void fold(int step, int into, const char *how) {
+    computingStep[step] = into;
+    foldedHow[step] = how;
+  }
   cudaGraphExec_t graph = nullptr;
   bool graphFailed = false;
   bool capturing = false; // enqueueStep is recording into a graph

@@ -55,6 +55,7 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
     fused = makeFusedGemm(s, withEpilogue);
     foldedGelu.resize(variant->steps_size(), false);
     foldedGelu[gelu.step] = true;
+    fold(gelu.step, currentStep, gelu.forward ? "its epilogue (cuBLASLt's GELU_AUX)" : "its epilogue (cuBLASLt's DGELU)");
   } else if ((withEpilogue.epilogue = fusedEpilogue(epilogue, hasBias)) != kc::GemmEpilogue::Default) {
     fused = makeFusedGemm(s, withEpilogue);
   }
@@ -189,6 +190,7 @@ Status CudaBackend::emitWeightGradWithBiasGrad(const plan::Step &s, kc::GemmSpec
   const auto gradType = spec.d;
   foldedReduce.resize(variant->steps_size(), false);
   foldedReduce[grad.step] = true;
+  fold(grad.step, currentStep, "its epilogue (cuBLASLt's BGRADB: the bias gradient)");
   // The unfused bias gradient: dY [rows, cols] summed over its rows.
   kc::Extent kept, reduced;
   kc::makeExtent({grad.cols}, kept);

@@ -21,19 +21,29 @@ Result<std::string> CudaBackend::programSource(const plan::Variant &v, const std
   auto writer = sourceWriter(fakeBase, launches);
   Context c{fakeBase, writer.get(), b.stepScratchSlot.offset};
   std::vector<std::string> body;
-  for (size_t i = 0, step = 0; i < b.program.size(); ++i) {
-    for (; step < b.firstLaunchOfStep.size() && b.firstLaunchOfStep[step] <= static_cast<int>(i); ++step) {
+  // Each plan step's comment before its first launch; a step the backend folded into another says which.
+  size_t step = 0;
+  auto commentSteps = [&](size_t launch) {
+    for (; step < b.firstLaunchOfStep.size() && static_cast<size_t>(b.firstLaunchOfStep[step]) <= launch; ++step) {
       const auto &st = v.steps(static_cast<int>(step));
-      bool hasLaunches =
-          step + 1 >= b.firstLaunchOfStep.size() || b.firstLaunchOfStep[step + 1] > static_cast<int>(i);
+      const bool hasLaunches =
+          step + 1 >= b.firstLaunchOfStep.size() || static_cast<size_t>(b.firstLaunchOfStep[step + 1]) > launch;
+      const int by = b.computedBy(static_cast<int>(step));
       body.push_back("  // step " + std::to_string(step) + ": " + st.kernel() + " (" + st.source() + ")" +
-                     (hasLaunches ? "" : ", fused into a neighbour's launch"));
+                     (by != static_cast<int>(step)
+                          ? ", in step " + std::to_string(by) + ": " + b.foldedAs(static_cast<int>(step))
+                      : hasLaunches ? ""
+                                    : ", fused into a neighbour's launch"));
     }
+  };
+  for (size_t i = 0; i < b.program.size(); ++i) {
+    commentSteps(i);
     launches.clear();
     if (Status s = b.program[i](c); !s.ok())
       return s;
     body.insert(body.end(), launches.begin(), launches.end());
   }
+  commentSteps(b.program.size()); // the steps after the last launch, folded into earlier ones
   auto q = [](const std::string &text) {
     std::string out = "\"";
     for (char ch : text)

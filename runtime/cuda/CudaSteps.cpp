@@ -277,6 +277,7 @@ Status CudaBackend::transpose(const plan::Step &s) {
       variant->steps(quantizeStep).kernel() == "quantize" && variant->steps(quantizeStep).inputs(0) == t &&
       readers(t) == quantizeStep - currentStep) {
     transposedQuantize[quantizeStep] = {x, in[0], in[1]};
+    fold(currentStep, quantizeStep, "the quantize reads the untransposed source");
     return Status::success();
   }
   if (perm == std::vector<int64_t>{1, 0} && foldTransposeIntoGemm(x, t))
@@ -309,6 +310,7 @@ bool CudaBackend::foldTransposeIntoGemm(int source, int transposed) {
       shape(operand).size() != 2 || !planGraph->unchangedBetween(source, currentStep, (cast >= 0 ? cast : gemm) + 1))
     return false;
   transposedOperand[gemm] = {source, cast >= 0 ? operand : source};
+  fold(currentStep, gemm, "the GEMM reads the untransposed input");
   if (cast >= 0)
     castOfSource[cast] = source;
   planGraph->extendLive(source, cast >= 0 ? cast : gemm);
@@ -531,6 +533,7 @@ Status CudaBackend::amax(const plan::Step &s) {
     if (next.kernel() == "quantize" && next.inputs_size() == 2 && next.inputs(0) == x && isFloat(dtype(x)) &&
         next.inputs(1) != o) {
       fusedAmax[currentStep + 1] = o;
+      fold(currentStep, currentStep + 1, "the quantize takes the amax in the same pass");
       return Status::success();
     }
   }
@@ -702,6 +705,7 @@ Status CudaBackend::optimizerUpdate(const plan::Step &s) {
       break;
     group.push_back(*o);
     foldedOptimizerSteps[next] = true;
+    fold(next, currentStep, "one multi-tensor optimizer launch");
   }
   auto maybe = [](const std::vector<int> &list, size_t i) { return i < list.size() ? list[i] : -1; };
   const OptimizerStep head = group.front();

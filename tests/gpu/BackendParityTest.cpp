@@ -738,6 +738,29 @@ TEST(CudaFusions, EachFusedCaseBecomesOneFusedLaunch) {
 }
 
 /// The cases' indices: all, or those the CPU runs in seconds (not Transformer Engine's layer shapes).
+// The CUDA backend's schedule (Backend::computedBy, foldedAs; tec inspect --schedule on a GPU machine) names
+// each fold its launch sequence makes, as the program --emit=cuda writes says (checked without a GPU).
+TEST(CudaFusions, TheScheduleNamesEachFold) {
+  buildCases();
+  const std::pair<const char *, const char *> folds[] = {
+      {"linear_gelu_aux_bias", "in step 0: its epilogue (cuBLASLt's GELU_AUX)"},
+      {"linear_dgelu", "in step 0: its epilogue (cuBLASLt's DGELU)"},
+      {"wgrad_bgradb", "its epilogue (cuBLASLt's BGRADB: the bias gradient)"},
+      {"wgrad_bgradb", "step 0: transpose (parity), in step 1: the GEMM reads the untransposed input"},
+      {"transpose_amax_quantize", "step 0: transpose (parity), in step 2: the quantize reads the untransposed source"},
+      {"transpose_amax_quantize", "step 1: amax (parity), in step 2: the quantize takes the amax in the same pass"}};
+  for (const auto &[name, fold] : folds) {
+    auto it = std::find_if(cases().begin(), cases().end(), [&](const Case &c) { return c.name == name; });
+    ASSERT_NE(it, cases().end()) << name;
+    plan::Variant v = it->variant;
+    v.set_target("sm_90");
+    auto source = cudaProgramSource(v, name);
+    if (!source.ok())
+      GTEST_SKIP() << "no CUDA plugin here: " << source.error().message();
+    EXPECT_NE(source->find(fold), std::string::npos) << name << ": expected '" << fold << "' in\n" << *source;
+  }
+}
+
 std::vector<size_t> caseIndices(bool quickOnCpu) {
   buildCases();
   std::vector<size_t> v;
