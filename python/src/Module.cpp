@@ -83,18 +83,19 @@ nb::bytes outputBytes(Session &s, size_t index) {
   return nb::bytes(static_cast<const char *>(s.outputData(index)), s.outputs()[index].bytes);
 }
 
-SessionOptions sessionOptions(const std::string &device, int threads, bool fp8Stats) {
+SessionOptions sessionOptions(const std::string &device, int threads, bool fp8Stats, bool fusion) {
   SessionOptions o;
   o.device = device;
   o.threads = threads;
   o.fp8Stats = fp8Stats;
+  o.fusion = fusion;
   return o;
 }
 
 /// An inference session on `plan` with the params `params` gives (none: the plan's), its weights said.
-std::unique_ptr<Session> openSession(const std::string &plan, const std::string &device, int threads,
+std::unique_ptr<Session> openSession(const std::string &plan, const std::string &device, int threads, bool fusion,
                                      ParamSource params, const std::string &weights) {
-  SessionOptions options = sessionOptions(device, threads, false);
+  SessionOptions options = sessionOptions(device, threads, false, fusion);
   options.params = std::move(params);
   std::optional<Result<std::unique_ptr<Session>>> s;
   {
@@ -224,24 +225,26 @@ NB_MODULE(_tec, m) {
   nb::class_<Session>(m, "Session")
       .def_static(
           "open",
-          [](const std::string &plan, const std::string &device, int threads, const std::string &checkpoint) {
+          [](const std::string &plan, const std::string &device, int threads, const std::string &checkpoint,
+             bool fusion) {
             if (checkpoint.empty())
-              return openSession(plan, device, threads, nullptr, "plan");
+              return openSession(plan, device, threads, fusion, nullptr, "plan");
             std::string folder; // DIR/step-N, once read
-            auto s = openSession(plan, device, threads, checkpointParams(checkpoint, &folder), "");
+            auto s = openSession(plan, device, threads, fusion, checkpointParams(checkpoint, &folder), "");
             s->setWeightsSource("checkpoint " + folder);
             return s;
           },
-          nb::arg("plan"), nb::arg("device"), nb::arg("threads"), nb::arg("checkpoint") = "")
+          nb::arg("plan"), nb::arg("device"), nb::arg("threads"), nb::arg("checkpoint") = "", nb::arg("fusion") = true)
       .def_static(
           "open_with_trainer",
-          [](const std::string &plan, const std::string &device, int threads, Trainer &trainer) {
+          [](const std::string &plan, const std::string &device, int threads, Trainer &trainer, bool fusion) {
             auto params = trainer.currentParams();
             if (!params.ok())
               raise(params.error());
-            return openSession(plan, device, threads, *params, "trainer step " + std::to_string(trainer.steps()));
+            return openSession(plan, device, threads, fusion, *params,
+                               "trainer step " + std::to_string(trainer.steps()));
           },
-          nb::arg("plan"), nb::arg("device"), nb::arg("threads"), nb::arg("trainer"))
+          nb::arg("plan"), nb::arg("device"), nb::arg("threads"), nb::arg("trainer"), nb::arg("fusion") = true)
       .def("weights", [](Session &s) { return s.weightsSource(); })
       .def("inputs", [](Session &s) { return tensorList(s.inputs()); })
       .def("outputs", [](Session &s) { return tensorList(s.outputs()); })
@@ -291,18 +294,19 @@ NB_MODULE(_tec, m) {
           },
           nb::arg("index"))
       .def("selection_reason", [](Session &s) { return s.selectionReason(); })
-      .def("backend", [](Session &s) { return s.backendName(); });
+      .def("backend", [](Session &s) { return s.backendName(); })
+      .def("schedule", [](Session &s) { return describeSchedule(s); });
 
   nb::class_<Trainer>(m, "Trainer")
       .def_static(
           "open",
-          [](const std::string &plan, const std::string &device, int threads, bool fp8Stats) {
-            auto t = Trainer::open(plan, sessionOptions(device, threads, fp8Stats));
+          [](const std::string &plan, const std::string &device, int threads, bool fp8Stats, bool fusion) {
+            auto t = Trainer::open(plan, sessionOptions(device, threads, fp8Stats, fusion));
             if (!t.ok())
               raise(t.error(), "bad_input");
             return t.take();
           },
-          nb::arg("plan"), nb::arg("device"), nb::arg("threads"), nb::arg("fp8_stats"))
+          nb::arg("plan"), nb::arg("device"), nb::arg("threads"), nb::arg("fp8_stats"), nb::arg("fusion") = true)
       .def("inputs", [](Trainer &t) { return tensorList(t.inputs()); })
       .def("set_input", [](Trainer &t, size_t index, const HostArray &a) { bindInput(t.session(), index, a); })
       .def("step",

@@ -273,13 +273,13 @@ class Session:
     its weights are the untrained ones."""
 
     def __init__(self, plan, device: str = "auto", threads: int = 0, checkpoint: Optional[str] = None, *,
-                 _trainer=None):
+                 fusion: bool = True, _trainer=None):
         self.plan = plan if isinstance(plan, Plan) else load(plan)  # kept alive with the session
         if _trainer is not None:
-            self._native = _tec.Session.open_with_trainer(self.plan.path, device, threads, _trainer._native)
+            self._native = _tec.Session.open_with_trainer(self.plan.path, device, threads, _trainer._native, fusion)
         else:
             self._native = _tec.Session.open(self.plan.path, device, threads,
-                                             os.fspath(checkpoint) if checkpoint is not None else "")
+                                             os.fspath(checkpoint) if checkpoint is not None else "", fusion)
             if checkpoint is None and any(v["kind"] == "train" for v in self.plan.variants()):
                 warnings.warn("tec.Session runs this plan's weights as compiled, untrained: pass checkpoint=DIR "
                               "for a checkpoint's, or use trainer.session() / trainer.predict()", stacklevel=2)
@@ -295,6 +295,12 @@ class Session:
     def selection_reason(self) -> str:
         """Which variant and backend run, and why (one line, as `tec run` prints it)."""
         return self._native.selection_reason()
+
+    def schedule(self) -> str:
+        """How the backend runs the variant, as `tec inspect --schedule` prints it: each plan step's launch, or
+        the step whose launch took it in and how (a GEMM's epilogue, an elementwise chain, ...). With
+        `fusion=False` every step runs alone (the same bits)."""
+        return self._native.schedule()
 
     def get_inputs(self) -> List["NodeArg"]:
         """The plan's inputs as ONNX Runtime describes them: name, shape, type ("tensor(float)")."""
@@ -345,13 +351,13 @@ class Trainer:
     and output names); checkpoints with save/resume; FP8 health; export to ONNX."""
 
     def __init__(self, plan, device: str = "auto", threads: int = 0, fp8_stats: bool = True,
-                 stop_on_nonfinite: bool = True):
+                 stop_on_nonfinite: bool = True, fusion: bool = True):
         self.plan = plan if isinstance(plan, Plan) else load(plan)
         #: A step whose loss is NaN or infinite raises NonFiniteLossError (False: returns the loss as it is).
         self.stop_on_nonfinite = stop_on_nonfinite
-        self._native = _tec.Trainer.open(self.plan.path, device, threads, fp8_stats)
+        self._native = _tec.Trainer.open(self.plan.path, device, threads, fp8_stats, fusion)
         self._inputs = self._native.inputs()
-        self._device, self._threads = device, threads
+        self._device, self._threads, self._fusion = device, threads, fusion
         self._predictor = None  # (steps, Session) of predict()
 
     @property
@@ -444,7 +450,7 @@ class Trainer:
         """An inference Session with the weights as trained so far (a snapshot: after more steps, ask again).
         Device and threads default to the trainer's."""
         return Session(self.plan, device if device is not None else self._device,
-                       threads if threads is not None else self._threads, _trainer=self)
+                       threads if threads is not None else self._threads, fusion=self._fusion, _trainer=self)
 
     def predict(self, inputs: dict) -> dict:
         """The model's outputs on `inputs` with the weights as trained so far (the inference variant; a session

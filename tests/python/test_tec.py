@@ -605,3 +605,16 @@ def test_from_torch_says_which_parameters_the_exporter_kept_from_training():
     assert "b.weight: merged by the exporter" in plan.compile_summary
     with pytest.raises(tec.BadInputError, match="exporter='onnxscript'"):
         tec.from_torch(Twins(), torch.randn(2, 8), exporter="onnxscript")
+
+
+def test_fusion_switches_off_and_the_schedule_says_so(tmp_path):
+    """Session(fusion=False) runs every plan step alone, as `tec run --no-fusion`; schedule() says how the
+    backend took each step in; both give the same bits."""
+    plan = tec.compile(os.path.join(MODELS, "gpt_block.onnx"), targets="cpu")
+    fused, alone = tec.Session(plan, device="cpu"), tec.Session(plan, device="cpu", fusion=False)
+    assert "in step 8: its epilogue (a residual add)" in fused.schedule()
+    assert "in step" not in alone.schedule()
+    rng = np.random.default_rng(3)
+    inputs = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in fused.get_inputs()}
+    for name, value in fused.run(inputs).items():
+        np.testing.assert_array_equal(value, alone.run(inputs)[name])
