@@ -77,10 +77,74 @@ void buildTrainingPipeline(OpPassManager &pm, const PipelineOptions &options, St
     buildTargetPipeline(pm, forward, target);
 }
 
+namespace {
+
+/// The flags of `tec model.onnx` that shape the pipelines, as tec-opt's pipeline options (the CLI's names).
+struct InferencePipelineFlags : PassPipelineOptions<InferencePipelineFlags> {
+  Option<bool> fastGelu{*this, "fast-gelu", llvm::cl::desc("an erf GELU may use cuBLASLt's tanh GELU epilogue"),
+                        llvm::cl::init(false)};
+};
+
+struct TargetPipelineFlags : PassPipelineOptions<TargetPipelineFlags> {
+  Option<std::string> target{*this, "target", llvm::cl::desc("cpu, sm_70 ... sm_90 (support/Targets.cpp)"),
+                             llvm::cl::init("cpu")};
+  Option<Fp8Mode> fp8{*this, "fp8", llvm::cl::desc("auto | all | none"), llvm::cl::init(Fp8Mode::Auto),
+                      llvm::cl::values(clEnumValN(Fp8Mode::Auto, "auto", "where the cost model says FP8 pays"),
+                                       clEnumValN(Fp8Mode::All, "all", "every eligible GEMM"),
+                                       clEnumValN(Fp8Mode::None, "none", "no GEMM"))};
+  Option<bool> fp8Emulate{*this, "fp8-emulate", llvm::cl::desc("on cpu, keep FP8 GEMMs, emulated"),
+                          llvm::cl::init(false)};
+  Option<bool> training{*this, "training", llvm::cl::desc("the target part of the training pipeline"),
+                        llvm::cl::init(false)};
+};
+
+struct TrainingPipelineFlags : PassPipelineOptions<TrainingPipelineFlags> {
+  Option<std::string> target{*this, "target", llvm::cl::desc("cpu, sm_70 ... sm_90"), llvm::cl::init("cpu")};
+  Option<Fp8Mode> fp8{*this, "fp8", llvm::cl::desc("auto | all | none"), llvm::cl::init(Fp8Mode::Auto),
+                      llvm::cl::values(clEnumValN(Fp8Mode::Auto, "auto", "where the cost model says FP8 pays"),
+                                       clEnumValN(Fp8Mode::All, "all", "every eligible GEMM"),
+                                       clEnumValN(Fp8Mode::None, "none", "no GEMM"))};
+  Option<bool> fp8Emulate{*this, "fp8-emulate", llvm::cl::desc("on cpu, FP8 training emulated"), llvm::cl::init(false)};
+  Option<Loss> loss{*this, "loss", llvm::cl::desc("mse | l1 | cross-entropy"), llvm::cl::init(Loss::Mse),
+                    llvm::cl::values(clEnumValN(Loss::Mse, "mse", ""), clEnumValN(Loss::L1, "l1", ""),
+                                     clEnumValN(Loss::CrossEntropy, "cross-entropy", ""))};
+  Option<Optimizer> optimizer{*this, "optimizer", llvm::cl::desc("sgd | adamw"), llvm::cl::init(Optimizer::AdamW),
+                              llvm::cl::values(clEnumValN(Optimizer::Sgd, "sgd", ""),
+                                               clEnumValN(Optimizer::AdamW, "adamw", ""))};
+  Option<double> lr{*this, "lr", llvm::cl::desc("base learning rate"), llvm::cl::init(1e-3)};
+};
+
+} // namespace
+
 void registerTecPassesAndPipelines() {
   registerTecPasses();
-  PassPipelineRegistration<>("tec-inference-pipeline", "the pipeline `tec model.onnx` runs",
-                             [](OpPassManager &pm) { buildInferencePipeline(pm, {}); });
+  PassPipelineRegistration<InferencePipelineFlags>(
+      "tec-inference-pipeline", "the target-independent pipeline `tec model.onnx` runs first",
+      [](OpPassManager &pm, const InferencePipelineFlags &flags) {
+        PipelineOptions options;
+        options.fastGelu = flags.fastGelu;
+        buildInferencePipeline(pm, options);
+      });
+  PassPipelineRegistration<TargetPipelineFlags>(
+      "tec-target-pipeline", "one target's part of `tec model.onnx --target T`: FP8, lowering, narrowing",
+      [](OpPassManager &pm, const TargetPipelineFlags &flags) {
+        PipelineOptions options;
+        options.fp8.mode = flags.fp8;
+        options.fp8Emulate = flags.fp8Emulate;
+        options.training = flags.training;
+        buildTargetPipeline(pm, options, flags.target);
+      });
+  PassPipelineRegistration<TrainingPipelineFlags>(
+      "tec-training-pipeline", "`tec model.onnx --train --target T`'s pipeline: the forward, @train_step, the target",
+      [](OpPassManager &pm, const TrainingPipelineFlags &flags) {
+        PipelineOptions options;
+        options.fp8.mode = flags.fp8;
+        options.fp8Emulate = flags.fp8Emulate;
+        options.train.loss = flags.loss;
+        options.train.optimizer = flags.optimizer;
+        options.train.learningRate = flags.lr;
+        buildTrainingPipeline(pm, options, flags.target);
+      });
 }
 
 } // namespace tec
