@@ -1,4 +1,4 @@
-#include "api/Compile.h"
+#include "api/CompileIR.h"
 #include "api/Trainer.h"
 #include "api/Summary.h"
 

@@ -1,13 +1,13 @@
 // The compile flow behind `tec model.onnx` and `tec.compile`: import, run the pipeline (recording and optionally dumping
-// each pass), generate the plan. Shared by the CLI and the conformance tests.
+// each pass), generate the plan, as options in and a plan file or an error out; no MLIR type. CompileIR.h has the
+// flow's IR (the CLI's --emit, the conformance tests).
 #ifndef TEC_API_COMPILE_H
 #define TEC_API_COMPILE_H
 
-#include "frontend/Importer.h"
-#include "passes/Passes.h"
+#include "frontend/ImportOptions.h"
+#include "passes/PassOptions.h"
 #include "runtime/PlanFile.h"
 
-#include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Error.h"
 
 #include <initializer_list>
@@ -35,32 +35,11 @@ struct CompileOptions {
 /// No tensor of a model may exceed this (1 TiB): past it, compiling is refused naming the node.
 inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 40;
 
-/// Every tensor of `module` within kMaxTensorBytes and every constant within `maxConstantBytes`, or an
-/// ImportError (bad model, exit 2) naming the first node past a limit.
-llvm::Error checkTensorSizes(mlir::ModuleOp module, const std::string &path, int64_t maxConstantBytes);
-
 /// What one GEMM layer runs in on each target, and why (the summary's per-layer table).
 struct LayerPrecision {
   std::string layer;
   std::vector<std::pair<std::string, std::string>> perTarget; // (target, "fp8: ..." / "bf16: ...")
 };
-
-struct CompiledModel {
-  ImportedModel model;
-  std::vector<LayerPrecision> layers;
-  std::map<std::string, int> importedOps, compiledOps;
-  std::vector<std::string> passes, dumpFiles;
-  plan::Plan plan;
-  /// The plan's data section; refers to the model's weights and the IR's constants.
-  PlanDataBuilder data;
-  /// With --train: the modules holding each target's @train_step (their constants are in `data`).
-  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> trainModules;
-};
-
-/// Imports and compiles; errors carry ImportError (bad model: exit 2) or a plain message (exit 1).
-/// `context` must outlive the result.
-llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(mlir::MLIRContext &context, const std::string &path,
-                                                            const CompileOptions &options);
 
 /// What went wrong, as the API's callers tell the user: a model that is not valid, what tec does not
 /// support (unsupported operators are listed one `node 'NAME'  op TYPE` per line), a bad option or file, or a failure
@@ -105,9 +84,6 @@ std::optional<ApiError> compileToPlanFile(const std::string &modelPath, const Co
 /// Tensors in external data files cannot be found from bytes: compile such a model from its path.
 std::optional<ApiError> compileBytesToPlanFile(const std::string &modelBytes, const CompileOptions &options,
                                                const std::string &planPath, std::string *summary = nullptr);
-
-/// The IR as the dumps and --emit print it (large constants elided).
-mlir::OpPrintingFlags irPrintingFlags();
 
 /// `--target`: "all", "auto" (this machine's GPU, if any, and cpu) or a comma list; errors name the
 /// unknown target.

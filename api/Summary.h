@@ -3,7 +3,7 @@
 #ifndef TEC_API_SUMMARY_H
 #define TEC_API_SUMMARY_H
 
-#include "api/Compile.h"
+#include "api/CompileIR.h"
 
 #include <string>
 

@@ -7,7 +7,7 @@
 // truncates float -> bfloat16, tec rounds to nearest even as CUDA and PyTorch do); and a test whose
 // data set disagrees with its own model's declared input shape is skipped (a static-shape plan cannot
 // take it; ONNX fixed such test data later).
-#include "api/Compile.h"
+#include "api/CompileIR.h"
 #include "api/TensorFiles.h"
 
 #include "support/Half.h"

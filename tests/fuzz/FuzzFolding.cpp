@@ -5,7 +5,7 @@
 // target. Any outcome but a plan or a clean error is a bug: a crash, bad_alloc, a sanitizer report, a hang.
 #include "FuzzFiles.h"
 
-#include "api/Compile.h"
+#include "api/CompileIR.h"
 
 #include "mlir/IR/MLIRContext.h"
 

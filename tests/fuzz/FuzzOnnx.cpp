@@ -2,7 +2,7 @@
 // outcome but a clean error or a plan is a bug: a crash, a sanitizer report, a hang.
 #include "FuzzFiles.h"
 
-#include "api/Compile.h"
+#include "api/CompileIR.h"
 
 #include "mlir/IR/MLIRContext.h"
 

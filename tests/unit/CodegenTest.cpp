@@ -1,7 +1,7 @@
 // Codegen: the arena plan never lets two buffers that are alive at the same time share bytes (checked
 // on every test model's plan from the steps alone), temporaries are reused, and IR without a kernel is
 // refused with the op's name.
-#include "api/Compile.h"
+#include "api/CompileIR.h"
 #include "codegen/Codegen.h"
 #include "ir/TecOps.h"
 

@@ -2,7 +2,7 @@
 """The include graph against tec's layers (README, Architecture): each folder may include only the folders
 below it, so that a leak (a pass reaching into the runtime, the CLI past api/) fails CI rather than growing.
 Also: support/, kernels/ and runtime/ include no LLVM or MLIR header (the runtime runs plans without the
-compiler). Prints every offending include, file:line, and exits 1; `--list` prints the edges found, `--self-test` checks the checker on a planted tree."""
+compiler), and the API's headers (MLIR_FREE) bring in no MLIR header through any chain. Prints every offending include, file:line, and exits 1; `--list` prints the edges found, `--self-test` checks the checker on a planted tree."""
 import os
 import re
 import sys
@@ -22,6 +22,10 @@ ALLOWED = {
     "python": {"api", "support"},
 }
 NO_COMPILER = {"support", "kernels", "runtime"}
+# Headers that must not bring MLIR in, through any chain of tec's includes: the API without the compiler's
+# types (the Python package and the tools compile against these) and the options they hold.
+MLIR_FREE = ["api/Compile.h", "api/Runtime.h", "passes/PassOptions.h", "frontend/ImportOptions.h"]
+QUOTED = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCES = (".h", ".cpp", ".cu", ".cuh", ".inc", ".td")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_.-]+)/')
 
@@ -47,7 +51,32 @@ def violations(root):
                         elif target in ALLOWED and target != layer and target not in allowed:
                             found.append(f"{os.path.relpath(path, root)}:{number}: {layer}/ includes {target}/ "
                                          f"(allowed: {', '.join(sorted(allowed)) or 'nothing of tec'})")
+    for header in MLIR_FREE:
+        chain = mlir_chain(root, header, [])
+        if chain:
+            found.append(f"{header}: brings MLIR in: {' -> '.join(chain)}")
     return found, edges
+
+
+def mlir_chain(root, header, seen):
+    """The include chain from `header` to an MLIR header (tec's own headers followed; generated ones, not in
+    the tree, are not), or None."""
+    path = os.path.join(root, header)
+    if header in seen or not os.path.exists(path):
+        return None
+    seen.append(header)
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            match = QUOTED.match(line)
+            if not match:
+                continue
+            target = match.group(1)
+            if target.startswith("mlir/"):
+                return [header, target]
+            chain = mlir_chain(root, target, seen)
+            if chain:
+                return [header] + chain
+    return None
 
 
 def self_test():
@@ -56,14 +85,18 @@ def self_test():
     import tempfile
     planted = {"passes/Leak.cpp": '#include "runtime/Session.h"\n#include "ir/TecOps.h"\n',
                "runtime/cuda/Leak.cpp": '#include "mlir/IR/Value.h"\n#include "support/Status.h"\n',
-               "tools/tec/Leak.h": '  #  include "frontend/Importer.h"\n#include "api/Runtime.h"\n'}
+               "tools/tec/Leak.h": '  #  include "frontend/Importer.h"\n#include "api/Runtime.h"\n',
+               "api/Compile.h": '#include "passes/PassOptions.h"\n',
+               "passes/PassOptions.h": '#include "ir/TecOps.h"\n',
+               "ir/TecOps.h": '#include "mlir/IR/OpDefinition.h"\n'}
     with tempfile.TemporaryDirectory() as root:
         for path, text in planted.items():
             os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
             with open(os.path.join(root, path), "w") as f:
                 f.write(text)
         found, _ = violations(root)
-    expected = ["passes/Leak.cpp:1:", "runtime/cuda/Leak.cpp:1:", "tools/tec/Leak.h:1:"]
+    expected = ["passes/Leak.cpp:1:", "runtime/cuda/Leak.cpp:1:", "tools/tec/Leak.h:1:", "api/Compile.h:",
+                "passes/PassOptions.h:"]
     if sorted(v.split(" ")[0] for v in found) != sorted(expected):
         print("self-test failed: found", found)
         return 1

@@ -3,6 +3,7 @@
 #ifndef TEC_TOOLS_TEC_CLI_H
 #define TEC_TOOLS_TEC_CLI_H
 
+#include "api/Compile.h"
 #include "api/Inspect.h"
 #include "api/Runtime.h"
 
@@ -70,6 +71,8 @@ using tec::shapeString;
 void printProfile(const tec::Session &s, const std::vector<double> &stepMillis, size_t runs, const char *per);
 /// Prints a failed compile's message; the exit code (2 for a bad model, 1 for tec's own failure).
 int reportCompileError(llvm::Error err);
+/// The API's compile error as the CLI says it: the message, and the exit code of its kind.
+int reportApiError(const tec::ApiError &error);
 /// Binds `--input name=file` inputs and fills the rest with seeded random data; 0 or an exit code.
 int bindInputs(tec::Session &s, const std::vector<std::string> &specs, uint64_t randomSeed, bool quiet = false);
 /// What the backend ran instead of a faster path, and why (a fused epilogue cuBLASLt lacks, a CUDA graph

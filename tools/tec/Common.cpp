@@ -71,6 +71,11 @@ int reportCompileError(llvm::Error err) {
   return code;
 }
 
+int reportApiError(const tec::ApiError &error) {
+  llvm::errs() << "error: " << error.message << "\n";
+  return error.kind == tec::ErrorKind::Internal ? kExitInternal : kExitBadInput;
+}
+
 int bindInputs(tec::Session &s, const std::vector<std::string> &specs, uint64_t randomSeed, bool quiet) {
   std::vector<bool> given(s.inputs().size());
   for (const std::string &spec : specs) {

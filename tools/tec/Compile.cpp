@@ -1,7 +1,7 @@
 // tec model.onnx: compile a model into a plan and print the compile summary (or the IR, --emit).
 #include "Cli.h"
 
-#include "api/Compile.h"
+#include "api/CompileIR.h"
 #include "api/Summary.h"
 
 #include "llvm/Support/FormatVariadic.h"

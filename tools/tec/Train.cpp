@@ -150,18 +150,12 @@ public:
   /// Compiles `model` and checks that it has a counterpart of each student input and target; an exit code
   /// on failure.
   int open(const std::string &model, tec::Trainer &trainer) {
-    tec::CompileOptions options;
-    auto compiled = tec::compileModel(context, model, options);
-    if (!compiled)
-      return reportCompileError(compiled.takeError());
     llvm::SmallString<128> dir;
     llvm::sys::fs::createUniqueDirectory("tec-teacher", dir);
     folder = dir.str().str();
     std::string plan = folder + "/teacher.tecplan";
-    if (tec::Status st = tec::writePlanFile(plan, (*compiled)->plan, (*compiled)->data); !st.ok()) {
-      printError(st.message());
-      return kExitInternal;
-    }
+    if (std::optional<tec::ApiError> error = tec::compileToPlanFile(model, tec::CompileOptions{}, plan))
+      return reportApiError(*error);
     auto opened = tec::Session::open(plan);
     if (!opened.ok()) {
       printError(opened.error().message());
@@ -220,7 +214,6 @@ public:
   }
 
 private:
-  mlir::MLIRContext context;
   std::unique_ptr<tec::Session> session;
   std::string folder;
 };
