@@ -180,26 +180,7 @@ void storeInt(void *out, k::ElementType t, int64_t i, int64_t v) {
 }
 
 std::optional<k::UnaryKind> unaryKindOf(Operation *op) {
-  return llvm::TypeSwitch<Operation *, std::optional<k::UnaryKind>>(op)
-      .Case([](ReluOp) { return k::UnaryKind::Relu; })
-      .Case([](TanhOp) { return k::UnaryKind::Tanh; })
-      .Case([](SigmoidOp) { return k::UnaryKind::Sigmoid; })
-      .Case([](ErfOp) { return k::UnaryKind::Erf; })
-      .Case([](SqrtOp) { return k::UnaryKind::Sqrt; })
-      .Case([](ExpOp) { return k::UnaryKind::Exp; })
-      .Case([](AbsOp) { return k::UnaryKind::Abs; })
-      .Case([](SignOp) { return k::UnaryKind::Sign; })
-      .Case([](NegOp) { return k::UnaryKind::Neg; })
-      .Case([](ReciprocalOp) { return k::UnaryKind::Reciprocal; })
-      .Case([](LogOp) { return k::UnaryKind::Log; })
-      .Case([](SinOp) { return k::UnaryKind::Sin; })
-      .Case([](CosOp) { return k::UnaryKind::Cos; })
-      .Case([](SoftplusOp) { return k::UnaryKind::Softplus; })
-      .Case([](FloorOp) { return k::UnaryKind::Floor; })
-      .Case([](CeilOp) { return k::UnaryKind::Ceil; })
-      .Case([](SiluOp) { return k::UnaryKind::Silu; })
-      .Case([](HardSwishOp) { return k::UnaryKind::HardSwish; })
-      .Default([](Operation *) { return std::nullopt; });
+  return k::unaryKindNamed(op->getName().stripDialect());
 }
 
 std::optional<k::BinaryKind> binaryKindOf(Operation *op) {

@@ -144,7 +144,7 @@ def Tec_CompareOp : Tec_Op<"compare", [Pure]> {
 }
 
 class Tec_UnaryOp<string mnemonic, string onnxName, string formula, Type tensor = Tec_FloatTensor>
-    : Tec_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
+    : Tec_Op<mnemonic, [Pure, Elementwise, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "elementwise " # onnxName;
   let description = !strconcat([{
     ONNX `}], onnxName, [{`: `y = }], formula, [{` per element; shape and type are kept.
@@ -182,7 +182,7 @@ def Tec_HardSwishOp : Tec_UnaryOp<"hard_swish", "HardSwish", "x * max(0, min(1, 
 def Tec_FloorOp : Tec_UnaryOp<"floor", "Floor", "floor(x) (gradient 0, as PyTorch's)">;
 def Tec_CeilOp : Tec_UnaryOp<"ceil", "Ceil", "ceil(x) (gradient 0, as PyTorch's)">;
 
-def Tec_SignOp : Tec_Op<"sign", [Pure, SameOperandsAndResultType]> {
+def Tec_SignOp : Tec_Op<"sign", [Pure, Elementwise, SameOperandsAndResultType]> {
   let summary = "elementwise sign";
   let description = [{
     `y = -1, 0 or 1` as x is negative, zero or positive (NaN stays NaN). Piecewise constant, so it has no
@@ -202,7 +202,7 @@ def Tec_SignOp : Tec_Op<"sign", [Pure, SameOperandsAndResultType]> {
   }];
 }
 
-def Tec_GeluOp : Tec_Op<"gelu", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
+def Tec_GeluOp : Tec_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tec_Differentiable>]> {
   let summary = "GELU activation, exact (erf) or tanh approximation";
   let description = [{
     ONNX `Gelu` (opset 20). `approximate = "none"` is `x/2 * (1 + erf(x/√2))`;

@@ -30,11 +30,11 @@ bool prefersChannelsLast(ConvOp conv) {
 }
 
 /// Ops that compute each element from the elements at the same position of their operands (broadcast
-/// numpy-style), so a transpose of every operand is a transpose of the result.
+/// numpy-style), so a transpose of every operand is a transpose of the result. The unary ops say so by
+/// their Elementwise trait; the broadcasting ones (which that trait's same-shape verifier would refuse) by name.
 bool isElementwise(Operation *op) {
-  return isa<ReluOp, TanhOp, SigmoidOp, ErfOp, SqrtOp, ExpOp, AbsOp, NegOp, ReciprocalOp, LogOp, SinOp, CosOp,
-             SoftplusOp, SiluOp, HardSwishOp, FloorOp, CeilOp, SignOp, GeluOp, CastOp, AddOp, SubOp, MulOp, DivOp,
-             PowOp, MaxOp, MinOp, ModOp, CompareOp, WhereOp>(op);
+  return op->hasTrait<OpTrait::Elementwise>() ||
+         isa<CastOp, AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, CompareOp, WhereOp>(op);
 }
 
 /// The transposes this pass moves: the one back to NCHW after each converted conv. Others (attention's

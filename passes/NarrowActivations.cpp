@@ -33,11 +33,10 @@ CastOp wideningCast(Value v, Type narrow) {
 
 /// The ops computed as well from 16-bit operands as from their f32 widening: the kernels read 16-bit
 /// values, compute in f32 and round only what they write. Their float operands and results share one
-/// type, except the f32 statistics some keep (keepsF32).
+/// type, except the f32 statistics some keep (keepsF32). Every unary op is one (its Elementwise trait).
 bool narrowable(Operation *op) {
-  return llvm::isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, SwigluOp, ReluOp, TanhOp, SigmoidOp, ErfOp, SqrtOp, ExpOp,
-                   AbsOp, NegOp, ReciprocalOp, LogOp, SinOp, CosOp, SoftplusOp, SiluOp, HardSwishOp, GeluOp, ReluGradOp, GeluGradOp,
-                   WhereOp, TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SplitOp, SliceOp, GatherOp, SoftmaxOp,
+  return op->hasTrait<OpTrait::Elementwise>() ||
+         llvm::isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, SwigluOp, ReluGradOp, GeluGradOp, WhereOp, TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SplitOp, SliceOp, GatherOp, SoftmaxOp,
                    LayerNormOp, RmsNormOp, AttentionOp, AttentionGradOp, ReduceSumOp, ReduceMeanOp, QuantizeOp,
                    AmaxOp>(op);
 }

@@ -108,45 +108,11 @@ inline std::optional<kernels::CompareKind> compareKind(const std::string &predic
   return it == kinds.end() ? std::nullopt : std::optional(it->second);
 }
 
+/// A unary step's kind (the plan contracts checked its kernel is one); gelu's form is its `approximate`.
 inline kernels::UnaryKind unaryKind(const plan::Step &s) {
-  const std::string &k = s.kernel();
-  if (k == "relu")
-    return kernels::UnaryKind::Relu;
-  if (k == "tanh")
-    return kernels::UnaryKind::Tanh;
-  if (k == "sigmoid")
-    return kernels::UnaryKind::Sigmoid;
-  if (k == "erf")
-    return kernels::UnaryKind::Erf;
-  if (k == "sqrt")
-    return kernels::UnaryKind::Sqrt;
-  if (k == "exp")
-    return kernels::UnaryKind::Exp;
-  if (k == "abs")
-    return kernels::UnaryKind::Abs;
-  if (k == "sign")
-    return kernels::UnaryKind::Sign;
-  if (k == "neg")
-    return kernels::UnaryKind::Neg;
-  if (k == "reciprocal")
-    return kernels::UnaryKind::Reciprocal;
-  if (k == "log")
-    return kernels::UnaryKind::Log;
-  if (k == "sin")
-    return kernels::UnaryKind::Sin;
-  if (k == "cos")
-    return kernels::UnaryKind::Cos;
-  if (k == "softplus")
-    return kernels::UnaryKind::Softplus;
-  if (k == "silu")
-    return kernels::UnaryKind::Silu;
-  if (k == "hard_swish")
-    return kernels::UnaryKind::HardSwish;
-  if (k == "floor")
-    return kernels::UnaryKind::Floor;
-  if (k == "ceil")
-    return kernels::UnaryKind::Ceil;
-  return attrS(s, "approximate", "none") == "tanh" ? kernels::UnaryKind::GeluTanh : kernels::UnaryKind::Gelu;
+  if (s.kernel() == "gelu" && attrS(s, "approximate", "none") == "tanh")
+    return kernels::UnaryKind::GeluTanh;
+  return kernels::unaryKindNamed(s.kernel()).value_or(kernels::UnaryKind::Gelu);
 }
 
 /// The quantized tensor an FP8 scale state belongs to ("fc1/input/scale" -> "fc1/input"): FP8 health's name.

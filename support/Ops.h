@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <type_traits>
 
 namespace tec::kernels {
@@ -33,8 +35,12 @@ TEC_HOST_DEVICE size_t elementBytes(ElementType type) {
 enum class BinaryKind { Add, Sub, Mul, Div, Pow, Max, Min, Mod, FMod, SwiGlu };
 /// Binary ops with a bool result: comparisons of numbers, and the logical ops of bools.
 enum class CompareKind { Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual, And, Or, Xor };
-enum class UnaryKind { Relu, Tanh, Sigmoid, Erf, Sqrt, Exp, Abs, Sign, Gelu, GeluTanh, Neg, Reciprocal, Log, Sin, Cos,
-                       Softplus, Floor, Ceil, Silu, HardSwish };
+/// The float unary ops (support/UnaryOps.def); Abs, Neg and Sign take integers too (applyIntUnary).
+enum class UnaryKind {
+#define TEC_UNARY(Kind, kernel, expression) Kind,
+#define TEC_UNARY_VARIANT(Kind, expression) Kind,
+#include "support/UnaryOps.def"
+};
 /// dx = dy * act'(x) for the activations with a backward kernel.
 enum class ActivationGradKind { Relu, Gelu, GeluTanh };
 enum class ReduceKind { Sum, Mean, Max, Min, Prod };
@@ -63,28 +69,32 @@ template <typename Acc> TEC_HOST_DEVICE Acc reduceCombine(ReduceKind kind, Acc a
 
 TEC_HOST_DEVICE float applyUnary(UnaryKind kind, float v) {
   switch (kind) {
-  case UnaryKind::Relu: return relu(v);
-  case UnaryKind::Tanh: return tanhf(v);
-  case UnaryKind::Sigmoid: return sigmoid(v);
-  case UnaryKind::Erf: return erff(v);
-  case UnaryKind::Sqrt: return sqrtf(v);
-  case UnaryKind::Exp: return expf(v);
-  case UnaryKind::Abs: return fabsf(v);
-  case UnaryKind::Sign: return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v);
-  case UnaryKind::Gelu: return gelu(v);
-  case UnaryKind::GeluTanh: return geluTanh(v);
-  case UnaryKind::Neg: return -v;
-  case UnaryKind::Reciprocal: return 1.0f / v;
-  case UnaryKind::Log: return logf(v);
-  case UnaryKind::Sin: return sinf(v);
-  case UnaryKind::Cos: return cosf(v);
-  case UnaryKind::Softplus: return softplus(v);
-  case UnaryKind::Floor: return floorf(v);
-  case UnaryKind::Ceil: return ceilf(v);
-  case UnaryKind::Silu: return silu(v);
-  case UnaryKind::HardSwish: return hardSwish(v);
+#define TEC_UNARY(Kind, kernel, expression)                                                                           \
+  case UnaryKind::Kind: return expression;
+#define TEC_UNARY_VARIANT(Kind, expression) TEC_UNARY(Kind, , expression)
+#include "support/UnaryOps.def"
   }
   return v;
+}
+
+/// The unary kind of a plan kernel or op mnemonic ("hard_swish"); none for another name.
+inline std::optional<UnaryKind> unaryKindNamed(std::string_view kernel) {
+#define TEC_UNARY(Kind, name, expression)                                                                             \
+  if (kernel == #name)                                                                                                 \
+    return UnaryKind::Kind;
+#include "support/UnaryOps.def"
+  return std::nullopt;
+}
+
+/// The enumerator's own name ("HardSwish"), as generated source spells it.
+inline const char *unaryKindName(UnaryKind kind) {
+  switch (kind) {
+#define TEC_UNARY(Kind, kernel, expression)                                                                           \
+  case UnaryKind::Kind: return #Kind;
+#define TEC_UNARY_VARIANT(Kind, expression) TEC_UNARY(Kind, , expression)
+#include "support/UnaryOps.def"
+  }
+  return "";
 }
 
 TEC_HOST_DEVICE float applyActivationGrad(ActivationGradKind kind, float dy, float x) {

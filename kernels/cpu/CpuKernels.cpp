@@ -210,27 +210,10 @@ namespace {
 /// f(op) with the per-element function of a unary kind.
 template <typename F> void withUnaryOp(UnaryKind kind, F &&f) {
   switch (kind) {
-  case UnaryKind::Relu: return f([](float v) TEC_PER_ELEMENT { return relu(v); });
-  case UnaryKind::Tanh: return f([](float v) TEC_PER_ELEMENT { return std::tanh(v); });
-  case UnaryKind::Sigmoid: return f([](float v) TEC_PER_ELEMENT { return sigmoid(v); });
-  case UnaryKind::Erf: return f([](float v) TEC_PER_ELEMENT { return std::erf(v); });
-  case UnaryKind::Sqrt: return f([](float v) TEC_PER_ELEMENT { return std::sqrt(v); });
-  case UnaryKind::Exp: return f([](float v) TEC_PER_ELEMENT { return std::exp(v); });
-  case UnaryKind::Abs: return f([](float v) TEC_PER_ELEMENT { return std::fabs(v); });
-  case UnaryKind::Sign:
-    return f([](float v) TEC_PER_ELEMENT { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); });
-  case UnaryKind::Gelu: return f([](float v) TEC_PER_ELEMENT { return gelu(v); });
-  case UnaryKind::GeluTanh: return f([](float v) TEC_PER_ELEMENT { return geluTanh(v); });
-  case UnaryKind::Neg: return f([](float v) TEC_PER_ELEMENT { return -v; });
-  case UnaryKind::Reciprocal: return f([](float v) TEC_PER_ELEMENT { return 1.0f / v; });
-  case UnaryKind::Log: return f([](float v) TEC_PER_ELEMENT { return std::log(v); });
-  case UnaryKind::Sin: return f([](float v) TEC_PER_ELEMENT { return std::sin(v); });
-  case UnaryKind::Cos: return f([](float v) TEC_PER_ELEMENT { return std::cos(v); });
-  case UnaryKind::Softplus: return f([](float v) TEC_PER_ELEMENT { return softplus(v); });
-  case UnaryKind::Silu: return f([](float v) TEC_PER_ELEMENT { return silu(v); });
-  case UnaryKind::HardSwish: return f([](float v) TEC_PER_ELEMENT { return hardSwish(v); });
-  case UnaryKind::Floor: return f([](float v) TEC_PER_ELEMENT { return std::floor(v); });
-  case UnaryKind::Ceil: return f([](float v) TEC_PER_ELEMENT { return std::ceil(v); });
+#define TEC_UNARY(Kind, kernel, expression)                                                                           \
+  case UnaryKind::Kind: return f([](float v) TEC_PER_ELEMENT { return expression; });
+#define TEC_UNARY_VARIANT(Kind, expression) TEC_UNARY(Kind, , expression)
+#include "support/UnaryOps.def"
   }
 }
 

@@ -211,10 +211,7 @@ public:
                          strided(bs, extent), "(bool *)" + ptr(out), extentText(extent), elementType(type)});
   }
   void unary(UnaryKind kind, kc::ConstRef x, kc::Ref y, int64_t n) override {
-    static const char *kinds[] = {"Relu", "Tanh", "Sigmoid", "Erf", "Sqrt",       "Exp", "Abs", "Sign",
-                                  "Gelu", "GeluTanh", "Neg", "Reciprocal", "Log", "Sin", "Cos", "Softplus",
-                                  "Floor", "Ceil", "Silu", "HardSwish"};
-    call("kc::unary", {enumValue("UnaryKind", kinds, kind), ref(x), ref(y), num(n)});
+    call("kc::unary", {std::string("UnaryKind::") + kernels::unaryKindName(kind), ref(x), ref(y), num(n)});
   }
   void activationGrad(ActivationGradKind kind, kc::ConstRef dy, kc::ConstRef x, kc::Ref dx, int64_t n) override {
     static const char *kinds[] = {"Relu", "Gelu", "GeluTanh"};
