@@ -306,6 +306,82 @@ LogicalResult CeilOp::buildGradients(OpBuilder &b, ValueRange, SmallVectorImpl<V
   return success();
 }
 
+LogicalResult RoundOp::buildGradients(OpBuilder &b, ValueRange, SmallVectorImpl<Value> &grads) {
+  grads.push_back(zerosLike(b, getLoc(), getType()));
+  return success();
+}
+
+/// 1 + sign * x^2, the polynomial under the inverse trigonometric and hyperbolic derivatives.
+static Value onePlusSquare(OpBuilder &b, Location loc, Value x, double sign) {
+  Type element = typeOf(x).getElementType();
+  Value square = binary<MulOp>(b, loc, x, x);
+  return binary<AddOp>(b, loc, scalar(b, loc, element, 1.0), binary<MulOp>(b, loc, square, scalar(b, loc, element, sign)));
+}
+
+/// dy / sqrt(root): the derivatives of asin, acos, asinh and acosh.
+static Value overRoot(OpBuilder &b, Location loc, Value dy, Value root) {
+  return binary<DivOp>(b, loc, dy, b.create<SqrtOp>(loc, typeOf(root), root));
+}
+
+LogicalResult TanOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // dy * (1 + tan(x)^2)
+  grads.push_back(binary<MulOp>(b, getLoc(), dys[0], onePlusSquare(b, getLoc(), getResult(), 1.0)));
+  return success();
+}
+
+LogicalResult AsinOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(overRoot(b, getLoc(), dys[0], onePlusSquare(b, getLoc(), getInput(), -1.0)));
+  return success();
+}
+
+LogicalResult AcosOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  Value asinGrad = overRoot(b, getLoc(), dys[0], onePlusSquare(b, getLoc(), getInput(), -1.0));
+  grads.push_back(b.create<NegOp>(getLoc(), getType(), asinGrad));
+  return success();
+}
+
+LogicalResult AtanOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(binary<DivOp>(b, getLoc(), dys[0], onePlusSquare(b, getLoc(), getInput(), 1.0)));
+  return success();
+}
+
+LogicalResult SinhOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(binary<MulOp>(b, getLoc(), dys[0], b.create<CoshOp>(getLoc(), getType(), getInput())));
+  return success();
+}
+
+LogicalResult CoshOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(binary<MulOp>(b, getLoc(), dys[0], b.create<SinhOp>(getLoc(), getType(), getInput())));
+  return success();
+}
+
+LogicalResult AsinhOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(overRoot(b, getLoc(), dys[0], onePlusSquare(b, getLoc(), getInput(), 1.0)));
+  return success();
+}
+
+LogicalResult AcoshOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // dy / sqrt(x^2 - 1) = dy / sqrt(-(1 - x^2))
+  Location loc = getLoc();
+  Value root = b.create<NegOp>(loc, getType(), onePlusSquare(b, loc, getInput(), -1.0));
+  grads.push_back(overRoot(b, loc, dys[0], root));
+  return success();
+}
+
+LogicalResult AtanhOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(binary<DivOp>(b, getLoc(), dys[0], onePlusSquare(b, getLoc(), getInput(), -1.0)));
+  return success();
+}
+
+LogicalResult SoftsignOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
+  // dy / (1 + |x|)^2
+  Location loc = getLoc();
+  Value denominator = binary<AddOp>(b, loc, scalar(b, loc, getType().getElementType(), 1.0),
+                                    b.create<AbsOp>(loc, getType(), getInput()));
+  grads.push_back(binary<DivOp>(b, loc, dys[0], binary<MulOp>(b, loc, denominator, denominator)));
+  return success();
+}
+
 LogicalResult WhereOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
   Location loc = getLoc();
   Value zeros = zerosLike(b, loc, getType());

@@ -181,6 +181,17 @@ def Tec_SiluOp : Tec_UnaryOp<"silu", "x * Sigmoid(x) (SiLU, recognized)", "x / (
 def Tec_HardSwishOp : Tec_UnaryOp<"hard_swish", "HardSwish", "x * max(0, min(1, x / 6 + 1/2))">;
 def Tec_FloorOp : Tec_UnaryOp<"floor", "Floor", "floor(x) (gradient 0, as PyTorch's)">;
 def Tec_CeilOp : Tec_UnaryOp<"ceil", "Ceil", "ceil(x) (gradient 0, as PyTorch's)">;
+def Tec_RoundOp : Tec_UnaryOp<"round", "Round", "round half to even (gradient 0, as PyTorch's)">;
+def Tec_TanOp : Tec_UnaryOp<"tan", "Tan", "tan(x)">;
+def Tec_AsinOp : Tec_UnaryOp<"asin", "Asin", "asin(x)">;
+def Tec_AcosOp : Tec_UnaryOp<"acos", "Acos", "acos(x)">;
+def Tec_AtanOp : Tec_UnaryOp<"atan", "Atan", "atan(x)">;
+def Tec_SinhOp : Tec_UnaryOp<"sinh", "Sinh", "sinh(x)">;
+def Tec_CoshOp : Tec_UnaryOp<"cosh", "Cosh", "cosh(x)">;
+def Tec_AsinhOp : Tec_UnaryOp<"asinh", "Asinh", "asinh(x)">;
+def Tec_AcoshOp : Tec_UnaryOp<"acosh", "Acosh", "acosh(x)">;
+def Tec_AtanhOp : Tec_UnaryOp<"atanh", "Atanh", "atanh(x)">;
+def Tec_SoftsignOp : Tec_UnaryOp<"softsign", "Softsign", "x / (1 + |x|)">;
 
 def Tec_SignOp : Tec_Op<"sign", [Pure, Elementwise, SameOperandsAndResultType]> {
   let summary = "elementwise sign";

@@ -223,8 +223,11 @@ void buildCases() {
                    .ints("kernel", {3, 3}), {2, 2}, {1, 1, 1, 1}, {1, 1}), kF32);
   }
   for (const char *op : {"relu", "tanh", "sigmoid", "erf", "exp", "abs", "sign", "gelu", "neg", "sin", "cos", "softplus", "floor", "ceil", "silu",
-                         "hard_swish"})
+                         "hard_swish", "round", "tan", "atan", "sinh", "cosh", "asinh", "softsign"})
     add(op, Builder(op).in(F32, {1000}).out(F32, {1000}), kF32);
+  for (const char *op : {"asin", "acos", "atanh"})
+    add(op, Builder(op).in(F32, {1000}, "unit").out(F32, {1000}), kF32);
+  add("acosh", Builder("acosh").in(F32, {1000}, "positive").out(F32, {1000}), kF32); // NaN below 1, on both
   for (const char *op : {"abs", "neg", "sign"}) // integers: position buckets
     for (auto type : {I32, I64})
       add(std::string(op) + (type == I32 ? "_i32" : "_i64"), Builder(op).in(type, {513}, "labels").out(type, {513}), kExact);
@@ -570,6 +573,8 @@ void fill(const std::string &how, const plan::Buffer &b, void *data, std::mt1993
   auto value = [&](int64_t i) -> float {
     if (how == "positive")
       return std::fabs(normal(rng)) + 0.1f;
+    if (how == "unit") // inside asin's and atanh's domain
+      return 0.95f * std::tanh(normal(rng));
     if (how == "two")
       return 2.0f;
     if (how == "zero")

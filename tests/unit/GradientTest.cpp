@@ -25,7 +25,9 @@ namespace {
 /// Where the inputs are drawn: AtLeastOne keeps 1/x and log(x) where central differences with h = 1e-2
 /// are accurate (their third derivatives grow as 1/x^4 and 1/x^3 toward zero); Spread draws multiples of
 /// 0.25, all distinct in a window, so a max never switches within a difference step.
-enum class Inputs { Normal, Positive, AwayFromZero, AtLeastOne, HalfIntegers, Spread };
+/// Unit stays inside (-0.8, 0.8) (asin, atanh, tan's steep part beyond); Integers keeps round's steps at
+/// the half-integers away from every difference.
+enum class Inputs { Normal, Positive, AwayFromZero, AtLeastOne, HalfIntegers, Spread, Unit, Integers };
 
 struct GradCase {
   const char *name;
@@ -101,6 +103,10 @@ TEST_P(Gradients, MatchCentralFiniteDifferences) {
       return 1.0f + std::fabs(v);
     if (kind == Inputs::HalfIntegers) // n + 0.5: h = 1e-2 steps never cross an integer
       return std::round(v * 3.0f) + 0.5f;
+    if (kind == Inputs::Integers)
+      return std::round(v * 3.0f);
+    if (kind == Inputs::Unit)
+      return 0.8f * std::tanh(v);
     if (kind == Inputs::AwayFromZero)
       return (v < 0 ? -0.2f : 0.2f) + v;
     if (kind == Inputs::Spread)
@@ -306,6 +312,27 @@ const GradCase kCases[] = {
        %0 = tec.floor %a : tensor<4x4xf32>
        %1 = tec.ceil %a : tensor<4x4xf32>
        return %0, %1 : tensor<4x4xf32>, tensor<4x4xf32> })", Inputs::HalfIntegers},
+    {"round", R"(func.func @forward(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
+       %0 = tec.round %a : tensor<4x4xf32>
+       return %0 : tensor<4x4xf32> })", Inputs::Integers},
+    {"tan_asin_acos_atanh", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
+       %0 = tec.tan %a : tensor<4x4xf32>
+       %1 = tec.asin %a : tensor<4x4xf32>
+       %2 = tec.acos %a : tensor<4x4xf32>
+       %3 = tec.atanh %a : tensor<4x4xf32>
+       return %0, %1, %2, %3 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> })", Inputs::Unit},
+    {"atan_sinh_cosh_asinh_softsign", R"(func.func @forward(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
+       %0 = tec.atan %a : tensor<4x4xf32>
+       %1 = tec.sinh %a : tensor<4x4xf32>
+       %2 = tec.cosh %a : tensor<4x4xf32>
+       %3 = tec.asinh %a : tensor<4x4xf32>
+       %4 = tec.softsign %a : tensor<4x4xf32>
+       return %0, %1, %2, %3, %4 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> })", Inputs::AwayFromZero},
+    {"acosh", R"(func.func @forward(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
+       %one = tec.constant dense<1.0> : tensor<f32>
+       %b = tec.add %a, %one : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+       %0 = tec.acosh %b : tensor<4x4xf32>
+       return %0 : tensor<4x4xf32> })", Inputs::AtLeastOne},
     {"where", R"(func.func @forward(%c: tensor<3x4xi1>, %a: tensor<3x4xf32>, %b: tensor<4xf32>) -> tensor<3x4xf32> {
        %0 = tec.where %c, %a, %b : (tensor<3x4xi1>, tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
        return %0 : tensor<3x4xf32> })"},
