@@ -61,10 +61,10 @@ Status CudaBackend::attention(const plan::Step &s) {
       const kc::ConstRef m = mask >= 0 ? cref(c, mask) : kc::ConstRef{};
       zeroAmaxes(c);
       if (a.fp8)
-        c.k->attentionFp8(a.shape, fp8Args(c), cref(c, a.q), cref(c, a.k), cref(c, a.v), m, ref(c, a.out),
-                          c.at<float>(slot(a.lse)));
+        c.k->launch(TEC_KC(attentionFp8), a.shape, fp8Args(c), cref(c, a.q), cref(c, a.k), cref(c, a.v), m, ref(c, a.out),
+                          c.at<float>(slot(a.lse)), Stream{});
       else
-        c.k->attention(a.shape, cref(c, a.q), cref(c, a.k), cref(c, a.v), m, ref(c, a.out), c.at<float>(slot(a.lse)));
+        c.k->launch(TEC_KC(attention), a.shape, cref(c, a.q), cref(c, a.k), cref(c, a.v), m, ref(c, a.out), c.at<float>(slot(a.lse)), Stream{});
       return Status::success();
     });
     return Status::success();
@@ -74,12 +74,12 @@ Status CudaBackend::attention(const plan::Step &s) {
     const kc::ConstRef m = mask >= 0 ? cref(c, mask) : kc::ConstRef{};
     zeroAmaxes(c);
     if (a.fp8)
-      c.k->attentionFp8Grad(a.shape, fp8Args(c), cref(c, a.dout), cref(c, a.q), cref(c, a.k), cref(c, a.v),
+      c.k->launch(TEC_KC(attentionFp8Grad), a.shape, fp8Args(c), cref(c, a.dout), cref(c, a.q), cref(c, a.k), cref(c, a.v),
                             cref(c, a.out), c.at<float>(slot(a.lse)), m, ref(c, a.dq), ref(c, a.dk), ref(c, a.dv),
-                            c.at<float>(delta));
+                            c.at<float>(delta), Stream{});
     else
-      c.k->attentionGrad(a.shape, cref(c, a.dout), cref(c, a.q), cref(c, a.k), cref(c, a.v), cref(c, a.out),
-                         c.at<float>(slot(a.lse)), m, ref(c, a.dq), ref(c, a.dk), ref(c, a.dv), c.at<float>(delta));
+      c.k->launch(TEC_KC(attentionGrad), a.shape, cref(c, a.dout), cref(c, a.q), cref(c, a.k), cref(c, a.v), cref(c, a.out),
+                         c.at<float>(slot(a.lse)), m, ref(c, a.dq), ref(c, a.dk), ref(c, a.dv), c.at<float>(delta), Stream{});
     return Status::success();
   });
   return Status::success();

@@ -235,8 +235,8 @@ Status CudaBackend::checkErrors() {
 }
 
 Status CudaBackend::run(std::vector<double> *stepMillis) {
-  auto launcher = deviceLauncher(stream, gemms, convolutions, attentions, arena + workspace.offset);
-  Context c{arena, launcher.get(), stepScratchSlot.offset};
+  Launcher launcher(stream, gemms, convolutions, attentions, arena + workspace.offset);
+  Context c{arena, &launcher, stepScratchSlot.offset};
   // Inputs the caller may have changed since they last went up; unchanged ones stay on the device.
   for (int root : staleInputs)
     if (cudaError_t e = cudaMemcpyAsync(arena + slots[root].offset, staging[root], variant->buffers(root).bytes(),

@@ -64,7 +64,7 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
   const int64_t rows = spec.m * spec.batch, cols = spec.n;
   auto prepareBias = [=](const Context &c) {
     if (fused >= 0 && castBias)
-      c.k->cast(c.at(bias), biasType, c.at(fusedBias), fusedBiasType, cols);
+      c.k->launch(TEC_KC(cast), c.at(bias), biasType, c.at(fusedBias), fusedBiasType, cols, Stream{});
   };
   if (withGelu) {
     emit([=](const Context &c) {
@@ -88,12 +88,13 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
       if (!c.k->gemm(plain, o, error))
         return unsupported(s, error);
       if (hasBias)
-        c.k->biasActivation({c.at(y), yType}, {c.at(bias), biasType}, rows, cols, kernels::Epilogue::None);
+        c.k->launch(TEC_KC(biasActivation), kc::Ref{c.at(y), yType}, kc::ConstRef{c.at(bias), biasType}, rows, cols, kernels::Epilogue::None, Stream{});
       if (gelu.forward)
-        c.k->unary(kernels::UnaryKind::GeluTanh, {c.at(y), yType}, {c.at(gelu.out), yType}, rows * cols);
+        c.k->launch(TEC_KC(unary), kernels::UnaryKind::GeluTanh, kc::ConstRef{c.at(y), yType}, kc::Ref{c.at(gelu.out), yType}, rows * cols, Stream{});
       else
-        c.k->activationGrad(kernels::ActivationGradKind::GeluTanh, {c.at(y), ElementType::F32},
-                            {c.at(gelu.aux), ElementType::F32}, {c.at(gelu.out), ElementType::F32}, rows * cols);
+        c.k->launch(TEC_KC(activationGrad), kernels::ActivationGradKind::GeluTanh, kc::ConstRef{c.at(y), ElementType::F32},
+                    kc::ConstRef{c.at(gelu.aux), ElementType::F32}, kc::Ref{c.at(gelu.out), ElementType::F32}, rows * cols,
+                    Stream{});
       return Status::success();
     });
     return Status::success();
@@ -113,7 +114,7 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
     if (!c.k->gemm(plain, o, error))
       return unsupported(s, error);
     if (needsKernel)
-      c.k->biasActivation({c.at(y), yType}, {c.at(bias), biasType}, rows, cols, epilogue);
+      c.k->launch(TEC_KC(biasActivation), kc::Ref{c.at(y), yType}, kc::ConstRef{c.at(bias), biasType}, rows, cols, epilogue, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -209,14 +210,14 @@ Status CudaBackend::emitWeightGradWithBiasGrad(const plan::Step &s, kc::GemmSpec
     std::string error;
     if (fused >= 0 && c.k->gemm(fused, o, error)) {
       if (gradType != ElementType::F32)
-        c.k->cast(c.at(gradOut), gradType, c.at(grad.out), ElementType::F32, grad.cols);
+        c.k->launch(TEC_KC(cast), c.at(gradOut), gradType, c.at(grad.out), ElementType::F32, grad.cols, Stream{});
       return Status::success();
     }
     o.biasGrad = nullptr;
     if (!c.k->gemm(plain, o, error))
       return unsupported(s, error);
-    c.k->reduce(kernels::ReduceKind::Sum, c.at(slot(grad.source)), kept, keptStrides, reduced, reducedStrides,
-                c.at(grad.out), ElementType::F32, ElementType::F32, c.at(partials), sms);
+    c.k->launch(TEC_KC(reduce), kernels::ReduceKind::Sum, c.at(slot(grad.source)), kept, keptStrides, reduced, reducedStrides,
+                c.at(grad.out), ElementType::F32, ElementType::F32, c.at(partials), sms, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -335,7 +336,7 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
       src.strides[0] = 1;
       src.strides[1] = spec.n;
       emit([=](const Context &c) {
-        c.k->stridedCopy(c.at(slot(wq)), src, c.at(weight), dst, extent, 1);
+        c.k->launch(TEC_KC(stridedCopy), c.at(slot(wq)), src, c.at(weight), dst, extent, 1, Stream{});
         return Status::success();
       });
     }
@@ -357,8 +358,8 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
   auto xFormat = fp8Format(dtype(xq)), wFormat = fp8Format(dtype(wq));
   int64_t xn = count(xq), wn = count(wq);
   emit([=](const Context &c) {
-    c.k->dequantize(c.at<uint8_t>(slot(xq)), c.at<float>(slot(xsi)), c.at<float>(xf), xn, xFormat);
-    c.k->dequantize(c.at<uint8_t>(slot(wq)), c.at<float>(slot(wsi)), c.at<float>(wf), wn, wFormat);
+    c.k->launch(TEC_KC(dequantize), c.at<uint8_t>(slot(xq)), c.at<float>(slot(xsi)), c.at<float>(xf), xn, xFormat, Stream{});
+    c.k->launch(TEC_KC(dequantize), c.at<uint8_t>(slot(wq)), c.at<float>(slot(wsi)), c.at<float>(wf), wn, wFormat, Stream{});
     return Status::success();
   });
   kc::GemmSpec wide;
@@ -377,7 +378,7 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
     const int64_t n = count(y);
     const auto to = spec.d;
     emit([=](const Context &c) {
-      c.k->cast(c.at(yWide), ElementType::F32, c.at(slot(y)), to, n);
+      c.k->launch(TEC_KC(cast), c.at(yWide), ElementType::F32, c.at(slot(y)), to, n, Stream{});
       return Status::success();
     });
   }

@@ -18,8 +18,8 @@ Result<std::string> CudaBackend::programSource(const plan::Variant &v, const std
   // The closures run once against a source writer: the program is the backend's own launch sequence.
   char *fakeBase = reinterpret_cast<char *>(uintptr_t(1) << 40);
   std::vector<std::string> launches;
-  auto writer = sourceWriter(fakeBase, launches);
-  Context c{fakeBase, writer.get(), b.stepScratchSlot.offset};
+  Launcher writer(fakeBase, launches);
+  Context c{fakeBase, &writer, b.stepScratchSlot.offset};
   std::vector<std::string> body;
   // Each plan step's comment before its first launch; a step the backend folded into another says which.
   size_t step = 0;

@@ -19,7 +19,7 @@ Status CudaBackend::binary(const plan::Step &s) {
   auto kind = binaryKind(s);
   auto t = type(o);
   emit([=](const Context &c) {
-    c.k->binary(kind, c.at(slot(a)), as, c.at(slot(b)), bs, c.at(slot(o)), extent, t);
+    c.k->launch(TEC_KC(binary), kind, c.at(slot(a)), as, c.at(slot(b)), bs, c.at(slot(o)), extent, t, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -36,7 +36,7 @@ Status CudaBackend::compare(const plan::Step &s) {
   auto kind = *compareKind(attrS(s, "predicate", "")); // the plan contracts checked it
   auto t = type(a);
   emit([=](const Context &c) {
-    c.k->compare(kind, c.at(slot(a)), as, c.at(slot(b)), bs, static_cast<bool *>(c.at(slot(o))), extent, t);
+    c.k->launch(TEC_KC(compare), kind, c.at(slot(a)), as, c.at(slot(b)), bs, static_cast<bool *>(c.at(slot(o))), extent, t, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -51,7 +51,7 @@ Status CudaBackend::unary(const plan::Step &s) {
   int x = s.inputs(0), y = s.outputs(0);
   int64_t n = count(y);
   emit([=](const Context &c) {
-    c.k->unary(kind, cref(c, x), ref(c, y), n);
+    c.k->launch(TEC_KC(unary), kind, cref(c, x), ref(c, y), n, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -66,7 +66,7 @@ Status CudaBackend::activationGrad(const plan::Step &s) {
   int dy = s.inputs(0), x = s.inputs(1), dx = s.outputs(0);
   int64_t n = count(dx);
   emit([=](const Context &c) {
-    c.k->activationGrad(kind, cref(c, dy), cref(c, x), ref(c, dx), n);
+    c.k->launch(TEC_KC(activationGrad), kind, cref(c, dy), cref(c, x), ref(c, dx), n, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -83,7 +83,7 @@ Status CudaBackend::where(const plan::Step &s) {
        ys = kc::broadcastOperand(shape(y), shape(o));
   size_t bytes = bytesOf(dtype(o));
   emit([=](const Context &c) {
-    c.k->where(c.at<bool>(slot(cnd)), cs, c.at(slot(x)), xs, c.at(slot(y)), ys, c.at(slot(o)), extent, bytes);
+    c.k->launch(TEC_KC(where), c.at<bool>(slot(cnd)), cs, c.at(slot(x)), xs, c.at(slot(y)), ys, c.at(slot(o)), extent, bytes, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -98,7 +98,7 @@ Status CudaBackend::cast(const plan::Step &s) {
   auto from = type(x), to = type(o);
   int64_t n = count(o);
   emit([=](const Context &c) {
-    c.k->cast(c.at(slot(x)), from, c.at(slot(o)), to, n);
+    c.k->launch(TEC_KC(cast), c.at(slot(x)), from, c.at(slot(o)), to, n, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -112,7 +112,7 @@ Status CudaBackend::oneHot(const plan::Step &s) {
   bool labels64 = dtype(l) == plan::I64;
   int flag = errorFlag("one_hot: a label is outside [0, " + std::to_string(depth) + ")");
   emit([=](const Context &c) {
-    c.k->oneHot(c.at(slot(l)), labels64, n, depth, c.at<float>(slot(y)), errorPointer(c, flag));
+    c.k->launch(TEC_KC(oneHot), c.at(slot(l)), labels64, n, depth, c.at<float>(slot(y)), errorPointer(c, flag), Stream{});
     return Status::success();
   });
   return Status::success();
@@ -126,9 +126,9 @@ Status CudaBackend::allFinite(const plan::Step &s) {
     inputs.push_back({i, count(i)});
   int o = s.outputs(0);
   emit([=](const Context &c) {
-    c.k->setFlag(c.at<uint8_t>(slot(o)));
+    c.k->launch(TEC_KC(setFlag), c.at<uint8_t>(slot(o)), Stream{});
     for (auto [i, n] : inputs)
-      c.k->clearIfNotFinite(cref(c, i), n, c.at<uint8_t>(slot(o)));
+      c.k->launch(TEC_KC(clearIfNotFinite), cref(c, i), n, c.at<uint8_t>(slot(o)), Stream{});
     return Status::success();
   });
   return Status::success();
@@ -140,7 +140,7 @@ Status CudaBackend::clipCoefficient(const plan::Step &s) {
   float maxNorm = static_cast<float>(attrF(s, "max_norm", 1.0));
   int norm = s.inputs(0), o = s.outputs(0);
   emit([=](const Context &c) {
-    c.k->clipCoefficient(c.at<float>(slot(norm)), maxNorm, c.at<float>(slot(o)));
+    c.k->launch(TEC_KC(clipCoefficient), c.at<float>(slot(norm)), maxNorm, c.at<float>(slot(o)), Stream{});
     return Status::success();
   });
   return Status::success();
@@ -153,8 +153,8 @@ Status CudaBackend::lossScaleUpdate(const plan::Step &s) {
   float growth = static_cast<float>(attrF(s, "growth_factor", 2.0)), backoff = static_cast<float>(attrF(s, "backoff_factor", 0.5));
   int scale = s.inputs(0), clean = s.inputs(1), finite = s.inputs(2), nextScale = s.outputs(0), nextClean = s.outputs(1);
   emit([=](const Context &c) {
-    c.k->lossScaleUpdate(c.at<float>(slot(scale)), c.at<float>(slot(clean)), c.at<uint8_t>(slot(finite)), interval,
-                        growth, backoff, c.at<float>(slot(nextScale)), c.at<float>(slot(nextClean)));
+    c.k->launch(TEC_KC(lossScaleUpdate), c.at<float>(slot(scale)), c.at<float>(slot(clean)), c.at<uint8_t>(slot(finite)), interval,
+                        growth, backoff, c.at<float>(slot(nextScale)), c.at<float>(slot(nextClean)), Stream{});
     return Status::success();
   });
   return Status::success();
@@ -167,7 +167,7 @@ Status CudaBackend::lrSchedule(const plan::Step &s) {
   float warmup = static_cast<float>(attrI(s, "warmup_steps")), total = static_cast<float>(attrI(s, "total_steps"));
   int step = s.inputs(0), lr = s.inputs(1), o = s.outputs(0);
   emit([=](const Context &c) {
-    c.k->learningRate(schedule, c.at<float>(slot(lr)), c.at<float>(slot(step)), warmup, total, c.at<float>(slot(o)));
+    c.k->launch(TEC_KC(learningRate), schedule, c.at<float>(slot(lr)), c.at<float>(slot(step)), warmup, total, c.at<float>(slot(o)), Stream{});
     return Status::success();
   });
   return Status::success();
@@ -183,7 +183,7 @@ Status CudaBackend::softmax(const plan::Step &s) {
   bool log = s.kernel() == "log_softmax";
   int x = s.inputs(0), y = s.outputs(0);
   emit([=](const Context &c) {
-    c.k->softmax(cref(c, x), ref(c, y), outer, dim, inner, log);
+    c.k->launch(TEC_KC(softmax), cref(c, x), ref(c, y), outer, dim, inner, log, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -203,8 +203,8 @@ Status CudaBackend::layerNorm(const plan::Step &s) {
   int x = s.inputs(0), g = s.inputs(1), b = s.inputs_size() > 2 ? s.inputs(2) : -1;
   int y = s.outputs(0), mean = rms ? -1 : s.outputs(1), rstd = s.outputs(rms ? 1 : 2);
   emit([=](const Context &c) {
-    c.k->layerNorm(cref(c, x), cref(c, g), b >= 0 ? cref(c, b) : kc::ConstRef{}, ref(c, y),
-                   mean >= 0 ? ref(c, mean) : kc::Ref{}, ref(c, rstd), rows, cols, eps, !rms);
+    c.k->launch(TEC_KC(layerNorm), cref(c, x), cref(c, g), b >= 0 ? cref(c, b) : kc::ConstRef{}, ref(c, y),
+                   mean >= 0 ? ref(c, mean) : kc::Ref{}, ref(c, rstd), rows, cols, eps, !rms, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -237,8 +237,8 @@ Status CudaBackend::reduce(const plan::Step &s) {
   const Slot partials = reductionPartials(keptExtent, kept, reducedExtent, reduced);
   const int sms = multiprocessors;
   emit([=](const Context &c) {
-    c.k->reduce(kind, c.at(slot(x)), keptExtent, kept, reducedExtent, reduced, c.at(slot(o)), t, outType,
-                c.at(partials), sms);
+    c.k->launch(TEC_KC(reduce), kind, c.at(slot(x)), keptExtent, kept, reducedExtent, reduced, c.at(slot(o)), t, outType,
+                c.at(partials), sms, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -253,7 +253,7 @@ Status CudaBackend::emitCopy(const plan::Step &s, int x, kc::Strided src, int y,
     return st;
   size_t bytes = bytesOf(dtype(x));
   emit([=](const Context &c) {
-    c.k->stridedCopy(c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes);
+    c.k->launch(TEC_KC(stridedCopy), c.at(slot(x)), src, c.at(slot(y)), dst, extent, bytes, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -390,8 +390,8 @@ Status CudaBackend::gather(const plan::Step &s) {
                         std::to_string(dim) + ") along axis " + std::to_string(axis));
   int x = s.inputs(0), idx = s.inputs(1), y = s.outputs(0);
   emit([=](const Context &c) {
-    c.k->gather(c.at(slot(x)), outer, dim, inner, c.at(slot(idx)), indices64, n, c.at(slot(y)), bytes,
-               errorPointer(c, flag));
+    c.k->launch(TEC_KC(gather), c.at(slot(x)), outer, dim, inner, c.at(slot(idx)), indices64, n, c.at(slot(y)), bytes,
+               errorPointer(c, flag), Stream{});
     return Status::success();
   });
   return Status::success();
@@ -411,8 +411,8 @@ Status CudaBackend::gatherElements(const plan::Step &s) {
                        std::to_string(dim) + ")");
   int x = s.inputs(0), idx = s.inputs(1), y = s.outputs(0);
   emit([=](const Context &c) {
-    c.k->gatherElements(c.at(slot(x)), outer, dim, inner, c.at(slot(idx)), indices64, picks, c.at(slot(y)), bytes,
-                        errorPointer(c, flag));
+    c.k->launch(TEC_KC(gatherElements), c.at(slot(x)), outer, dim, inner, c.at(slot(idx)), indices64, picks, c.at(slot(y)), bytes,
+                        errorPointer(c, flag), Stream{});
     return Status::success();
   });
   return Status::success();
@@ -429,7 +429,7 @@ Status CudaBackend::scatterAdd(const plan::Step &s) {
   const bool elements = axis->elements, indices64 = dtype(s.inputs(1)) == plan::I64;
   int u = s.inputs(0), idx = s.inputs(1), y = s.outputs(0);
   emit([=](const Context &c) {
-    c.k->scatterAdd(cref(c, u), outer, dim, inner, c.at(slot(idx)), indices64, picks, elements, ref(c, y));
+    c.k->launch(TEC_KC(scatterAdd), cref(c, u), outer, dim, inner, c.at(slot(idx)), indices64, picks, elements, ref(c, y), Stream{});
     return Status::success();
   });
   return Status::success();
@@ -464,15 +464,15 @@ Status CudaBackend::window(const plan::Step &s) {
       if (!c.k->convolution(conv, c.at(slot(w.a)), c.at(slot(w.b)), c.at(slot(w.out)), c.at(convWorkspace), error))
         return Status::error(name + ": cuDNN failed: " + error);
       if (w.bias >= 0)
-        c.k->binary(BinaryKind::Add, c.at(slot(w.out)), outStrides, c.at(slot(w.bias)), biasStrides, c.at(slot(w.out)),
-                    extent, t);
+        c.k->launch(TEC_KC(binary), BinaryKind::Add, c.at(slot(w.out)), outStrides, c.at(slot(w.bias)), biasStrides, c.at(slot(w.out)),
+                    extent, t, Stream{});
       return Status::success();
     });
     return Status::success();
   }
   emit([=](const Context &c) {
-    c.k->window(w.kind, w.window, cref(c, w.a), w.b >= 0 ? cref(c, w.b) : kc::ConstRef(),
-                w.bias >= 0 ? cref(c, w.bias) : kc::ConstRef(), ref(c, w.out), w.countIncludePad);
+    c.k->launch(TEC_KC(window), w.kind, w.window, cref(c, w.a), w.b >= 0 ? cref(c, w.b) : kc::ConstRef(),
+                w.bias >= 0 ? cref(c, w.bias) : kc::ConstRef(), ref(c, w.out), w.countIncludePad, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -487,7 +487,7 @@ Status CudaBackend::argReduce(const plan::Step &s) {
   int x = s.inputs(0), y = s.outputs(0);
   auto t = type(x);
   emit([=](const Context &c) {
-    c.k->argReduce(max, last, c.at(slot(x)), t, outer, dim, inner, static_cast<int64_t *>(c.at(slot(y))));
+    c.k->launch(TEC_KC(argReduce), max, last, c.at(slot(x)), t, outer, dim, inner, static_cast<int64_t *>(c.at(slot(y))), Stream{});
     return Status::success();
   });
   return Status::success();
@@ -502,7 +502,7 @@ Status CudaBackend::cumSum(const plan::Step &s) {
   int x = s.inputs(0), y = s.outputs(0);
   auto t = type(x);
   emit([=](const Context &c) {
-    c.k->cumSum(c.at(slot(x)), c.at(slot(y)), t, outer, dim, inner, exclusive, reverse);
+    c.k->launch(TEC_KC(cumSum), c.at(slot(x)), c.at(slot(y)), t, outer, dim, inner, exclusive, reverse, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -539,7 +539,7 @@ Status CudaBackend::amax(const plan::Step &s) {
   }
   int64_t n = count(x);
   emit([=](const Context &c) {
-    c.k->amax(cref(c, x), n, c.at<float>(slot(o)));
+    c.k->launch(TEC_KC(amax), cref(c, x), n, c.at<float>(slot(o)), Stream{});
     return Status::success();
   });
   return Status::success();
@@ -562,8 +562,10 @@ Status CudaBackend::castFp8(const plan::Step &s) {
   const auto activation = castActivation(s);
   emit([=](const Context &c) {
     c.k->memset(c.at(slot(amax)), 0, sizeof(float));
-    c.k->castFp8(cref(c, x), activation, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)), c.at<float>(slot(amax)), n,
-                 format, counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+    const kc::ConstRef in = cref(c, x);
+    c.k->launch(TEC_KC(quantizeWithAmax), in.data, in.type, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)),
+                c.at<float>(slot(amax)), n, format, Stream{},
+                counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr, activation);
     return Status::success();
   });
   return Status::success();
@@ -579,9 +581,10 @@ Status CudaBackend::castFp8BiasGrad(const plan::Step &s) {
   const Slot partials = stepScratch(kc::biasGradChunks(rows) * cols * 8);
   emit([=](const Context &c) {
     c.k->memset(c.at(slot(amax)), 0, sizeof(float));
-    c.k->castFp8BiasGrad(cref(c, x), rows, cols, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)),
-                         c.at<float>(slot(amax)), c.at<float>(slot(dbias)), c.at<double>(partials), format,
-                         counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+    const kc::ConstRef in = cref(c, x);
+    c.k->launch(TEC_KC(quantizeWithBiasGrad), in.data, in.type, rows, cols, c.at<float>(slot(scale)),
+                c.at<uint8_t>(slot(y)), c.at<float>(slot(amax)), c.at<float>(slot(dbias)), c.at<double>(partials),
+                format, Stream{}, counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
     return Status::success();
   });
   return Status::success();
@@ -606,9 +609,11 @@ Status CudaBackend::layerNormFp8(const plan::Step &s) {
   const auto format = fp8Format(dtype(y));
   emit([=](const Context &c) {
     c.k->memset(c.at(slot(amax)), 0, sizeof(float));
-    c.k->layerNormFp8(cref(c, x), cref(c, g), b >= 0 ? cref(c, b) : kc::ConstRef{}, c.at<float>(slot(scale)),
-                      c.at<uint8_t>(slot(y)), c.at<float>(slot(amax)), c.at<float>(slot(mean)), c.at<float>(slot(rstd)),
-                      rows, cols, eps, format, counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+    const kc::ConstRef in = cref(c, x), weight = cref(c, g), bias = b >= 0 ? cref(c, b) : kc::ConstRef{};
+    c.k->launch(TEC_KC(layerNormQuantize), in.data, in.type, weight.data, bias.data, weight.type,
+                c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)), c.at<float>(slot(amax)), c.at<float>(slot(mean)),
+                c.at<float>(slot(rstd)), rows, cols, eps, format, Stream{},
+                counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
     return Status::success();
   });
   return Status::success();
@@ -632,9 +637,10 @@ Status CudaBackend::quantize(const plan::Step &s) {
     emit([=](const Context &c) {
       if (!amaxOut.null())
         c.k->memset(c.at(amaxOut), 0, sizeof(float));
-      c.k->quantizeTransposed(cref(c, source), rows, cols, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)),
-                              c.at<float>(amaxOut), format,
-                              counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+      const kc::ConstRef in = cref(c, source);
+      c.k->launch(TEC_KC(quantizeTransposedWithAmax), in.data, in.type, rows, cols, c.at<float>(slot(scale)),
+                  c.at<uint8_t>(slot(y)), c.at<float>(amaxOut), format, Stream{},
+                  counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
       return Status::success();
     });
     return Status::success();
@@ -642,8 +648,10 @@ Status CudaBackend::quantize(const plan::Step &s) {
   emit([=](const Context &c) {
     if (!amaxOut.null())
       c.k->memset(c.at(amaxOut), 0, sizeof(float));
-    c.k->quantize(cref(c, x), c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)), c.at<float>(amaxOut), n, format,
-                  counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+    const kc::ConstRef in = cref(c, x);
+    c.k->launch(TEC_KC(quantizeWithAmax), in.data, in.type, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)),
+                c.at<float>(amaxOut), n, format, Stream{},
+                counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr, Epilogue::None);
     return Status::success();
   });
   return Status::success();
@@ -658,9 +666,9 @@ Status CudaBackend::dequantize(const plan::Step &s) {
   Slot out = dtype(y) == plan::F32 ? slot(y) : stepScratch(n * 4);
   auto to = type(y);
   emit([=](const Context &c) {
-    c.k->dequantize(c.at<uint8_t>(slot(x)), c.at<float>(slot(scaleInv)), c.at<float>(out), n, format);
+    c.k->launch(TEC_KC(dequantize), c.at<uint8_t>(slot(x)), c.at<float>(slot(scaleInv)), c.at<float>(out), n, format, Stream{});
     if (to != ElementType::F32)
-      c.k->cast(c.at(out), ElementType::F32, c.at(slot(y)), to, n);
+      c.k->launch(TEC_KC(cast), c.at(out), ElementType::F32, c.at(slot(y)), to, n, Stream{});
     return Status::success();
   });
   return Status::success();
@@ -676,8 +684,8 @@ Status CudaBackend::delayedScaling(const plan::Step &s) {
   bool mostRecent = attrS(s, "algo", "max") == "most_recent";
   int h = s.inputs(0), scale = s.inputs(1), a = s.inputs(2), nh = s.outputs(0), ns = s.outputs(1), nsi = s.outputs(2);
   emit([=](const Context &c) {
-    c.k->delayedScaling(c.at<float>(slot(h)), length, c.at<float>(slot(scale)), c.at<float>(slot(a)), fp8Max, margin,
-                       mostRecent, c.at<float>(slot(nh)), c.at<float>(slot(ns)), c.at<float>(slot(nsi)));
+    c.k->launch(TEC_KC(delayedScaling), c.at<float>(slot(h)), length, c.at<float>(slot(scale)), c.at<float>(slot(a)), fp8Max, margin,
+                       mostRecent, c.at<float>(slot(nh)), c.at<float>(slot(ns)), c.at<float>(slot(nsi)), Stream{});
     return Status::success();
   });
   return Status::success();
@@ -715,8 +723,8 @@ Status CudaBackend::optimizerUpdate(const plan::Step &s) {
     for (const auto &o : group)
       tensors.push_back({at(o.param), at(o.grad), at(maybe(o.moments, 0)), at(maybe(o.moments, 1)), at(o.newParam),
                          at(maybe(o.newMoments, 0)), at(maybe(o.newMoments, 1)), count(o.param)});
-    c.k->optimizerUpdate(head.params, at(head.lr), at(head.step), at(head.clip),
-                         head.finite >= 0 ? c.at<uint8_t>(slot(head.finite)) : nullptr, tensors);
+    c.k->launch(TEC_KC(optimizerUpdate), head.params, at(head.lr), at(head.step), at(head.clip),
+                         head.finite >= 0 ? c.at<uint8_t>(slot(head.finite)) : nullptr, tensors, Stream{});
     return Status::success();
   });
   return Status::success();
