@@ -3,6 +3,7 @@
 #define TEC_RUNTIME_BACKEND_H
 
 #include "support/Status.h"
+#include "runtime/StepContracts.h"
 #include "runtime/plan.pb.h"
 
 #include <memory>
@@ -21,6 +22,20 @@ class Backend {
 public:
   virtual ~Backend() = default;
   virtual const char *name() const = 0;
+  /// Whether this backend runs `step` of `variant` (as ggml's supports_op): the kernel's contract (operand
+  /// counts, element types, shapes, attributes), then this backend's own limits. prepare() asks it of every
+  /// step before laying anything out, so a plan a backend cannot run fails first, naming the step (and a
+  /// session falls back to the CPU, saying why), and the step compilers trust their operands.
+  virtual Status supports(const plan::Variant &variant, const plan::Step &step) const {
+    return checkStepContract(variant, step);
+  }
+  /// supports() of every step: the first refusal.
+  Status supportsEveryStep(const plan::Variant &variant) const {
+    for (const plan::Step &step : variant.steps())
+      if (Status s = supports(variant, step); !s.ok())
+        return s;
+    return Status::success();
+  }
   /// Allocates the arena, binds every buffer (params and constants point into `data`, the plan's
   /// mapped data section) and prepares each step, so that run() allocates and decides nothing. Once per
   /// backend: a second call is an error (another plan needs another backend).

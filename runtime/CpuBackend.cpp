@@ -28,9 +28,26 @@ float *CpuBackend::floatOut(int i) {
   return src;
 }
 
+/// GEMMs, convolutions and attention need a BLAS; GEMMs but fp8_gemm (whose operands are FP8 codes) floats.
+Status CpuBackend::supports(const plan::Variant &v, const plan::Step &s) const {
+  if (Status st = Backend::supports(v, s); !st.ok())
+    return st;
+  const std::string &k = s.kernel();
+  const bool gemm = k == "matmul" || k == "linear" || k == "gemm" || k == "fp8_gemm";
+  const bool usesBlas = k == "conv" || k == "conv_input_grad" || k == "conv_weight_grad" || k.rfind("attention", 0) == 0;
+  if ((gemm || usesBlas) && !k::blas().loaded)
+    return Status::error("step '" + k + "' (from " + s.source() + ") needs BLAS: " + k::blas().library);
+  for (int i : s.inputs())
+    if (gemm && k != "fp8_gemm" && !isFloat(v.buffers(i).dtype()))
+      return Status::error("step '" + k + "' (from " + s.source() + ") needs float operands");
+  return Status::success();
+}
+
 Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
   if (variant) // the steps made for the first plan point into its arena: a second plan needs a new backend
     return Status::error("the cpu backend is already prepared for a plan: create another backend for another plan");
+  if (Status s = supportsEveryStep(v); !s.ok())
+    return s;
   variant = &v;
   k::setThreads(threads);
   void *memory = nullptr;
@@ -63,24 +80,12 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
     const plan::Step &step = v.steps(currentStep);
     if (folded(currentStep))
       continue;
-    auto it = stepCompilers<CpuBackend>().find(step.kernel());
-    if (it == stepCompilers<CpuBackend>().end())
-      return Status::error("the cpu backend has no kernel '" + step.kernel() + "' (step from " + step.source() + ")");
-    bool isGemm = step.kernel() == "matmul" || step.kernel() == "linear" || step.kernel() == "gemm" ||
-                  step.kernel() == "fp8_gemm";
-    bool usesBlas = step.kernel() == "conv" || step.kernel() == "conv_input_grad" ||
-                    step.kernel() == "conv_weight_grad" || step.kernel().rfind("attention", 0) == 0;
-    if ((isGemm || usesBlas) && !k::blas().loaded)
-      return Status::error("step '" + step.kernel() + "' needs BLAS: " + k::blas().library);
-    for (int i : step.inputs())
-      if (isGemm && step.kernel() != "fp8_gemm" && !isFloat(dtype(i)))
-        return Status::error("step '" + step.kernel() + "' needs float operands");
     if (const int last = chainEnd(currentStep); last > currentStep) {
       if (Status s = elementwiseChain(currentStep, last); !s.ok())
         return s;
       continue;
     }
-    if (Status s = (this->*(it->second))(step); !s.ok())
+    if (Status s = (this->*stepCompilers<CpuBackend>().at(step.kernel()))(step); !s.ok())
       return s;
   }
   return Status::success();

@@ -49,6 +49,7 @@ public:
   const char *name() const override { return "cpu"; }
   int computedBy(int step) const override { return computingStep[step]; }
   std::string foldedAs(int step) const override { return foldedHow[step]; }
+  Status supports(const plan::Variant &variant, const plan::Step &step) const override;
   Status prepare(const plan::Variant &variant, const char *data) override;
   void *hostData(int buffer) override { return pointers[buffer]; }
   Status readBuffer(int buffer, void *destination) override {

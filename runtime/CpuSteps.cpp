@@ -4,8 +4,6 @@
 namespace tec::cpubackend {
 
 Status CpuBackend::binary(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   auto kind = binaryKind(s);
   int a = s.inputs(0), b = s.inputs(1), o = s.outputs(0);
   auto as = shape(a), bs = shape(b), os = shape(o);
@@ -31,8 +29,6 @@ Status CpuBackend::binary(const plan::Step &s) {
 }
 
 Status CpuBackend::unary(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   auto kind = unaryKind(s);
   int64_t n = count(s.outputs(0));
   if (dtype(s.outputs(0)) == plan::I32) {
@@ -58,8 +54,6 @@ Status CpuBackend::unary(const plan::Step &s) {
 }
 
 Status CpuBackend::oneHot(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   int64_t n = count(s.inputs(0)), depth = shape(s.outputs(0)).back();
   auto error = [depth] { return Status::badData("one_hot: a label is outside [0, " + std::to_string(depth) + ")"); };
   if (dtype(s.inputs(0)) == plan::I32)
@@ -74,8 +68,6 @@ Status CpuBackend::oneHot(const plan::Step &s) {
 }
 
 Status CpuBackend::clipCoefficient(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   float maxNorm = static_cast<float>(attrF(s, "max_norm", 1.0));
   emit([=, norm = ptr<float>(s.inputs(0)), out = ptr<float>(s.outputs(0))] {
     *out = kernels::clipCoefficient(*norm, maxNorm);
@@ -85,8 +77,6 @@ Status CpuBackend::clipCoefficient(const plan::Step &s) {
 }
 
 Status CpuBackend::allFinite(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1 << 20, 1); !st.ok())
-    return st;
   std::vector<std::pair<const float *, int64_t>> inputs;
   for (int i : s.inputs())
     inputs.push_back({floatIn(i), count(i)});
@@ -102,8 +92,6 @@ Status CpuBackend::allFinite(const plan::Step &s) {
 }
 
 Status CpuBackend::lossScaleUpdate(const plan::Step &s) {
-  if (Status st = expectArity(s, 3, 3, 2); !st.ok())
-    return st;
   float interval = static_cast<float>(attrI(s, "growth_interval", 2000));
   float growth = static_cast<float>(attrF(s, "growth_factor", 2.0)), backoff = static_cast<float>(attrF(s, "backoff_factor", 0.5));
   emit([=, scale = ptr<float>(s.inputs(0)), clean = ptr<float>(s.inputs(1)), finite = ptr<uint8_t>(s.inputs(2)),
@@ -115,8 +103,6 @@ Status CpuBackend::lossScaleUpdate(const plan::Step &s) {
 }
 
 Status CpuBackend::lrSchedule(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   int schedule = scheduleNumber(s);
   float warmup = static_cast<float>(attrI(s, "warmup_steps")), total = static_cast<float>(attrI(s, "total_steps"));
   emit([=, step = ptr<float>(s.inputs(0)), lr = ptr<float>(s.inputs(1)), out = ptr<float>(s.outputs(0))] {
@@ -127,8 +113,6 @@ Status CpuBackend::lrSchedule(const plan::Step &s) {
 }
 
 Status CpuBackend::activationGrad(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   auto kind = activationGradKind(s);
   int64_t n = count(s.outputs(0));
   float *dy = floatIn(s.inputs(0)), *x = floatIn(s.inputs(1)), *dx = floatOut(s.outputs(0));
@@ -140,8 +124,6 @@ Status CpuBackend::activationGrad(const plan::Step &s) {
 }
 
 Status CpuBackend::where(const plan::Step &s) {
-  if (Status st = expectArity(s, 3, 3, 1); !st.ok())
-    return st;
   int c = s.inputs(0), x = s.inputs(1), y = s.inputs(2), o = s.outputs(0);
   auto cs = shape(c), xs = shape(x), ys = shape(y), os = shape(o);
   size_t bytes = dtypeBytes(dtype(o));
@@ -153,8 +135,6 @@ Status CpuBackend::where(const plan::Step &s) {
 }
 
 Status CpuBackend::compare(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   auto kind = *compareKind(attrS(s, "predicate", "")); // the plan contracts checked it
   int a = s.inputs(0), b = s.inputs(1), o = s.outputs(0);
   auto as = shape(a), bs = shape(b), os = shape(o);
@@ -174,8 +154,6 @@ Status CpuBackend::compare(const plan::Step &s) {
 }
 
 Status CpuBackend::cast(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   int x = s.inputs(0), o = s.outputs(0);
   auto from = elementType(dtype(x)), to = elementType(dtype(o));
   int64_t n = count(o);
@@ -202,21 +180,11 @@ Status CpuBackend::softmax(const plan::Step &s) {
 
 /// layer_norm (x, scale[, bias] -> y, mean, rstd) and rms_norm (x, scale -> y, rstd).
 Status CpuBackend::layerNorm(const plan::Step &s) {
-  const bool rms = s.kernel() == "rms_norm";
-  if (Status st = rms ? expectArity(s, 2, 2, 2) : expectArity(s, 2, 3, 3); !st.ok())
-    return st;
-  auto in = shape(s.inputs(0));
-  int64_t axis = attrI(s, "axis");
-  if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
-    return Status::error("layer_norm axis out of range");
-  const auto [rows, cols] = rowsAndCols(in, axis);
-  float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
-  float *x = floatIn(s.inputs(0)), *g = floatIn(s.inputs(1));
-  float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
-  float *y = floatOut(s.outputs(0)), *mean = rms ? nullptr : floatOut(s.outputs(1));
-  float *rstd = floatOut(s.outputs(rms ? 1 : 2));
+  const NormStep n = readNormStep(s, shape(s.inputs(0)));
+  float *x = floatIn(n.x), *g = floatIn(n.weight), *b = n.bias >= 0 ? floatIn(n.bias) : nullptr;
+  float *y = floatOut(n.y), *mean = n.mean >= 0 ? floatOut(n.mean) : nullptr, *rstd = floatOut(n.rstd);
   emit([=] {
-    k::layerNorm(x, g, b, y, mean, rstd, rows, cols, eps, !rms);
+    k::layerNorm(x, g, b, y, mean, rstd, n.rows, n.cols, n.epsilon, !n.rms);
     return Status::success();
   });
   return Status::success();
@@ -317,8 +285,6 @@ Status CpuBackend::attentionFp8(const AttentionStep &a, const float *q, const fl
 }
 
 Status CpuBackend::reduce(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   auto kind = reduceKind(s);
   auto in = shape(s.inputs(0));
   auto axes = attrInts(s, "axes");
@@ -344,8 +310,6 @@ Status CpuBackend::reduce(const plan::Step &s) {
 }
 
 Status CpuBackend::matmul(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   auto as = shape(s.inputs(0)), bs = shape(s.inputs(1)), os = shape(s.outputs(0));
   float *a = floatIn(s.inputs(0)), *b = floatIn(s.inputs(1)), *o = floatOut(s.outputs(0));
   emit([=] {
@@ -356,8 +320,6 @@ Status CpuBackend::matmul(const plan::Step &s) {
 }
 
 Status CpuBackend::gemm(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 3, 1); !st.ok())
-    return st;
   bool transA = attrI(s, "trans_a"), transB = attrI(s, "trans_b");
   auto as = shape(s.inputs(0)), bs = shape(s.inputs(1));
   int64_t m = as[transA ? 1 : 0], kk = as[transA ? 0 : 1], n = bs[transB ? 0 : 1];
@@ -380,8 +342,6 @@ bool CpuBackend::constantWeight(int i) const {
 }
 
 Status CpuBackend::linear(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 3, 1); !st.ok())
-    return st;
   bool transB = attrI(s, "transpose_b");
   auto ws = shape(s.inputs(1)), os = shape(s.outputs(0));
   int64_t n = os.back(), kk = transB ? ws[1] : ws[0], m = count(s.outputs(0)) / (n ? n : 1);
@@ -425,8 +385,6 @@ Status CpuBackend::linear(const plan::Step &s) {
 }
 
 Status CpuBackend::transpose(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   auto in = shape(s.inputs(0));
   auto perm = attrInts(s, "perm");
   if (perm.size() != in.size())
@@ -444,8 +402,6 @@ Status CpuBackend::transpose(const plan::Step &s) {
 }
 
 Status CpuBackend::expand(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
   size_t bytes = dtypeBytes(dtype(s.inputs(0)));
   emit([=, x = ptr(s.inputs(0)), y = ptr(s.outputs(0))] {
@@ -456,8 +412,6 @@ Status CpuBackend::expand(const plan::Step &s) {
 }
 
 Status CpuBackend::concat(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1 << 20, 1); !st.ok())
-    return st;
   int64_t axis = attrI(s, "axis");
   auto out = shape(s.outputs(0));
   size_t bytes = dtypeBytes(dtype(s.outputs(0)));
@@ -474,8 +428,6 @@ Status CpuBackend::concat(const plan::Step &s) {
 }
 
 Status CpuBackend::split(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, s.outputs_size()); !st.ok())
-    return st;
   if (foldHeadSplit(s))
     return Status::success();
   int64_t axis = attrI(s, "axis");
@@ -494,8 +446,6 @@ Status CpuBackend::split(const plan::Step &s) {
 }
 
 Status CpuBackend::slice(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
   auto starts = attrInts(s, "starts"), steps = attrInts(s, "steps");
   if (starts.size() != in.size() || steps.size() != in.size())
@@ -509,8 +459,6 @@ Status CpuBackend::slice(const plan::Step &s) {
 }
 
 Status CpuBackend::gather(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   auto data = shape(s.inputs(0));
   int64_t axis = attrI(s, "axis"), n = count(s.inputs(1));
   size_t bytes = dtypeBytes(dtype(s.inputs(0)));
@@ -531,8 +479,6 @@ Status CpuBackend::gather(const plan::Step &s) {
 }
 
 Status CpuBackend::gatherElements(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   auto axis = indexedAxis(s, shape(s.inputs(0)), shape(s.inputs(1)));
   if (!axis.ok())
     return axis.error();
@@ -552,8 +498,6 @@ Status CpuBackend::gatherElements(const plan::Step &s) {
 }
 
 Status CpuBackend::scatterAdd(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   auto axis = indexedAxis(s, shape(s.outputs(0)), shape(s.inputs(1)));
   if (!axis.ok())
     return axis.error();
@@ -666,8 +610,6 @@ Status CpuBackend::argReduce(const plan::Step &s) {
 }
 
 Status CpuBackend::copy(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   int64_t bytes = buf(s.outputs(0)).bytes();
   emit([=, x = ptr(s.inputs(0)), y = ptr(s.outputs(0))] {
     std::memmove(y, x, bytes);
@@ -694,8 +636,6 @@ CpuBackend::Closure CpuBackend::quantizeInto(int scale, int y, const float *x, i
 }
 
 Status CpuBackend::quantize(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   int64_t n = count(s.outputs(0));
   float *x = floatIn(s.inputs(0));
   if (attrI(s, "transpose_input")) { // read transposed: through f32 scratch, transposed before the quantize
@@ -713,8 +653,6 @@ Status CpuBackend::quantize(const plan::Step &s) {
 
 /// cast_fp8: the activation into f32 scratch (the CUDA kernel's per-element function), its amax, its quantize.
 Status CpuBackend::castFp8(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 2); !st.ok())
-    return st;
   const int64_t n = count(s.outputs(0));
   const auto activation = castActivation(s);
   const float *x = floatIn(s.inputs(0));
@@ -733,8 +671,6 @@ Status CpuBackend::castFp8(const plan::Step &s) {
 
 /// cast_fp8_dbias: the quantize and amax of dY, and its column sums in f64 in row order.
 Status CpuBackend::castFp8BiasGrad(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 3); !st.ok())
-    return st;
   const int64_t n = count(s.inputs(0)), cols = shape(s.inputs(0)).back(), rows = cols ? n / cols : 0;
   const float *x = floatIn(s.inputs(0));
   float *amax = ptr<float>(s.outputs(1)), *dbias = ptr<float>(s.outputs(2));
@@ -756,19 +692,14 @@ Status CpuBackend::castFp8BiasGrad(const plan::Step &s) {
 /// layer_norm_fp8 (x, weight, bias?, scale -> q, amax, mean, rstd): the LayerNorm into f32 scratch, then
 /// its amax and its quantize.
 Status CpuBackend::layerNormFp8(const plan::Step &s) {
-  if (Status st = expectArity(s, 3, 4, 4); !st.ok())
-    return st;
-  auto in = shape(s.inputs(0));
-  const int64_t axis = attrI(s, "axis"), n = count(s.inputs(0));
-  const auto [rows, cols] = rowsAndCols(in, axis);
-  const float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
-  const bool hasBias = s.inputs_size() == 4;
-  float *x = floatIn(s.inputs(0)), *g = floatIn(s.inputs(1)), *b = hasBias ? floatIn(s.inputs(2)) : nullptr;
-  float *y = scratch.emplace_back(n).data(), *amax = ptr<float>(s.outputs(1));
-  float *mean = floatOut(s.outputs(2)), *rstd = floatOut(s.outputs(3));
-  Closure quantize = quantizeInto(s.inputs(s.inputs_size() - 1), s.outputs(0), y, n);
+  const NormStep norm = readNormStep(s, shape(s.inputs(0)));
+  const int64_t n = count(norm.x);
+  float *x = floatIn(norm.x), *g = floatIn(norm.weight), *b = norm.bias >= 0 ? floatIn(norm.bias) : nullptr;
+  float *y = scratch.emplace_back(n).data(), *amax = ptr<float>(norm.amax);
+  float *mean = floatOut(norm.mean), *rstd = floatOut(norm.rstd);
+  Closure quantize = quantizeInto(norm.scale, norm.y, y, n);
   emit([=] {
-    k::layerNorm(x, g, b, y, mean, rstd, rows, cols, eps, true);
+    k::layerNorm(x, g, b, y, mean, rstd, norm.rows, norm.cols, norm.epsilon, true);
     *amax = k::amax(y, n);
     return quantize();
   });
@@ -776,8 +707,6 @@ Status CpuBackend::layerNormFp8(const plan::Step &s) {
 }
 
 Status CpuBackend::dequantize(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   int64_t n = count(s.outputs(0));
   auto format = fp8Format(dtype(s.inputs(0)));
   float *y = floatOut(s.outputs(0));
@@ -789,8 +718,6 @@ Status CpuBackend::dequantize(const plan::Step &s) {
 }
 
 Status CpuBackend::amax(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   int64_t n = count(s.inputs(0));
   if (const int next = quantizeAfterAmax(s); next >= 0) {
     const plan::Step &q = variant->steps(next);
@@ -816,8 +743,6 @@ Status CpuBackend::amax(const plan::Step &s) {
 }
 
 Status CpuBackend::fp8Gemm(const plan::Step &s) {
-  if (Status st = expectArity(s, 4, 5, 1); !st.ok())
-    return st;
   // Emulation: widen both FP8 operands exactly (scale_inv applied), then an f32 GEMM.
   int xq = s.inputs(0), wq = s.inputs(1);
   auto &xs = scratch.emplace_back(count(xq));
@@ -841,8 +766,6 @@ Status CpuBackend::fp8Gemm(const plan::Step &s) {
 }
 
 Status CpuBackend::delayedScaling(const plan::Step &s) {
-  if (Status st = expectArity(s, 3, 3, 3); !st.ok())
-    return st;
   int64_t length = count(s.inputs(0)), margin = attrI(s, "margin");
   float fp8Max = static_cast<float>(attrF(s, "fp8_max", kernels::kE4M3Max));
   bool mostRecent = attrS(s, "algo", "max") == "most_recent";

@@ -184,15 +184,11 @@ private:
     const bool rms = s.kernel() == "rms_norm";
     if (auto e = rms ? arity(2, 2, 2, 2) : arity(2, 3, 3, 3); !e.empty())
       return e;
-    const int64_t axis = steps::attrI(s, "axis");
-    if (auto e = axisIn(axis, rank(in(0))); !e.empty())
+    const steps::NormStep n = steps::readNormStep(s, shape(in(0)));
+    if (auto e = axisIn(n.axis, rank(n.x)); !e.empty())
       return e;
-    const auto [rows, cols] = steps::rowsAndCols(shape(in(0)), axis);
-    bool statsFit = true;
-    for (int k = 1; k < s.outputs_size(); ++k)
-      statsFit = statsFit && count(out(k)) == rows;
-    if (shape(out(0)) != shape(in(0)) || count(in(1)) != cols || (s.inputs_size() > 2 && count(in(2)) != cols) ||
-        !statsFit)
+    if (shape(n.y) != shape(n.x) || count(n.weight) != n.cols || (n.bias >= 0 && count(n.bias) != n.cols) ||
+        count(n.rstd) != n.rows || (n.mean >= 0 && count(n.mean) != n.rows))
       return "scale, bias or statistics do not fit the normalized shape";
     return "";
   }
@@ -504,18 +500,18 @@ private:
   std::string layerNormFp8() {
     if (auto e = arity(3, 4, 4, 4); !e.empty())
       return e;
-    const int scale = in(s.inputs_size() - 1);
-    const int64_t axis = steps::attrI(s, "axis");
-    if (auto e = axisIn(axis, rank(in(0))); !e.empty())
+    const steps::NormStep n = steps::readNormStep(s, shape(in(0)));
+    if (auto e = axisIn(n.axis, rank(n.x)); !e.empty())
       return e;
-    const auto [rows, cols] = steps::rowsAndCols(shape(in(0)), axis);
-    if (!steps::isFloat(dtype(in(0))) || !isFp8(dtype(out(0))) || dtype(scale) != plan::F32 || dtype(out(1)) != plan::F32 ||
-        dtype(out(2)) != plan::F32 || dtype(out(3)) != plan::F32)
+    if (!steps::isFloat(dtype(n.x)) || !isFp8(dtype(n.y)) || dtype(n.scale) != plan::F32 || dtype(n.amax) != plan::F32 ||
+        dtype(n.mean) != plan::F32 || dtype(n.rstd) != plan::F32)
       return "expected a float input, an f32 scale, an FP8 output and f32 amax and statistics";
-    if (count(in(1)) != cols || (s.inputs_size() == 4 && count(in(2)) != cols) || count(out(2)) != rows ||
-        count(out(3)) != rows)
+    if (count(n.weight) != n.cols || (n.bias >= 0 && count(n.bias) != n.cols) || count(n.mean) != n.rows ||
+        count(n.rstd) != n.rows)
       return "weight, bias or statistics do not fit the normalized shape";
-    return first({scalar(scale), scalar(out(1)), sameCount(in(0), out(0))});
+    if (n.bias >= 0 && dtype(n.bias) != dtype(n.weight))
+      return "weight and bias of different element types";
+    return first({scalar(n.scale), scalar(n.amax), sameCount(n.x, n.y)});
   }
   std::string dequantize() {
     if (auto e = arity(2, 2, 1, 1); !e.empty())

@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -178,6 +179,33 @@ inline std::pair<int64_t, int64_t> rowsAndCols(const std::vector<int64_t> &shape
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
     (d < axis ? rows : cols) *= shape[d];
   return {rows, cols};
+}
+
+/// layer_norm (x, scale, bias? -> y, mean, rstd), rms_norm (x, scale -> y, rstd) and layer_norm_fp8 (x, weight,
+/// bias?, scale -> q, amax, mean, rstd): operands (-1 when absent) and the rows and columns `axis` makes of x.
+/// The plan contracts check the axis and the counts against it; the backends read the same definition.
+struct NormStep {
+  bool rms = false, fp8 = false;
+  int x = -1, weight = -1, bias = -1, scale = -1, y = -1, amax = -1, mean = -1, rstd = -1;
+  int64_t axis = 0, rows = 1, cols = 1;
+  float epsilon = 1e-5f;
+};
+inline NormStep readNormStep(const plan::Step &s, const std::vector<int64_t> &inputShape) {
+  NormStep r;
+  r.rms = s.kernel() == "rms_norm";
+  r.fp8 = s.kernel() == "layer_norm_fp8";
+  const int tensors = s.inputs_size() - (r.fp8 ? 1 : 0); // x, weight, bias?
+  r.x = s.inputs(0), r.weight = s.inputs(1), r.bias = tensors > 2 ? s.inputs(2) : -1;
+  r.scale = r.fp8 ? s.inputs(s.inputs_size() - 1) : -1;
+  int at = 0;
+  r.y = s.outputs(at++);
+  r.amax = r.fp8 ? s.outputs(at++) : -1;
+  r.mean = r.rms ? -1 : s.outputs(at++);
+  r.rstd = s.outputs(at);
+  r.axis = attrI(s, "axis");
+  std::tie(r.rows, r.cols) = rowsAndCols(inputShape, r.axis);
+  r.epsilon = static_cast<float>(attrF(s, "epsilon", 1e-5));
+  return r;
 }
 
 /// A shape split at `axis` into (outer, the axis, inner) element counts: softmax's rows and columns.

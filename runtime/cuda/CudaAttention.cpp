@@ -12,9 +12,6 @@ Status CudaBackend::attention(const plan::Step &s) {
   if (!step.ok())
     return unsupported(s, step.error().message());
   const AttentionStep a = *step;
-  if (kc::attentionSharedBytes(a.shape, a.grad) > kc::kMaxAttentionSharedBytes)
-    return unsupported(s, "head sizes " + std::to_string(a.shape.headDim) + " and " + std::to_string(a.shape.valueDim) +
-                              " need more shared memory than tec's attention kernel has");
   const int mask = a.mask;
   kc::AttentionSpec spec{a.shape, type(a.q), a.grad, a.fp8};
   spec.sm = major * 10 + minor;

@@ -56,7 +56,41 @@ Status CudaBackend::init() {
 
 // ---- prepare and run ------------------------------------------------------------------------------------
 
+/// What cuBLASLt and tec's CUDA kernels take beyond the kernel's contract: GEMMs of one element type (16-bit
+/// operands may write an f32 weight gradient without a bias, cuBLASLt's D type), quantize from floats, amax
+/// histories up to kc::kMaxHistory, attention whose head sizes fit tec's kernel's shared memory.
+Status CudaBackend::supports(const plan::Variant &v, const plan::Step &s) const {
+  if (Status st = Backend::supports(v, s); !st.ok())
+    return st;
+  auto dtypeOf = [&](int i) { return v.buffers(i).dtype(); };
+  auto shapeOf = [&](int i) { return std::vector<int64_t>(v.buffers(i).shape().begin(), v.buffers(i).shape().end()); };
+  const std::string &k = s.kernel();
+  const int y = s.outputs(0);
+  if (k == "linear") {
+    const plan::DType x = dtypeOf(s.inputs(0));
+    const bool widens = s.inputs_size() < 3 && dtypeOf(y) == plan::F32 && (x == plan::BF16 || x == plan::F16);
+    if (dtypeOf(s.inputs(1)) != x || (x != dtypeOf(y) && !widens))
+      return unsupported(s, "operands of different element types");
+  } else if (k == "gemm" || k == "matmul") {
+    for (int i : s.inputs())
+      if (dtypeOf(i) != dtypeOf(y))
+        return unsupported(s, "operands of different element types");
+  } else if (k == "quantize" && !isFloat(dtypeOf(s.inputs(0)))) {
+    return unsupported(s, "expected an f32, bf16 or f16 input to quantize");
+  } else if (k == "delayed_scaling" && v.buffers(s.inputs(0)).bytes() / 4 > kc::kMaxHistory) { // f32 (the contract)
+    return unsupported(s, "amax history longer than " + std::to_string(kc::kMaxHistory));
+  } else if (k.rfind("attention", 0) == 0) {
+    const AttentionStep a = *readAttentionStep(s, shapeOf, dtypeOf); // the contract read it
+    if (kc::attentionSharedBytes(a.shape, a.grad) > kc::kMaxAttentionSharedBytes)
+      return unsupported(s, "head sizes " + std::to_string(a.shape.headDim) + " and " +
+                                std::to_string(a.shape.valueDim) + " need more shared memory than tec's attention kernel has");
+  }
+  return Status::success();
+}
+
 Status CudaBackend::compile(const plan::Variant &v) {
+  if (Status s = supportsEveryStep(v); !s.ok())
+    return s;
   variant = &v;
   // Arena layout: the plan's arena, then params and constants (the data section), then scratch.
   arenaBytes = align(v.arena_bytes(), 256);
@@ -81,10 +115,7 @@ Status CudaBackend::compile(const plan::Variant &v) {
     const plan::Step &step = v.steps(currentStep);
     firstLaunchOfStep.push_back(static_cast<int>(program.size()));
     stepScratchUsed = 0;
-    auto it = stepCompilers<CudaBackend>().find(step.kernel());
-    if (it == stepCompilers<CudaBackend>().end())
-      return Status::error("the cuda backend has no kernel '" + step.kernel() + "' (step from " + step.source() + ")");
-    if (Status s = (this->*(it->second))(step); !s.ok())
+    if (Status s = (this->*stepCompilers<CudaBackend>().at(step.kernel()))(step); !s.ok())
       return s;
   }
   errorsSlot = scratch(sizeof(int) * std::max<size_t>(1, errorMessages.size()));

@@ -85,6 +85,7 @@ public:
   int computedBy(int step) const override { return computingStep[step]; }
   std::string foldedAs(int step) const override { return foldedHow[step]; }
   Status init();
+  Status supports(const plan::Variant &variant, const plan::Step &step) const override;
   Status prepare(const plan::Variant &variant, const char *data) override;
   void *hostData(int buffer) override;
   Status readBuffer(int buffer, void *destination) override;

@@ -7,8 +7,6 @@ namespace tec::cudabackend {
 // ---- elementwise ----------------------------------------------------------------------------------------
 
 Status CudaBackend::binary(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   int a = s.inputs(0), b = s.inputs(1), o = s.outputs(0);
   if (dtype(a) != dtype(o) || dtype(b) != dtype(o))
     return unsupported(s, "operands of different element types");
@@ -26,8 +24,6 @@ Status CudaBackend::binary(const plan::Step &s) {
 }
 
 Status CudaBackend::compare(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   int a = s.inputs(0), b = s.inputs(1), o = s.outputs(0);
   kc::Extent extent;
   if (Status st = extentOf(s, shape(o), extent); !st.ok())
@@ -43,8 +39,6 @@ Status CudaBackend::compare(const plan::Step &s) {
 }
 
 Status CudaBackend::unary(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   if (static_cast<size_t>(currentStep) < foldedGelu.size() && foldedGelu[currentStep])
     return Status::success(); // in the GEMM before it (GELU_AUX)
   auto kind = unaryKind(s);
@@ -58,8 +52,6 @@ Status CudaBackend::unary(const plan::Step &s) {
 }
 
 Status CudaBackend::activationGrad(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   if (static_cast<size_t>(currentStep) < foldedGelu.size() && foldedGelu[currentStep])
     return Status::success(); // in the GEMM before it (DGELU)
   auto kind = activationGradKind(s);
@@ -73,8 +65,6 @@ Status CudaBackend::activationGrad(const plan::Step &s) {
 }
 
 Status CudaBackend::where(const plan::Step &s) {
-  if (Status st = expectArity(s, 3, 3, 1); !st.ok())
-    return st;
   int cnd = s.inputs(0), x = s.inputs(1), y = s.inputs(2), o = s.outputs(0);
   kc::Extent extent;
   if (Status st = extentOf(s, shape(o), extent); !st.ok())
@@ -90,8 +80,6 @@ Status CudaBackend::where(const plan::Step &s) {
 }
 
 Status CudaBackend::cast(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   int x = s.inputs(0), o = s.outputs(0);
   if (auto folded = castOfSource.find(currentStep); folded != castOfSource.end())
     x = folded->second; // a folded transpose's source, cast in its own layout
@@ -105,8 +93,6 @@ Status CudaBackend::cast(const plan::Step &s) {
 }
 
 Status CudaBackend::oneHot(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   int l = s.inputs(0), y = s.outputs(0);
   int64_t n = count(l), depth = shape(y).back();
   bool labels64 = dtype(l) == plan::I64;
@@ -119,8 +105,6 @@ Status CudaBackend::oneHot(const plan::Step &s) {
 }
 
 Status CudaBackend::allFinite(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1 << 20, 1); !st.ok())
-    return st;
   std::vector<std::pair<int, int64_t>> inputs;
   for (int i : s.inputs())
     inputs.push_back({i, count(i)});
@@ -135,8 +119,6 @@ Status CudaBackend::allFinite(const plan::Step &s) {
 }
 
 Status CudaBackend::clipCoefficient(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   float maxNorm = static_cast<float>(attrF(s, "max_norm", 1.0));
   int norm = s.inputs(0), o = s.outputs(0);
   emit([=](const Context &c) {
@@ -147,8 +129,6 @@ Status CudaBackend::clipCoefficient(const plan::Step &s) {
 }
 
 Status CudaBackend::lossScaleUpdate(const plan::Step &s) {
-  if (Status st = expectArity(s, 3, 3, 2); !st.ok())
-    return st;
   float interval = static_cast<float>(attrI(s, "growth_interval", 2000));
   float growth = static_cast<float>(attrF(s, "growth_factor", 2.0)), backoff = static_cast<float>(attrF(s, "backoff_factor", 0.5));
   int scale = s.inputs(0), clean = s.inputs(1), finite = s.inputs(2), nextScale = s.outputs(0), nextClean = s.outputs(1);
@@ -161,8 +141,6 @@ Status CudaBackend::lossScaleUpdate(const plan::Step &s) {
 }
 
 Status CudaBackend::lrSchedule(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   int schedule = scheduleNumber(s);
   float warmup = static_cast<float>(attrI(s, "warmup_steps")), total = static_cast<float>(attrI(s, "total_steps"));
   int step = s.inputs(0), lr = s.inputs(1), o = s.outputs(0);
@@ -191,28 +169,17 @@ Status CudaBackend::softmax(const plan::Step &s) {
 
 /// layer_norm (x, scale[, bias] -> y, mean, rstd) and rms_norm (x, scale -> y, rstd).
 Status CudaBackend::layerNorm(const plan::Step &s) {
-  const bool rms = s.kernel() == "rms_norm";
-  if (Status st = rms ? expectArity(s, 2, 2, 2) : expectArity(s, 2, 3, 3); !st.ok())
-    return st;
-  auto in = shape(s.inputs(0));
-  int64_t axis = attrI(s, "axis");
-  if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
-    return unsupported(s, "axis out of range");
-  const auto [rows, cols] = rowsAndCols(in, axis);
-  float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
-  int x = s.inputs(0), g = s.inputs(1), b = s.inputs_size() > 2 ? s.inputs(2) : -1;
-  int y = s.outputs(0), mean = rms ? -1 : s.outputs(1), rstd = s.outputs(rms ? 1 : 2);
+  const NormStep n = readNormStep(s, shape(s.inputs(0)));
   emit([=](const Context &c) {
-    c.k->launch(TEC_KC(layerNorm), cref(c, x), cref(c, g), b >= 0 ? cref(c, b) : kc::ConstRef{}, ref(c, y),
-                   mean >= 0 ? ref(c, mean) : kc::Ref{}, ref(c, rstd), rows, cols, eps, !rms, Stream{});
+    c.k->launch(TEC_KC(layerNorm), cref(c, n.x), cref(c, n.weight), n.bias >= 0 ? cref(c, n.bias) : kc::ConstRef{},
+                ref(c, n.y), n.mean >= 0 ? ref(c, n.mean) : kc::Ref{}, ref(c, n.rstd), n.rows, n.cols, n.epsilon, !n.rms,
+                Stream{});
     return Status::success();
   });
   return Status::success();
 }
 
 Status CudaBackend::reduce(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   if (static_cast<size_t>(currentStep) < foldedReduce.size() && foldedReduce[currentStep])
     return Status::success(); // in the wgrad GEMM before it (BGRADB)
   auto kind = reduceKind(s);
@@ -260,8 +227,6 @@ Status CudaBackend::emitCopy(const plan::Step &s, int x, kc::Strided src, int y,
 }
 
 Status CudaBackend::transpose(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
   auto perm = attrInts(s, "perm");
   if (perm.size() != in.size() || in.size() > kc::kMaxRank)
@@ -318,15 +283,11 @@ bool CudaBackend::foldTransposeIntoGemm(int source, int transposed) {
 }
 
 Status CudaBackend::expand(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
   return emitCopy(s, s.inputs(0), kc::broadcastOperand(in, out), s.outputs(0), kc::contiguous(out), out);
 }
 
 Status CudaBackend::slice(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
   auto starts = attrInts(s, "starts"), stepsAttr = attrInts(s, "steps");
   if (starts.size() != in.size() || stepsAttr.size() != in.size() || in.size() > kc::kMaxRank)
@@ -342,8 +303,6 @@ Status CudaBackend::slice(const plan::Step &s) {
 
 /// Concat and split: each piece is a strided copy at its offset along the axis of the whole.
 Status CudaBackend::concat(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1 << 20, 1); !st.ok())
-    return st;
   int64_t axis = attrI(s, "axis"), offset = 0;
   auto whole = kc::contiguous(shape(s.outputs(0)));
   for (int in : s.inputs()) {
@@ -358,8 +317,6 @@ Status CudaBackend::concat(const plan::Step &s) {
 }
 
 Status CudaBackend::split(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, s.outputs_size()); !st.ok())
-    return st;
   int64_t axis = attrI(s, "axis"), offset = 0;
   auto whole = kc::contiguous(shape(s.inputs(0)));
   for (int out : s.outputs()) {
@@ -374,8 +331,6 @@ Status CudaBackend::split(const plan::Step &s) {
 }
 
 Status CudaBackend::gather(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   auto data = shape(s.inputs(0));
   int64_t axis = attrI(s, "axis"), n = count(s.inputs(1));
   int64_t outer = 1, inner = 1;
@@ -398,8 +353,6 @@ Status CudaBackend::gather(const plan::Step &s) {
 }
 
 Status CudaBackend::gatherElements(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   auto axis = indexedAxis(s, shape(s.inputs(0)), shape(s.inputs(1)));
   if (!axis.ok())
     return axis.error();
@@ -419,8 +372,6 @@ Status CudaBackend::gatherElements(const plan::Step &s) {
 }
 
 Status CudaBackend::scatterAdd(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   auto axis = indexedAxis(s, shape(s.outputs(0)), shape(s.inputs(1)));
   if (!axis.ok())
     return axis.error();
@@ -509,8 +460,6 @@ Status CudaBackend::cumSum(const plan::Step &s) {
 }
 
 Status CudaBackend::copy(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   int64_t bytes = buf(s.outputs(0)).bytes();
   int x = s.inputs(0), y = s.outputs(0);
   emit([=](const Context &c) {
@@ -524,8 +473,6 @@ Status CudaBackend::copy(const plan::Step &s) {
 // ---- FP8 ------------------------------------------------------------------------------------------------
 
 Status CudaBackend::amax(const plan::Step &s) {
-  if (Status st = expectArity(s, 1, 1, 1); !st.ok())
-    return st;
   int x = s.inputs(0), o = s.outputs(0);
   // Folded into the quantize right after it, when that one reads the same f32 tensor: one pass, not two.
   if (currentStep + 1 < variant->steps_size()) {
@@ -554,8 +501,6 @@ int64_t CudaBackend::healthCounter(int scale, int64_t n) {
 
 /// cast_fp8: the activation, its amax and its quantize in one kernel.
 Status CudaBackend::castFp8(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 2); !st.ok())
-    return st;
   const int x = s.inputs(0), scale = s.inputs(1), y = s.outputs(0), amax = s.outputs(1);
   const int64_t n = count(y), counter = healthCounter(scale, n);
   const auto format = fp8Format(dtype(y));
@@ -573,8 +518,6 @@ Status CudaBackend::castFp8(const plan::Step &s) {
 
 /// cast_fp8_dbias: dY's quantize, amax and column sums in one pass (and one over the partial sums).
 Status CudaBackend::castFp8BiasGrad(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 3); !st.ok())
-    return st;
   const int x = s.inputs(0), scale = s.inputs(1), y = s.outputs(0), amax = s.outputs(1), dbias = s.outputs(2);
   const int64_t n = count(x), cols = shape(x).back(), rows = cols ? n / cols : 0, counter = healthCounter(scale, n);
   const auto format = fp8Format(dtype(y));
@@ -592,27 +535,15 @@ Status CudaBackend::castFp8BiasGrad(const plan::Step &s) {
 
 /// layer_norm_fp8 (x, weight, bias?, scale -> q, amax, mean, rstd) in one kernel.
 Status CudaBackend::layerNormFp8(const plan::Step &s) {
-  if (Status st = expectArity(s, 3, 4, 4); !st.ok())
-    return st;
-  auto in = shape(s.inputs(0));
-  const int64_t axis = attrI(s, "axis");
-  if (axis < 0 || axis >= static_cast<int64_t>(in.size()))
-    return unsupported(s, "axis out of range");
-  const auto [rows, cols] = rowsAndCols(in, axis);
-  const float eps = static_cast<float>(attrF(s, "epsilon", 1e-5));
-  const int x = s.inputs(0), g = s.inputs(1), b = s.inputs_size() == 4 ? s.inputs(2) : -1,
-            scale = s.inputs(s.inputs_size() - 1);
-  const int y = s.outputs(0), amax = s.outputs(1), mean = s.outputs(2), rstd = s.outputs(3);
-  if (b >= 0 && dtype(b) != dtype(g))
-    return unsupported(s, "weight and bias of different element types");
-  const int64_t counter = healthCounter(scale, count(y));
-  const auto format = fp8Format(dtype(y));
+  const NormStep n = readNormStep(s, shape(s.inputs(0)));
+  const int64_t counter = healthCounter(n.scale, count(n.y));
+  const auto format = fp8Format(dtype(n.y));
   emit([=](const Context &c) {
-    c.k->memset(c.at(slot(amax)), 0, sizeof(float));
-    const kc::ConstRef in = cref(c, x), weight = cref(c, g), bias = b >= 0 ? cref(c, b) : kc::ConstRef{};
+    c.k->memset(c.at(slot(n.amax)), 0, sizeof(float));
+    const kc::ConstRef in = cref(c, n.x), weight = cref(c, n.weight), bias = n.bias >= 0 ? cref(c, n.bias) : kc::ConstRef{};
     c.k->launch(TEC_KC(layerNormQuantize), in.data, in.type, weight.data, bias.data, weight.type,
-                c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)), c.at<float>(slot(amax)), c.at<float>(slot(mean)),
-                c.at<float>(slot(rstd)), rows, cols, eps, format, Stream{},
+                c.at<float>(slot(n.scale)), c.at<uint8_t>(slot(n.y)), c.at<float>(slot(n.amax)),
+                c.at<float>(slot(n.mean)), c.at<float>(slot(n.rstd)), n.rows, n.cols, n.epsilon, format, Stream{},
                 counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
     return Status::success();
   });
@@ -620,13 +551,9 @@ Status CudaBackend::layerNormFp8(const plan::Step &s) {
 }
 
 Status CudaBackend::quantize(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   int x = s.inputs(0), scale = s.inputs(1), y = s.outputs(0);
   int64_t n = count(y);
   auto format = fp8Format(dtype(y));
-  if (!isFloat(dtype(x)))
-    return unsupported(s, "expected an f32, bf16 or f16 input to quantize");
   Slot amaxOut = fusedAmax.count(currentStep) ? slot(fusedAmax[currentStep]) : Slot{};
   const int64_t counter = healthCounter(scale, n);
   auto fold = transposedQuantize.find(currentStep);
@@ -658,8 +585,6 @@ Status CudaBackend::quantize(const plan::Step &s) {
 }
 
 Status CudaBackend::dequantize(const plan::Step &s) {
-  if (Status st = expectArity(s, 2, 2, 1); !st.ok())
-    return st;
   int x = s.inputs(0), scaleInv = s.inputs(1), y = s.outputs(0);
   int64_t n = count(y);
   auto format = fp8Format(dtype(x));
@@ -675,11 +600,7 @@ Status CudaBackend::dequantize(const plan::Step &s) {
 }
 
 Status CudaBackend::delayedScaling(const plan::Step &s) {
-  if (Status st = expectArity(s, 3, 3, 3); !st.ok())
-    return st;
   int64_t length = count(s.inputs(0)), margin = attrI(s, "margin");
-  if (length > kc::kMaxHistory)
-    return unsupported(s, "amax history longer than " + std::to_string(kc::kMaxHistory));
   float fp8Max = static_cast<float>(attrF(s, "fp8_max", kernels::kE4M3Max));
   bool mostRecent = attrS(s, "algo", "max") == "most_recent";
   int h = s.inputs(0), scale = s.inputs(1), a = s.inputs(2), nh = s.outputs(0), ns = s.outputs(1), nsi = s.outputs(2);

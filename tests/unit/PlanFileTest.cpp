@@ -129,6 +129,25 @@ TEST(PlanFile, ABackendIsPreparedForOnePlanOnly) {
   EXPECT_EQ(std::vector<float>(y, y + 6), (std::vector<float>{1, 0, 0.5f, 0, 3, 0}));
 }
 
+// A backend answers for each step before it lays anything out (ggml's supports_op): a step that breaks its
+// kernel's contract is refused by supports() and by prepare(), naming the step, and the backend stays
+// unprepared (a good plan still prepares on it).
+TEST(PlanFile, ABackendSaysWhichStepsItSupportsBeforePreparing) {
+  SmallPlan bad, good;
+  bad.plan.mutable_variants(0)->mutable_steps(0)->add_inputs(2);
+  const plan::Variant &v = bad.plan.variants(0);
+  auto cpu = createCpuBackend(1);
+  EXPECT_TRUE(cpu->supports(v, v.steps(1)).ok());
+  Status refused = cpu->supports(v, v.steps(0));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("step 'add' (from ): expected 2 inputs and 1 outputs, got 3 and 1"), std::string::npos)
+      << refused.message();
+  const std::vector<float> data(good.bias.begin(), good.bias.end());
+  Status prepared = cpu->prepare(v, reinterpret_cast<const char *>(data.data()));
+  EXPECT_EQ(prepared.message(), refused.message());
+  EXPECT_TRUE(cpu->prepare(good.plan.variants(0), reinterpret_cast<const char *>(data.data())).ok());
+}
+
 TEST(PlanFile, WrongInputSizeIsAnError) {
   SmallPlan small;
   auto session = Session::open(small.write(tempDir()));
