@@ -24,7 +24,7 @@ std::optional<kernels::Epilogue> epilogueOf(const plan::Step &r) {
   if (r.kernel() == "relu")
     return kernels::Epilogue::Relu;
   if (r.kernel() == "gelu")
-    return attrS(r, "approximate", "none") == "tanh" ? kernels::Epilogue::GeluTanh : kernels::Epilogue::Gelu;
+    return attrs::approximate(r) == "tanh" ? kernels::Epilogue::GeluTanh : kernels::Epilogue::Gelu;
   if (r.kernel() == "silu")
     return kernels::Epilogue::Silu;
   if (r.kernel() == "hard_swish")
@@ -80,7 +80,7 @@ CpuBackend::FoldedStep CpuBackend::foldIntoEpilogue(int y, kernels::Epilogue own
 int CpuBackend::headTransposeReader(int step) const {
   const plan::Step &t = variant->steps(step);
   if (!fuse || t.kernel() != "transpose" || t.inputs_size() != 1 || t.outputs_size() != 1 ||
-      attrInts(t, "perm") != std::vector<int64_t>{0, 2, 1, 3} || dtype(t.inputs(0)) != plan::F32)
+      attrs::perm(t) != std::vector<int64_t>{0, 2, 1, 3} || dtype(t.inputs(0)) != plan::F32)
     return -1;
   const int a = graph->onlyReaderAfter(t.outputs(0), step);
   if (a < 0 || variant->steps(a).kernel() != "attention" || variant->steps(a).inputs_size() < 3 ||
@@ -103,7 +103,7 @@ bool CpuBackend::unchangedOutside(int buffer, int from, int to, const std::vecto
 /// transpose into an attention: the attentions read the parts in the split's input, and neither runs.
 bool CpuBackend::foldHeadSplit(const plan::Step &s) {
   const int z = s.inputs_size() == 1 ? s.inputs(0) : -1;
-  if (!fuse || z < 0 || shape(z).size() != 3 || attrI(s, "axis") != 2 || dtype(z) != plan::F32)
+  if (!fuse || z < 0 || shape(z).size() != 3 || attrs::axis(s) != 2 || dtype(z) != plan::F32)
     return false;
   std::vector<int> transposes, readers, skipped{currentStep};
   for (int part : s.outputs()) {
@@ -155,7 +155,7 @@ int CpuBackend::quantizeAfterAmax(const plan::Step &s) const {
   if (!fuse || next >= variant->steps_size() || folded(next))
     return -1;
   const plan::Step &q = variant->steps(next);
-  if (q.kernel() != "quantize" || q.inputs_size() != 2 || q.outputs_size() != 1 || attrI(q, "transpose_input") ||
+  if (q.kernel() != "quantize" || q.inputs_size() != 2 || q.outputs_size() != 1 || attrs::transposeInput(q) ||
       q.inputs(0) != s.inputs(0) || dtype(s.inputs(0)) != plan::F32 || graph->overlaps(q.inputs(1), s.outputs(0)) ||
       !graph->writableEarly(q.outputs(0), currentStep, next))
     return -1;

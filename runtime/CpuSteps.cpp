@@ -68,7 +68,7 @@ Status CpuBackend::oneHot(const plan::Step &s) {
 }
 
 Status CpuBackend::clipCoefficient(const plan::Step &s) {
-  float maxNorm = static_cast<float>(attrF(s, "max_norm", 1.0));
+  float maxNorm = static_cast<float>(attrs::maxNorm(s));
   emit([=, norm = ptr<float>(s.inputs(0)), out = ptr<float>(s.outputs(0))] {
     *out = kernels::clipCoefficient(*norm, maxNorm);
     return Status::success();
@@ -92,8 +92,8 @@ Status CpuBackend::allFinite(const plan::Step &s) {
 }
 
 Status CpuBackend::lossScaleUpdate(const plan::Step &s) {
-  float interval = static_cast<float>(attrI(s, "growth_interval", 2000));
-  float growth = static_cast<float>(attrF(s, "growth_factor", 2.0)), backoff = static_cast<float>(attrF(s, "backoff_factor", 0.5));
+  float interval = static_cast<float>(attrs::growthInterval(s));
+  float growth = static_cast<float>(attrs::growthFactor(s)), backoff = static_cast<float>(attrs::backoffFactor(s));
   emit([=, scale = ptr<float>(s.inputs(0)), clean = ptr<float>(s.inputs(1)), finite = ptr<uint8_t>(s.inputs(2)),
         nextScale = ptr<float>(s.outputs(0)), nextClean = ptr<float>(s.outputs(1))] {
     kernels::updateLossScale(*scale, *clean, *finite, interval, growth, backoff, nextScale, nextClean);
@@ -104,7 +104,7 @@ Status CpuBackend::lossScaleUpdate(const plan::Step &s) {
 
 Status CpuBackend::lrSchedule(const plan::Step &s) {
   int schedule = scheduleNumber(s);
-  float warmup = static_cast<float>(attrI(s, "warmup_steps")), total = static_cast<float>(attrI(s, "total_steps"));
+  float warmup = static_cast<float>(attrs::warmupSteps(s)), total = static_cast<float>(attrs::totalSteps(s));
   emit([=, step = ptr<float>(s.inputs(0)), lr = ptr<float>(s.inputs(1)), out = ptr<float>(s.outputs(0))] {
     *out = kernels::learningRate(schedule, *lr, *step, warmup, total);
     return Status::success();
@@ -135,7 +135,7 @@ Status CpuBackend::where(const plan::Step &s) {
 }
 
 Status CpuBackend::compare(const plan::Step &s) {
-  auto kind = *compareKind(attrS(s, "predicate", "")); // the plan contracts checked it
+  auto kind = *compareKind(attrs::predicate(s)); // the plan contracts checked it
   int a = s.inputs(0), b = s.inputs(1), o = s.outputs(0);
   auto as = shape(a), bs = shape(b), os = shape(o);
   auto typed = [&](auto *pa, auto *pb) {
@@ -233,7 +233,7 @@ Status CpuBackend::attentionInPlace(const AttentionStep &a, const void *mask) {
   float *out = nullptr;
   const int t = fuse ? graph->onlyReaderAfter(a.out, currentStep) : -1;
   if (t >= 0 && variant->steps(t).kernel() == "transpose" && variant->steps(t).outputs_size() == 1 &&
-      attrInts(variant->steps(t), "perm") == std::vector<int64_t>{0, 2, 1, 3} && dtype(a.out) == plan::F32 &&
+      attrs::perm(variant->steps(t)) == std::vector<int64_t>{0, 2, 1, 3} && dtype(a.out) == plan::F32 &&
       dtype(variant->steps(t).outputs(0)) == plan::F32 &&
       graph->writableEarly(variant->steps(t).outputs(0), currentStep, t) &&
       !graph->overlaps(a.lse, variant->steps(t).outputs(0)) && // written at once (an lse nothing reads is not live)
@@ -287,7 +287,7 @@ Status CpuBackend::attentionFp8(const AttentionStep &a, const float *q, const fl
 Status CpuBackend::reduce(const plan::Step &s) {
   auto kind = reduceKind(s);
   auto in = shape(s.inputs(0));
-  auto axes = attrInts(s, "axes");
+  auto axes = attrs::axes(s);
   int x = s.inputs(0), o = s.outputs(0);
   if (dtype(x) == plan::I32)
     emit([=, px = ptr<int32_t>(x), po = ptr<int32_t>(o)] {
@@ -320,10 +320,10 @@ Status CpuBackend::matmul(const plan::Step &s) {
 }
 
 Status CpuBackend::gemm(const plan::Step &s) {
-  bool transA = attrI(s, "trans_a"), transB = attrI(s, "trans_b");
+  bool transA = attrs::transA(s), transB = attrs::transB(s);
   auto as = shape(s.inputs(0)), bs = shape(s.inputs(1));
   int64_t m = as[transA ? 1 : 0], kk = as[transA ? 0 : 1], n = bs[transB ? 0 : 1];
-  float alpha = static_cast<float>(attrF(s, "alpha", 1.0)), beta = static_cast<float>(attrF(s, "beta", 1.0));
+  float alpha = static_cast<float>(attrs::alpha(s)), beta = static_cast<float>(attrs::beta(s));
   float *a = floatIn(s.inputs(0)), *b = floatIn(s.inputs(1));
   float *c = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
   k::Shape cs = s.inputs_size() > 2 ? shape(s.inputs(2)) : k::Shape{};
@@ -342,7 +342,7 @@ bool CpuBackend::constantWeight(int i) const {
 }
 
 Status CpuBackend::linear(const plan::Step &s) {
-  bool transB = attrI(s, "transpose_b");
+  bool transB = attrs::transposeB(s);
   auto ws = shape(s.inputs(1)), os = shape(s.outputs(0));
   int64_t n = os.back(), kk = transB ? ws[1] : ws[0], m = count(s.outputs(0)) / (n ? n : 1);
   auto e = epilogue(s);
@@ -386,7 +386,7 @@ Status CpuBackend::linear(const plan::Step &s) {
 
 Status CpuBackend::transpose(const plan::Step &s) {
   auto in = shape(s.inputs(0));
-  auto perm = attrInts(s, "perm");
+  auto perm = attrs::perm(s);
   if (perm.size() != in.size())
     return Status::error("transpose perm does not match the rank");
   if (perm == std::vector<int64_t>{1, 0} && foldTransposeIntoLinear(s.inputs(0), s.outputs(0)))
@@ -412,7 +412,7 @@ Status CpuBackend::expand(const plan::Step &s) {
 }
 
 Status CpuBackend::concat(const plan::Step &s) {
-  int64_t axis = attrI(s, "axis");
+  int64_t axis = attrs::axis(s);
   auto out = shape(s.outputs(0));
   size_t bytes = dtypeBytes(dtype(s.outputs(0)));
   int64_t offset = 0;
@@ -430,7 +430,7 @@ Status CpuBackend::concat(const plan::Step &s) {
 Status CpuBackend::split(const plan::Step &s) {
   if (foldHeadSplit(s))
     return Status::success();
-  int64_t axis = attrI(s, "axis");
+  int64_t axis = attrs::axis(s);
   auto in = shape(s.inputs(0));
   size_t bytes = dtypeBytes(dtype(s.inputs(0)));
   int64_t offset = 0;
@@ -447,7 +447,7 @@ Status CpuBackend::split(const plan::Step &s) {
 
 Status CpuBackend::slice(const plan::Step &s) {
   auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
-  auto starts = attrInts(s, "starts"), steps = attrInts(s, "steps");
+  auto starts = attrs::starts(s), steps = attrs::sliceSteps(s);
   if (starts.size() != in.size() || steps.size() != in.size())
     return Status::error("slice attributes do not match the rank");
   size_t bytes = dtypeBytes(dtype(s.inputs(0)));
@@ -460,7 +460,7 @@ Status CpuBackend::slice(const plan::Step &s) {
 
 Status CpuBackend::gather(const plan::Step &s) {
   auto data = shape(s.inputs(0));
-  int64_t axis = attrI(s, "axis"), n = count(s.inputs(1));
+  int64_t axis = attrs::axis(s), n = count(s.inputs(1));
   size_t bytes = dtypeBytes(dtype(s.inputs(0)));
   std::string where = s.source();
   auto error = [where, axis, dim = data[axis]] {
@@ -572,7 +572,7 @@ Status CpuBackend::cumSum(const plan::Step &s) {
   if (!split.ok())
     return split.error();
   const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
-  const bool exclusive = attrI(s, "exclusive", 0) != 0, reverse = attrI(s, "reverse", 0) != 0;
+  const bool exclusive = attrs::exclusive(s) != 0, reverse = attrs::reverse(s) != 0;
   auto run = [&](auto *px, auto *py) {
     emit([=] {
       k::cumSum(px, outer, dim, inner, exclusive, reverse, py);
@@ -593,7 +593,7 @@ Status CpuBackend::argReduce(const plan::Step &s) {
   if (!split.ok())
     return split.error();
   const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
-  const bool max = attrS(s, "kind", "max") == "max", last = attrI(s, "select_last_index", 0) != 0;
+  const bool max = attrs::windowKind(s) == "max", last = attrs::selectLastIndex(s) != 0;
   int x = s.inputs(0);
   auto run = [&](auto *px) {
     emit([=, py = ptr<int64_t>(s.outputs(0))] {
@@ -638,7 +638,7 @@ CpuBackend::Closure CpuBackend::quantizeInto(int scale, int y, const float *x, i
 Status CpuBackend::quantize(const plan::Step &s) {
   int64_t n = count(s.outputs(0));
   float *x = floatIn(s.inputs(0));
-  if (attrI(s, "transpose_input")) { // read transposed: through f32 scratch, transposed before the quantize
+  if (attrs::transposeInput(s)) { // read transposed: through f32 scratch, transposed before the quantize
     const auto in = shape(s.inputs(0));
     float *t = scratch.emplace_back(n).data(), *source = x;
     emit([=] {
@@ -749,7 +749,7 @@ Status CpuBackend::fp8Gemm(const plan::Step &s) {
   auto &ws = scratch.emplace_back(count(wq));
   auto xf = fp8Format(dtype(xq)), wf = fp8Format(dtype(wq));
   int64_t xn = count(xq), wn = count(wq);
-  bool transB = attrI(s, "transpose_b");
+  bool transB = attrs::transposeB(s);
   auto wShape = shape(wq), os = shape(s.outputs(0));
   int64_t n = os.back(), kk = transB ? wShape[1] : wShape[0], m = count(s.outputs(0)) / (n ? n : 1);
   auto e = epilogue(s);
@@ -766,9 +766,9 @@ Status CpuBackend::fp8Gemm(const plan::Step &s) {
 }
 
 Status CpuBackend::delayedScaling(const plan::Step &s) {
-  int64_t length = count(s.inputs(0)), margin = attrI(s, "margin");
-  float fp8Max = static_cast<float>(attrF(s, "fp8_max", kernels::kE4M3Max));
-  bool mostRecent = attrS(s, "algo", "max") == "most_recent";
+  int64_t length = count(s.inputs(0)), margin = attrs::margin(s);
+  float fp8Max = static_cast<float>(attrs::fp8Max(s));
+  bool mostRecent = attrs::algo(s) == "most_recent";
   emit([=, h = ptr<float>(s.inputs(0)), scale = ptr<float>(s.inputs(1)), a = ptr<float>(s.inputs(2)),
         nh = ptr<float>(s.outputs(0)), ns = ptr<float>(s.outputs(1)), nsi = ptr<float>(s.outputs(2))] {
     k::delayedScaling(h, length, *scale, *a, fp8Max, margin, mostRecent, nh, ns, nsi);

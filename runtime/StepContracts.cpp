@@ -106,8 +106,8 @@ private:
       return e;
     if (dtype(in(0)) != dtype(in(1)) || dtype(out(0)) != plan::BOOL)
       return "expected operands of one element type and a bool result";
-    if (!steps::compareKind(steps::attrS(s, "predicate", "")))
-      return "unknown predicate '" + steps::attrS(s, "predicate", "") + "'";
+    if (!steps::compareKind(steps::attrs::predicate(s)))
+      return "unknown predicate '" + steps::attrs::predicate(s) + "'";
     if (!broadcastsTo(shape(in(0)), shape(out(0))) || !broadcastsTo(shape(in(1)), shape(out(0))))
       return "operands " + text(shape(in(0))) + " and " + text(shape(in(1))) + " do not broadcast to " +
              text(shape(out(0)));
@@ -174,7 +174,7 @@ private:
     if (auto e = arity(1, 1, 1, 1); !e.empty())
       return e;
     return first({shape(in(0)) == shape(out(0)) ? "" : "input and output shapes differ",
-                  axisIn(steps::attrI(s, "axis"), rank(in(0)))});
+                  axisIn(steps::attrs::axis(s), rank(in(0)))});
   }
   std::string cumSum() {
     return first({alongAxis(), dtype(in(0)) == dtype(out(0)) ? "" : "input and output types differ"});
@@ -199,7 +199,7 @@ private:
   std::string reduce() {
     if (auto e = arity(1, 1, 1, 1); !e.empty())
       return e;
-    auto axes = steps::attrInts(s, "axes");
+    auto axes = steps::attrs::axes(s);
     std::vector<bool> reduced(rank(in(0)), false);
     int64_t kept = 1;
     for (int64_t a : axes) {
@@ -250,7 +250,7 @@ private:
       return e;
     if (rank(in(0)) != 2 || rank(in(1)) != 2)
       return "A and B must be matrices";
-    const bool ta = steps::attrI(s, "trans_a"), tb = steps::attrI(s, "trans_b");
+    const bool ta = steps::attrs::transA(s), tb = steps::attrs::transB(s);
     const Shape a = shape(in(0)), b = shape(in(1));
     if (a[ta ? 0 : 1] != b[tb ? 1 : 0])
       return "inner dims do not match";
@@ -265,7 +265,7 @@ private:
   std::string linearShapes(int x, int w, int bias, int y) {
     if (rank(w) != 2 || rank(x) < 1 || rank(y) < 1)
       return "the weight must be a matrix";
-    const bool tb = steps::attrI(s, "transpose_b");
+    const bool tb = steps::attrs::transposeB(s);
     const int64_t n = shape(y).back(), k = shape(w)[tb ? 1 : 0];
     if (shape(w)[tb ? 0 : 1] != n || shape(x).back() != k)
       return "x " + text(shape(x)) + ", weight " + text(shape(w)) + (tb ? " (transposed)" : "") + " and output " +
@@ -284,7 +284,7 @@ private:
   std::string transpose() {
     if (auto e = arity(1, 1, 1, 1); !e.empty())
       return e;
-    auto perm = steps::attrInts(s, "perm");
+    auto perm = steps::attrs::perm(s);
     Shape sorted(perm), expected;
     std::sort(sorted.begin(), sorted.end());
     for (size_t i = 0; i < sorted.size(); ++i)
@@ -304,7 +304,7 @@ private:
   }
   /// Concat and split: pieces equal to the whole but along `axis`, whose sizes add up.
   std::string pieces(int whole, const google::protobuf::RepeatedField<int32_t> &parts) {
-    const int64_t axis = steps::attrI(s, "axis");
+    const int64_t axis = steps::attrs::axis(s);
     if (auto e = axisIn(axis, rank(whole)); !e.empty())
       return e;
     int64_t total = 0;
@@ -331,7 +331,7 @@ private:
   std::string slice() {
     if (auto e = arity(1, 1, 1, 1); !e.empty())
       return e;
-    auto starts = steps::attrInts(s, "starts"), stepsAttr = steps::attrInts(s, "steps");
+    auto starts = steps::attrs::starts(s), stepsAttr = steps::attrs::sliceSteps(s);
     const Shape x = shape(in(0)), y = shape(out(0));
     if (starts.size() != x.size() || stepsAttr.size() != x.size() || y.size() != x.size())
       return "starts, steps and the output do not match the rank";
@@ -347,7 +347,7 @@ private:
   std::string gather() {
     if (auto e = arity(2, 2, 1, 1); !e.empty())
       return e;
-    const int64_t axis = steps::attrI(s, "axis");
+    const int64_t axis = steps::attrs::axis(s);
     if (auto e = axisIn(axis, rank(in(0))); !e.empty())
       return e;
     if (dtype(in(1)) != plan::I32 && dtype(in(1)) != plan::I64)
@@ -370,7 +370,7 @@ private:
   std::string gatherElements() {
     if (auto e = arity(2, 2, 1, 1); !e.empty())
       return e;
-    const int64_t axis = steps::attrI(s, "axis");
+    const int64_t axis = steps::attrs::axis(s);
     if (auto e = first({axisIn(axis, rank(in(0))), indicesAlong(shape(in(0)), shape(in(1)), axis)}); !e.empty())
       return e;
     if (dtype(in(1)) != plan::I32 && dtype(in(1)) != plan::I64)
@@ -380,7 +380,7 @@ private:
   std::string scatterAdd() {
     if (auto e = arity(2, 2, 1, 1); !e.empty())
       return e;
-    const int64_t axis = steps::attrI(s, "axis");
+    const int64_t axis = steps::attrs::axis(s);
     if (auto e = axisIn(axis, rank(out(0))); !e.empty())
       return e;
     if (dtype(in(1)) != plan::I32 && dtype(in(1)) != plan::I64)
@@ -388,7 +388,7 @@ private:
     if (!steps::isFloat(dtype(in(0))) || dtype(out(0)) != dtype(in(0)))
       return "expected float updates of the output's type";
     const Shape result = shape(out(0)), indices = shape(in(1));
-    if (steps::attrI(s, "elements"))
+    if (steps::attrs::elements(s))
       return first({indicesAlong(result, indices, axis),
                     shape(in(0)) == indices ? "" : "updates are not the indices' shape"});
     Shape expected(result.begin(), result.begin() + axis);
@@ -411,8 +411,8 @@ private:
       if (!steps::isFloat(dtype(i)) || dtype(i) != dtype(out(0)))
         return "expected float operands of the output's type";
     const bool pool = k == "pool" || k == "pool_grad";
-    if (steps::attrInts(s, "strides").size() != 2 || steps::attrInts(s, "pads").size() != 4 ||
-        steps::attrInts(s, "dilations").size() != 2 || ((pool || k == "conv_weight_grad") && steps::attrInts(s, "kernel").size() != 2))
+    if (steps::attrs::strides(s).size() != 2 || steps::attrs::pads(s).size() != 4 ||
+        steps::attrs::dilations(s).size() != 2 || ((pool || k == "conv_weight_grad") && steps::attrs::kernel(s).size() != 2))
       return "expected 2 strides, 4 pads, 2 dilations (and 2 kernel dims)";
     auto read = steps::readWindowStep(s, [&](int i) { return shape(i); });
     if (!read.ok())
@@ -444,7 +444,7 @@ private:
   std::string argReduce() {
     if (auto e = arity(1, 1, 1, 1); !e.empty())
       return e;
-    const int64_t axis = steps::attrI(s, "axis");
+    const int64_t axis = steps::attrs::axis(s);
     if (auto e = axisIn(axis, rank(in(0))); !e.empty())
       return e;
     if (dtype(out(0)) != plan::I64 || !(steps::isFloat(dtype(in(0))) || dtype(in(0)) == plan::I32 ||
@@ -470,7 +470,7 @@ private:
       return e;
     if (!steps::isFloat(dtype(in(0))) || !isFp8(dtype(out(0))) || dtype(in(1)) != plan::F32)
       return "expected a float input, an f32 scale and an FP8 output";
-    if (steps::attrI(s, "transpose_input") &&
+    if (steps::attrs::transposeInput(s) &&
         (rank(in(0)) != 2 || shape(out(0)) != Shape{shape(in(0))[1], shape(in(0))[0]}))
       return "a transposed quantize needs a 2-D input and its transpose's shape";
     return first({scalar(in(1)), sameCount(in(0), out(0))});
@@ -478,7 +478,7 @@ private:
   std::string castFp8() {
     if (auto e = arity(2, 2, 2, 2); !e.empty())
       return e;
-    const std::string a = steps::attrS(s, "activation", "none");
+    const std::string a = steps::attrs::activation(s);
     if (a != "none" && a != "gelu" && a != "gelu_tanh")
       return "unknown activation '" + a + "'";
     if (!steps::isFloat(dtype(in(0))) || !isFp8(dtype(out(0))) || dtype(in(1)) != plan::F32 || dtype(out(1)) != plan::F32)
@@ -540,7 +540,7 @@ private:
         return "expected f32 state";
     if (count(in(0)) < 1 || count(in(0)) > 65536 || count(out(0)) != count(in(0)))
       return "the amax history must hold 1 to 65536 values, the same before and after";
-    const int64_t margin = steps::attrI(s, "margin");
+    const int64_t margin = steps::attrs::margin(s);
     if (margin < -64 || margin > 64)
       return "margin " + std::to_string(margin) + " is outside [-64, 64]";
     return first({scalar(in(1)), scalar(in(2)), scalar(out(1)), scalar(out(2))});

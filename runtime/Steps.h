@@ -40,6 +40,7 @@ inline kernels::Fp8Format fp8Format(plan::DType t) {
   return t == plan::F8E5M2 ? kernels::Fp8Format::E5M2 : kernels::Fp8Format::E4M3;
 }
 
+/// A step attribute by name, or `dflt` where the step has none: read through the typed accessors below.
 inline int64_t attrI(const plan::Step &s, const char *name, int64_t dflt = 0) {
   auto it = s.attrs().find(name);
   return it == s.attrs().end() ? dflt : it->second.i();
@@ -52,15 +53,22 @@ inline std::string attrS(const plan::Step &s, const char *name, const char *dflt
   auto it = s.attrs().find(name);
   return it == s.attrs().end() ? dflt : it->second.s();
 }
-inline std::vector<int64_t> attrInts(const plan::Step &s, const char *name) {
+inline std::vector<int64_t> attrInts(const plan::Step &s, const char *name, std::vector<int64_t> dflt = {}) {
   auto it = s.attrs().find(name);
   if (it == s.attrs().end())
-    return {};
+    return dflt;
   return {it->second.ints().values().begin(), it->second.ints().values().end()};
 }
 
+/// Typed accessors of the step attributes, one per line of runtime/StepAttrs.def: attrs::axis(step).
+namespace attrs {
+#define TEC_STEP_ATTR(accessor, Kind, name, dflt)                                                                    \
+  inline auto accessor(const plan::Step &s) { return attr##Kind(s, name, dflt); }
+#include "runtime/StepAttrs.def"
+} // namespace attrs
+
 inline kernels::Epilogue epilogue(const plan::Step &s) {
-  const std::string e = attrS(s, "epilogue", "none");
+  const std::string e = attrs::epilogue(s);
   if (e == "relu")
     return kernels::Epilogue::Relu;
   if (e == "gelu")
@@ -93,7 +101,7 @@ inline kernels::BinaryKind binaryKind(const plan::Step &s) {
   if (k == "swiglu")
     return kernels::BinaryKind::SwiGlu;
   if (k == "mod")
-    return attrI(s, "fmod", 0) ? kernels::BinaryKind::FMod : kernels::BinaryKind::Mod;
+    return attrs::fmod(s) ? kernels::BinaryKind::FMod : kernels::BinaryKind::Mod;
   return kernels::BinaryKind::Add;
 }
 
@@ -111,7 +119,7 @@ inline std::optional<kernels::CompareKind> compareKind(const std::string &predic
 
 /// A unary step's kind (the plan contracts checked its kernel is one); gelu's form is its `approximate`.
 inline kernels::UnaryKind unaryKind(const plan::Step &s) {
-  if (s.kernel() == "gelu" && attrS(s, "approximate", "none") == "tanh")
+  if (s.kernel() == "gelu" && attrs::approximate(s) == "tanh")
     return kernels::UnaryKind::GeluTanh;
   return kernels::unaryKindNamed(s.kernel()).value_or(kernels::UnaryKind::Gelu);
 }
@@ -126,14 +134,14 @@ inline std::string quantizedTensor(const std::string &scaleName) {
 
 /// tec.cast_fp8's activation as a GEMM epilogue's (the same per-element functions).
 inline kernels::Epilogue castActivation(const plan::Step &s) {
-  const std::string a = attrS(s, "activation", "none");
+  const std::string a = attrs::activation(s);
   return a == "gelu" ? kernels::Epilogue::Gelu : a == "gelu_tanh" ? kernels::Epilogue::GeluTanh : kernels::Epilogue::None;
 }
 
 inline kernels::ActivationGradKind activationGradKind(const plan::Step &s) {
   if (s.kernel() == "relu_grad")
     return kernels::ActivationGradKind::Relu;
-  return attrS(s, "approximate", "none") == "tanh" ? kernels::ActivationGradKind::GeluTanh
+  return attrs::approximate(s) == "tanh" ? kernels::ActivationGradKind::GeluTanh
                                                    : kernels::ActivationGradKind::Gelu;
 }
 
@@ -202,9 +210,9 @@ inline NormStep readNormStep(const plan::Step &s, const std::vector<int64_t> &in
   r.amax = r.fp8 ? s.outputs(at++) : -1;
   r.mean = r.rms ? -1 : s.outputs(at++);
   r.rstd = s.outputs(at);
-  r.axis = attrI(s, "axis");
+  r.axis = attrs::axis(s);
   std::tie(r.rows, r.cols) = rowsAndCols(inputShape, r.axis);
-  r.epsilon = static_cast<float>(attrF(s, "epsilon", 1e-5));
+  r.epsilon = static_cast<float>(attrs::epsilon(s));
   return r;
 }
 
@@ -231,7 +239,7 @@ inline Result<AxisSplit> unaryAlongAxis(const plan::Step &s,
                                         const std::function<std::vector<int64_t>(int)> &shapeOf) {
   if (Status st = expectArity(s, 1, 1, 1); !st.ok())
     return st;
-  return splitAtAxis(s, shapeOf(s.inputs(0)), attrI(s, "axis"));
+  return splitAtAxis(s, shapeOf(s.inputs(0)), attrs::axis(s));
 }
 
 /// gather_elements' and scatter_add's operands as [outer, axisDim, inner] (the data's, or the result's)
@@ -243,12 +251,12 @@ struct IndexedAxis {
 };
 inline Result<IndexedAxis> indexedAxis(const plan::Step &s, const std::vector<int64_t> &full,
                                        const std::vector<int64_t> &indices) {
-  auto split = splitAtAxis(s, full, attrI(s, "axis"));
+  auto split = splitAtAxis(s, full, attrs::axis(s));
   if (!split.ok())
     return split.error();
-  IndexedAxis r{*split, 1, s.kernel() == "gather_elements" || attrI(s, "elements")};
+  IndexedAxis r{*split, 1, s.kernel() == "gather_elements" || attrs::elements(s)};
   if (r.elements)
-    r.picks = indices[attrI(s, "axis")];
+    r.picks = indices[attrs::axis(s)];
   else
     for (int64_t d : indices)
       r.picks *= d;
@@ -270,7 +278,7 @@ inline Result<WindowStep> readWindowStep(const plan::Step &s,
   if (s.inputs_size() < 1 || s.outputs_size() != 1)
     return Status::error("step '" + s.kernel() + "' (from " + s.source() + ") has the wrong number of operands");
   const std::string &k = s.kernel();
-  const bool pool = k == "pool" || k == "pool_grad", avg = attrS(s, "kind", "max") == "avg";
+  const bool pool = k == "pool" || k == "pool_grad", avg = attrs::windowKind(s) == "avg";
   r.kind = k == "conv"               ? kernels::WindowKind::Conv
            : k == "conv_input_grad"  ? kernels::WindowKind::ConvInputGrad
            : k == "conv_weight_grad" ? kernels::WindowKind::ConvWeightGrad
@@ -280,7 +288,7 @@ inline Result<WindowStep> readWindowStep(const plan::Step &s,
   r.b = s.inputs_size() > 1 ? s.inputs(1) : -1;
   r.bias = k == "conv" && s.inputs_size() > 2 ? s.inputs(2) : -1;
   r.out = s.outputs(0);
-  r.countIncludePad = attrI(s, "count_include_pad", 0) != 0;
+  r.countIncludePad = attrs::countIncludePad(s) != 0;
   // The image side and the window side of the step: (input, output) of the forward op.
   std::vector<int64_t> input, output, kernel;
   if (k == "conv") {
@@ -295,18 +303,18 @@ inline Result<WindowStep> readWindowStep(const plan::Step &s,
     if (r.b < 0)
       return Status::error("step 'conv_weight_grad' (from " + s.source() + ") needs dy and x");
     input = shapeOf(r.b), output = shapeOf(r.a);
-    kernel = attrInts(s, "kernel");
+    kernel = attrs::kernel(s);
   } else {
     if (k == "pool_grad" && r.b < 0)
       return Status::error("step 'pool_grad' (from " + s.source() + ") needs dy and x");
     input = shapeOf(pool && k == "pool" ? r.a : r.b), output = shapeOf(k == "pool" ? r.out : r.a);
-    kernel = attrInts(s, "kernel");
+    kernel = attrs::kernel(s);
   }
-  r.channelsLast = (k == "conv" || k == "pool") && attrI(s, "channels_last", 0) != 0;
+  r.channelsLast = (k == "conv" || k == "pool") && attrs::channelsLast(s) != 0;
   if (r.channelsLast && input.size() == 4 && output.size() == 4) // read as NCHW
     for (auto *dims : {&input, &output})
       *dims = {(*dims)[0], (*dims)[3], (*dims)[1], (*dims)[2]};
-  auto strides = attrInts(s, "strides"), pads = attrInts(s, "pads"), dilations = attrInts(s, "dilations");
+  auto strides = attrs::strides(s), pads = attrs::pads(s), dilations = attrs::dilations(s);
   if (input.size() != 4 || output.size() != 4 || kernel.size() != 2 || strides.size() != 2 || pads.size() != 4 ||
       dilations.size() != 2)
     return Status::error("step '" + s.kernel() + "' (from " + s.source() +
@@ -317,7 +325,7 @@ inline Result<WindowStep> readWindowStep(const plan::Step &s,
   w.kernelH = kernel[0], w.kernelW = kernel[1], w.strideH = strides[0], w.strideW = strides[1];
   w.padTop = pads[0], w.padLeft = pads[1], w.padBottom = pads[2], w.padRight = pads[3];
   w.dilationH = dilations[0], w.dilationW = dilations[1];
-  w.groups = pool ? 1 : attrI(s, "group", 1);
+  w.groups = pool ? 1 : attrs::group(s);
   return r;
 }
 
@@ -399,8 +407,8 @@ inline Result<AttentionStep> readAttentionStep(const plan::Step &s,
   }
   if (dtypeOf(r.lse) != plan::F32)
     return bad("expected an f32 logsumexp");
-  a.scale = static_cast<float>(attrF(s, "scale", 1.0));
-  a.causal = attrI(s, "causal") != 0;
+  a.scale = static_cast<float>(attrs::scale(s));
+  a.causal = attrs::causal(s) != 0;
   if (r.mask >= 0) {
     auto m = shapeOf(r.mask);
     const int64_t scores[] = {a.batch, a.heads, a.queries, a.keys};
@@ -430,7 +438,7 @@ struct OptimizerStep {
 };
 inline Result<OptimizerStep> readOptimizerStep(const plan::Step &s) {
   // Operand groups: param, grad, moments..., lr, step, clip?, finite? (operandSegmentSizes).
-  auto segments = attrInts(s, "operandSegmentSizes");
+  auto segments = attrs::operandSegmentSizes(s);
   auto bad = [&](const std::string &why) {
     return Status::error("step 'optimizer_update' (from " + s.source() + "): " + why);
   };
@@ -456,14 +464,14 @@ inline Result<OptimizerStep> readOptimizerStep(const plan::Step &s) {
   o.newParam = s.outputs(0);
   for (int i = 1; i < s.outputs_size(); ++i)
     o.newMoments.push_back(s.outputs(i));
-  const std::string kind = attrS(s, "optimizer");
+  const std::string kind = attrs::optimizer(s);
   o.params.adamw = kind == "adamw";
-  o.params.beta1 = static_cast<float>(attrF(s, "beta1", 0.9));
-  o.params.beta2 = static_cast<float>(attrF(s, "beta2", 0.999));
-  o.params.eps = static_cast<float>(attrF(s, "eps", 1e-8));
-  o.params.weightDecay = static_cast<float>(attrF(s, "weight_decay", 0.0));
-  o.params.momentum = static_cast<float>(attrF(s, "momentum", 0.0));
-  o.params.nesterov = attrI(s, "nesterov") != 0;
+  o.params.beta1 = static_cast<float>(attrs::beta1(s));
+  o.params.beta2 = static_cast<float>(attrs::beta2(s));
+  o.params.eps = static_cast<float>(attrs::eps(s));
+  o.params.weightDecay = static_cast<float>(attrs::weightDecay(s));
+  o.params.momentum = static_cast<float>(attrs::momentum(s));
+  o.params.nesterov = attrs::nesterov(s) != 0;
   if (o.moments.size() != (o.params.adamw ? 2u : o.params.momentum != 0.0f ? 1u : 0u))
     return bad("expected " + std::string(o.params.adamw ? "2 moments" : "the momentum's moment") + " for " + kind);
   return o;
@@ -471,7 +479,7 @@ inline Result<OptimizerStep> readOptimizerStep(const plan::Step &s) {
 
 /// tec.lr_schedule's schedule attribute as kernels::learningRate's number.
 inline int scheduleNumber(const plan::Step &s) {
-  const std::string name = attrS(s, "schedule", "constant");
+  const std::string name = attrs::schedule(s);
   return name == "cosine" ? 2 : name == "warmup" ? 1 : 0;
 }
 

@@ -238,7 +238,7 @@ private:
       const auto &g = variant->steps(j);
       if (std::find(g.inputs().begin(), g.inputs().end(), y) == g.inputs().end())
         continue;
-      if (attrS(g, "approximate", "none") != "tanh" || g.inputs(0) != y || g.outputs_size() != 1)
+      if (attrs::approximate(g) != "tanh" || g.inputs(0) != y || g.outputs_size() != 1)
         return {};
       GeluFusion f;
       f.step = j;

@@ -123,7 +123,7 @@ Status CudaBackend::emitLinear(const plan::Step &s, kc::GemmSpec spec, Slot x, S
 Status CudaBackend::linear(const plan::Step &s) {
   int x = s.inputs(0), w = s.inputs(1), b = s.inputs_size() > 2 ? s.inputs(2) : -1, y = s.outputs(0);
   kc::GemmSpec spec;
-  spec.transposeB = attrI(s, "transpose_b");
+  spec.transposeB = attrs::transposeB(s);
   auto ws = shape(w);
   spec.n = shape(y).back();
   spec.k = spec.transposeB ? ws[1] : ws[0];
@@ -154,7 +154,7 @@ BiasGradFusion CudaBackend::biasGradAlongside() const {
     return {};
   for (int j = currentStep + 1; j < variant->steps_size(); ++j) {
     const auto &r = variant->steps(j);
-    if (r.kernel() != "reduce_sum" || r.inputs(0) != dy || attrInts(r, "axes") != std::vector<int64_t>{0} ||
+    if (r.kernel() != "reduce_sum" || r.inputs(0) != dy || attrs::axes(r) != std::vector<int64_t>{0} ||
         count(r.outputs(0)) != shape(dy)[1] || dtype(r.outputs(0)) != plan::F32)
       continue;
     const int out = r.outputs(0);
@@ -220,15 +220,15 @@ Status CudaBackend::emitWeightGradWithBiasGrad(const plan::Step &s, kc::GemmSpec
 Status CudaBackend::gemm(const plan::Step &s) {
   int a = s.inputs(0), b = s.inputs(1), cIn = s.inputs_size() > 2 ? s.inputs(2) : -1, y = s.outputs(0);
   kc::GemmSpec spec;
-  spec.transposeA = attrI(s, "trans_a");
-  spec.transposeB = attrI(s, "trans_b");
+  spec.transposeA = attrs::transA(s);
+  spec.transposeB = attrs::transB(s);
   auto as = shape(a), bs = shape(b);
   spec.m = as[spec.transposeA ? 1 : 0];
   spec.k = as[spec.transposeA ? 0 : 1];
   spec.n = bs[spec.transposeB ? 0 : 1];
   spec.a = spec.b = spec.d = type(y);
-  spec.alpha = static_cast<float>(attrF(s, "alpha", 1.0));
-  float beta = static_cast<float>(attrF(s, "beta", 1.0));
+  spec.alpha = static_cast<float>(attrs::alpha(s));
+  float beta = static_cast<float>(attrs::beta(s));
   if (cIn >= 0 && beta != 0.0f) {
     // C (broadcast to M x N) is copied into Y first, and the GEMM accumulates onto it.
     if (Status st = emitCopy(s, cIn, kc::broadcastOperand(shape(cIn), shape(y)), y, kc::contiguous(shape(y)), shape(y));
@@ -300,7 +300,7 @@ Status CudaBackend::matmul(const plan::Step &s) {
 Status CudaBackend::fp8Gemm(const plan::Step &s) {
   int xq = s.inputs(0), wq = s.inputs(1), xsi = s.inputs(2), wsi = s.inputs(3);
   int b = s.inputs_size() > 4 ? s.inputs(4) : -1, y = s.outputs(0);
-  bool transB = attrI(s, "transpose_b");
+  bool transB = attrs::transposeB(s);
   auto wShape = shape(wq);
   kc::GemmSpec spec;
   spec.n = shape(y).back();
@@ -328,7 +328,7 @@ Status CudaBackend::fp8Gemm(const plan::Step &s) {
     spec.a = type(xq);
     spec.b = type(wq);
     // Transformer Engine: fast accumulation for forward GEMMs, full-precision accumulation for gradients.
-    spec.fastAccumulation = attrS(s, "tec.gemm_role").empty();
+    spec.fastAccumulation = attrs::gemmRole(s).empty();
     Status fp8 = emitLinear(s, spec, slot(xq), weight, bias, b, slot(y), epilogue(s), slot(xsi), slot(wsi),
                             geluAfter(y));
     if (fp8.ok())

@@ -29,7 +29,7 @@ Status CudaBackend::compare(const plan::Step &s) {
   if (Status st = extentOf(s, shape(o), extent); !st.ok())
     return st;
   auto as = kc::broadcastOperand(shape(a), shape(o)), bs = kc::broadcastOperand(shape(b), shape(o));
-  auto kind = *compareKind(attrS(s, "predicate", "")); // the plan contracts checked it
+  auto kind = *compareKind(attrs::predicate(s)); // the plan contracts checked it
   auto t = type(a);
   emit([=](const Context &c) {
     c.k->launch(TEC_KC(compare), kind, c.at(slot(a)), as, c.at(slot(b)), bs, static_cast<bool *>(c.at(slot(o))), extent, t, Stream{});
@@ -119,7 +119,7 @@ Status CudaBackend::allFinite(const plan::Step &s) {
 }
 
 Status CudaBackend::clipCoefficient(const plan::Step &s) {
-  float maxNorm = static_cast<float>(attrF(s, "max_norm", 1.0));
+  float maxNorm = static_cast<float>(attrs::maxNorm(s));
   int norm = s.inputs(0), o = s.outputs(0);
   emit([=](const Context &c) {
     c.k->launch(TEC_KC(clipCoefficient), c.at<float>(slot(norm)), maxNorm, c.at<float>(slot(o)), Stream{});
@@ -129,8 +129,8 @@ Status CudaBackend::clipCoefficient(const plan::Step &s) {
 }
 
 Status CudaBackend::lossScaleUpdate(const plan::Step &s) {
-  float interval = static_cast<float>(attrI(s, "growth_interval", 2000));
-  float growth = static_cast<float>(attrF(s, "growth_factor", 2.0)), backoff = static_cast<float>(attrF(s, "backoff_factor", 0.5));
+  float interval = static_cast<float>(attrs::growthInterval(s));
+  float growth = static_cast<float>(attrs::growthFactor(s)), backoff = static_cast<float>(attrs::backoffFactor(s));
   int scale = s.inputs(0), clean = s.inputs(1), finite = s.inputs(2), nextScale = s.outputs(0), nextClean = s.outputs(1);
   emit([=](const Context &c) {
     c.k->launch(TEC_KC(lossScaleUpdate), c.at<float>(slot(scale)), c.at<float>(slot(clean)), c.at<uint8_t>(slot(finite)), interval,
@@ -142,7 +142,7 @@ Status CudaBackend::lossScaleUpdate(const plan::Step &s) {
 
 Status CudaBackend::lrSchedule(const plan::Step &s) {
   int schedule = scheduleNumber(s);
-  float warmup = static_cast<float>(attrI(s, "warmup_steps")), total = static_cast<float>(attrI(s, "total_steps"));
+  float warmup = static_cast<float>(attrs::warmupSteps(s)), total = static_cast<float>(attrs::totalSteps(s));
   int step = s.inputs(0), lr = s.inputs(1), o = s.outputs(0);
   emit([=](const Context &c) {
     c.k->launch(TEC_KC(learningRate), schedule, c.at<float>(slot(lr)), c.at<float>(slot(step)), warmup, total, c.at<float>(slot(o)), Stream{});
@@ -184,7 +184,7 @@ Status CudaBackend::reduce(const plan::Step &s) {
     return Status::success(); // in the wgrad GEMM before it (BGRADB)
   auto kind = reduceKind(s);
   auto in = shape(s.inputs(0));
-  auto axes = attrInts(s, "axes");
+  auto axes = attrs::axes(s);
   auto strides = kc::contiguous(in);
   kc::Shape keptDims, reducedDims;
   kc::Strided kept, reduced;
@@ -228,7 +228,7 @@ Status CudaBackend::emitCopy(const plan::Step &s, int x, kc::Strided src, int y,
 
 Status CudaBackend::transpose(const plan::Step &s) {
   auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
-  auto perm = attrInts(s, "perm");
+  auto perm = attrs::perm(s);
   if (perm.size() != in.size() || in.size() > kc::kMaxRank)
     return unsupported(s, "perm does not match the rank");
   // A 2-D f32 transpose that only feeds an FP8 quantize (the TN operand of a backward GEMM, its amax
@@ -289,7 +289,7 @@ Status CudaBackend::expand(const plan::Step &s) {
 
 Status CudaBackend::slice(const plan::Step &s) {
   auto in = shape(s.inputs(0)), out = shape(s.outputs(0));
-  auto starts = attrInts(s, "starts"), stepsAttr = attrInts(s, "steps");
+  auto starts = attrs::starts(s), stepsAttr = attrs::sliceSteps(s);
   if (starts.size() != in.size() || stepsAttr.size() != in.size() || in.size() > kc::kMaxRank)
     return unsupported(s, "attributes do not match the rank");
   auto inStrides = kc::contiguous(in);
@@ -303,7 +303,7 @@ Status CudaBackend::slice(const plan::Step &s) {
 
 /// Concat and split: each piece is a strided copy at its offset along the axis of the whole.
 Status CudaBackend::concat(const plan::Step &s) {
-  int64_t axis = attrI(s, "axis"), offset = 0;
+  int64_t axis = attrs::axis(s), offset = 0;
   auto whole = kc::contiguous(shape(s.outputs(0)));
   for (int in : s.inputs()) {
     auto piece = shape(in);
@@ -317,7 +317,7 @@ Status CudaBackend::concat(const plan::Step &s) {
 }
 
 Status CudaBackend::split(const plan::Step &s) {
-  int64_t axis = attrI(s, "axis"), offset = 0;
+  int64_t axis = attrs::axis(s), offset = 0;
   auto whole = kc::contiguous(shape(s.inputs(0)));
   for (int out : s.outputs()) {
     auto piece = shape(out);
@@ -332,7 +332,7 @@ Status CudaBackend::split(const plan::Step &s) {
 
 Status CudaBackend::gather(const plan::Step &s) {
   auto data = shape(s.inputs(0));
-  int64_t axis = attrI(s, "axis"), n = count(s.inputs(1));
+  int64_t axis = attrs::axis(s), n = count(s.inputs(1));
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d)
     outer *= data[d];
@@ -434,7 +434,7 @@ Status CudaBackend::argReduce(const plan::Step &s) {
   if (!split.ok())
     return split.error();
   const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
-  const bool max = attrS(s, "kind", "max") == "max", last = attrI(s, "select_last_index", 0) != 0;
+  const bool max = attrs::windowKind(s) == "max", last = attrs::selectLastIndex(s) != 0;
   int x = s.inputs(0), y = s.outputs(0);
   auto t = type(x);
   emit([=](const Context &c) {
@@ -449,7 +449,7 @@ Status CudaBackend::cumSum(const plan::Step &s) {
   if (!split.ok())
     return split.error();
   const int64_t outer = split->outer, dim = split->dim, inner = split->inner;
-  const bool exclusive = attrI(s, "exclusive", 0) != 0, reverse = attrI(s, "reverse", 0) != 0;
+  const bool exclusive = attrs::exclusive(s) != 0, reverse = attrs::reverse(s) != 0;
   int x = s.inputs(0), y = s.outputs(0);
   auto t = type(x);
   emit([=](const Context &c) {
@@ -557,7 +557,7 @@ Status CudaBackend::quantize(const plan::Step &s) {
   Slot amaxOut = fusedAmax.count(currentStep) ? slot(fusedAmax[currentStep]) : Slot{};
   const int64_t counter = healthCounter(scale, n);
   auto fold = transposedQuantize.find(currentStep);
-  if (fold != transposedQuantize.end() || attrI(s, "transpose_input")) {
+  if (fold != transposedQuantize.end() || attrs::transposeInput(s)) {
     const bool own = fold == transposedQuantize.end(); // the quantize reads its own input transposed
     const int source = own ? x : std::get<0>(fold->second);
     const int64_t rows = own ? shape(x)[0] : std::get<1>(fold->second), cols = own ? shape(x)[1] : std::get<2>(fold->second);
@@ -600,9 +600,9 @@ Status CudaBackend::dequantize(const plan::Step &s) {
 }
 
 Status CudaBackend::delayedScaling(const plan::Step &s) {
-  int64_t length = count(s.inputs(0)), margin = attrI(s, "margin");
-  float fp8Max = static_cast<float>(attrF(s, "fp8_max", kernels::kE4M3Max));
-  bool mostRecent = attrS(s, "algo", "max") == "most_recent";
+  int64_t length = count(s.inputs(0)), margin = attrs::margin(s);
+  float fp8Max = static_cast<float>(attrs::fp8Max(s));
+  bool mostRecent = attrs::algo(s) == "most_recent";
   int h = s.inputs(0), scale = s.inputs(1), a = s.inputs(2), nh = s.outputs(0), ns = s.outputs(1), nsi = s.outputs(2);
   emit([=](const Context &c) {
     c.k->launch(TEC_KC(delayedScaling), c.at<float>(slot(h)), length, c.at<float>(slot(scale)), c.at<float>(slot(a)), fp8Max, margin,
