@@ -2,6 +2,8 @@
 #include "Cli.h"
 
 #include "api/CompileIR.h"
+#include "api/Inspect.h"
+#include "api/Runtime.h"
 #include "api/Summary.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -40,7 +42,8 @@ cl::opt<Emit> emit("emit", cl::desc("what to produce"), cl::init(Emit::Plan),
                                          "standalone CUDA host program")),
                    cl::cat(category()));
 
-cl::opt<std::string> dumpPasses("dump-passes", cl::desc("write the IR after each pass as DIR/NN-pass.mlir"),
+cl::opt<std::string> dumpPasses("dump-passes", cl::desc("write the IR after each pass as DIR/NN-pass.mlir, and the "
+                                                         "backend's schedule of the plan as DIR/schedule-TARGET.txt"),
                                 cl::value_desc("DIR"), cl::cat(category()));
 
 cl::opt<bool> fastGelu("fast-gelu", cl::desc("let an erf GELU use cuBLASLt's tanh GELU epilogue"), cl::cat(category()));
@@ -252,6 +255,21 @@ tec::CompileOptions compileOptionsFromFlags() {
   return options;
 }
 
+/// --dump-passes ends with what no IR dump shows: the schedule this machine's backend makes of the plan at
+/// load (its folds, as `tec inspect --schedule` prints them), as DIR/schedule-TARGET.txt.
+void dumpSchedule(const std::string &planPath) {
+  auto session = tec::Session::open(planPath, tec::SessionOptions{});
+  if (!session.ok()) {
+    llvm::outs() << "  schedule not written: " << session.error().message() << "\n";
+    return;
+  }
+  const std::string path = dumpPasses + "/schedule-" + (*session)->variant().target() + ".txt";
+  if (tec::Status st = tec::writeFileAtomically(path, tec::describeSchedule(**session)); !st.ok())
+    llvm::outs() << "  schedule not written: " << st.message() << "\n";
+  else
+    llvm::outs() << "  schedule " << path << " (the " << (*session)->backendName() << " backend's, at load)\n";
+}
+
 int compile() {
   if (inputPath.empty()) {
     llvm::errs() << "error: no model given (usage: tec model.onnx, tec run plan.tecplan, tec inspect plan.tecplan)\n";
@@ -309,6 +327,8 @@ int compile() {
     return kExitBadInput;
   }
   llvm::outs() << tec::compileSummary(**compiled, inputPath, planPath, dumpPasses);
+  if (!dumpPasses.empty())
+    dumpSchedule(planPath);
   if (emit == Emit::Cuda)
     return writeCudaProgram((*compiled)->plan, planPath);
   return 0;
