@@ -43,23 +43,50 @@ double cgroupQuota() {
   return 0.0;
 }
 
+/// One participant's share of a loop's chunks: [next, end), claimed from the front by its owner and, once
+/// their own share is done, by the others.
+struct alignas(64) Share {
+  std::atomic<int64_t> next{0};
+  int64_t end = 0;
+};
+
 /// One parallel loop: its range and the chunks claimed and finished so far. Shared with the helpers, which
-/// may still hold it after the caller returns (they then find no chunk left).
+/// may still hold it after the caller returns (they then find no chunk left). Participant p (the caller is
+/// 0) owns the p-th contiguous share of the chunks: consecutive loops over the same shape give each thread
+/// the same part of the data, which stays in its core's cache (one shared counter dealt alternate chunks to
+/// whichever thread asked, so each loop read much of what the other core had just written).
 struct Job {
+  explicit Job(int participants) : shares(participants) {}
   FunctionRef<void(int64_t, int64_t)> body;
   int64_t n = 0, grain = 1, chunks = 0;
-  std::atomic<int64_t> next{0}, done{0};
+  std::vector<Share> shares;
+  std::atomic<int64_t> done{0};
+
+  void deal(int64_t n_, int64_t grain_, FunctionRef<void(int64_t, int64_t)> body_) {
+    body = body_, n = n_, grain = grain_, chunks = (n + grain - 1) / grain;
+    const int64_t parts = static_cast<int64_t>(shares.size());
+    for (int64_t p = 0; p < parts; ++p) {
+      shares[p].next.store(chunks * p / parts, std::memory_order_relaxed);
+      shares[p].end = chunks * (p + 1) / parts;
+    }
+    done.store(0, std::memory_order_relaxed);
+  }
 };
 
 thread_local bool insideLoop = false;
 
-/// Runs chunks until none is left; returns how many.
-int64_t runChunks(Job &job) {
+/// Runs chunks of participant `self`'s share, then of the others' (a helper the OS has not scheduled
+/// delays nothing: its share goes to whoever runs), until none is left; returns how many.
+int64_t runChunks(Job &job, int self) {
   insideLoop = true;
   int64_t ran = 0;
-  for (int64_t c; (c = job.next.fetch_add(1, std::memory_order_relaxed)) < job.chunks; ++ran) {
-    job.body(c * job.grain, std::min(job.n, (c + 1) * job.grain));
-    job.done.fetch_add(1, std::memory_order_release);
+  const int parts = static_cast<int>(job.shares.size());
+  for (int k = 0; k < parts; ++k) {
+    Share &share = job.shares[(self + k) % parts];
+    for (int64_t c; (c = share.next.fetch_add(1, std::memory_order_relaxed)) < share.end; ++ran) {
+      job.body(c * job.grain, std::min(job.n, (c + 1) * job.grain));
+      job.done.fetch_add(1, std::memory_order_release);
+    }
   }
   insideLoop = false;
   return ran;
@@ -74,7 +101,7 @@ class Pool {
 public:
   explicit Pool(int threads) {
     for (int i = 1; i < threads; ++i)
-      helpers.emplace_back([this] { help(); });
+      helpers.emplace_back([this, i] { help(i); });
   }
   ~Pool() {
     {
@@ -107,11 +134,9 @@ private:
   void run(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> body) {
     // The last loop's job again when no helper still holds it (no allocation per loop).
     if (!spare || spare.use_count() > 1)
-      spare = std::make_shared<Job>();
+      spare = std::make_shared<Job>(threads());
     std::shared_ptr<Job> job = spare;
-    job->body = body, job->n = n, job->grain = grain, job->chunks = (n + grain - 1) / grain;
-    job->next.store(0, std::memory_order_relaxed);
-    job->done.store(0, std::memory_order_relaxed);
+    job->deal(n, grain, body);
     {
       std::lock_guard<std::mutex> lock(mutex);
       current = job;
@@ -120,7 +145,7 @@ private:
     if (sleepers.load(std::memory_order_acquire) > 0)
       wake.notify_all();
     const auto start = std::chrono::steady_clock::now();
-    const int64_t ran = runChunks(*job);
+    const int64_t ran = runChunks(*job, 0);
     const auto ownDone = std::chrono::steady_clock::now();
     // Only chunks some helper has claimed and not finished remain: yield the core to it while waiting.
     for (int spins = 0; job->done.load(std::memory_order_acquire) < job->chunks; ++spins) {
@@ -140,7 +165,7 @@ private:
       serialLoops.store(kSerialLoopsAfterAStall, std::memory_order_relaxed);
   }
 
-  void help() {
+  void help(int self) {
     uint64_t seen = 0;
     for (;;) {
       const auto until = std::chrono::steady_clock::now() + kSpinFor;
@@ -161,7 +186,7 @@ private:
         job = current;
       }
       if (job)
-        runChunks(*job);
+        runChunks(*job, self);
     }
   }
 
