@@ -105,8 +105,8 @@ void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<i
     double *sums = partial.data(); // [outer, band, cols]
     parallelFor(outer * blocks * bands, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t o = t / (blocks * bands), c0 = t / bands % blocks * kSumColumns, c1 = std::min(cols, c0 + kSumColumns);
-        const int64_t band = t % bands, r1 = std::min(rows, (band + 1) * bandRows);
+        const int64_t o = t / (blocks * bands), c0 = t % blocks * kSumColumns, c1 = std::min(cols, c0 + kSumColumns);
+        const int64_t band = t / blocks % bands, r1 = std::min(rows, (band + 1) * bandRows);
         if constexpr (std::is_same_v<T, float>)
           addRows(x + (o * rows + band * bandRows) * cols + c0, r1 - band * bandRows, cols, c1 - c0,
                   sums + (o * bands + band) * cols + c0);
