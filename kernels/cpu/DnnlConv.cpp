@@ -145,7 +145,8 @@ bool execute(dnnl_primitive_t p, std::initializer_list<std::tuple<int, const dnn
 /// convolution (a batch of 1) among its threads; each band's rows and input rows are contiguous in NHWC. A
 /// 1-D convolution's image (one row: H = 1) is cut into bands of columns instead, as contiguous.
 /// Every band reads the whole weight, so a band's output must outweigh it (the late 1x1 convs of a net, a
-/// 7x7 image by a 1152x320 weight, stay whole). It depends on the shape alone (about 2^20 multiply-adds per
+/// 7x7 image by a 1152x320 weight, stay whole), but for a depthwise weight, which is no more than a band's
+/// input (EfficientNet's 7x7 stage: 3 bands). It depends on the shape alone (about 2^20 multiply-adds per
 /// band, each float of the image read or written counting as 32: a depthwise conv is memory-bound; at most 8
 /// bands, each at least 2 rows or columns), never on the thread count: the sums are the same at any count.
 struct Banding {
@@ -160,7 +161,8 @@ Banding bandsOf(const Window &w, bool channelsLast) {
   const int64_t output = w.outHeight * w.outWidth * w.outChannels, macs = output / w.outChannels * weight;
   const int64_t work = macs + 32 * (output + w.height * w.width * w.channels);
   const int64_t along = columns ? w.outWidth : w.outHeight;
-  return {std::max<int64_t>(1, std::min<int64_t>({8, along / 2, work >> 20, output / weight})), columns};
+  const int64_t weightBound = w.groupChannels() == 1 && w.groups == w.channels ? 8 : output / weight;
+  return {std::max<int64_t>(1, std::min<int64_t>({8, along / 2, work >> 20, weightBound})), columns};
 }
 
 /// The output channels of each slice of a channels-last convolution too weight-heavy for bands (ResNet's

@@ -204,6 +204,22 @@ TEST_P(Convolutions, ChannelsLastMatchesADirectConvolutionAtAnyThreadCount) {
   }
 }
 
+// A depthwise conv's weight is read once per band, no more than the band's input: a small image with many
+// channels (EfficientNet's 7x7 stage, 1152 channels) is cut into bands too, where a dense weight that size
+// would keep it whole.
+TEST(Convolution, ADepthwiseConvOverASmallImageStillBands) {
+  const Window w = window(1, 1152, 7, 7, 1152, 5, 1, 2, 2, 2, 2, 1, 1152);
+  const ConvOperands o(w, 5);
+  auto dnnl = DnnlConv::create(w, true, DnnlConv::Form::Plain, /*channelsLast=*/true);
+  if (!DnnlConv::unavailable().empty())
+    GTEST_SKIP() << "oneDNN: " << DnnlConv::unavailable();
+  ASSERT_NE(dnnl, nullptr);
+  std::vector<float> y(w.outChannels * w.outHeight * w.outWidth, NAN);
+  int parts = 0;
+  dnnl->run(o.x.data(), o.weight.data(), o.bias.data(), y.data(), [&](int64_t, int64_t, int64_t, int64_t) { ++parts; });
+  EXPECT_EQ(parts, 3); // 7 rows: at most along / 2 bands
+}
+
 const ConvCase kCases[] = {
     {"depthwise_3x3", window(2, 16, 9, 7, 16, 3, 1, 1, 1, 1, 1, 1, 16), true},
     {"depthwise_5x5_stride2_odd_pads", window(1, 24, 11, 10, 24, 5, 2, 2, 1, 1, 2, 1, 24), false},
@@ -217,6 +233,8 @@ const ConvCase kCases[] = {
     {"conv1d_stride2_long", window(1, 32, 1, 3001, 48, 1, 2, 0, 4, 0, 3, 1, 1, 9), true},
     {"conv1d_depthwise_dilated", window(2, 64, 1, 999, 64, 1, 1, 0, 6, 0, 5, 3, 64, 5), false},
     {"banded_depthwise_dilated", window(2, 128, 48, 48, 128, 3, 1, 2, 2, 2, 2, 2, 128), false},
+    // A depthwise weight outweighing the image's rows (EfficientNet's 7x7 stage) still bands: 3 bands of rows.
+    {"banded_depthwise_small_image", window(1, 1152, 7, 7, 1152, 5, 1, 2, 2, 2, 2, 1, 1152), true},
     // Too weight-heavy for bands: slices of output channels (the last one narrower), each its own weight.
     {"sliced_3x3", window(1, 64, 7, 7, 96, 3, 1, 1, 1, 1, 1, 1, 1), true},
     {"sliced_uneven_stride2", window(2, 128, 9, 9, 100, 3, 2, 1, 1, 1, 1, 1, 1), false},
