@@ -139,6 +139,8 @@ void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<i
     reducedOffsets.swap(next);
   }
   const int64_t outCount = numElements(keptDims), count = reducedOffsets.size();
+  // The caller's offsets: inside the loop a helper thread would name its own thread_local vector.
+  const int64_t *offsets = reducedOffsets.data();
   parallelLoop(outCount, outCount * count, [&](int64_t o) {
     int64_t base = 0, rest = o;
     for (int64_t d = static_cast<int64_t>(keptDims.size()) - 1; d >= 0; --d) {
@@ -147,8 +149,8 @@ void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<i
     }
     using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
     Acc sum = kernels::reduceIdentity<Acc>(kind);
-    for (int64_t off : reducedOffsets)
-      sum = kernels::reduceCombine<Acc>(kind, sum, x[base + off]);
+    for (int64_t i = 0; i < count; ++i)
+      sum = kernels::reduceCombine<Acc>(kind, sum, x[base + offsets[i]]);
     y[o] = kind == ReduceKind::Mean ? static_cast<T>(count ? sum / static_cast<Acc>(count) : 0) : static_cast<T>(sum);
   });
 }

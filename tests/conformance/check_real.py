@@ -6,7 +6,7 @@ steps of SGD and of AdamW with an MSE loss, each loss within 1e-4 (relative) of 
 TorchScript exports every trained weight (`tec export --checkpoint`) within 1e-4 of torch's (relative to the
 tensor's largest value, so entries near zero are held to the tensor's scale). Prints one line per check.
 Every run and training is repeated with the CPU backend's fusion off (--no-fusion): outputs, losses
-and checkpoints must not differ in a bit. Any compile error, run error or mismatch fails."""
+and checkpoints must not differ in a bit; SGD training once more on two threads: losses must not either. Any compile error, run error or mismatch fails."""
 import argparse
 import json
 import os
@@ -139,6 +139,10 @@ def check_training(tec, folder, entry, work):
                                checkpoints, got)
         if unfused:
             return f"{optimizer}: {unfused}"
+        if optimizer == "sgd":  # the pool's helpers run the backward's reductions too: the same bits on two threads
+            two = two_threads(tec, [tec, "train", plan, "--steps", str(len(want))] + data, f"{base}_{optimizer}_2", got)
+            if two:
+                return f"{optimizer}: {two}"
         error = np.abs(got - want) / (1e-4 * np.abs(want) + 1e-9)
         worst = max(worst, float(error.max()))
         mismatch = None
@@ -209,6 +213,16 @@ def same_unfused(tec, command, outputs, losses=None):
     fused, unfused = files_bytes(outputs), files_bytes(alone)
     differ = sorted(k for k in fused.keys() | unfused.keys() if fused.get(k) != unfused.get(k))
     return f"fused and unfused runs differ in {differ}" if differ else None
+
+
+def two_threads(tec, command, base, losses):
+    """Reruns a training `command` on two threads; returns how its losses differ from one thread's, or None."""
+    r = subprocess.run(command + ["--threads", "2", "--report", base + ".json"], capture_output=True, text=True)
+    if r.returncode:
+        return "train on 2 threads failed: " + r.stderr.strip()
+    with open(base + ".json") as f:
+        two = np.array([np.nan if v is None else v for v in json.load(f)["loss"]])
+    return None if two.tobytes() == losses.tobytes() else f"losses {losses.tolist()} on 1 thread, {two.tolist()} on 2"
 
 
 def check_language_model(tec, folder, entry, base, data, reference, output):

@@ -83,6 +83,9 @@ const ReduceCase kCases[] = {
     {"bias_gradient", {4096, 40}, {0}},
     {"middle_with_unit_dims", {3, 1, 50, 1, 20}, {1, 2, 3}},
     {"strided_walk", {5, 6, 7}, {0, 2}},
+    // Large enough to run on the pool: an NCHW bias or scale gradient (training's conv and BatchNorm); the
+    // helpers once walked offsets of their own, not the caller's.
+    {"strided_walk_parallel", {2, 64, 32, 32}, {0, 2, 3}},
     {"one_element", {1}, {0}},
 };
 
