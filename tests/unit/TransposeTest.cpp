@@ -45,4 +45,7 @@ TEST(Transpose, MatchesItsDefinitionOnTiledShapes) {
   expectTransposed<uint32_t>({8, 128, 4, 32}, {0, 2, 1, 3}); // attention heads: the last dim stays (strided copy)
   expectTransposed<uint32_t>({2, 3, 50, 70}, {0, 2, 3, 1});  // an RGB image to channels-last: short output lines
   expectTransposed<uint32_t>({1, 16, 9, 300}, {0, 2, 3, 1}); // longer runs of a than a tile's, one ragged
+  expectTransposed<uint32_t>({1, 4, 40, 50}, {0, 2, 3, 1});  // RGBA
+  expectTransposed<uint16_t>({2, 3, 30, 70}, {0, 2, 3, 1});  // an RGB image in half precision
+  expectTransposed<uint32_t>({5, 3, 4, 300}, {3, 0, 2, 1});  // lines of 3, but not adjacent in the output
 }
