@@ -4,6 +4,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Regex.h"
 
+#include <map>
+
 namespace tec {
 #define GEN_PASS_DEF_TECINSERTFP8
 #include "passes/Passes.h.inc"
@@ -13,6 +15,14 @@ using namespace mlir;
 using namespace tec;
 
 namespace {
+
+/// An order on (type, transposed) for std::map: types by their storage's address (stable within a context).
+struct TypeAndLayoutOrder {
+  bool operator()(const std::pair<Type, bool> &a, const std::pair<Type, bool> &b) const {
+    return std::make_pair(a.first.getAsOpaquePointer(), a.second) < std::make_pair(b.first.getAsOpaquePointer(), b.second);
+  }
+};
+
 
 /// Below this many multiply-adds, quantizing both operands costs more memory traffic than FP8 saves
 /// (a recurring Transformer Engine finding for small layers); `--fp8=auto` keeps such GEMMs in higher
@@ -216,7 +226,10 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
       struct Quantized {
         Value scale, scaleInv;
         Operation *first = nullptr;
-        llvm::DenseMap<Type, Value> copies; // by the GEMM operand's type: its layout and view
+        // By the GEMM operand's type and whether it reads the tensor transposed: its layout and view. The
+        // type alone is not enough: a square operand (a [16, 16] gradient of batch 16 and 16 outputs) is
+        // read as it lies by one GEMM and transposed by another, under the same type.
+        std::map<std::pair<Type, bool>, Value, TypeAndLayoutOrder> copies;
       };
       llvm::DenseMap<std::pair<Value, int>, Quantized> quantized;
       auto unique = [&](const std::string &base) {
@@ -242,10 +255,10 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
           entry.first = q.getDefiningOp();
           entry.scale = entry.first->getOperand(1);
           entry.scaleInv = scaleInv;
-          entry.copies[v.getType()] = q;
+          entry.copies[{v.getType(), transposed}] = q;
           return {q, scaleInv};
         }
-        Value &copy = entry.copies[v.getType()];
+        Value &copy = entry.copies[{v.getType(), transposed}];
         if (!copy) { // another layout or view: quantized right after the first copy, with its scale
           OpBuilder after(entry.first->getBlock(), std::next(entry.first->getIterator()));
           Value view = source;

@@ -94,3 +94,21 @@ func.func @shared_quantization(%h: tensor<64x128xf32>, %w: tensor<128x32xf32> {t
   %dw = tec.linear %ht, %dy {tec.gemm_role = "wgrad", tec.grad_operand = 1 : i64} : (tensor<128x64xf32>, tensor<64x32xf32>) -> tensor<128x32xf32> loc("fc2")
   return %y, %dh, %dw : tensor<64x32xf32>, tensor<64x128xf32>, tensor<128x32xf32>
 }
+
+// -----
+
+// A square tensor read as it lies by one GEMM and transposed by another has the same type both ways: two
+// copies still, the cache of layouts being keyed by the transposition too. With one copy the wgrad
+// multiplied by the untransposed tensor: FP8 training of a batch-16 MLP with 16 outputs (its [16, 16]
+// gradient) computed that layer's weight gradient wrong.
+// CHECK-LABEL: func @square_operand_both_layouts
+//       CHECK:   %[[HQ:.+]] = tec.quantize %arg0, %[[S:[a-z0-9]+]] : (tensor<64x64xf32>, tensor<f32>) -> tensor<64x64xf8E4M3FN>
+//  CHECK-NEXT:   %[[HT:.+]] = tec.quantize %arg0, %[[S]] {transpose_input = true} : (tensor<64x64xf32>, tensor<f32>) -> tensor<64x64xf8E4M3FN>
+//       CHECK:   tec.fp8_gemm %[[HQ]]
+//       CHECK:   tec.fp8_gemm %[[HT]], {{.*}}tec.gemm_role = "wgrad"
+func.func @square_operand_both_layouts(%h: tensor<64x64xf32>, %w: tensor<64x32xf32> {tec.param = "fc2.weight"}, %dy: tensor<64x32xf32>) -> (tensor<64x32xf32>, tensor<64x32xf32>) {
+  %y = tec.linear %h, %w : (tensor<64x64xf32>, tensor<64x32xf32>) -> tensor<64x32xf32> loc("fc2")
+  %ht = tec.transpose %h {perm = array<i64: 1, 0>} : tensor<64x64xf32> -> tensor<64x64xf32>
+  %dw = tec.linear %ht, %dy {tec.gemm_role = "wgrad", tec.grad_operand = 1 : i64} : (tensor<64x64xf32>, tensor<64x32xf32>) -> tensor<64x32xf32> loc("fc2")
+  return %y, %dw : tensor<64x32xf32>, tensor<64x32xf32>
+}
