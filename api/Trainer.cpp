@@ -3,6 +3,7 @@
 #include "api/Checkpoint.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/xxhash.h"
 
 #include <algorithm>
 #include <cmath>
@@ -140,6 +141,22 @@ Result<int64_t> Trainer::resume(const std::string &dir) {
   if (restored.ok())
     steps_ = *restored;
   return restored;
+}
+
+Result<uint64_t> Trainer::stateChecksum() {
+  const plan::Variant &train = session_->variant();
+  uint64_t hash = 0;
+  std::vector<uint8_t> bytes;
+  for (int b = 0; b < train.buffers_size(); ++b) {
+    const plan::Buffer &buffer = train.buffers(b);
+    if (buffer.role() != plan::STATE || buffer.alias_of() >= 0)
+      continue;
+    bytes.resize(buffer.bytes());
+    if (Status st = session_->readBuffer(b, bytes.data()); !st.ok())
+      return st;
+    hash = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(bytes)) ^ (hash * 0x9e3779b97f4a7c15ull);
+  }
+  return hash;
 }
 
 Result<ParamSource> Trainer::currentParams() {

@@ -81,6 +81,10 @@ public:
   /// taken now; a session opened after more steps needs another.
   Result<ParamSource> currentParams();
 
+  /// A hash of the whole training state (params, optimizer moments, FP8 scales, the step counter), bit for
+  /// bit: data-parallel ranks compare it to show they hold the same.
+  Result<uint64_t> stateChecksum();
+
   /// Every FP8-quantized tensor's health; the saturated/flushed shares need options.fp8Stats.
   std::vector<Fp8Health> fp8Health();
 

@@ -237,6 +237,16 @@ llvm::Error VariantBuilder::addStep(Operation *op, int position) {
         finalRead[root] = finalRead[*buffer];
       }
     }
+    // A collective reduces each tensor where it lies: result i over input i where that input dies here.
+    // (Not where the input is passed twice: its buffer would be reduced twice.)
+    if (llvm::isa<AllReduceOp>(op) && variant.buffers(*buffer).alias_of() < 0) {
+      int root = rootOf(bufferOf.lookup(op->getOperand(i)));
+      const bool once = llvm::count(op->getOperands(), op->getOperand(i)) == 1;
+      if (once && variant.buffers(root).role() == plan::TEMP && finalRead[root] <= position) {
+        variant.mutable_buffers(*buffer)->set_alias_of(root);
+        finalRead[root] = finalRead[*buffer];
+      }
+    }
     // Write in place over an input that dies here (same shape and type, an arena temporary).
     if (mayRunInPlace(op) && variant.buffers(*buffer).alias_of() < 0)
       for (Value in : op->getOperands()) {

@@ -274,6 +274,20 @@ LogicalResult OptimizerUpdateOp::verify() {
   return success();
 }
 
+LogicalResult AllReduceOp::verify() {
+  StringRef reduction = getReduction();
+  if (reduction != "sum" && reduction != "max" && reduction != "mean")
+    return emitOpError("expected reduction sum, max or mean, got '") << reduction << "'";
+  if (getInputs().size() != getResults().size())
+    return emitOpError("expected one result per input, got ") << getResults().size() << " for "
+                                                              << getInputs().size();
+  for (auto [i, types] : llvm::enumerate(llvm::zip(getInputs().getTypes(), getResults().getTypes())))
+    if (std::get<0>(types) != std::get<1>(types))
+      return emitOpError("expected result ") << i << " of its input's type " << std::get<0>(types) << ", got "
+                                             << std::get<1>(types);
+  return success();
+}
+
 LogicalResult LrScheduleOp::verify() {
   StringRef schedule = getSchedule();
   if (schedule != "constant" && schedule != "warmup" && schedule != "cosine")

@@ -5,6 +5,9 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/Support/Regex.h"
 
+#include <algorithm>
+#include <numeric>
+
 namespace tec {
 #define GEN_PASS_DEF_TECBUILDTRAINSTEP
 #include "passes/Passes.h.inc"
@@ -139,6 +142,57 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     return std::nullopt;
   }
 
+  /// Replaces each gradient by its sum over the ranks (tec.all_reduce; each rank's is its share of the global
+  /// batch's, the backward having been seeded with 1 / world_size), in buckets of about `bucketMb` MiB
+  /// in the order the backward produces them, each all_reduce right after its bucket's last gradient so that
+  /// a backend may send it while the rest of the backward runs.
+  void averageOverRanks(OpBuilder &b, Location loc, Block *body, SmallVector<Value> &grads) {
+    SmallVector<unsigned> order(grads.size());
+    std::iota(order.begin(), order.end(), 0u);
+    auto producedBefore = [&](unsigned x, unsigned y) {
+      Operation *a = grads[x].getDefiningOp(), *c = grads[y].getDefiningOp();
+      if (!a || !c)
+        return a == nullptr && c != nullptr; // arguments first
+      return a != c && a->isBeforeInBlock(c);
+    };
+    std::stable_sort(order.begin(), order.end(), producedBefore);
+    const double bucketBytes = std::max(bucketMb.getValue(), 0.0) * 1024.0 * 1024.0;
+    OpBuilder::InsertionGuard guard(b);
+    SmallVector<unsigned> bucket;
+    double bytes = 0;
+    auto flush = [&] {
+      if (bucket.empty())
+        return;
+      SmallVector<Value> inputs;
+      SmallVector<Type> types;
+      Operation *last = nullptr;
+      for (unsigned i : bucket) {
+        inputs.push_back(grads[i]);
+        types.push_back(grads[i].getType());
+        if (Operation *def = grads[i].getDefiningOp(); def && def->getBlock() == body &&
+                                                        (!last || last->isBeforeInBlock(def)))
+          last = def;
+      }
+      if (last)
+        b.setInsertionPointAfter(last);
+      else
+        b.setInsertionPointToStart(body);
+      auto reduced = b.create<AllReduceOp>(loc, types, inputs, b.getStringAttr("sum"));
+      for (auto [i, result] : llvm::zip(bucket, reduced.getResults()))
+        grads[i] = result;
+      bucket.clear();
+      bytes = 0;
+    };
+    for (unsigned i : order) {
+      auto type = llvm::cast<RankedTensorType>(grads[i].getType());
+      bucket.push_back(i);
+      bytes += static_cast<double>(type.getNumElements()) * 4.0;
+      if (bytes >= bucketBytes)
+        flush();
+    }
+    flush();
+  }
+
   static bool isZeroConstant(Value v) {
     auto constant = v.getDefiningOp<ConstantOp>();
     auto dense = constant ? llvm::dyn_cast<DenseFPElementsAttr>(constant.getValue()) : nullptr;
@@ -236,7 +290,10 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
       lossScaleState = addState(step, body, scalarType, "loss_scale", static_cast<float>(lossScale));
       cleanSteps = addState(step, body, scalarType, "loss_scale/clean_steps");
     }
-    map.map(vjp->getArgument(nArgs), lossScaleState ? lossScaleState : scalar(b, loc, 1.0)); // d loss / d loss
+    // d loss / d loss, over the ranks: each rank's loss is its share's mean, and a share is 1 / world_size
+    // of the global batch.
+    Value ranks = b.create<WorldSizeOp>(loc, scalarType);
+    map.map(vjp->getArgument(nArgs), binary<DivOp>(b, loc, lossScaleState ? lossScaleState : scalar(b, loc, 1.0), ranks));
     for (Operation &op : vjp->getBody().front().without_terminator())
       b.clone(op, map);
     auto vjpReturn = llvm::cast<func::ReturnOp>(vjp->getBody().front().getTerminator());
@@ -268,6 +325,16 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
       if (lossScaleState)
         g = binary<DivOp>(b, loc, g, lossScaleState);
       grads.push_back(g);
+    }
+    averageOverRanks(b, loc, body, grads);
+    { // the loss the ranks report: the global batch's, reduced where it is computed (its position is where
+      // codegen separates the forward's activations saved for the backward from the rest)
+      OpBuilder::InsertionGuard guard(b);
+      if (Operation *def = results[0].getDefiningOp())
+        b.setInsertionPointAfter(def);
+      results[0] = b.create<AllReduceOp>(loc, TypeRange{results[0].getType()}, ValueRange{results[0]},
+                                         b.getStringAttr("mean"))
+                       .getResult(0);
     }
     auto boolType = RankedTensorType::get({}, b.getI1Type());
     // Gradient accumulation: this call's gradients join the sums; the last call of a window updates with

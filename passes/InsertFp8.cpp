@@ -309,11 +309,19 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
       OpBuilder b(ret);
       SmallVector<Value> results(ret.getOperands());
       SmallVector<unsigned> stateArgs;
-      for (const PendingUpdate &u : updates) {
+      // Data parallelism: every rank updates its scales from the same amaxes, each the max over the ranks,
+      // all of a step's in one reduction (as Transformer Engine's fp8_group): the ranks keep the same scales.
+      SmallVector<Value> amaxes;
+      for (const PendingUpdate &u : updates)
+        amaxes.push_back(u.amax);
+      if (f.getName() == "train_step")
+        amaxes = b.create<AllReduceOp>(ret.getLoc(), ValueRange(amaxes).getTypes(), amaxes, b.getStringAttr("max"))
+                     .getResults();
+      for (auto [u, amax] : llvm::zip(updates, amaxes)) {
         const Scaling &s = u.scaling;
         auto scalar = s.scale.getType();
         auto next = b.create<DelayedScalingOp>(u.amax.getLoc(), TypeRange{s.history.getType(), scalar, scalar},
-                                               s.history, s.scale, u.amax, b.getF32FloatAttr(s.fp8Max),
+                                               s.history, s.scale, amax, b.getF32FloatAttr(s.fp8Max),
                                                b.getI64IntegerAttr(margin), b.getStringAttr(choiceName(algo.getValue())));
         for (auto [i, state] : llvm::enumerate(std::array<Value, 3>{s.history, s.scale, s.scaleInv})) {
           results.push_back(next.getResult(i));

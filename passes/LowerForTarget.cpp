@@ -43,6 +43,25 @@ Value gemmIn(OpBuilder &b, Operation *op, Value x, Value w, Value bias, StringAt
   return castTo(b, linear.getResult(), resultType.getElementType());
 }
 
+/// `op` without the tensors nobody reads any more (the amaxes of FP8 state being dropped), erased when none
+/// is left: every rank compiles the same plan, so every rank drops the same. True when it changed.
+bool dropUnreadTensors(AllReduceOp op) {
+  SmallVector<Value> inputs, read;
+  for (auto [in, out] : llvm::zip(op.getInputs(), op.getResults()))
+    if (!out.use_empty())
+      inputs.push_back(in), read.push_back(out);
+  if (read.size() == op.getNumResults())
+    return false;
+  if (!inputs.empty()) {
+    OpBuilder b(op);
+    auto smaller = b.create<AllReduceOp>(op.getLoc(), ValueRange(inputs).getTypes(), inputs, op.getReductionAttr());
+    for (auto [old, now] : llvm::zip(read, smaller.getResults()))
+      old.replaceAllUsesWith(now);
+  }
+  op.erase();
+  return true;
+}
+
 struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
   using TecLowerForTargetBase::TecLowerForTargetBase;
 
@@ -63,6 +82,10 @@ struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
     // Erase what fed them, innermost last.
     for (bool changed = true; changed;) {
       changed = false;
+      SmallVector<AllReduceOp> collectives;
+      f.walk([&](AllReduceOp op) { collectives.push_back(op); });
+      for (AllReduceOp op : collectives)
+        changed |= dropUnreadTensors(op);
       f.walk([&](Operation *op) {
         if (llvm::isa<DelayedScalingOp, AmaxOp, QuantizeOp, DequantizeOp, AttentionFp8Op, AttentionFp8GradOp>(op) &&
             op->use_empty()) {

@@ -258,6 +258,16 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
     pass the optimizer a false gate, so params, moments, the step counter (which the schedule reads: it
     counts updates) and the loss scale stay as they were; running statistics and FP8 amaxes still follow
     every micro-batch, as in PyTorch and Transformer Engine.
+
+    Data parallelism is always built in. Each rank's loss is the mean over its share of the global batch,
+    and the backward starts from `1 / tec.world_size` instead of 1, so each rank's gradients are its share's
+    part of the global batch's mean gradient: every tensor of its backward (an FP8 gradient's quantization
+    included) is the one a single process with the global batch computes for those samples. The gradients
+    are then summed over the ranks by `tec.all_reduce` (sum) right after the backward, in buckets of about
+    `bucket-mb` MiB taken in the order the backward produces them, each placed after its last gradient; the
+    loss is averaged (each rank reports the global batch's). Loss scaling's finite check and the clipping
+    norm see the summed gradients, the same on every rank. On one process world_size is 1 and the
+    collectives are identities: the same plan trains alone or under mpirun.
   }];
   let options = [
     Option<"loss", "loss", "::tec::Loss", "::tec::Loss::Mse", "mse | l1 | cross-entropy (targets: class indices)",
@@ -290,7 +300,9 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
            "dynamic loss scaling from this initial scale (FP16 training; 0: off)">,
     Option<"growthInterval", "growth-interval", "int64_t", "2000", "clean steps before the loss scale doubles">,
     Option<"accumulate", "accumulate", "int64_t", "1",
-           "micro-batches whose mean gradient one optimizer update applies (gradient accumulation)">
+           "micro-batches whose mean gradient one optimizer update applies (gradient accumulation)">,
+    Option<"bucketMb", "bucket-mb", "double", "25.0",
+           "data parallelism: MiB of gradients one tec.all_reduce averages over the ranks">
   ];
   let dependentDialects = ["::tec::TecDialect"];
 }

@@ -1,5 +1,6 @@
 // The CPU backend's step compilers: each turns a plan step into a closure over resolved pointers.
 #include "runtime/CpuBackend.h"
+#include "runtime/Collectives.h"
 
 namespace tec::cpubackend {
 
@@ -86,6 +87,52 @@ Status CpuBackend::allFinite(const plan::Step &s) {
       for (int64_t j = 0; j < n && finite; ++j)
         finite = std::isfinite(p[j]);
     *out = finite;
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::allReduce(const plan::Step &s) {
+  auto group = ProcessGroup::get();
+  if (!group.ok())
+    return group.error();
+  const std::string reduction = attrs::reduction(s);
+  const CollectiveOp op = reduction == "sum" ? CollectiveOp::Sum : reduction == "max" ? CollectiveOp::Max : CollectiveOp::Mean;
+  std::vector<std::tuple<const float *, float *, int64_t>> tensors;
+  for (int i = 0; i < s.inputs_size(); ++i)
+    tensors.push_back({floatIn(s.inputs(i)), floatOut(s.outputs(i)), count(s.outputs(i))});
+  // A bucket of several tensors travels as one message (one latency, not one per tensor), packed here.
+  int64_t total = 0;
+  for (const auto &t : tensors)
+    total += std::get<2>(t);
+  auto packed = std::make_shared<std::vector<float>>(tensors.size() > 1 && (*group)->size() > 1 ? total : 0);
+  emit([=, group = *group] {
+    for (auto [in, out, n] : tensors)
+      if (in != out)
+        std::copy(in, in + n, out);
+    if (group->size() == 1)
+      return Status::success();
+    if (packed->empty())
+      return group->allReduce(std::get<1>(tensors[0]), std::get<2>(tensors[0]), op);
+    float *at = packed->data();
+    for (auto [in, out, n] : tensors)
+      at = std::copy(out, out + n, at);
+    if (Status reduced = group->allReduce(packed->data(), total, op); !reduced.ok())
+      return reduced;
+    at = packed->data();
+    for (auto [in, out, n] : tensors)
+      std::copy(at, at + n, out), at += n;
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::worldSize(const plan::Step &s) {
+  auto group = ProcessGroup::get();
+  if (!group.ok())
+    return group.error();
+  emit([ranks = static_cast<float>((*group)->size()), out = ptr<float>(s.outputs(0))] {
+    *out = ranks;
     return Status::success();
   });
   return Status::success();

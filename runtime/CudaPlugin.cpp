@@ -41,15 +41,8 @@ const CudaPluginStatus &loadCudaPlugin() {
       s.reason = "this tec was built without CUDA (no nvcc at build time)";
       return s;
     }
-    // TEC_CUDA_PLUGIN names the file; otherwise next to the binary, in ../lib (installed and build
-    // trees), one up (a wheel's bin/tec), then the build tree this runtime came from.
-    std::vector<std::string> candidates;
-    if (const char *env = std::getenv("TEC_CUDA_PLUGIN"); env && *env)
-      candidates.push_back(env);
-    else
-      for (const std::string &folder :
-           {ownFolder(), ownFolder() + "/../lib", ownFolder() + "/..", std::string(TEC_PLUGIN_BUILD_DIR)})
-        candidates.push_back(folder + "/" + kCudaPluginFile);
+    const std::vector<std::string> candidates =
+        kernels::pluginCandidates("TEC_CUDA_PLUGIN", kCudaPluginFile, ownFolder(), TEC_PLUGIN_BUILD_DIR);
     preloadCudaLibraries();
     std::string errors;
     for (const auto &path : candidates) {

@@ -4,6 +4,7 @@
 #include "kernels/cpu/PackedGemm.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "runtime/CudaPlugin.h"
+#include "runtime/Collectives.h"
 #include "runtime/Device.h"
 #include "runtime/Session.h"
 
@@ -54,6 +55,8 @@ Result<std::vector<DoctorFact>> doctorFacts(const std::string &planPath) {
     fact("", noPacking.empty() ? "constant weights: packed once by oneDNN's matmul where measured faster"
                                : "constant weights are not packed once: " + noPacking);
   }
+  fact("MPI plugin", mpiPluginDescription() + "; data-parallel training under mpirun or srun (" +
+                         std::to_string(launcherWorldSize()) + " rank(s) in this environment)");
   const int cpus = kernels::cpu::availableCpus();
   fact("CPU threads", std::to_string(cpus) + " by default: the CPUs this process may use (affinity, cgroup quota; of " +
                           std::to_string(std::thread::hardware_concurrency()) + " online); --threads sets it");

@@ -139,6 +139,7 @@ private:
     return "";
   }
   std::string scalars2to1() { return scalars<2, 1>(); }
+  std::string scalars0to1() { return scalars<0, 1>(); }
   std::string scalars1to1() { return scalars<1, 1>(); }
   std::string scalars3to2() { return scalars<3, 2>(); }
   template <int Ins, int Outs> std::string scalars() {
@@ -167,6 +168,20 @@ private:
     if (auto e = arity(1, 1 << 20, 1, 1); !e.empty())
       return e;
     return dtype(out(0)) == plan::BOOL ? scalar(out(0)) : "the output must be bool";
+  }
+  /// all_reduce: f32 tensors in, each output the shape of its input; a sum, max or mean.
+  std::string allReduce() {
+    if (auto e = arity(1, 1 << 20, 1, 1 << 20); !e.empty())
+      return e;
+    if (s.inputs_size() != s.outputs_size())
+      return "expected one output per input";
+    for (int i = 0; i < s.inputs_size(); ++i)
+      if (dtype(in(i)) != plan::F32 || dtype(out(i)) != plan::F32 || shape(in(i)) != shape(out(i)))
+        return "input " + std::to_string(i) + " and its output must be f32 tensors of one shape";
+    const std::string reduction = steps::attrs::reduction(s);
+    return reduction == "sum" || reduction == "max" || reduction == "mean"
+               ? ""
+               : "reduction must be sum, max or mean, got '" + reduction + "'";
   }
   std::string cast() { return first({arity(1, 1, 1, 1), sameCount(in(0), out(0))}); }
   /// One input, an output of its shape, an axis of it (softmax, log_softmax, cumsum).

@@ -90,6 +90,19 @@ inline std::vector<std::string> nvidiaLibraryCandidates(const std::string &sonam
   return files;
 }
 
+/// Where one of tec's plugins (libtec_cuda.so, libtec_mpi.so) may be: the file the environment variable
+/// `override` names, else next to the binary `own` is the folder of, in ../lib (installed and build trees),
+/// one up (a wheel's bin/tec), then the build tree the binary came from.
+inline std::vector<std::string> pluginCandidates(const char *override, const std::string &file, const std::string &own,
+                                                 const std::string &buildTree) {
+  if (const char *env = std::getenv(override); env && *env)
+    return {env};
+  std::vector<std::string> files;
+  for (const std::string &folder : {own, own + "/../lib", own + "/..", buildTree})
+    files.push_back(folder + "/" + file);
+  return files;
+}
+
 inline std::vector<std::string> cudnnCandidates(const std::string &own) {
   return nvidiaLibraryCandidates("libcudnn.so.9", own);
 }

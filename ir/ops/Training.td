@@ -80,6 +80,45 @@ def Tec_AllFiniteOp : Tec_Op<"all_finite", [Pure]> {
   let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
 }
 
+def Tec_WorldSizeOp : Tec_Op<"world_size", [Pure]> {
+  let summary = "how many ranks train together (data parallelism), as a float";
+  let description = [{
+    1 in a single process; under mpirun or srun the number of ranks. @train_step seeds its backward with
+    `1 / world_size`, so that each rank's gradient is its share of the global batch's mean gradient and
+    summing them over the ranks (`tec.all_reduce` sum) gives the global batch's: every tensor of a rank's
+    backward is then the one a single process with the global batch computes for those samples, which FP8's
+    quantization of gradients (not scale-invariant below E4M3's normal range) needs.
+
+    Example:
+    ```mlir
+    %n = tec.world_size : tensor<f32>
+    ```
+  }];
+  let results = (outs Tec_Scalar:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def Tec_AllReduceOp : Tec_Op<"all_reduce"> {
+  let summary = "a collective over the ranks of data parallelism: each tensor reduced across them";
+  let description = [{
+    Every rank passes tensors of the same types in the same order and receives, for each, the elementwise
+    `sum`, `max` or `mean` over the ranks (DESIGN.md, Data parallelism). @train_step averages its gradients
+    and its loss with it, one op per bucket of gradients in the order the backward produces them, so that a
+    bucket can travel while the rest of the backward runs; on one process it is the identity. Not Pure:
+    a collective must run on every rank exactly as written, never merged with another or dropped.
+
+    Example:
+    ```mlir
+    %g0r, %g1r = tec.all_reduce %g0, %g1 {reduction = "mean"}
+        : tensor<64x32xf32>, tensor<32xf32> -> tensor<64x32xf32>, tensor<32xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<StaticShapeTensorOf<[F32]>>:$inputs, StrAttr:$reduction);
+  let results = (outs Variadic<StaticShapeTensorOf<[F32]>>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($results)";
+  let hasVerifier = 1;
+}
+
 def Tec_LossScaleUpdateOp : Tec_Op<"loss_scale_update", [Pure]> {
   let summary = "dynamic loss scaling, as torch.cuda.amp.GradScaler";
   let description = [{

@@ -111,6 +111,8 @@ void amax(ConstRef x, int64_t n, float *out, void *stream);
 // Training scalars, one thread each: the same functions the CPU backend calls.
 /// *flag = 1, then every call clears it on a non-finite value of x.
 void setFlag(uint8_t *flag, void *stream);
+/// *out = value.
+void setScalar(float *out, float value, void *stream);
 void clearIfNotFinite(ConstRef x, int64_t n, uint8_t *flag, void *stream);
 void clipCoefficient(const float *norm, float maxNorm, float *out, void *stream);
 void lossScaleUpdate(const float *scale, const float *clean, const uint8_t *finite, float interval, float growth,

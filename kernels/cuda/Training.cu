@@ -31,6 +31,8 @@ __global__ void clearIfNotFiniteKernel(ConstRef x, int64_t n, uint8_t *flag) {
   }
 }
 
+__global__ void setScalarKernel(float *out, float value) { *out = value; }
+
 __global__ void clipCoefficientKernel(const float *norm, float maxNorm, float *out) {
   *out = kernels::clipCoefficient(*norm, maxNorm);
 }
@@ -92,6 +94,8 @@ void amax(ConstRef x, int64_t n, float *out, void *stream) {
 }
 
 void setFlag(uint8_t *flag, void *stream) { cudaMemsetAsync(flag, 1, 1, asStream(stream)); }
+
+void setScalar(float *out, float value, void *stream) { setScalarKernel<<<1, 1, 0, asStream(stream)>>>(out, value); }
 
 void clearIfNotFinite(ConstRef x, int64_t n, uint8_t *flag, void *stream) {
   if (n)

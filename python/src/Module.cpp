@@ -180,7 +180,8 @@ NB_MODULE(_tec, m) {
         num("lr", t.learningRate), num("momentum", t.momentum), num("beta1", t.beta1), num("beta2", t.beta2), num("eps", t.eps),
             num("weight_decay", t.weightDecay), num("clip_norm", t.clipNorm), num("nesterov", t.nesterov),
             num("warmup_steps", t.warmupSteps), num("total_steps", t.totalSteps), num("loss_scale", t.lossScale),
-            num("loss_scale_growth_interval", t.growthInterval), num("ignore_index", t.ignoreIndex), num("accumulate", t.accumulate);
+            num("loss_scale_growth_interval", t.growthInterval), num("ignore_index", t.ignoreIndex), num("accumulate", t.accumulate),
+            num("bucket_mb", t.bucketMb);
         if (!unread.empty())
           throw nb::type_error(("compile: unknown option '" + *unread.begin() + "'").c_str());
         options.train = train;
@@ -341,6 +342,13 @@ NB_MODULE(_tec, m) {
            })
       .def("steps", &Trainer::steps)
       .def("accumulation", &Trainer::accumulation)
+      .def("process_group",
+           [](Trainer &) {
+             auto group = ProcessGroup::get();
+             if (!group.ok())
+               raise(group.error(), "bad_input");
+             return std::make_pair((*group)->rank(), (*group)->size());
+           })
       .def("save",
            [](Trainer &t, const std::string &dir) {
              if (Status st = t.save(dir); !st.ok())

@@ -93,6 +93,8 @@ class TrainOptions:
     #: Gradient accumulation: each optimizer update applies the mean gradient of this many steps
     #: (micro-batches), as one step over a batch this many times larger; the schedule counts updates.
     accumulate: int = 1
+    #: Data parallelism (a script under mpirun): MiB of gradients one all_reduce sums over the ranks.
+    bucket_mb: float = 25.0
 
 
 class Plan:
@@ -364,6 +366,18 @@ class Trainer:
     def steps(self) -> int:
         """Training steps taken, counting those of a resumed checkpoint."""
         return self._native.steps()
+
+    @property
+    def rank(self) -> int:
+        """This process's rank among those mpirun or srun started (0 alone). Data parallelism is in every
+        training plan: under mpirun each rank steps on its own share of the global batch (the plan's batch)
+        and the collectives in the step keep every rank's weights the same."""
+        return self._native.process_group()[0]
+
+    @property
+    def world_size(self) -> int:
+        """The ranks training together (1 alone): the global batch is world_size times the plan's."""
+        return self._native.process_group()[1]
 
     @property
     def accumulate(self) -> int:

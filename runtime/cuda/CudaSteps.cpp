@@ -1,6 +1,7 @@
 // The CUDA backend's step compilers, GEMMs and attention aside (CudaGemms.cpp, CudaAttention.cpp): each
 // turns a plan step into launch closures over arena offsets.
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/Collectives.h"
 
 namespace tec::cudabackend {
 
@@ -113,6 +114,29 @@ Status CudaBackend::allFinite(const plan::Step &s) {
     c.k->launch(TEC_KC(setFlag), c.at<uint8_t>(slot(o)), Stream{});
     for (auto [i, n] : inputs)
       c.k->launch(TEC_KC(clearIfNotFinite), cref(c, i), n, c.at<uint8_t>(slot(o)), Stream{});
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CudaBackend::allReduce(const plan::Step &s) {
+  if (const int ranks = launcherWorldSize(); ranks > 1)
+    return unsupported(s, "data parallelism on the GPU needs NCCL, which this tec does not load yet; " +
+                              std::to_string(ranks) + " ranks train on the cpu backend (--device cpu)");
+  for (int i = 0; i < s.inputs_size(); ++i) // one process: the identity, a copy where not in place
+    if (slot(s.inputs(i)).offset != slot(s.outputs(i)).offset || slot(s.inputs(i)).inStepScratch)
+      if (Status st = emitCopy(s, s.inputs(i), kc::contiguous(shape(s.inputs(i))), s.outputs(i),
+                               kc::contiguous(shape(s.outputs(i))), shape(s.outputs(i)));
+          !st.ok())
+        return st;
+  return Status::success();
+}
+
+Status CudaBackend::worldSize(const plan::Step &s) {
+  const float ranks = static_cast<float>(launcherWorldSize());
+  int o = s.outputs(0);
+  emit([=](const Context &c) {
+    c.k->launch(TEC_KC(setScalar), c.at<float>(slot(o)), ranks, Stream{});
     return Status::success();
   });
   return Status::success();

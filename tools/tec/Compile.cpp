@@ -108,6 +108,11 @@ cl::opt<int64_t> accumulateSteps("accumulate",
                                           "this many training steps (micro-batches); the schedule counts updates"),
                                  cl::init(1), cl::cat(category()));
 
+cl::opt<double> bucketMb("bucket-mb",
+                         cl::desc("data parallelism: MiB of gradients one all_reduce sums over the ranks (buckets in "
+                                  "the order the backward produces them)"),
+                         cl::init(25.0), cl::cat(category()));
+
 cl::opt<int64_t> maxFoldBytes("max-fold-bytes",
                               cl::desc("the largest constant the plan stores (a Constant node, a folded Range); a "
                                        "larger one is refused naming its node (a splat stores one element)"),
@@ -251,6 +256,7 @@ tec::CompileOptions compileOptionsFromFlags() {
   t.lossScale = lossScaleInit;
   t.growthInterval = growthInterval;
   t.accumulate = accumulateSteps;
+  t.bucketMb = bucketMb;
   options.maxFoldBytes = maxFoldBytes;
   return options;
 }

@@ -4,9 +4,15 @@
 #include "api/Checkpoint.h"
 #include "api/Compile.h"
 #include "api/TensorFiles.h"
+#include "api/Runtime.h"
 #include "api/Trainer.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/xxhash.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -260,14 +266,17 @@ struct RunRecord {
 
 /// Steps start..steps-1: feed each batch (or the teacher's labels), step, report, checkpoint.
 int runSteps(tec::Trainer &trainer, const std::vector<Samples> &data, Teacher *teacher, int64_t batches,
-             int64_t steps, RunRecord &run) {
+             int64_t steps, RunRecord &run, const tec::ProcessGroup &group) {
   tec::Session &s = trainer.session();
   run.stepMillis.assign(s.variant().steps_size(), 0.0);
   auto begin = std::chrono::steady_clock::now();
   int64_t reportEvery = std::max<int64_t>(1, (steps - run.start) / 20);
   std::string lastCheckpoint; // DIR/step-N, once one is written
   for (int64_t step = run.start; step < steps; ++step) {
-    int64_t batch = step % batches; // the order depends on the step alone: resuming replays it exactly
+    // The order depends on the step alone: resuming replays it exactly. With several ranks a step's global
+    // batch is `size` consecutive local batches, rank r taking the r-th (the samples one process with the
+    // global batch would read, in the same order).
+    int64_t batch = step % batches * group.size() + group.rank();
     if (teacher)
       if (int code = teacher->label(step, trainer))
         return code;
@@ -313,7 +322,7 @@ int runSteps(tec::Trainer &trainer, const std::vector<Samples> &data, Teacher *t
       llvm::outs() << llvm::formatv("  step {0,6}/{1}  loss {2,10:e3}  {3,7:f1} steps/s  ETA {4:f1} s\n", step + 1,
                                     steps, run.losses.back(), rate, (steps - step - 1) / rate);
     }
-    bool checkpointNow = !checkpointDir.empty() &&
+    bool checkpointNow = !checkpointDir.empty() && group.rank() == 0 && // every rank holds the same state
                          ((checkpointEvery > 0 && (step + 1) % checkpointEvery == 0) || step + 1 == steps);
     if (checkpointNow) {
       if (tec::Status st = trainer.save(checkpointDir); !st.ok()) {
@@ -381,6 +390,71 @@ int writeReport(const tec::Session &s, const RunRecord &run, const std::vector<t
   return 0;
 }
 
+/// Every rank must train the same plan the same way: a fingerprint of the plan file and the flags that shape
+/// the run, compared with rank 0's. Every rank learns whether any differs (a rank that left alone would leave
+/// the others waiting in the first collective), and each that differs says so; exit 2 on all of them.
+int checkRanksAgree(tec::ProcessGroup &group, const tec::Session &s, int64_t batches) {
+  if (group.size() == 1)
+    return 0;
+  std::string plan;
+  if (auto buffer = llvm::MemoryBuffer::getFile(trainPlan.getValue()))
+    plan = (*buffer)->getBuffer().str();
+  const std::string flags = llvm::formatv("{0} {1} {2} {3} {4} {5} {6} {7}", s.variant().target(), trainSteps.getValue(),
+                                          trainEpochs.getValue(), batches, resumeDir.getValue(), noFusion.getValue(),
+                                          checkpointEvery.getValue(), trainInputs.size() + trainTargets.size())
+                                .str();
+  uint64_t mine[2] = {llvm::xxh3_64bits(llvm::StringRef(plan)), llvm::xxh3_64bits(llvm::StringRef(flags))};
+  uint64_t first[2] = {mine[0], mine[1]};
+  if (tec::Status st = group.broadcast(first, sizeof(first), 0); !st.ok()) {
+    printError(st.message());
+    return kExitInternal;
+  }
+  float differs = mine[0] != first[0] || mine[1] != first[1];
+  if (tec::Status st = group.allReduce(&differs, 1, tec::CollectiveOp::Max); !st.ok()) {
+    printError(st.message());
+    return kExitInternal;
+  }
+  if (differs == 0)
+    return 0;
+  if (mine[0] != first[0])
+    printError(llvm::formatv("rank {0}: {1} differs from rank 0's plan: every rank must train the same plan",
+                             group.rank(), trainPlan.getValue()).str());
+  else if (mine[1] != first[1])
+    printError(llvm::formatv("rank {0}: its flags or data differ from rank 0's (variant, --steps, --epochs, "
+                             "batches, --resume, --no-fusion, --checkpoint-every, inputs): {1}",
+                             group.rank(), flags).str());
+  else
+    printError(llvm::formatv("rank {0}: another rank's plan or flags differ from rank 0's", group.rank()).str());
+  return kExitBadInput;
+}
+
+/// After training on several ranks: the same state on every one, bit for bit (params, moments, FP8 scales,
+/// the step), by a checksum compared with rank 0's; exit 1 naming the ranks that differ (a bug of tec's).
+int checkRanksHoldTheSameState(tec::ProcessGroup &group, tec::Trainer &trainer) {
+  if (group.size() == 1)
+    return 0;
+  auto mine = trainer.stateChecksum();
+  if (!mine.ok()) {
+    printError(mine.error().message());
+    return kExitInternal;
+  }
+  uint64_t first = *mine;
+  float differs = 0;
+  tec::Status st = group.broadcast(&first, sizeof(first), 0);
+  if (st.ok())
+    differs = first != *mine, st = group.allReduce(&differs, 1, tec::CollectiveOp::Sum);
+  if (!st.ok()) {
+    printError(st.message());
+    return kExitInternal;
+  }
+  if (first != *mine)
+    printError(llvm::formatv("rank {0}: its training state differs from rank 0's after the last step", group.rank()).str());
+  if (differs != 0)
+    return kExitInternal;
+  llvm::outs() << llvm::formatv("  the same state on all {0} ranks (checksum {1:x16})\n", group.size(), first);
+  return 0;
+}
+
 } // namespace
 
 int trainLoop() {
@@ -393,6 +467,19 @@ int trainLoop() {
   options.threads = trainThreads;
   options.variant = trainVariant;
   options.fp8Stats = fp8Report || !trainReport.empty(); // the report carries FP8 health too
+  auto joined = tec::ProcessGroup::get();
+  if (!joined.ok()) {
+    printError(joined.error().message());
+    return kExitBadInput;
+  }
+  tec::ProcessGroup &group = **joined;
+  // Only rank 0 speaks, writes the report and checkpoints: the ranks hold the same weights (errors still
+  // come from every rank, on stderr).
+  if (group.rank() != 0) {
+    trainReport.setValue("");
+    if (int null = open("/dev/null", O_WRONLY); null >= 0)
+      dup2(null, STDOUT_FILENO), close(null);
+  }
   if (int code = refuseOverwrite("--report", trainReport, trainPlan))
     return code;
   auto opened = tec::Trainer::open(trainPlan, options);
@@ -431,6 +518,21 @@ int trainLoop() {
   int64_t batches = teacher ? 1 : data.front().batches;
   for (const auto &d : data)
     batches = std::min(batches, d.batches);
+  if (group.size() > 1) {
+    if (teacher) {
+      printError("--teacher under mpirun is not supported yet: give each rank the data (--input, --target)");
+      return kExitBadInput;
+    }
+    batches /= group.size(); // global batches: one local batch per rank each
+    if (batches == 0) {
+      printError(llvm::formatv("the data holds fewer samples than one global batch ({0} ranks x {1})", group.size(),
+                               s.inputs()[data.front().input].shape[0])
+                     .str());
+      return kExitBadInput;
+    }
+  }
+  if (int code = checkRanksAgree(group, s, batches))
+    return code;
   if (teacher && trainSteps <= 0) {
     printError("--teacher needs --steps (the data is generated, there are no epochs)");
     return kExitBadInput;
@@ -446,7 +548,7 @@ int trainLoop() {
     run.start = *resumed;
     llvm::outs() << "resumed from " << resumeDir << " at step " << run.start << "\n";
   }
-  if (!checkpointDir.empty()) // taken for the whole run, before its first step
+  if (!checkpointDir.empty() && group.rank() == 0) // taken for the whole run, before its first step
     if (tec::Status st = trainer.holdCheckpointDir(checkpointDir); !st.ok()) {
       printError(st.message());
       return kExitBadInput;
@@ -455,8 +557,11 @@ int trainLoop() {
   if (teacher)
     llvm::outs() << "distilling " << teacherModel << " on seeded random inputs (seed " << trainSeed << "), ";
   else
-    llvm::outs() << batches << " batches of " << s.inputs()[data.front().input].shape[0] << ", ";
+    llvm::outs() << batches << " batches of " << s.inputs()[data.front().input].shape[0] * group.size() << ", ";
   llvm::outs() << steps << " steps";
+  if (group.size() > 1)
+    llvm::outs() << ", data parallel over " << group.size() << " ranks (" << s.inputs()[data.front().input].shape[0]
+                 << " samples each; " << group.description() << ")";
   if (trainer.accumulation() > 1)
     llvm::outs() << ", an optimizer update every " << trainer.accumulation() << " (gradient accumulation)";
   llvm::outs() << "\n";
@@ -468,7 +573,9 @@ int trainLoop() {
     llvm::outs() << "  loss on " << llvm::join(trainer.trainedOutputs(), ", ") << "; ignoring " << llvm::join(ignored, ", ")
                  << " (no --target)\n";
   }
-  if (int code = runSteps(trainer, data, teacher.get(), batches, steps, run))
+  if (int code = runSteps(trainer, data, teacher.get(), batches, steps, run, group))
+    return code;
+  if (int code = checkRanksHoldTheSameState(group, trainer))
     return code;
   double meanMs = 0;
   for (double v : run.stepMs)

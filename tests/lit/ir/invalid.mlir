@@ -447,3 +447,19 @@ func.func @cast_fp8_activation(%x: tensor<4x8xbf16>, %s: tensor<f32>) -> tensor<
   %q, %a = tec.cast_fp8 %x, %s {activation = "relu"} : (tensor<4x8xbf16>, tensor<f32>) -> (tensor<4x8xf8E4M3FN>, tensor<f32>)
   return %q : tensor<4x8xf8E4M3FN>
 }
+
+// -----
+
+func.func @all_reduce_reduction(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tec.all_reduce' op expected reduction sum, max or mean, got 'min'}}
+  %0 = tec.all_reduce %g {reduction = "min"} : tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @all_reduce_types(%g: tensor<4xf32>, %h: tensor<2xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tec.all_reduce' op expected result 1 of its input's type 'tensor<2xf32>', got 'tensor<4xf32>'}}
+  %0:2 = tec.all_reduce %g, %h {reduction = "sum"} : tensor<4xf32>, tensor<2xf32> -> tensor<4xf32>, tensor<4xf32>
+  return %0#0 : tensor<4xf32>
+}

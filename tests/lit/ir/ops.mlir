@@ -263,3 +263,14 @@ func.func @fused_fp8_casts(%x: tensor<4x8xbf16>, %g: tensor<8xbf16>, %s: tensor<
   %q2, %a2, %m, %r = tec.layer_norm_fp8 %x, %s, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x8xbf16>, tensor<8xbf16>, tensor<f32>) -> (tensor<4x8xf8E4M3FN>, tensor<f32>, tensor<4x1xf32>, tensor<4x1xf32>)
   return %q, %q2 : tensor<4x8xf8E4M3FN>, tensor<4x8xf8E4M3FN>
 }
+
+// CHECK-LABEL: func @collectives
+func.func @collectives(%g: tensor<4x8xf32>, %b: tensor<8xf32>, %a: tensor<f32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<f32>, tensor<f32>) {
+  // CHECK: %[[N:.+]] = tec.world_size : tensor<f32>
+  %n = tec.world_size : tensor<f32>
+  // CHECK: tec.all_reduce %{{.*}}, %{{.*}} {reduction = "sum"} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>, tensor<8xf32>
+  %0:2 = tec.all_reduce %g, %b {reduction = "sum"} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>, tensor<8xf32>
+  // CHECK: tec.all_reduce %{{.*}} {reduction = "max"} : tensor<f32> -> tensor<f32>
+  %1 = tec.all_reduce %a {reduction = "max"} : tensor<f32> -> tensor<f32>
+  return %0#0, %0#1, %1, %n : tensor<4x8xf32>, tensor<8xf32>, tensor<f32>, tensor<f32>
+}

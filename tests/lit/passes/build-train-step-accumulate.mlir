@@ -9,7 +9,7 @@
 //  CHECK-SAME:   %[[STEP:[^:]+]]: tensor<f32> {tec.state = "step"
 //  CHECK-SAME:   %[[MICRO:[^:]+]]: tensor<f32> {tec.state = "accumulate/micro"
 //  CHECK-SAME:   %[[SUM:[^:]+]]: tensor<4x3xf32> {tec.state = "w/grad_sum", tec.state_init = 0.000000e+00 : f32, tec.state_kind = "optimizer"}
-//       CHECK:   %[[GRAD:[^ ]+]] = tec.matmul
+//       CHECK:   %[[GRAD:[^ ]+]] = tec.all_reduce %{{[^ ]+}} {reduction = "sum"} : tensor<4x3xf32>
 //       CHECK:   %[[COUNTED:[^ ]+]] = tec.add %[[MICRO]]
 //       CHECK:   %[[FOUR:[^ ]+]] = tec.constant dense<4.000000e+00>
 //       CHECK:   %[[APPLY:[^ ]+]] = tec.compare %[[COUNTED]], %[[FOUR]] {predicate = "ge"}
