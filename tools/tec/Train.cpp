@@ -396,14 +396,14 @@ int writeReport(const tec::Session &s, const RunRecord &run, const std::vector<t
 int checkRanksAgree(tec::ProcessGroup &group, const tec::Session &s, int64_t batches) {
   if (group.size() == 1)
     return 0;
-  std::string plan;
-  if (auto buffer = llvm::MemoryBuffer::getFile(trainPlan.getValue()))
-    plan = (*buffer)->getBuffer().str();
+  // The file as mapped, hashed in place (a plan of GiBs of parameters is not copied for it).
+  auto file = llvm::MemoryBuffer::getFile(trainPlan.getValue(), /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  const uint64_t plan = file ? llvm::xxh3_64bits(llvm::arrayRefFromStringRef((*file)->getBuffer())) : 0;
   const std::string flags = llvm::formatv("{0} {1} {2} {3} {4} {5} {6} {7}", s.variant().target(), trainSteps.getValue(),
                                           trainEpochs.getValue(), batches, resumeDir.getValue(), noFusion.getValue(),
                                           checkpointEvery.getValue(), trainInputs.size() + trainTargets.size())
                                 .str();
-  uint64_t mine[2] = {llvm::xxh3_64bits(llvm::StringRef(plan)), llvm::xxh3_64bits(llvm::StringRef(flags))};
+  uint64_t mine[2] = {plan, llvm::xxh3_64bits(llvm::arrayRefFromStringRef(flags))};
   uint64_t first[2] = {mine[0], mine[1]};
   if (tec::Status st = group.broadcast(first, sizeof(first), 0); !st.ok()) {
     printError(st.message());
