@@ -101,7 +101,7 @@ Status ProcessGroup::allReduce(float *data, int64_t count, CollectiveOp op) {
   if (size_ == 1 || count == 0)
     return Status::success();
   char error[512] = {0};
-  if (allReduce_(data, count, static_cast<int>(op), error, sizeof(error)) != 0)
+  if (allReduce_(data, count, static_cast<int>(op), timeout_, error, sizeof(error)) != 0)
     return Status::error(std::string("rank ") + std::to_string(rank_) + ": " + error);
   return Status::success();
 }
@@ -110,7 +110,7 @@ Status ProcessGroup::broadcast(void *data, size_t bytes, int root) {
   if (size_ == 1 || bytes == 0)
     return Status::success();
   char error[512] = {0};
-  if (broadcast_(data, static_cast<int64_t>(bytes), root, error, sizeof(error)) != 0)
+  if (broadcast_(data, static_cast<int64_t>(bytes), root, timeout_, error, sizeof(error)) != 0)
     return Status::error(std::string("rank ") + std::to_string(rank_) + ": " + error);
   return Status::success();
 }

@@ -22,8 +22,8 @@ enum class CollectiveOp { Sum, Max, Mean };
 /// text in `error` (when given).
 extern "C" {
 using MpiInitFn = int (*)(int *rank, int *size, char *error, int errorBytes);
-using MpiAllReduceFn = int (*)(float *data, int64_t count, int op, char *error, int errorBytes);
-using MpiBroadcastFn = int (*)(void *data, int64_t bytes, int root, char *error, int errorBytes);
+using MpiAllReduceFn = int (*)(float *data, int64_t count, int op, double timeoutSeconds, char *error, int errorBytes);
+using MpiBroadcastFn = int (*)(void *data, int64_t bytes, int root, double timeoutSeconds, char *error, int errorBytes);
 using MpiFinalizeFn = void (*)();
 }
 inline constexpr const char *kMpiPluginFile = "libtec_mpi.so";
@@ -37,6 +37,8 @@ public:
   Status allReduce(float *data, int64_t count, CollectiveOp op);
   /// `bytes` of root's `data` to every rank.
   Status broadcast(void *data, size_t bytes, int root);
+  /// How long a collective waits for every rank before it fails (0: forever); 300 s unless set.
+  void setTimeout(double seconds) { timeout_ = seconds; }
   /// How the group was made: "one process", or "MPI: rank r of n (plugin path)".
   const std::string &description() const { return description_; }
 
@@ -48,6 +50,7 @@ public:
 
 private:
   int rank_ = 0, size_ = 1;
+  double timeout_ = 300;
   std::string description_ = "one process";
   MpiAllReduceFn allReduce_ = nullptr;
   MpiBroadcastFn broadcast_ = nullptr;

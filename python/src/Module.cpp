@@ -349,6 +349,13 @@ NB_MODULE(_tec, m) {
                raise(group.error(), "bad_input");
              return std::make_pair((*group)->rank(), (*group)->size());
            })
+      .def("set_collective_timeout",
+           [](Trainer &, double seconds) {
+             auto group = ProcessGroup::get();
+             if (!group.ok())
+               raise(group.error(), "bad_input");
+             (*group)->setTimeout(seconds);
+           })
       .def("save",
            [](Trainer &t, const std::string &dir) {
              if (Status st = t.save(dir); !st.ok())

@@ -353,11 +353,15 @@ class Trainer:
     and output names); checkpoints with save/resume; FP8 health; export to ONNX."""
 
     def __init__(self, plan, device: str = "auto", threads: int = 0, fp8_stats: bool = True,
-                 stop_on_nonfinite: bool = True, fusion: bool = True):
+                 stop_on_nonfinite: bool = True, fusion: bool = True, collective_timeout: float = 300):
         self.plan = plan if isinstance(plan, Plan) else load(plan)
+        if not 0 <= collective_timeout <= 1e7:
+            raise BadInputError(f"collective_timeout={collective_timeout}: expected seconds in [0, 1e7] (0: forever)")
         #: A step whose loss is NaN or infinite raises NonFiniteLossError (False: returns the loss as it is).
         self.stop_on_nonfinite = stop_on_nonfinite
         self._native = _tec.Trainer.open(self.plan.path, device, threads, fp8_stats, fusion)
+        # Under mpirun: how long a collective waits for every rank before step() raises (a rank that hung).
+        self._native.set_collective_timeout(float(collective_timeout))
         self._inputs = self._native.inputs()
         self._device, self._threads, self._fusion = device, threads, fusion
         self._predictor = None  # (steps, Session) of predict()

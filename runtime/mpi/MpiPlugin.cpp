@@ -9,9 +9,16 @@
 #include <cstdio>
 #include <cstring>
 
+#include <unistd.h>
+
 namespace {
 
+/// Set when a collective failed or timed out: the ranks no longer agree on which collective comes next, so
+/// MPI_Finalize (itself collective) could wait forever for the rank that hung; finalizing aborts instead.
+bool collectiveFailed = false;
+
 int fail(int code, const char *what, char *error, int errorBytes) {
+  collectiveFailed = true;
   if (error && errorBytes > 0) {
     char text[MPI_MAX_ERROR_STRING] = {0};
     int length = 0;
@@ -23,6 +30,32 @@ int fail(int code, const char *what, char *error, int errorBytes) {
 
 /// MPI counts are ints: a larger buffer goes in pieces.
 constexpr int64_t kLargestCount = int64_t(1) << 30;
+
+/// Waits for a nonblocking collective, at most `timeout` seconds (0: forever): a rank that hangs or died
+/// without its launcher noticing must not hang the others. Polls MPI_Test (which also progresses the
+/// collective), spinning for a millisecond, then sleeping 50 us between polls.
+int waitFor(MPI_Request *request, double timeout, const char *what, char *error, int errorBytes) {
+  const double start = MPI_Wtime();
+  for (;;) {
+    int done = 0;
+    if (int code = MPI_Test(request, &done, MPI_STATUS_IGNORE); code != MPI_SUCCESS)
+      return fail(code, what, error, errorBytes);
+    if (done)
+      return MPI_SUCCESS;
+    const double waited = MPI_Wtime() - start;
+    if (timeout > 0 && waited > timeout) {
+      collectiveFailed = true;
+      if (error && errorBytes > 0)
+        std::snprintf(error, errorBytes,
+                      "%s: not every rank joined within %.0f s (--collective-timeout): a rank hung, died or "
+                      "runs another step",
+                      what, timeout);
+      return -1;
+    }
+    if (waited > 1e-3)
+      usleep(50);
+  }
+}
 
 } // namespace
 
@@ -43,14 +76,18 @@ __attribute__((visibility("default"))) int tecMpiInit(int *rank, int *size, char
   return MPI_SUCCESS;
 }
 
-__attribute__((visibility("default"))) int tecMpiAllReduce(float *data, int64_t count, int op, char *error,
-                                                             int errorBytes) {
+__attribute__((visibility("default"))) int tecMpiAllReduce(float *data, int64_t count, int op, double timeout,
+                                                             char *error, int errorBytes) {
   // CollectiveOp: Sum 0, Max 1, Mean 2 (a sum divided by the ranks).
   const MPI_Op mpiOp = op == 1 ? MPI_MAX : MPI_SUM;
   for (int64_t done = 0; done < count;) {
     const int n = static_cast<int>(std::min(kLargestCount, count - done));
-    if (int code = MPI_Allreduce(MPI_IN_PLACE, data + done, n, MPI_FLOAT, mpiOp, MPI_COMM_WORLD); code != MPI_SUCCESS)
-      return fail(code, "MPI_Allreduce", error, errorBytes);
+    MPI_Request request;
+    if (int code = MPI_Iallreduce(MPI_IN_PLACE, data + done, n, MPI_FLOAT, mpiOp, MPI_COMM_WORLD, &request);
+        code != MPI_SUCCESS)
+      return fail(code, "MPI_Iallreduce", error, errorBytes);
+    if (int code = waitFor(&request, timeout, "MPI_Iallreduce", error, errorBytes); code != MPI_SUCCESS)
+      return code;
     done += n;
   }
   if (op == 2) {
@@ -63,18 +100,26 @@ __attribute__((visibility("default"))) int tecMpiAllReduce(float *data, int64_t 
   return MPI_SUCCESS;
 }
 
-__attribute__((visibility("default"))) int tecMpiBroadcast(void *data, int64_t bytes, int root, char *error,
-                                                             int errorBytes) {
+__attribute__((visibility("default"))) int tecMpiBroadcast(void *data, int64_t bytes, int root, double timeout,
+                                                             char *error, int errorBytes) {
   for (int64_t done = 0; done < bytes;) {
     const int n = static_cast<int>(std::min(kLargestCount, bytes - done));
-    if (int code = MPI_Bcast(static_cast<char *>(data) + done, n, MPI_BYTE, root, MPI_COMM_WORLD); code != MPI_SUCCESS)
-      return fail(code, "MPI_Bcast", error, errorBytes);
+    MPI_Request request;
+    if (int code = MPI_Ibcast(static_cast<char *>(data) + done, n, MPI_BYTE, root, MPI_COMM_WORLD, &request);
+        code != MPI_SUCCESS)
+      return fail(code, "MPI_Ibcast", error, errorBytes);
+    if (int code = waitFor(&request, timeout, "MPI_Ibcast", error, errorBytes); code != MPI_SUCCESS)
+      return code;
     done += n;
   }
   return MPI_SUCCESS;
 }
 
 __attribute__((visibility("default"))) void tecMpiFinalize() {
+  if (collectiveFailed) {
+    std::fflush(nullptr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized)

@@ -2,7 +2,8 @@
 plan of half the batch against one process with the whole batch, on the same samples. The mean of the two
 ranks' gradients is the global batch's gradient, so the losses and the weights agree to rounding (the
 sums are ordered differently); every rank ends with the same state (tec checks it by checksum and says
-so); ranks given different plans are refused with exit 2; and a rank that dies ends the run.
+so); ranks given different plans are refused with exit 2; and a rank that hangs or dies ends the run within
+--collective-timeout.
 
 Cases: the test MLP (its batch made symbolic) with SGD + momentum and AdamW, FP32 and FP8-emulated
 (delayed scaling: the amaxes are max-reduced over the ranks, so the scales agree; each rank's backward is
@@ -23,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import onnx
@@ -164,10 +166,17 @@ def main():
     check(mixed.returncode == 2 and "rank 1" in mixed.stderr and "differs from rank 0's plan" in mixed.stderr,
           f"ranks given different plans are refused with exit 2 naming the rank (exit {mixed.returncode})")
 
-    # A rank that dies mid-run ends the other with an error, not a hang (mpirun's own timeout is the bound).
-    killed = run(launcher + ["sh", "-c", f'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exit 9; fi; '
-                             f'exec {args.tec} train {a} ' + " ".join(common[:-4]) + " --steps 100000 --threads 1"])
-    check(killed.returncode != 0, f"a rank that dies ends the run (exit {killed.returncode})")
+    # A rank that hangs (stopped by SIGSTOP) or is killed mid-run ends the other with a clear error within
+    # --collective-timeout plus start-up, never a hang: the rank's shell stops or kills the tec it became.
+    endless = f"exec {args.tec} train {a} " + " ".join(common[:-4]) + " --steps 100000000 --threads 1 --collective-timeout 3"
+    for signal, expect in (("STOP", "not every rank joined within 3 s"), ("KILL", "exited on signal 9")):
+        started = time.monotonic()
+        ended = run(launcher + ["sh", "-c", f'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 5; kill -{signal} $$) & fi; '
+                                + endless])
+        took = time.monotonic() - started
+        check(ended.returncode != 0 and expect in ended.stderr + ended.stdout and took < 60,
+              f"a rank that {'hangs' if signal == 'STOP' else 'is killed'} mid-run ends the run in {took:.0f} s "
+              f"(exit {ended.returncode})" + ("" if expect in ended.stderr + ended.stdout else f"\n{ended.stderr}"))
 
     shutil.rmtree(work, ignore_errors=True)
     print("data parallel: " + ("all checks passed" if ok else "FAILED"))

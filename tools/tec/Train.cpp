@@ -79,6 +79,12 @@ cl::opt<bool> fp8Report("fp8-report", cl::desc("FP8 health per quantized tensor:
                                               "of values that saturated or flushed to zero in the last step"),
                         cl::sub(trainSubcommand()), cl::cat(category()));
 
+cl::opt<double> collectiveTimeout("collective-timeout",
+                                  cl::desc("under mpirun: seconds a collective waits for every rank before this one "
+                                           "stops with an error (a rank that hung or died; 0: forever)"),
+                                  cl::value_desc("seconds"), cl::init(300.0), cl::sub(trainSubcommand()),
+                                  cl::cat(category()));
+
 cl::opt<std::string> trainReport("report", cl::desc("write loss per step, step times and memory as JSON"),
                                  cl::value_desc("file"), cl::sub(trainSubcommand()), cl::cat(category()));
 
@@ -473,6 +479,7 @@ int trainLoop() {
     return kExitBadInput;
   }
   tec::ProcessGroup &group = **joined;
+  group.setTimeout(collectiveTimeout);
   // Only rank 0 speaks, writes the report and checkpoints: the ranks hold the same weights (errors still
   // come from every rank, on stderr).
   if (group.rank() != 0) {
@@ -607,7 +614,8 @@ std::string trainFlagsError() {
        {tec::optionRangeError("threads", trainThreads, 0, 4096), tec::optionRangeError("steps", trainSteps, 0, maxSteps),
         tec::optionRangeError("epochs", trainEpochs, 0, 1e6),
         tec::optionRangeError("batch-size", batchSize, batchSize.getNumOccurrences() ? 1 : 0, maxSteps),
-        tec::optionRangeError("checkpoint-every", checkpointEvery, 0, maxSteps)})
+        tec::optionRangeError("checkpoint-every", checkpointEvery, 0, maxSteps),
+        tec::optionRangeError("collective-timeout", collectiveTimeout, 0, 1e7)})
     if (!e.empty())
       return e;
   return "";
