@@ -1,5 +1,8 @@
 #include "api/Checkpoint.h"
 
+#include "runtime/Collectives.h"
+#include "support/Sharding.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -8,6 +11,8 @@
 #include "llvm/Support/Path.h"
 
 #include <cmath>
+#include <functional>
+#include <numeric>
 #include <mutex>
 #include <csignal>
 #include <cstring>
@@ -88,6 +93,42 @@ std::string valueProblem(const std::string &name, const HostTensor &t) {
 
 } // namespace
 
+std::vector<int64_t> wholeShape(const plan::Buffer &state) {
+  return state.shard_ranks() > 0 ? std::vector<int64_t>(state.shard_of().begin(), state.shard_of().end())
+                                 : std::vector<int64_t>(state.shape().begin(), state.shape().end());
+}
+
+Result<std::map<std::string, HostTensor>> wholeState(Session &s) {
+  const auto &v = s.variant();
+  std::map<std::string, HostTensor> state;
+  for (int b = 0; b < v.buffers_size(); ++b) {
+    const auto &buffer = v.buffers(b);
+    if (buffer.role() != plan::STATE)
+      continue;
+    HostTensor &t = state[buffer.name()];
+    t.dtype = buffer.dtype();
+    t.shape = wholeShape(buffer);
+    t.bytes.resize(buffer.bytes());
+    if (Status st = s.readBuffer(b, t.bytes.data()); !st.ok())
+      return st;
+    if (buffer.shard_ranks() == 0)
+      continue;
+    auto group = ProcessGroup::get();
+    if (!group.ok())
+      return group.error();
+    const int64_t elements = std::accumulate(t.shape.begin(), t.shape.end(), int64_t(1), std::multiplies<>());
+    const int64_t k = shardElements(elements, buffer.shard_ranks());
+    if ((*group)->size() != buffer.shard_ranks() || buffer.bytes() != k * 4)
+      return Status::error("state '" + buffer.name() + "' is a shard over " + std::to_string(buffer.shard_ranks()) +
+                           " ranks, and this run has " + std::to_string((*group)->size()));
+    std::vector<float> all(k * buffer.shard_ranks());
+    if (Status st = (*group)->allGather(reinterpret_cast<const float *>(t.bytes.data()), all.data(), k); !st.ok())
+      return st;
+    t.bytes.assign(reinterpret_cast<const uint8_t *>(all.data()), reinterpret_cast<const uint8_t *>(all.data() + elements));
+  }
+  return state;
+}
+
 std::string stateFingerprint(const plan::Variant &variant) {
   uint64_t h = fnv1a("tec-state", 9);
   for (const auto &b : variant.buffers()) {
@@ -96,7 +137,7 @@ std::string stateFingerprint(const plan::Variant &variant) {
     h = fnv1a(b.name().data(), b.name().size() + 1, h);
     const int32_t dtype = b.dtype();
     h = fnv1a(&dtype, sizeof(dtype), h);
-    for (int64_t d : b.shape())
+    for (int64_t d : wholeShape(b))
       h = fnv1a(&d, sizeof(d), h);
     h = fnv1a("|", 1, h);
   }
@@ -161,29 +202,22 @@ Result<std::unique_ptr<CheckpointLock>> CheckpointLock::acquire(const std::strin
 
 CheckpointLock::Held::~Held() { ::close(fd); } // the flock goes with the descriptor
 
-Status writeCheckpoint(Session &s, const std::string &dir, int64_t step) {
+Status writeCheckpoint(const plan::Variant &v, const std::map<std::string, HostTensor> &state, const std::string &dir,
+                       int64_t step) {
   removeAbandonedTemporaries(dir);
   std::string name = "step-" + std::to_string(step);
   std::string tmp = dir + "/." + name + ".tmp." + std::to_string(::getpid());
   llvm::sys::fs::remove_directories(tmp);
   if (auto ec = llvm::sys::fs::create_directories(tmp))
     return Status::error(tmp + ": " + ec.message());
-  const auto &v = s.variant();
   // The params in model.safetensors (what a PyTorch module's load_state_dict takes), the rest of the state
   // (optimizer moments, FP8 scales and histories, the step) in training.safetensors.
-  std::map<std::string, HostTensor> state;
   std::vector<std::pair<std::string, const HostTensor *>> files[2];
   llvm::json::Array tensors;
-  for (int b = 0; b < v.buffers_size(); ++b) {
-    const auto &buffer = v.buffers(b);
+  for (const auto &buffer : v.buffers()) {
     if (buffer.role() != plan::STATE)
       continue;
-    HostTensor &t = state[buffer.name()];
-    t.dtype = buffer.dtype();
-    t.shape.assign(buffer.shape().begin(), buffer.shape().end());
-    t.bytes.resize(buffer.bytes());
-    if (Status st = s.readBuffer(b, t.bytes.data()); !st.ok())
-      return st;
+    const HostTensor &t = state.at(buffer.name());
     const bool param = buffer.kind() == plan::KIND_PARAM;
     files[param ? 0 : 1].emplace_back(buffer.name(), &t);
     llvm::json::Array dims;
@@ -309,7 +343,7 @@ Result<Checkpoint> loadCheckpoint(const std::string &dir, const plan::Variant &v
     }
     if (!tensor.ok())
       return tensor.error();
-    const std::vector<int64_t> shape(buffer.shape().begin(), buffer.shape().end());
+    const std::vector<int64_t> shape = wholeShape(buffer);
     if (tensor->dtype != buffer.dtype() || tensor->shape != shape)
       return Status::error(path + ": holds " + std::string(dtypeName(tensor->dtype)) + shapeText(tensor->shape) + ", expected '" +
                            buffer.name() + "' as " + std::string(dtypeName(buffer.dtype())) + shapeText(shape));
@@ -412,10 +446,26 @@ Result<int64_t> restoreCheckpoint(Session &s, const std::string &dir) {
   auto checkpoint = loadCheckpoint(dir, v);
   if (!checkpoint.ok())
     return checkpoint.error();
-  for (int b = 0; b < v.buffers_size(); ++b)
-    if (v.buffers(b).role() == plan::STATE)
-      if (Status st = s.writeBuffer(b, checkpoint->tensors.at(v.buffers(b).name()).bytes.data()); !st.ok())
+  for (int b = 0; b < v.buffers_size(); ++b) {
+    const auto &buffer = v.buffers(b);
+    if (buffer.role() != plan::STATE)
+      continue;
+    const HostTensor &whole = checkpoint->tensors.at(buffer.name());
+    if (buffer.shard_ranks() == 0) {
+      if (Status st = s.writeBuffer(b, whole.bytes.data()); !st.ok())
         return st;
+      continue;
+    }
+    // This rank's shard of the whole tensor: a checkpoint is the same whatever the sharding.
+    auto group = ProcessGroup::get();
+    if (!group.ok())
+      return group.error();
+    std::vector<float> shard(buffer.bytes() / 4);
+    takeShard(reinterpret_cast<const float *>(whole.bytes.data()), static_cast<int64_t>(whole.bytes.size() / 4),
+              buffer.shard_ranks(), (*group)->rank(), shard.data());
+    if (Status st = s.writeBuffer(b, shard.data()); !st.ok())
+      return st;
+  }
   return checkpoint->step;
 }
 

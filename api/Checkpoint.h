@@ -29,7 +29,17 @@ inline constexpr const char *kTrainingFile = "training.safetensors";
 /// restores into a variant only with the same fingerprint.
 std::string stateFingerprint(const plan::Variant &variant);
 
-Status writeCheckpoint(Session &session, const std::string &dir, int64_t step);
+/// A state buffer's shape in checkpoints: its own, or for a rank's shard (optimizer sharding) the whole
+/// tensor's, so that a checkpoint is the same however its run was sharded.
+std::vector<int64_t> wholeShape(const plan::Buffer &state);
+
+/// Every state tensor of the session's variant, whole: shards (optimizer sharding) are gathered from every
+/// rank, so where the plan has any, every rank must call it.
+Result<std::map<std::string, HostTensor>> wholeState(Session &session);
+
+/// Writes `state` (wholeState's) as DIR/step-N, atomically, and points DIR/latest at it.
+Status writeCheckpoint(const plan::Variant &variant, const std::map<std::string, HostTensor> &state,
+                       const std::string &dir, int64_t step);
 
 /// One training run's hold on a checkpoint folder: an flock on DIR/.tec-lock (holding the holder's pid and
 /// command line), released when this object goes or the process ends, however it ends. A second run into

@@ -428,7 +428,7 @@ std::string compileOptionError(const CompileOptions &options) {
         optionRangeError("clip-norm", t.clipNorm, 0, 3.4e38), optionRangeError("lr", t.learningRate, 0, 3.4e38),
         optionRangeError("warmup-steps", t.warmupSteps, 0, maxSteps),
         optionRangeError("total-steps", t.totalSteps, 1, maxSteps), optionRangeError("accumulate", t.accumulate, 1, 65536),
-        optionRangeError("bucket-mb", t.bucketMb, 0, 1e6),
+        optionRangeError("bucket-mb", t.bucketMb, 0, 1e6), optionRangeError("shard-optimizer", t.shardOptimizer, 0, 65536),
         optionRangeError("momentum", t.momentum, 0, 0.999999), optionRangeError("beta1", t.beta1, 0, 0.999999),
         optionRangeError("beta2", t.beta2, 0, 0.999999), optionRangeError("eps", t.eps, 1e-30, 1),
         optionRangeError("weight-decay", t.weightDecay, 0, 1e6),

@@ -1,5 +1,6 @@
 #include "api/Inspect.h"
 
+#include "api/Checkpoint.h"
 #include "runtime/Doctor.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -9,6 +10,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <google/protobuf/util/json_util.h>
+
+#include <functional>
+#include <numeric>
 
 namespace tec {
 
@@ -44,6 +48,28 @@ std::string memoryLine(const MemoryReport &m) {
   return line;
 }
 
+std::string perRankLine(const plan::Variant &v) {
+  int64_t params = 0, optimizer = 0, whole = 0, ranks = 0;
+  for (const auto &b : v.buffers()) {
+    if (b.alias_of() >= 0 || b.role() != plan::STATE)
+      continue;
+    if (b.kind() == plan::KIND_PARAM)
+      params += b.bytes();
+    if (b.kind() != plan::KIND_OPTIMIZER_STATE)
+      continue;
+    optimizer += b.bytes();
+    const auto shape = wholeShape(b);
+    whole += std::accumulate(shape.begin(), shape.end(), int64_t(4), std::multiplies<>());
+    ranks = std::max(ranks, b.shard_ranks());
+  }
+  if (optimizer == 0)
+    return "";
+  return "per rank: trained params " + bytesString(params) + ", optimizer state " + bytesString(optimizer) +
+         (ranks > 0 ? " (its 1/" + std::to_string(ranks) + " of " + bytesString(whole) + ", sharded over " +
+                          std::to_string(ranks) + " ranks)"
+                    : " (whole on every rank; --shard-optimizer N gives each rank 1/N)");
+}
+
 std::string describePlan(const PlanFile &file, const std::string &path) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -68,6 +94,8 @@ std::string describePlan(const PlanFile &file, const std::string &path) {
        << bytesString(constants) << "\n";
     const MemoryReport report = memoryReport(v);
     os << "  " << memoryLine(report) << "\n";
+    if (std::string perRank = perRankLine(v); !perRank.empty())
+      os << "  " << perRank << "\n";
     os << "  moved per run: " << bytesString(report.readBytes + report.writtenBytes) << " (read "
        << bytesString(report.readBytes) << ", written " << bytesString(report.writtenBytes) << ")\n";
     os << "  steps:\n";

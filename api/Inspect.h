@@ -18,6 +18,9 @@ std::string bytesString(double bytes);
 std::string shapeString(llvm::ArrayRef<int64_t> dims);
 /// "peak at step N: X live: params A, saved activations B, ..." for tec inspect and the compile summary.
 std::string memoryLine(const MemoryReport &m);
+/// "per rank: trained params X, optimizer state Y (its 1/N of Z, sharded over N ranks)" for a training
+/// variant (data parallelism), "" for one without optimizer state.
+std::string perRankLine(const plan::Variant &v);
 
 /// The plan at `path` (opened as `file`): its source, inputs and outputs, and per variant its memory,
 /// steps and buffers, as `tec inspect` prints them.

@@ -1,6 +1,7 @@
 #include "api/Trainer.h"
 
 #include "api/Checkpoint.h"
+#include "runtime/Collectives.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/xxhash.h"
@@ -131,9 +132,17 @@ Status Trainer::holdCheckpointDir(const std::string &dir) {
 }
 
 Status Trainer::save(const std::string &dir) {
+  auto state = wholeState(*session_); // with sharded state, a collective: every rank saves
+  if (!state.ok())
+    return state.error();
+  auto group = ProcessGroup::get();
+  if (!group.ok())
+    return group.error();
+  if ((*group)->rank() != 0) // the ranks hold the same state: rank 0 writes the group's checkpoint
+    return Status::success();
   if (Status st = holdCheckpointDir(dir); !st.ok())
     return st;
-  return writeCheckpoint(*session_, dir, steps_);
+  return writeCheckpoint(session_->variant(), *state, dir, steps_);
 }
 
 Result<int64_t> Trainer::resume(const std::string &dir) {
@@ -144,18 +153,13 @@ Result<int64_t> Trainer::resume(const std::string &dir) {
 }
 
 Result<uint64_t> Trainer::stateChecksum() {
-  const plan::Variant &train = session_->variant();
+  auto state = wholeState(*session_);
+  if (!state.ok())
+    return state.error();
   uint64_t hash = 0;
-  std::vector<uint8_t> bytes;
-  for (int b = 0; b < train.buffers_size(); ++b) {
-    const plan::Buffer &buffer = train.buffers(b);
-    if (buffer.role() != plan::STATE || buffer.alias_of() >= 0)
-      continue;
-    bytes.resize(buffer.bytes());
-    if (Status st = session_->readBuffer(b, bytes.data()); !st.ok())
-      return st;
-    hash = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(bytes)) ^ (hash * 0x9e3779b97f4a7c15ull);
-  }
+  for (const auto &[name, tensor] : *state)
+    hash = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(tensor.bytes.data()),
+                                                      tensor.bytes.size())) ^ (hash * 0x9e3779b97f4a7c15ull);
   return hash;
 }
 

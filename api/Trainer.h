@@ -69,7 +69,8 @@ public:
   Status setLearningRate(float lr);
 
   /// Writes DIR/step-N (atomically) and points DIR/latest at it. The first save into DIR takes the folder
-  /// (holdCheckpointDir).
+  /// (holdCheckpointDir). Under mpirun rank 0 writes the group's checkpoint and the others return at once;
+  /// with optimizer sharding every rank must call it (it gathers the shards).
   Status save(const std::string &dir);
   /// Takes DIR for this trainer's checkpoints until it goes or takes another (CheckpointLock): an error
   /// naming the holder where another run writes there.
@@ -82,7 +83,8 @@ public:
   Result<ParamSource> currentParams();
 
   /// A hash of the whole training state (params, optimizer moments, FP8 scales, the step counter), bit for
-  /// bit: data-parallel ranks compare it to show they hold the same.
+  /// bit: data-parallel ranks compare it to show they hold the same (with optimizer sharding, a collective:
+  /// the moments gathered whole).
   Result<uint64_t> stateChecksum();
 
   /// Every FP8-quantized tensor's health; the saturated/flushed shares need options.fp8Stats.

@@ -349,6 +349,14 @@ llvm::Expected<plan::Variant> VariantBuilder::build() {
       if (!type.getElementType().isF32())
         return fail(forward, "state '" + name.str() + "' is not f32");
       variant.mutable_buffers(*buffer)->set_init_fill(static_cast<float>(init.getValueAsDouble()));
+      if (auto ranks = forward.getArgAttrOfType<IntegerAttr>(i, kStateShardRanksAttrName)) {
+        auto whole = forward.getArgAttrOfType<DenseI64ArrayAttr>(i, kStateShardOfAttrName);
+        if (!whole)
+          return fail(forward, "state '" + name.str() + "' is a shard of no whole shape");
+        variant.mutable_buffers(*buffer)->set_shard_ranks(ranks.getInt());
+        for (int64_t d : whole.asArrayRef())
+          variant.mutable_buffers(*buffer)->add_shard_of(d);
+      }
       auto kind = forward.getArgAttrOfType<StringAttr>(i, kStateKindAttrName);
       variant.mutable_buffers(*buffer)->set_kind(!kind                         ? plan::KIND_TRAINING_STATE
                                                  : kind.getValue() == "optimizer" ? plan::KIND_OPTIMIZER_STATE

@@ -1,5 +1,6 @@
 #include "ir/TecOps.h"
 #include "ir/TecFolding.h"
+#include "support/Sharding.h"
 #include "support/Window.h"
 
 #include "mlir/IR/Builders.h"
@@ -286,6 +287,36 @@ LogicalResult AllReduceOp::verify() {
       return emitOpError("expected result ") << i << " of its input's type " << std::get<0>(types) << ", got "
                                              << std::get<1>(types);
   return success();
+}
+
+/// Checks that each `shards[i]` is a 1-D shard of `wholes[i]` over `ranks` ranks (ops/Training.td).
+static LogicalResult verifySharding(Operation *op, int64_t ranks, TypeRange wholes, TypeRange shards) {
+  if (ranks < 1)
+    return op->emitOpError("expected ranks >= 1, got ") << ranks;
+  if (wholes.size() != shards.size())
+    return op->emitOpError("expected one result per input, got ") << op->getNumResults() << " for "
+                                                                  << op->getNumOperands();
+  for (auto [i, types] : llvm::enumerate(llvm::zip(wholes, shards))) {
+    auto whole = llvm::cast<RankedTensorType>(std::get<0>(types));
+    auto shard = llvm::cast<RankedTensorType>(std::get<1>(types));
+    const int64_t expected = shardElements(whole.getNumElements(), ranks);
+    if (shard.getRank() != 1 || shard.getDimSize(0) != expected)
+      return op->emitOpError("expected tensor ") << i << "'s shard over " << ranks << " ranks of " << whole
+                                                 << " to be tensor<" << expected << "xf32>, got " << shard;
+  }
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  return verifySharding(*this, getRanks(), getInputs().getTypes(), getResults().getTypes());
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifySharding(*this, getRanks(), getResults().getTypes(), getInputs().getTypes());
+}
+
+LogicalResult ShardOp::verify() {
+  return verifySharding(*this, getRanks(), TypeRange{getInput().getType()}, TypeRange{getResult().getType()});
 }
 
 LogicalResult LrScheduleOp::verify() {

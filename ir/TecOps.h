@@ -34,6 +34,10 @@ inline constexpr llvm::StringLiteral kStateInitAttrName = "tec.state_init";
 /// What a state argument holds, for the memory report: "optimizer" (moments), "fp8" (scaling meta state) or
 /// "training" (the step counter, the loss scale).
 inline constexpr llvm::StringLiteral kStateKindAttrName = "tec.state_kind";
+/// On a state argument that is one rank's shard (ZeRO stage 1, support/Sharding.h): the shape of the whole
+/// tensor it is a shard of, and the ranks it is split over.
+inline constexpr llvm::StringLiteral kStateShardOfAttrName = "tec.state_shard_of";
+inline constexpr llvm::StringLiteral kStateShardRanksAttrName = "tec.state_shard_ranks";
 /// On an input argument taken in 16 bits: the caller still gives f32, which the session rounds as it writes.
 inline constexpr llvm::StringLiteral kHostF32AttrName = "tec.host_f32";
 /// On train_step's result: the loss. Temporaries computed before it and read after it are saved activations.

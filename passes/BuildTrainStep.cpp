@@ -1,5 +1,6 @@
 #include "ir/TecBuilders.h"
 #include "passes/Passes.h"
+#include "support/Sharding.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -142,11 +143,18 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     return std::nullopt;
   }
 
-  /// Replaces each gradient by its sum over the ranks (tec.all_reduce; each rank's is its share of the global
-  /// batch's, the backward having been seeded with 1 / world_size), in buckets of about `bucketMb` MiB
-  /// in the order the backward produces them, each all_reduce right after its bucket's last gradient so that
-  /// a backend may send it while the rest of the backward runs.
-  void averageOverRanks(OpBuilder &b, Location loc, Block *body, SmallVector<Value> &grads) {
+  /// A state argument holding this rank's shard of a tensor of `whole`'s type (optimizer sharding).
+  Value addShardState(func::FuncOp f, Block *body, RankedTensorType whole, const std::string &name) {
+    auto type = RankedTensorType::get({shardElements(whole.getNumElements(), shardOptimizer)}, whole.getElementType());
+    Value arg = addState(f, body, type, name, 0.0f, "optimizer");
+    Builder b(f.getContext());
+    f.setArgAttr(body->getNumArguments() - 1, kStateShardOfAttrName, b.getDenseI64ArrayAttr(whole.getShape()));
+    f.setArgAttr(body->getNumArguments() - 1, kStateShardRanksAttrName, b.getI64IntegerAttr(shardOptimizer));
+    return arg;
+  }
+
+  /// The gradients' indices in buckets of about `bucketMb` MiB, in the order the backward produces them.
+  SmallVector<SmallVector<unsigned>> gradientBuckets(ArrayRef<Value> grads) {
     SmallVector<unsigned> order(grads.size());
     std::iota(order.begin(), order.end(), 0u);
     auto producedBefore = [&](unsigned x, unsigned y) {
@@ -157,18 +165,38 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     };
     std::stable_sort(order.begin(), order.end(), producedBefore);
     const double bucketBytes = std::max(bucketMb.getValue(), 0.0) * 1024.0 * 1024.0;
-    OpBuilder::InsertionGuard guard(b);
-    SmallVector<unsigned> bucket;
+    SmallVector<SmallVector<unsigned>> buckets(1);
     double bytes = 0;
-    auto flush = [&] {
-      if (bucket.empty())
-        return;
+    for (unsigned i : order) {
+      if (bytes >= bucketBytes && !buckets.back().empty()) {
+        buckets.emplace_back();
+        bytes = 0;
+      }
+      buckets.back().push_back(i);
+      bytes += static_cast<double>(llvm::cast<RankedTensorType>(grads[i].getType()).getNumElements()) * 4.0;
+    }
+    if (buckets.back().empty())
+      buckets.pop_back();
+    return buckets;
+  }
+
+  /// Replaces each gradient by its sum over the ranks (tec.all_reduce; each rank's is its share of the global
+  /// batch's, the backward having been seeded with 1 / world_size), or by this rank's shard of that sum
+  /// (tec.reduce_scatter, with optimizer sharding), a collective per bucket right after its last gradient so
+  /// that a backend may send it while the rest of the backward runs.
+  void sumOverRanks(OpBuilder &b, Location loc, Block *body, SmallVector<Value> &grads,
+                    ArrayRef<SmallVector<unsigned>> buckets) {
+    OpBuilder::InsertionGuard guard(b);
+    for (ArrayRef<unsigned> bucket : buckets) {
       SmallVector<Value> inputs;
       SmallVector<Type> types;
       Operation *last = nullptr;
       for (unsigned i : bucket) {
         inputs.push_back(grads[i]);
-        types.push_back(grads[i].getType());
+        auto type = llvm::cast<RankedTensorType>(grads[i].getType());
+        types.push_back(shardOptimizer > 0 ? RankedTensorType::get({shardElements(type.getNumElements(), shardOptimizer)},
+                                                                   type.getElementType())
+                                           : type);
         if (Operation *def = grads[i].getDefiningOp(); def && def->getBlock() == body &&
                                                         (!last || last->isBeforeInBlock(def)))
           last = def;
@@ -177,20 +205,20 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
         b.setInsertionPointAfter(last);
       else
         b.setInsertionPointToStart(body);
-      auto reduced = b.create<AllReduceOp>(loc, types, inputs, b.getStringAttr("sum"));
-      for (auto [i, result] : llvm::zip(bucket, reduced.getResults()))
+      Operation *reduced = shardOptimizer > 0
+                               ? b.create<ReduceScatterOp>(loc, types, inputs, b.getI64IntegerAttr(shardOptimizer))
+                               : b.create<AllReduceOp>(loc, types, inputs, b.getStringAttr("sum")).getOperation();
+      for (auto [i, result] : llvm::zip(bucket, reduced->getResults()))
         grads[i] = result;
-      bucket.clear();
-      bytes = 0;
-    };
-    for (unsigned i : order) {
-      auto type = llvm::cast<RankedTensorType>(grads[i].getType());
-      bucket.push_back(i);
-      bytes += static_cast<double>(type.getNumElements()) * 4.0;
-      if (bytes >= bucketBytes)
-        flush();
     }
-    flush();
+  }
+
+  /// With optimizer sharding a rank sees its shards only: a sum over them is summed over the ranks too.
+  Value overAllShards(OpBuilder &b, Location loc, Value partial) {
+    if (shardOptimizer == 0)
+      return partial;
+    return b.create<AllReduceOp>(loc, TypeRange{partial.getType()}, ValueRange{partial}, b.getStringAttr("sum"))
+        .getResult(0);
   }
 
   static bool isZeroConstant(Value v) {
@@ -326,7 +354,8 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
         g = binary<DivOp>(b, loc, g, lossScaleState);
       grads.push_back(g);
     }
-    averageOverRanks(b, loc, body, grads);
+    const auto buckets = gradientBuckets(grads);
+    sumOverRanks(b, loc, body, grads, buckets);
     { // the loss the ranks report: the global batch's, reduced where it is computed (its position is where
       // codegen separates the forward's activations saved for the backward from the rest)
       OpBuilder::InsertionGuard guard(b);
@@ -350,7 +379,9 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
         std::string name = step.getArgAttrOfType<StringAttr>(argIndex, kParamAttrName).str();
         Value &g = grads[r - 1];
         auto type = llvm::cast<RankedTensorType>(g.getType());
-        Value sum = addState(step, body, type, name + "/grad_sum", 0.0f, "optimizer");
+        auto whole = llvm::cast<RankedTensorType>(body->getArgument(argIndex).getType());
+        Value sum = shardOptimizer > 0 ? addShardState(step, body, whole, name + "/grad_sum")
+                                       : addState(step, body, type, name + "/grad_sum", 0.0f, "optimizer");
         Value total = b.create<AddOp>(loc, type, sum, g);
         record(b.create<WhereOp>(loc, type, apply, scalar(b, loc, 0.0), total), sum);
         g = binary<DivOp>(b, loc, total, scalar(b, loc, static_cast<double>(accumulate)));
@@ -358,6 +389,12 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
     }
     if (lossScaleState) {
       finite = b.create<AllFiniteOp>(loc, boolType, grads);
+      if (shardOptimizer > 0) { // finite on every rank's shards: no rank saw a non-finite value
+        Value flagged = binary<SubOp>(b, loc, scalar(b, loc, 1.0), b.create<CastOp>(loc, scalarType, finite));
+        Value anywhere = b.create<AllReduceOp>(loc, TypeRange{scalarType}, ValueRange{flagged}, b.getStringAttr("max"))
+                             .getResult(0);
+        finite = b.create<CompareOp>(loc, boolType, anywhere, scalar(b, loc, 0.0), "eq");
+      }
       auto next = b.create<LossScaleUpdateOp>(loc, TypeRange{scalarType, scalarType}, lossScaleState, cleanSteps,
                                               finite, b.getI64IntegerAttr(growthInterval), b.getF32FloatAttr(2.0f),
                                               b.getF32FloatAttr(0.5f));
@@ -382,22 +419,30 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
         Value sq = b.create<ReduceSumOp>(loc, stepCount.getType(), b.create<MulOp>(loc, type, g, g), axes, false);
         sumSquares = sumSquares ? binary<AddOp>(b, loc, sumSquares, sq) : sq;
       }
-      Value norm = b.create<SqrtOp>(loc, stepCount.getType(), sumSquares);
+      Value norm = b.create<SqrtOp>(loc, stepCount.getType(), overAllShards(b, loc, sumSquares));
       clip = b.create<ClipCoefficientOp>(loc, stepCount.getType(), norm, b.getF32FloatAttr(clipNorm));
     }
     // One fused op per parameter: clipping, weight decay, moments and the step (with loss scaling,
-    // skipped as a whole on a non-finite gradient), and the new values written in place by codegen.
+    // skipped as a whole on a non-finite gradient), and the new values written in place by codegen. With
+    // optimizer sharding each rank updates its shard, and the params are gathered bucket by bucket.
+    SmallVector<Value> updated(grads.size());
     for (unsigned r = 1; r < vjpReturn.getNumOperands(); ++r) {
       unsigned argIndex = vjp->getResultAttrOfType<IntegerAttr>(r, kGradOfAttrName).getInt();
       Value p = body->getArgument(argIndex), g = grads[r - 1];
-      auto type = llvm::cast<RankedTensorType>(p.getType());
+      auto whole = llvm::cast<RankedTensorType>(p.getType());
       std::string name = step.getArgAttrOfType<StringAttr>(argIndex, kParamAttrName).str();
+      auto type = llvm::cast<RankedTensorType>(g.getType());
+      if (shardOptimizer > 0)
+        p = b.create<ShardOp>(loc, type, p, b.getI64IntegerAttr(shardOptimizer));
+      auto moment = [&](const std::string &suffix) {
+        return shardOptimizer > 0 ? addShardState(step, body, whole, name + suffix)
+                                  : addState(step, body, type, name + suffix, 0.0f, "optimizer");
+      };
       SmallVector<Value> moments;
       if (optimizer == Optimizer::AdamW)
-        moments = {addState(step, body, type, name + "/adam_m", 0.0f, "optimizer"),
-                   addState(step, body, type, name + "/adam_v", 0.0f, "optimizer")};
+        moments = {moment("/adam_m"), moment("/adam_v")};
       else if (momentum != 0.0)
-        moments = {addState(step, body, type, name + "/momentum", 0.0f, "optimizer")};
+        moments = {moment("/momentum")};
       SmallVector<Type> types(1 + moments.size(), type);
       auto fused = b.create<OptimizerUpdateOp>(
           loc, types, p, g, moments, lr, stepCount, clip, finite, b.getStringAttr(choiceName(optimizer.getValue())),
@@ -405,8 +450,25 @@ struct TecBuildTrainStep : tec::impl::TecBuildTrainStepBase<TecBuildTrainStep> {
           b.getF32FloatAttr(momentum), b.getBoolAttr(nesterov));
       for (auto [next, moment] : llvm::zip(fused.getNewMoments(), moments))
         record(next, moment);
-      record(fused.getNewParam(), p);
+      updated[r - 1] = fused.getNewParam();
     }
+    auto paramOf = [&](unsigned i) {
+      return body->getArgument(vjp->getResultAttrOfType<IntegerAttr>(i + 1, kGradOfAttrName).getInt());
+    };
+    if (shardOptimizer > 0)
+      for (ArrayRef<unsigned> bucket : buckets) {
+        SmallVector<Value> shards;
+        SmallVector<Type> wholes;
+        for (unsigned i : bucket) {
+          shards.push_back(updated[i]);
+          wholes.push_back(paramOf(i).getType());
+        }
+        auto gathered = b.create<AllGatherOp>(loc, wholes, shards, b.getI64IntegerAttr(shardOptimizer));
+        for (auto [i, result] : llvm::zip(bucket, gathered.getResults()))
+          updated[i] = result;
+      }
+    for (auto [i, next] : llvm::enumerate(updated))
+      record(next, paramOf(i));
     if (!runningStats.empty()) { // the forward again: CSE merges it with the vjp's copy
       IRMapping forwardMap;
       for (auto [from, to] : llvm::zip(forward.getArguments(), body->getArguments()))

@@ -268,6 +268,14 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
     loss is averaged (each rank reports the global batch's). Loss scaling's finite check and the clipping
     norm see the summed gradients, the same on every rank. On one process world_size is 1 and the
     collectives are identities: the same plan trains alone or under mpirun.
+
+    Optimizer sharding (`shard-optimizer` N, ZeRO stage 1): the buckets are reduced with `tec.reduce_scatter`
+    instead, so each rank receives its 1/N shard of each summed gradient (ops/Training.td: a flat,
+    zero-padded split); it updates only its shard of each param (`tec.shard`) with moments (and gradient
+    sums) of the shard's size, state tagged `tec.state_shard_of` with the whole shape and
+    `tec.state_shard_ranks` with N, and `tec.all_gather` rebuilds every param on every rank, one collective
+    per bucket. The finite check and the clipping norm, computed on shards, are reduced over the ranks. N is
+    fixed at compile time (static shapes): the plan runs on N ranks only.
   }];
   let options = [
     Option<"loss", "loss", "::tec::Loss", "::tec::Loss::Mse", "mse | l1 | cross-entropy (targets: class indices)",
@@ -302,7 +310,9 @@ def TecBuildTrainStep : Pass<"tec-build-train-step", "mlir::ModuleOp"> {
     Option<"accumulate", "accumulate", "int64_t", "1",
            "micro-batches whose mean gradient one optimizer update applies (gradient accumulation)">,
     Option<"bucketMb", "bucket-mb", "double", "25.0",
-           "data parallelism: MiB of gradients one tec.all_reduce averages over the ranks">
+           "data parallelism: MiB of gradients one tec.all_reduce averages over the ranks">,
+    Option<"shardOptimizer", "shard-optimizer", "int64_t", "0",
+           "ZeRO stage 1 over this many ranks: each holds and updates 1/N of the optimizer state (0: off)">
   ];
   let dependentDialects = ["::tec::TecDialect"];
 }

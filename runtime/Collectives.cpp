@@ -23,6 +23,7 @@ struct MpiPlugin {
   MpiInitFn init = nullptr;
   MpiAllReduceFn allReduce = nullptr;
   MpiBroadcastFn broadcast = nullptr;
+  MpiShardFn shard = nullptr;
   MpiFinalizeFn finalize = nullptr;
   const char *(*version)() = nullptr;
   std::string path, reason;
@@ -45,9 +46,10 @@ const MpiPlugin &mpiPlugin() {
       p.init = reinterpret_cast<MpiInitFn>(dlsym(handle, "tecMpiInit"));
       p.allReduce = reinterpret_cast<MpiAllReduceFn>(dlsym(handle, "tecMpiAllReduce"));
       p.broadcast = reinterpret_cast<MpiBroadcastFn>(dlsym(handle, "tecMpiBroadcast"));
+      p.shard = reinterpret_cast<MpiShardFn>(dlsym(handle, "tecMpiShard"));
       p.finalize = reinterpret_cast<MpiFinalizeFn>(dlsym(handle, "tecMpiFinalize"));
       p.version = reinterpret_cast<const char *(*)()>(dlsym(handle, "tecMpiVersion"));
-      if (!p.init || !p.allReduce || !p.broadcast || !p.finalize || !p.version) {
+      if (!p.init || !p.allReduce || !p.broadcast || !p.shard || !p.finalize || !p.version) {
         errors += (errors.empty() ? "" : "; ") + path + " lacks tec's MPI entry points";
         continue;
       }
@@ -90,6 +92,7 @@ Result<ProcessGroup *> ProcessGroup::get() {
     std::atexit([] { mpiPlugin().finalize(); });
     made->allReduce_ = mpi.allReduce;
     made->broadcast_ = mpi.broadcast;
+    made->shard_ = mpi.shard;
     made->description_ = "MPI: rank " + std::to_string(made->rank_) + " of " + std::to_string(made->size_) + " (" +
                          mpi.version() + ")";
   }
@@ -111,6 +114,28 @@ Status ProcessGroup::broadcast(void *data, size_t bytes, int root) {
     return Status::success();
   char error[512] = {0};
   if (broadcast_(data, static_cast<int64_t>(bytes), root, timeout_, error, sizeof(error)) != 0)
+    return Status::error(std::string("rank ") + std::to_string(rank_) + ": " + error);
+  return Status::success();
+}
+
+Status ProcessGroup::allGather(const float *mine, float *all, int64_t count) {
+  if (size_ == 1) {
+    std::copy(mine, mine + count, all);
+    return Status::success();
+  }
+  char error[512] = {0};
+  if (shard_(mine, all, count, 1, timeout_, error, sizeof(error)) != 0)
+    return Status::error(std::string("rank ") + std::to_string(rank_) + ": " + error);
+  return Status::success();
+}
+
+Status ProcessGroup::reduceScatter(const float *all, float *mine, int64_t count) {
+  if (size_ == 1) {
+    std::copy(all, all + count, mine);
+    return Status::success();
+  }
+  char error[512] = {0};
+  if (shard_(all, mine, count, 0, timeout_, error, sizeof(error)) != 0)
     return Status::error(std::string("rank ") + std::to_string(rank_) + ": " + error);
   return Status::success();
 }

@@ -24,6 +24,11 @@ extern "C" {
 using MpiInitFn = int (*)(int *rank, int *size, char *error, int errorBytes);
 using MpiAllReduceFn = int (*)(float *data, int64_t count, int op, double timeoutSeconds, char *error, int errorBytes);
 using MpiBroadcastFn = int (*)(void *data, int64_t bytes, int root, double timeoutSeconds, char *error, int errorBytes);
+/// gather 0: every rank's `count` floats of `send`, in rank order, into `receive` (MPI_Allgather);
+/// gather 1: `receive`'s `count` floats for this rank, the sum over the ranks of their `send`'s part for it
+/// (MPI_Reduce_scatter_block; `send` holds `count` per rank).
+using MpiShardFn = int (*)(const float *send, float *receive, int64_t count, int gather, double timeoutSeconds,
+                           char *error, int errorBytes);
 using MpiFinalizeFn = void (*)();
 }
 inline constexpr const char *kMpiPluginFile = "libtec_mpi.so";
@@ -37,6 +42,11 @@ public:
   Status allReduce(float *data, int64_t count, CollectiveOp op);
   /// `bytes` of root's `data` to every rank.
   Status broadcast(void *data, size_t bytes, int root);
+  /// Every rank's `count` floats, in rank order, into `all` (count x size floats) on every rank.
+  Status allGather(const float *mine, float *all, int64_t count);
+  /// The sum over the ranks of their `all` (count x size floats), of which this rank receives its `count`
+  /// (rank r the r-th).
+  Status reduceScatter(const float *all, float *mine, int64_t count);
   /// How long a collective waits for every rank before it fails (0: forever); 300 s unless set.
   void setTimeout(double seconds) { timeout_ = seconds; }
   /// How the group was made: "one process", or "MPI: rank r of n (plugin path)".
@@ -54,6 +64,7 @@ private:
   std::string description_ = "one process";
   MpiAllReduceFn allReduce_ = nullptr;
   MpiBroadcastFn broadcast_ = nullptr;
+  MpiShardFn shard_ = nullptr;
 };
 
 /// The ranks the launcher's environment names (1 where none): what ProcessGroup::get will join. Inline, so

@@ -1,6 +1,7 @@
 // The CPU backend's step compilers: each turns a plan step into a closure over resolved pointers.
 #include "runtime/CpuBackend.h"
 #include "runtime/Collectives.h"
+#include "support/Sharding.h"
 
 namespace tec::cpubackend {
 
@@ -122,6 +123,77 @@ Status CpuBackend::allReduce(const plan::Step &s) {
     at = packed->data();
     for (auto [in, out, n] : tensors)
       std::copy(at, at + n, out), at += n;
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::sharding(const plan::Step &s) {
+  auto joined = ProcessGroup::get();
+  if (!joined.ok())
+    return joined.error();
+  ProcessGroup *group = *joined;
+  const int64_t ranks = attrs::ranks(s);
+  if (ranks != group->size())
+    return Status::error("this plan shards its optimizer state over " + std::to_string(ranks) +
+                         " ranks (--shard-optimizer " + std::to_string(ranks) + "), but it runs on " +
+                         std::to_string(group->size()) + ": start it with mpirun -np " + std::to_string(ranks) +
+                         ", or compile it with --shard-optimizer " + std::to_string(group->size()) +
+                         (group->size() == 1 ? " (or without it)" : ""));
+  const std::string kernel = s.kernel();
+  const bool gather = kernel == "all_gather";
+  struct Tensor {
+    const float *whole = nullptr;
+    float *wholeOut = nullptr, *shard = nullptr;
+    const float *shardIn = nullptr;
+    int64_t elements = 0, offset = 0; // offset: in a rank's part of the packed bucket
+  };
+  std::vector<Tensor> tensors;
+  int64_t perRank = 0;
+  for (int i = 0; i < s.inputs_size(); ++i) {
+    Tensor t;
+    if (gather) {
+      t.shardIn = floatIn(s.inputs(i)), t.wholeOut = floatOut(s.outputs(i));
+      t.elements = count(s.outputs(i));
+    } else {
+      t.whole = floatIn(s.inputs(i)), t.shard = floatOut(s.outputs(i));
+      t.elements = count(s.inputs(i));
+    }
+    t.offset = perRank;
+    perRank += shardElements(t.elements, ranks);
+    tensors.push_back(t);
+  }
+  const int rank = group->rank();
+  if (kernel == "shard") {
+    emit([t = tensors[0], ranks, rank] {
+      takeShard(t.whole, t.elements, ranks, rank, t.shard);
+      return Status::success();
+    });
+    return Status::success();
+  }
+  // A bucket travels as one message: rank q's part is the q-th shard of each tensor in turn.
+  auto packed = std::make_shared<std::vector<float>>(perRank * (ranks + 1));
+  emit([=] {
+    float *all = packed->data(), *mine = all + perRank * ranks;
+    if (gather) {
+      for (const Tensor &t : tensors)
+        std::copy(t.shardIn, t.shardIn + shardElements(t.elements, ranks), mine + t.offset);
+      if (Status st = group->allGather(mine, all, perRank); !st.ok())
+        return st;
+      for (const Tensor &t : tensors) {
+        const int64_t k = shardElements(t.elements, ranks);
+        for (int64_t q = 0, done = 0; q < ranks && done < t.elements; ++q, done += k)
+          std::copy_n(all + q * perRank + t.offset, std::min(k, t.elements - done), t.wholeOut + done);
+      }
+      return Status::success();
+    }
+    for (int64_t q = 0; q < ranks; ++q)
+      for (const Tensor &t : tensors)
+        takeShard(t.whole, t.elements, ranks, q, all + q * perRank + t.offset);
+    if (Status st = group->reduceScatter(all, mine, perRank); !st.ok())
+      return st;
+    for (const Tensor &t : tensors)
+      std::copy_n(mine + t.offset, shardElements(t.elements, ranks), t.shard);
     return Status::success();
   });
   return Status::success();

@@ -1,6 +1,7 @@
 #include "runtime/StepContracts.h"
 
 #include "runtime/Steps.h"
+#include "support/Sharding.h"
 
 #include <algorithm>
 #include <functional>
@@ -182,6 +183,25 @@ private:
     return reduction == "sum" || reduction == "max" || reduction == "mean"
                ? ""
                : "reduction must be sum, max or mean, got '" + reduction + "'";
+  }
+  /// reduce_scatter, shard: f32 tensors in, each output its 1-D shard over `ranks`; all_gather the reverse.
+  std::string sharding() {
+    if (auto e = arity(1, 1 << 20, 1, 1 << 20); !e.empty())
+      return e;
+    if (s.inputs_size() != s.outputs_size() || (s.kernel() == "shard" && s.inputs_size() != 1))
+      return "expected one output per input";
+    const int64_t ranks = steps::attrs::ranks(s);
+    if (ranks < 1)
+      return "ranks must be at least 1, got " + std::to_string(ranks);
+    for (int i = 0; i < s.inputs_size(); ++i) {
+      const bool gather = s.kernel() == "all_gather";
+      const int whole = gather ? out(i) : in(i), shard = gather ? in(i) : out(i);
+      if (dtype(whole) != plan::F32 || dtype(shard) != plan::F32 || shape(shard) != Shape{shardElements(count(whole), ranks)})
+        return "tensor " + std::to_string(i) + ": expected f32 " + text(shape(whole)) + " and its shard over " +
+               std::to_string(ranks) + " ranks, [" + std::to_string(shardElements(count(whole), ranks)) + "], got " +
+               text(shape(shard));
+    }
+    return "";
   }
   std::string cast() { return first({arity(1, 1, 1, 1), sameCount(in(0), out(0))}); }
   /// One input, an output of its shape, an axis of it (softmax, log_softmax, cumsum).

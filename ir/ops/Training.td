@@ -119,6 +119,70 @@ def Tec_AllReduceOp : Tec_Op<"all_reduce"> {
   let hasVerifier = 1;
 }
 
+class Tec_ShardingOp<string mnemonic, list<Trait> traits = []> : Tec_Op<mnemonic, traits> {
+  code shardingDescription = [{
+    Optimizer sharding (ZeRO stage 1) splits each tensor over `ranks` ranks as one flat vector: its elements
+    in row-major order, zero-padded to `ranks * k` with `k = ceil(elements / ranks)`; rank r holds the
+    elements `[r k, (r + 1) k)`, a 1-D tensor of `k`. `ranks` is fixed when the plan is compiled (the shapes
+    are static); a plan runs only where the launcher started that many ranks.
+  }];
+}
+
+def Tec_ReduceScatterOp : Tec_ShardingOp<"reduce_scatter"> {
+  let summary = "the sum over the ranks of each tensor, of which each rank keeps its own shard";
+  let description = shardingDescription # [{
+    Result i is this rank's shard of the elementwise sum of input i over the ranks: @train_step with
+    `shard-optimizer` reduces its gradients with it in buckets, as it would with `tec.all_reduce`, each rank
+    then updating only its shard of each parameter. On one rank it flattens. Not Pure: a collective.
+
+    Example:
+    ```mlir
+    %g0s, %g1s = tec.reduce_scatter %g0, %g1 {ranks = 2 : i64}
+        : tensor<3x5xf32>, tensor<4xf32> -> tensor<8xf32>, tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<StaticShapeTensorOf<[F32]>>:$inputs, I64Attr:$ranks);
+  let results = (outs Variadic<1DTensorOf<[F32]>>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($results)";
+  let hasVerifier = 1;
+}
+
+def Tec_AllGatherOp : Tec_ShardingOp<"all_gather"> {
+  let summary = "each rank's shard of every tensor, gathered into the whole tensor on every rank";
+  let description = shardingDescription # [{
+    Result i is the concatenation of the ranks' input i in rank order, less the padding, in result i's
+    shape: @train_step with `shard-optimizer` gathers the parameters each rank updated on its shard. Not
+    Pure: a collective.
+
+    Example:
+    ```mlir
+    %p0, %p1 = tec.all_gather %p0s, %p1s {ranks = 2 : i64}
+        : tensor<8xf32>, tensor<2xf32> -> tensor<3x5xf32>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<1DTensorOf<[F32]>>:$inputs, I64Attr:$ranks);
+  let results = (outs Variadic<StaticShapeTensorOf<[F32]>>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($results)";
+  let hasVerifier = 1;
+}
+
+def Tec_ShardOp : Tec_ShardingOp<"shard", [Pure]> {
+  let summary = "this rank's shard of a tensor every rank holds whole (no communication)";
+  let description = shardingDescription # [{
+    @train_step with `shard-optimizer` takes each parameter's shard with it, to update alongside the
+    gradient's shard from `tec.reduce_scatter`.
+
+    Example:
+    ```mlir
+    %ps = tec.shard %p {ranks = 2 : i64} : tensor<3x5xf32> -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$input, I64Attr:$ranks);
+  let results = (outs 1DTensorOf<[F32]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Tec_LossScaleUpdateOp : Tec_Op<"loss_scale_update", [Pure]> {
   let summary = "dynamic loss scaling, as torch.cuda.amp.GradScaler";
   let description = [{

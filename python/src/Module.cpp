@@ -181,7 +181,7 @@ NB_MODULE(_tec, m) {
             num("weight_decay", t.weightDecay), num("clip_norm", t.clipNorm), num("nesterov", t.nesterov),
             num("warmup_steps", t.warmupSteps), num("total_steps", t.totalSteps), num("loss_scale", t.lossScale),
             num("loss_scale_growth_interval", t.growthInterval), num("ignore_index", t.ignoreIndex), num("accumulate", t.accumulate),
-            num("bucket_mb", t.bucketMb);
+            num("bucket_mb", t.bucketMb), num("shard_optimizer", t.shardOptimizer);
         if (!unread.empty())
           throw nb::type_error(("compile: unknown option '" + *unread.begin() + "'").c_str());
         options.train = train;

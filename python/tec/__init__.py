@@ -95,6 +95,9 @@ class TrainOptions:
     accumulate: int = 1
     #: Data parallelism (a script under mpirun): MiB of gradients one all_reduce sums over the ranks.
     bucket_mb: float = 25.0
+    #: ZeRO stage 1 for this many ranks (0: off): each rank holds and updates 1/N of the optimizer state;
+    #: the plan then trains on exactly N ranks.
+    shard_optimizer: int = 0
 
 
 class Plan:

@@ -132,6 +132,18 @@ Status CudaBackend::allReduce(const plan::Step &s) {
   return Status::success();
 }
 
+Status CudaBackend::sharding(const plan::Step &s) {
+  if (attrs::ranks(s) > 1 || launcherWorldSize() > 1)
+    return unsupported(s, "optimizer sharding on the GPU needs NCCL, which this tec does not load yet; "
+                          "sharded plans train on the cpu backend (--device cpu)");
+  for (int i = 0; i < s.inputs_size(); ++i) { // one rank: a shard is the whole tensor, flat
+    const kc::Shape flat{count(s.outputs(i))};
+    if (Status st = emitCopy(s, s.inputs(i), kc::contiguous(flat), s.outputs(i), kc::contiguous(flat), flat); !st.ok())
+      return st;
+  }
+  return Status::success();
+}
+
 Status CudaBackend::worldSize(const plan::Step &s) {
   const float ranks = static_cast<float>(launcherWorldSize());
   int o = s.outputs(0);

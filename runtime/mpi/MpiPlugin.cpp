@@ -115,6 +115,26 @@ __attribute__((visibility("default"))) int tecMpiBroadcast(void *data, int64_t b
   return MPI_SUCCESS;
 }
 
+__attribute__((visibility("default"))) int tecMpiShard(const float *send, float *receive, int64_t count, int gather,
+                                                        double timeout, char *error, int errorBytes) {
+  // One message: a bucket's shards are packed by the caller; MPI counts are ints.
+  if (count > kLargestCount) {
+    collectiveFailed = true;
+    if (error && errorBytes > 0)
+      std::snprintf(error, errorBytes, "a bucket of %lld floats per rank is more than MPI takes in one message: "
+                                       "compile with a smaller --bucket-mb", static_cast<long long>(count));
+    return -1;
+  }
+  MPI_Request request;
+  const int n = static_cast<int>(count);
+  const char *what = gather ? "MPI_Iallgather" : "MPI_Ireduce_scatter_block";
+  const int code = gather ? MPI_Iallgather(send, n, MPI_FLOAT, receive, n, MPI_FLOAT, MPI_COMM_WORLD, &request)
+                          : MPI_Ireduce_scatter_block(send, receive, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
+  if (code != MPI_SUCCESS)
+    return fail(code, what, error, errorBytes);
+  return waitFor(&request, timeout, what, error, errorBytes);
+}
+
 __attribute__((visibility("default"))) void tecMpiFinalize() {
   if (collectiveFailed) {
     std::fflush(nullptr);

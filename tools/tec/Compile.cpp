@@ -113,6 +113,12 @@ cl::opt<double> bucketMb("bucket-mb",
                                   "the order the backward produces them)"),
                          cl::init(25.0), cl::cat(category()));
 
+cl::opt<int64_t> shardOptimizer("shard-optimizer",
+                                cl::desc("ZeRO stage 1 for N ranks: each rank holds and updates 1/N of the optimizer "
+                                         "state, gradients reduce-scattered and params all-gathered (the plan then "
+                                         "trains on exactly N ranks)"),
+                                cl::value_desc("N"), cl::init(0), cl::cat(category()));
+
 cl::opt<int64_t> maxFoldBytes("max-fold-bytes",
                               cl::desc("the largest constant the plan stores (a Constant node, a folded Range); a "
                                        "larger one is refused naming its node (a splat stores one element)"),
@@ -257,6 +263,7 @@ tec::CompileOptions compileOptionsFromFlags() {
   t.growthInterval = growthInterval;
   t.accumulate = accumulateSteps;
   t.bucketMb = bucketMb;
+  t.shardOptimizer = shardOptimizer;
   options.maxFoldBytes = maxFoldBytes;
   return options;
 }

@@ -328,7 +328,8 @@ int runSteps(tec::Trainer &trainer, const std::vector<Samples> &data, Teacher *t
       llvm::outs() << llvm::formatv("  step {0,6}/{1}  loss {2,10:e3}  {3,7:f1} steps/s  ETA {4:f1} s\n", step + 1,
                                     steps, run.losses.back(), rate, (steps - step - 1) / rate);
     }
-    bool checkpointNow = !checkpointDir.empty() && group.rank() == 0 && // every rank holds the same state
+    // Every rank saves (a sharded optimizer state is gathered); rank 0 writes the group's checkpoint.
+    bool checkpointNow = !checkpointDir.empty() &&
                          ((checkpointEvery > 0 && (step + 1) % checkpointEvery == 0) || step + 1 == steps);
     if (checkpointNow) {
       if (tec::Status st = trainer.save(checkpointDir); !st.ok()) {
@@ -591,6 +592,8 @@ int trainLoop() {
                                 "{3:f1} steps/s, arena {4}\n",
                                 run.losses.size(), run.losses.empty() ? 0.0 : run.losses.back(), meanMs,
                                 run.losses.size() / std::max(run.seconds, 1e-9), bytesString(s.variant().arena_bytes()));
+  if (std::string perRank = tec::perRankLine(s.variant()); !perRank.empty())
+    llvm::outs() << perRank << "\n";
   if (int64_t waiting = trainer.steps() % trainer.accumulation(); waiting > 0)
     llvm::outs() << "the last " << waiting << " steps' gradients wait for the next update (accumulated"
                  << (checkpointDir.empty() ? ", and lost with this run: no --checkpoint-dir" : ", in the checkpoint")

@@ -463,3 +463,27 @@ func.func @all_reduce_types(%g: tensor<4xf32>, %h: tensor<2xf32>) -> tensor<4xf3
   %0:2 = tec.all_reduce %g, %h {reduction = "sum"} : tensor<4xf32>, tensor<2xf32> -> tensor<4xf32>, tensor<4xf32>
   return %0#0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @reduce_scatter_shard_size(%g: tensor<3x5xf32>) -> tensor<7xf32> {
+  // expected-error @+1 {{'tec.reduce_scatter' op expected tensor 0's shard over 2 ranks of 'tensor<3x5xf32>' to be tensor<8xf32>, got 'tensor<7xf32>'}}
+  %0 = tec.reduce_scatter %g {ranks = 2 : i64} : tensor<3x5xf32> -> tensor<7xf32>
+  return %0 : tensor<7xf32>
+}
+
+// -----
+
+func.func @all_gather_whole_size(%s: tensor<8xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{'tec.all_gather' op expected tensor 0's shard over 2 ranks of 'tensor<4x5xf32>' to be tensor<10xf32>, got 'tensor<8xf32>'}}
+  %0 = tec.all_gather %s {ranks = 2 : i64} : tensor<8xf32> -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+func.func @shard_ranks(%p: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tec.shard' op expected ranks >= 1, got 0}}
+  %0 = tec.shard %p {ranks = 0 : i64} : tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -274,3 +274,15 @@ func.func @collectives(%g: tensor<4x8xf32>, %b: tensor<8xf32>, %a: tensor<f32>) 
   %1 = tec.all_reduce %a {reduction = "max"} : tensor<f32> -> tensor<f32>
   return %0#0, %0#1, %1, %n : tensor<4x8xf32>, tensor<8xf32>, tensor<f32>, tensor<f32>
 }
+
+// Optimizer sharding over 3 ranks: 15 elements in shards of 5, 4 in shards of 2 (padded with 2 zeros).
+// CHECK-LABEL: func @sharding
+func.func @sharding(%g: tensor<3x5xf32>, %b: tensor<4xf32>) -> (tensor<3x5xf32>, tensor<4xf32>, tensor<5xf32>) {
+  // CHECK: tec.reduce_scatter %{{.*}}, %{{.*}} {ranks = 3 : i64} : tensor<3x5xf32>, tensor<4xf32> -> tensor<5xf32>, tensor<2xf32>
+  %s:2 = tec.reduce_scatter %g, %b {ranks = 3 : i64} : tensor<3x5xf32>, tensor<4xf32> -> tensor<5xf32>, tensor<2xf32>
+  // CHECK: tec.shard %{{.*}} {ranks = 3 : i64} : tensor<3x5xf32> -> tensor<5xf32>
+  %p = tec.shard %g {ranks = 3 : i64} : tensor<3x5xf32> -> tensor<5xf32>
+  // CHECK: tec.all_gather %{{.*}}, %{{.*}} {ranks = 3 : i64} : tensor<5xf32>, tensor<2xf32> -> tensor<3x5xf32>, tensor<4xf32>
+  %w:2 = tec.all_gather %s#0, %s#1 {ranks = 3 : i64} : tensor<5xf32>, tensor<2xf32> -> tensor<3x5xf32>, tensor<4xf32>
+  return %w#0, %w#1, %p : tensor<3x5xf32>, tensor<4xf32>, tensor<5xf32>
+}
