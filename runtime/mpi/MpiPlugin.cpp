@@ -33,7 +33,7 @@ constexpr int64_t kLargestCount = int64_t(1) << 30;
 
 /// Waits for a nonblocking collective, at most `timeout` seconds (0: forever): a rank that hangs or died
 /// without its launcher noticing must not hang the others. Polls MPI_Test (which also progresses the
-/// collective), spinning for a millisecond, then sleeping 50 us between polls.
+/// collective), spinning for 100 ms (a bucket's latency is the step's), then sleeping 50 us between polls.
 int waitFor(MPI_Request *request, double timeout, const char *what, char *error, int errorBytes) {
   const double start = MPI_Wtime();
   for (;;) {
@@ -52,7 +52,7 @@ int waitFor(MPI_Request *request, double timeout, const char *what, char *error,
                       what, timeout);
       return -1;
     }
-    if (waited > 1e-3)
+    if (waited > 0.1)
       usleep(50);
   }
 }
