@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <functional>
 #include <vector>
 
 namespace tec {
@@ -40,6 +41,10 @@ public:
   /// mapped data section) and prepares each step, so that run() allocates and decides nothing. Once per
   /// backend: a second call is an error (another plan needs another backend).
   virtual Status prepare(const plan::Variant &variant, const char *data) = 0;
+  /// Where `data` is a mapped file: called by prepare with each part of it (offset, bytes) it has copied
+  /// (state's initial values, a weight packed or laid out anew, an upload) and run() never reads, as soon as
+  /// it has, so that the file's pages go while the copies are made and a plan costs its memory once.
+  void setDataRelease(std::function<void(int64_t offset, int64_t bytes)> release) { releaseData_ = std::move(release); }
   /// Host-visible storage of an input (filled before run) or an output (read after run). A GPU
   /// backend stages these in pinned host memory and moves them as part of run(): an input only when its
   /// storage was asked for since its last upload, so a caller changes an input by asking again (inputs
@@ -68,6 +73,15 @@ public:
   /// How computedBy(step) took plan step `step` in after prepare ("its epilogue", "an elementwise chain", ...),
   /// for people (`tec inspect --schedule`); "" for a step that is its own launch.
   virtual std::string foldedAs(int) const { return ""; }
+
+protected:
+  void releaseData(int64_t offset, int64_t bytes) const {
+    if (releaseData_)
+      releaseData_(offset, bytes);
+  }
+
+private:
+  std::function<void(int64_t, int64_t)> releaseData_;
 };
 
 /// `threads` = 0 keeps OpenMP's and BLAS's defaults.

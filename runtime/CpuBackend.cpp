@@ -49,6 +49,7 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
   if (Status s = supportsEveryStep(v); !s.ok())
     return s;
   variant = &v;
+  mappedData = data;
   k::setThreads(threads);
   void *memory = nullptr;
   size_t arenaBytes = (v.arena_bytes() + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
@@ -70,9 +71,10 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
     if (b.has_init_fill())
       std::fill_n(static_cast<float *>(pointers[i]), b.bytes() / sizeof(float), b.init_fill());
     else
-      std::memcpy(pointers[i], data + b.init_offset(), b.bytes());
+      std::memcpy(pointers[i], data + b.init_offset(), b.bytes()), releaseData(b.init_offset(), b.bytes());
   }
   graph.emplace(v);
+  readsOfCopy.assign(v.buffers_size(), 0);
   computingStep.resize(v.steps_size());
   std::iota(computingStep.begin(), computingStep.end(), 0);
   foldedHow.assign(v.steps_size(), "");

@@ -171,6 +171,15 @@ private:
   std::unique_ptr<char, AlignedFree> arena;
   std::vector<void *> pointers;
   std::deque<std::vector<float>> scratch;
+  /// Reads of a param or constant (by root buffer) served from a private copy made at prepare (a weight
+  /// packed or laid out anew): once every read is, run() never touches its mapped bytes (releaseData).
+  std::vector<int> readsOfCopy;
+  const char *mappedData = nullptr; // prepare's `data`: params and constants, at their offsets
+  void readsThroughCopy(int buffer) {
+    const int root = graph->rootOf(buffer);
+    if (++readsOfCopy[root] == graph->readers(root))
+      releaseData(variant->buffers(root).offset(), variant->buffers(root).bytes());
+  }
   struct {
     std::vector<std::function<void()>> pre, post;
   } pending;

@@ -472,20 +472,30 @@ Status CpuBackend::linear(const plan::Step &s) {
   // A weight packed as it lies needs no other copy.
   const bool constant = constantWeight(s.inputs(1)) && !transA;
   std::shared_ptr<k::PackedGemm> packed;
-  auto packIfChosen = [&] {
+  auto packIfChosen = [&](const k::PackedGemm::SourcePacked &sourcePacked) {
     if (constant && k::gemmLibrary({transA, transB, m, n, kk, true}) == k::packedGemmChoice())
-      packed = k::PackedGemm::create(transB, m, n, kk, w, transB ? kk : n);
+      packed = k::PackedGemm::create(transB, m, n, kk, w, transB ? kk : n, sourcePacked);
   };
-  packIfChosen();
+  // A weight only this GEMM reads leaves memory as it is packed, chunk by chunk (the plan file maps it).
+  const bool soleReader = constant && graph->readers(s.inputs(1)) == 1;
+  packIfChosen([&](const float *first, int64_t count) {
+    if (soleReader)
+      releaseData(reinterpret_cast<const char *>(first) - mappedData, count * static_cast<int64_t>(sizeof(float)));
+  });
+  if (packed)
+    readsThroughCopy(s.inputs(1));
   // Else a constant [N, K] weight is laid out once, at prepare, as [K, N]: OpenBLAS's NN GEMM runs 5-25%
   // faster than its NT one at the batch sizes of inference (no transposed panel to pack on every call). Not
   // for one row, a GEMV: its dot products read [N, K] rows contiguously (~20% faster than across [K, N]).
   if (!packed && transB && constantWeight(s.inputs(1)) && ws.size() == 2 && m > 1) {
     auto &laidOut = scratch.emplace_back(ws[0] * ws[1]);
     k::transpose(w, {ws[0], ws[1]}, {1, 0}, laidOut.data(), sizeof(float));
+    readsThroughCopy(s.inputs(1));
     w = laidOut.data();
     transB = false;
-    packIfChosen();
+    packIfChosen({});
+    if (packed) // packed from the laid-out copy, which nothing reads now
+      scratch.pop_back(), w = nullptr;
   }
   float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
   const FoldedStep next = foldIntoEpilogue(s.outputs(0), e);

@@ -278,6 +278,16 @@ int64_t dtypeBytes(plan::DType dtype) {
   }
 }
 
+void PlanFile::releaseData(int64_t offset, int64_t bytes) const {
+  if (offset < 0 || bytes <= 0 || offset > dataBytes || bytes > dataBytes - offset)
+    return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(dataStart + offset) + page - 1) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(dataStart + offset + bytes) / page * page;
+  if (end > begin) // a private, read-only file mapping: dropped pages are read from the file again if touched
+    ::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
+}
+
 Status validatePlan(const plan::Plan &plan, int64_t dataBytes) {
   if (plan.variants().empty())
     return Status::error("the plan has no variants");

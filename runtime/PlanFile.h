@@ -63,6 +63,9 @@ public:
   const char *data() const { return dataStart; }
   int64_t dataSize() const { return dataBytes; }
   const std::string &path() const { return filePath; }
+  /// Lets the pages of data bytes [offset, offset + bytes) go from memory (the whole pages inside it): a
+  /// later read maps them from the file again, so this costs memory, never correctness.
+  void releaseData(int64_t offset, int64_t bytes) const;
 
 private:
   PlanFile() = default;

@@ -175,6 +175,8 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
     auto data = session->dataFor(variant, options);
     if (!data.ok())
       return data.error();
+    if (cuda.ok())
+      session->releaseMappedData(**cuda, *data);
     Status failed = cuda.ok() ? (*cuda)->prepare(variant, *data) : cuda.error();
     if (failed.ok()) {
       session->backend = cuda.take();
@@ -193,6 +195,7 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
     if (!data.ok())
       return data.error();
     session->backend = createCpuBackend(options.threads, options.fp8Stats, options.fusion);
+    session->releaseMappedData(*session->backend, *data);
     if (Status s = session->backend->prepare(variant, *data); !s.ok())
       return Status::error(path + ": variant " + variant.target() + ": " + s.message());
   }
@@ -217,6 +220,12 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
   for (int i = 0; i < variant.outputs_size(); ++i)
     session->outputInfo.push_back(describe(outputNames.Get(i), variant.outputs(i)));
   return session;
+}
+
+void Session::releaseMappedData(Backend &backend, const char *data) const {
+  // Only the file's own pages: a data section copied into memory (trained params) has no file behind it.
+  if (data == file->data())
+    backend.setDataRelease([file = file.get()](int64_t offset, int64_t bytes) { file->releaseData(offset, bytes); });
 }
 
 Result<const char *> Session::dataFor(const plan::Variant &variant, const SessionOptions &options) {

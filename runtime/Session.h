@@ -148,6 +148,8 @@ private:
   Status refuseNotes();
 
   std::unique_ptr<PlanFile> file;
+  /// Lets `backend` release the pages of `data` it copies, where `data` is the mapped file's.
+  void releaseMappedData(Backend &backend, const char *data) const;
   /// The copy dataFor made (64-byte aligned, as the mapped section); outlives the backend, which reads it.
   std::unique_ptr<char, decltype(&std::free)> ownedData{nullptr, &std::free};
   std::string weights = "plan";

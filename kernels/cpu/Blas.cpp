@@ -261,10 +261,23 @@ std::string cpuIdentity() {
   return identity;
 }
 
-/// Times each library on one GEMM of the shape, alternating libraries over rounds (a busy machine drifts);
-/// the fastest round of each counts. On this thread alone: the choice must not depend on the thread count.
-std::vector<double> measure(const GemmShape &s) {
+/// The shape a measurement times for `shape`: itself, but with at most kMeasuredB elements of B (fewer of
+/// its columns, a multiple of 16). A GEMM's B is a model's weight: timing a copy of a 256 MiB one (and its
+/// packed copy) at prepare would double the memory a large model's weights take while it loads, and its
+/// columns are independent work that the libraries run the same way.
+GemmShape measuredShape(GemmShape shape) {
+  constexpr int64_t kMeasuredB = int64_t(1) << 22;
+  if (shape.k * shape.n > kMeasuredB)
+    shape.n = std::min<int64_t>(shape.n, std::max<int64_t>(16, kMeasuredB / std::max<int64_t>(shape.k, 1) / 16 * 16));
+  return shape;
+}
+
+/// Times each library on one GEMM of the shape (measuredShape's), alternating libraries over rounds (a busy
+/// machine drifts); the fastest round of each counts. On this thread alone: the choice must not depend on
+/// the thread count.
+std::vector<double> measure(const GemmShape &shape) {
   SerialScope serial;
+  const GemmShape s = measuredShape(shape);
   const size_t sizeA = s.m * s.k, sizeB = s.k * s.n, sizeC = s.m * s.n;
   std::vector<float> a(sizeA), b(sizeB), c(sizeC);
   for (size_t i = 0; i < sizeA; ++i)

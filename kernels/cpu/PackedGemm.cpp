@@ -49,7 +49,7 @@ struct PackedGemm::Chunk {
 const std::string &PackedGemm::unavailable() { return oneDnn().problem; }
 
 std::unique_ptr<PackedGemm> PackedGemm::create(bool transB, int64_t m, int64_t n, int64_t k, const float *b,
-                                               int64_t ldb) {
+                                               int64_t ldb, const SourcePacked &sourcePacked) {
   const GemmSplit split = gemmSplit(m, n, k);
   if (!unavailable().empty() || split.by == GemmSplit::Rows || m <= 0 || n <= 0 || k <= 0)
     return nullptr;
@@ -100,6 +100,8 @@ std::unique_ptr<PackedGemm> PackedGemm::create(bool transB, int64_t m, int64_t n
     for (dnnl_primitive_desc_t p : {pd, reorderPd})
       if (p)
         d.dnnl_primitive_desc_destroy(p);
+    if (ok && transB && sourcePacked) // the chunk's rows of B, contiguous
+      sourcePacked(b + c->j0 * ldb, (c->j1 - c->j0 - 1) * ldb + k);
     gemm->chunks.push_back(std::move(c));
   }
   omp_set_num_threads(previous);
@@ -134,7 +136,8 @@ const std::string &PackedGemm::unavailable() {
   return why;
 }
 
-std::unique_ptr<PackedGemm> PackedGemm::create(bool, int64_t, int64_t, int64_t, const float *, int64_t) {
+std::unique_ptr<PackedGemm> PackedGemm::create(bool, int64_t, int64_t, int64_t, const float *, int64_t,
+                                               const SourcePacked &) {
   return nullptr;
 }
 

@@ -10,6 +10,7 @@
 #include "kernels/cpu/Blas.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,9 +21,13 @@ class PackedGemm {
 public:
   /// Why no GEMM can be packed here (oneDNN 2's matmul primitive not loaded), or empty when one can.
   static const std::string &unavailable();
+  /// What create has packed and never reads again: `count` floats of B from `first` (with transB, each
+  /// chunk's rows as soon as they are packed), so that a caller may let their memory go while it packs.
+  using SourcePacked = std::function<void(const float *first, int64_t count)>;
   /// C[m, n] = A[m, k] op(B), B (k x n, or n x k with transB) packed now; null where unavailable() or the
   /// shape splits by rows (a large m pays the per-call packing back).
-  static std::unique_ptr<PackedGemm> create(bool transB, int64_t m, int64_t n, int64_t k, const float *b, int64_t ldb);
+  static std::unique_ptr<PackedGemm> create(bool transB, int64_t m, int64_t n, int64_t k, const float *b, int64_t ldb,
+                                            const SourcePacked &sourcePacked = {});
   ~PackedGemm();
   PackedGemm(const PackedGemm &) = delete;
   PackedGemm &operator=(const PackedGemm &) = delete;

@@ -152,6 +152,11 @@ Status CudaBackend::prepare(const plan::Variant &v, const char *data) {
   }
   if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
     return Status::error("cannot upload the params and state: " + cudaText(e));
+  // The device holds the params, constants and initial state now: their host pages may go.
+  releaseData(0, dataEnd);
+  for (const auto &b : v.buffers())
+    if (b.role() == plan::STATE && b.alias_of() < 0 && !b.has_init_fill())
+      releaseData(b.init_offset(), b.bytes());
   auto rootOf = [&](int b) { return v.buffers(b).alias_of() >= 0 ? v.buffers(b).alias_of() : b; };
   for (int i : v.inputs())
     inputRoots.push_back(rootOf(i));
