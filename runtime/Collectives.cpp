@@ -21,9 +21,9 @@ std::string ownFolder() {
 /// The plugin's functions, or why they could not be loaded (once per process).
 struct MpiPlugin {
   MpiInitFn init = nullptr;
-  MpiAllReduceFn allReduce = nullptr;
-  MpiBroadcastFn broadcast = nullptr;
-  MpiShardFn shard = nullptr;
+  MpiStartFn start = nullptr;
+  MpiWaitFn wait = nullptr;
+  MpiProgressThreadFn progressThread = nullptr;
   MpiFinalizeFn finalize = nullptr;
   const char *(*version)() = nullptr;
   std::string path, reason;
@@ -44,12 +44,12 @@ const MpiPlugin &mpiPlugin() {
         continue;
       }
       p.init = reinterpret_cast<MpiInitFn>(dlsym(handle, "tecMpiInit"));
-      p.allReduce = reinterpret_cast<MpiAllReduceFn>(dlsym(handle, "tecMpiAllReduce"));
-      p.broadcast = reinterpret_cast<MpiBroadcastFn>(dlsym(handle, "tecMpiBroadcast"));
-      p.shard = reinterpret_cast<MpiShardFn>(dlsym(handle, "tecMpiShard"));
+      p.start = reinterpret_cast<MpiStartFn>(dlsym(handle, "tecMpiStart"));
+      p.wait = reinterpret_cast<MpiWaitFn>(dlsym(handle, "tecMpiWait"));
+      p.progressThread = reinterpret_cast<MpiProgressThreadFn>(dlsym(handle, "tecMpiProgressThread"));
       p.finalize = reinterpret_cast<MpiFinalizeFn>(dlsym(handle, "tecMpiFinalize"));
       p.version = reinterpret_cast<const char *(*)()>(dlsym(handle, "tecMpiVersion"));
-      if (!p.init || !p.allReduce || !p.broadcast || !p.shard || !p.finalize || !p.version) {
+      if (!p.init || !p.start || !p.wait || !p.progressThread || !p.finalize || !p.version) {
         errors += (errors.empty() ? "" : "; ") + path + " lacks tec's MPI entry points";
         continue;
       }
@@ -90,9 +90,9 @@ Result<ProcessGroup *> ProcessGroup::get() {
       return failure;
     }
     std::atexit([] { mpiPlugin().finalize(); });
-    made->allReduce_ = mpi.allReduce;
-    made->broadcast_ = mpi.broadcast;
-    made->shard_ = mpi.shard;
+    made->start_ = mpi.start;
+    made->wait_ = mpi.wait;
+    made->progressThread_ = mpi.progressThread;
     made->description_ = "MPI: rank " + std::to_string(made->rank_) + " of " + std::to_string(made->size_) + " (" +
                          mpi.version() + ")";
   }
@@ -100,44 +100,65 @@ Result<ProcessGroup *> ProcessGroup::get() {
   return group;
 }
 
-Status ProcessGroup::allReduce(float *data, int64_t count, CollectiveOp op) {
-  if (size_ == 1 || count == 0)
+Result<int64_t> ProcessGroup::start(CollectiveKind kind, const void *send, void *receive, int64_t count,
+                                    CollectiveOp op, int root) {
+  if (size_ == 1) {
+    if (kind == CollectiveKind::AllGather || kind == CollectiveKind::ReduceScatter)
+      std::copy_n(static_cast<const float *>(send), count, static_cast<float *>(receive));
+    return int64_t(-1);
+  }
+  return start_(static_cast<int>(kind), send, receive, count, static_cast<int>(op), root);
+}
+
+Status ProcessGroup::wait(int64_t ticket) {
+  if (size_ == 1 || ticket < 0)
     return Status::success();
   char error[512] = {0};
-  if (allReduce_(data, count, static_cast<int>(op), timeout_, error, sizeof(error)) != 0)
+  if (wait_(ticket, timeout_, error, sizeof(error)) != 0)
     return Status::error(std::string("rank ") + std::to_string(rank_) + ": " + error);
   return Status::success();
+}
+
+void ProcessGroup::chooseProgress(bool spareCore) {
+  if (size_ == 1 || progressChosen_)
+    return;
+  progressChosen_ = true;
+  const char *forced = std::getenv("TEC_MPI_PROGRESS");
+  const std::string force = forced ? forced : "";
+  const bool wanted = force == "thread" || (force != "inline" && spareCore);
+  const bool threaded = wanted && progressThread_() == 1;
+  description_ += threaded ? "; collectives overlap on a communication thread"
+                  : wanted ? "; collectives run where waited for (MPI without MPI_THREAD_MULTIPLE)"
+                  : force == "inline" ? "; collectives run where waited for (TEC_MPI_PROGRESS=inline)"
+                                      : "; collectives run where waited for (no core to spare for a communication thread)";
+}
+
+namespace {
+
+Status startAndWait(ProcessGroup &group, CollectiveKind kind, const void *send, void *receive, int64_t count,
+                    CollectiveOp op = CollectiveOp::Sum, int root = 0) {
+  auto ticket = group.start(kind, send, receive, count, op, root);
+  return ticket.ok() ? group.wait(*ticket) : ticket.error();
+}
+
+} // namespace
+
+Status ProcessGroup::allReduce(float *data, int64_t count, CollectiveOp op) {
+  return count == 0 ? Status::success() : startAndWait(*this, CollectiveKind::AllReduce, data, data, count, op);
 }
 
 Status ProcessGroup::broadcast(void *data, size_t bytes, int root) {
-  if (size_ == 1 || bytes == 0)
-    return Status::success();
-  char error[512] = {0};
-  if (broadcast_(data, static_cast<int64_t>(bytes), root, timeout_, error, sizeof(error)) != 0)
-    return Status::error(std::string("rank ") + std::to_string(rank_) + ": " + error);
-  return Status::success();
+  return bytes == 0 ? Status::success()
+                    : startAndWait(*this, CollectiveKind::Broadcast, data, data, static_cast<int64_t>(bytes),
+                                   CollectiveOp::Sum, root);
 }
 
 Status ProcessGroup::allGather(const float *mine, float *all, int64_t count) {
-  if (size_ == 1) {
-    std::copy(mine, mine + count, all);
-    return Status::success();
-  }
-  char error[512] = {0};
-  if (shard_(mine, all, count, 1, timeout_, error, sizeof(error)) != 0)
-    return Status::error(std::string("rank ") + std::to_string(rank_) + ": " + error);
-  return Status::success();
+  return startAndWait(*this, CollectiveKind::AllGather, mine, all, count);
 }
 
 Status ProcessGroup::reduceScatter(const float *all, float *mine, int64_t count) {
-  if (size_ == 1) {
-    std::copy(all, all + count, mine);
-    return Status::success();
-  }
-  char error[512] = {0};
-  if (shard_(all, mine, count, 0, timeout_, error, sizeof(error)) != 0)
-    return Status::error(std::string("rank ") + std::to_string(rank_) + ": " + error);
-  return Status::success();
+  return startAndWait(*this, CollectiveKind::ReduceScatter, all, mine, count);
 }
 
 std::string mpiPluginDescription() {

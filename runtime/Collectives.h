@@ -16,19 +16,20 @@
 namespace tec {
 
 enum class CollectiveOp { Sum, Max, Mean };
+/// What a collective does (values of the plugin's C interface): all_reduce `count` floats of `receive` in
+/// place; broadcast `count` bytes of root's `receive`; all_gather every rank's `count` floats of `send` into
+/// `receive` in rank order; reduce_scatter the sum over the ranks of `send` (`count` floats per rank), of
+/// which rank r receives the r-th `count`.
+enum class CollectiveKind { AllReduce = 0, Broadcast = 1, AllGather = 2, ReduceScatter = 3 };
 
 /// The plugin's C interface (looked up with dlsym by these names), kept to plain types so that the plugin
-/// and tec agree without sharing C++ classes. Each returns 0 on success, else an MPI error code, with its
-/// text in `error` (when given).
+/// and tec agree without sharing C++ classes. Init and wait return 0 on success, else an error code with
+/// its text in `error`; start returns the collective's ticket for wait.
 extern "C" {
 using MpiInitFn = int (*)(int *rank, int *size, char *error, int errorBytes);
-using MpiAllReduceFn = int (*)(float *data, int64_t count, int op, double timeoutSeconds, char *error, int errorBytes);
-using MpiBroadcastFn = int (*)(void *data, int64_t bytes, int root, double timeoutSeconds, char *error, int errorBytes);
-/// gather 0: every rank's `count` floats of `send`, in rank order, into `receive` (MPI_Allgather);
-/// gather 1: `receive`'s `count` floats for this rank, the sum over the ranks of their `send`'s part for it
-/// (MPI_Reduce_scatter_block; `send` holds `count` per rank).
-using MpiShardFn = int (*)(const float *send, float *receive, int64_t count, int gather, double timeoutSeconds,
-                           char *error, int errorBytes);
+using MpiStartFn = int64_t (*)(int kind, const void *send, void *receive, int64_t count, int op, int root);
+using MpiWaitFn = int (*)(int64_t ticket, double timeoutSeconds, char *error, int errorBytes);
+using MpiProgressThreadFn = int (*)();
 using MpiFinalizeFn = void (*)();
 }
 inline constexpr const char *kMpiPluginFile = "libtec_mpi.so";
@@ -37,16 +38,24 @@ class ProcessGroup {
 public:
   int rank() const { return rank_; }
   int size() const { return size_; }
-  /// In place over every rank's `data` (the same count on each): the elementwise sum, max or mean.
-  /// On one process a no-op.
+  /// Starts a collective (CollectiveKind says what it does with its arguments); every rank starts the same
+  /// ones in the same order. It runs while the caller goes on (MPI's progress on a communication thread)
+  /// until wait(), which returns once it is done, or with an error after the timeout. On one process: done
+  /// at once (an all_gather or reduce_scatter copies `send` into `receive`).
+  Result<int64_t> start(CollectiveKind kind, const void *send, void *receive, int64_t count,
+                        CollectiveOp op = CollectiveOp::Sum, int root = 0);
+  Status wait(int64_t ticket);
+  /// Blocking forms: in place over every rank's `data` (the same count on each), the elementwise sum, max
+  /// or mean; `bytes` of root's `data` to every rank; every rank's `count` floats, in rank order, into `all`;
+  /// the sum over the ranks of their `all` (count x size floats), of which this rank receives its `count`.
   Status allReduce(float *data, int64_t count, CollectiveOp op);
-  /// `bytes` of root's `data` to every rank.
   Status broadcast(void *data, size_t bytes, int root);
-  /// Every rank's `count` floats, in rank order, into `all` (count x size floats) on every rank.
   Status allGather(const float *mine, float *all, int64_t count);
-  /// The sum over the ranks of their `all` (count x size floats), of which this rank receives its `count`
-  /// (rank r the r-th).
   Status reduceScatter(const float *all, float *mine, int64_t count);
+  /// Runs the collectives on a communication thread from now on, so that they progress while the caller
+  /// computes, where there is a core to spare for it (`spareCore`) or TEC_MPI_PROGRESS=thread says so
+  /// (TEC_MPI_PROGRESS=inline: never); else a collective runs inside its wait(). Says which in description().
+  void chooseProgress(bool spareCore);
   /// How long a collective waits for every rank before it fails (0: forever); 300 s unless set.
   void setTimeout(double seconds) { timeout_ = seconds; }
   /// How the group was made: "one process", or "MPI: rank r of n (plugin path)".
@@ -62,9 +71,10 @@ private:
   int rank_ = 0, size_ = 1;
   double timeout_ = 300;
   std::string description_ = "one process";
-  MpiAllReduceFn allReduce_ = nullptr;
-  MpiBroadcastFn broadcast_ = nullptr;
-  MpiShardFn shard_ = nullptr;
+  MpiStartFn start_ = nullptr;
+  MpiWaitFn wait_ = nullptr;
+  MpiProgressThreadFn progressThread_ = nullptr;
+  bool progressChosen_ = false;
 };
 
 /// The ranks the launcher's environment names (1 where none): what ProcessGroup::get will join. Inline, so
@@ -81,6 +91,16 @@ inline int launcherWorldSize() {
   if (std::getenv("SLURM_STEP_ID"))
     if (int n = positive("SLURM_NTASKS"))
       return n;
+  return 1;
+}
+
+/// The ranks on this machine, as the launcher says (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS, srun's
+/// SLURM_NTASKS_PER_NODE); 1 where it does not.
+inline int launcherLocalSize() {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
+    if (const char *v = std::getenv(name); v && *v)
+      if (int n = std::atoi(v); n > 0)
+        return n;
   return 1;
 }
 

@@ -2,7 +2,22 @@
 // operand views. CpuBackend.h says where the rest is.
 #include "runtime/CpuBackend.h"
 
+#include "runtime/Collectives.h"
+
+#include <thread>
+
 namespace tec::cpubackend {
+
+namespace {
+
+bool usesCollectives(const plan::Variant &v) {
+  for (const auto &step : v.steps())
+    if (step.kernel() == "all_reduce" || step.kernel() == "reduce_scatter" || step.kernel() == "all_gather")
+      return true;
+  return false;
+}
+
+} // namespace
 
 float *CpuBackend::floatIn(int i) {
   if (dtype(i) == plan::F32)
@@ -75,14 +90,25 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
   }
   graph.emplace(v);
   readsOfCopy.assign(v.buffers_size(), 0);
+  if (usesCollectives(v))
+    if (auto group = ProcessGroup::get(); group.ok()) {
+      // A communication thread overlaps only with a core to itself: this rank's share of the machine (all of
+      // its CPUs where the launcher bound it, else an even share) beyond its computing threads.
+      const int cpus = k::availableCpus(), all = static_cast<int>(std::thread::hardware_concurrency());
+      const int localRanks = std::max(1, launcherLocalSize());
+      const int share = cpus < all ? cpus : all / localRanks;
+      (*group)->chooseProgress(share > k::poolThreads());
+    }
   computingStep.resize(v.steps_size());
   std::iota(computingStep.begin(), computingStep.end(), 0);
   foldedHow.assign(v.steps_size(), "");
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
-    if (folded(currentStep))
+    if (folded(currentStep)) // computed by an earlier step's closure, which ended its collectives (fold)
       continue;
-    if (const int last = chainEnd(currentStep); last > currentStep) {
+    const int last = chainEnd(currentStep);
+    emitCollectiveEndsThrough(std::max(currentStep, last));
+    if (last > currentStep) {
       if (Status s = elementwiseChain(currentStep, last); !s.ok())
         return s;
       continue;
@@ -90,6 +116,7 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
     if (Status s = (this->*stepCompilers<CpuBackend>().at(step.kernel()))(step); !s.ok())
       return s;
   }
+  emitCollectiveEndsThrough(v.steps_size()); // what only the caller reads: ended before run() returns
   return Status::success();
 }
 

@@ -94,9 +94,10 @@ Status CpuBackend::allFinite(const plan::Step &s) {
 }
 
 Status CpuBackend::allReduce(const plan::Step &s) {
-  auto group = ProcessGroup::get();
-  if (!group.ok())
-    return group.error();
+  auto joined = ProcessGroup::get();
+  if (!joined.ok())
+    return joined.error();
+  ProcessGroup *group = *joined;
   const std::string reduction = attrs::reduction(s);
   const CollectiveOp op = reduction == "sum" ? CollectiveOp::Sum : reduction == "max" ? CollectiveOp::Max : CollectiveOp::Mean;
   std::vector<std::tuple<const float *, float *, int64_t>> tensors;
@@ -106,23 +107,33 @@ Status CpuBackend::allReduce(const plan::Step &s) {
   int64_t total = 0;
   for (const auto &t : tensors)
     total += std::get<2>(t);
-  auto packed = std::make_shared<std::vector<float>>(tensors.size() > 1 && (*group)->size() > 1 ? total : 0);
-  emit([=, group = *group] {
+  auto packed = std::make_shared<std::vector<float>>(tensors.size() > 1 && group->size() > 1 ? total : 0);
+  auto ticket = std::make_shared<int64_t>(-1);
+  emit([=] {
     for (auto [in, out, n] : tensors)
       if (in != out)
         std::copy(in, in + n, out);
-    if (group->size() == 1)
+    if (group->size() == 1 || total == 0)
       return Status::success();
-    if (packed->empty())
-      return group->allReduce(std::get<1>(tensors[0]), std::get<2>(tensors[0]), op);
-    float *at = packed->data();
-    for (auto [in, out, n] : tensors)
-      at = std::copy(out, out + n, at);
-    if (Status reduced = group->allReduce(packed->data(), total, op); !reduced.ok())
-      return reduced;
-    at = packed->data();
-    for (auto [in, out, n] : tensors)
-      std::copy(at, at + n, out), at += n;
+    float *data = std::get<1>(tensors[0]);
+    if (!packed->empty()) {
+      float *at = data = packed->data();
+      for (auto [in, out, n] : tensors)
+        at = std::copy(out, out + n, at);
+    }
+    auto started = group->start(CollectiveKind::AllReduce, data, data, total, op);
+    if (!started.ok())
+      return started.error();
+    *ticket = *started;
+    return Status::success();
+  });
+  endCollectiveBeforeReader(s, [=] {
+    if (Status st = group->wait(*ticket); !st.ok())
+      return st;
+    const float *at = packed->data();
+    if (!packed->empty())
+      for (auto [in, out, n] : tensors)
+        std::copy(at, at + n, out), at += n;
     return Status::success();
   });
   return Status::success();
@@ -173,27 +184,35 @@ Status CpuBackend::sharding(const plan::Step &s) {
   }
   // A bucket travels as one message: rank q's part is the q-th shard of each tensor in turn.
   auto packed = std::make_shared<std::vector<float>>(perRank * (ranks + 1));
+  auto ticket = std::make_shared<int64_t>(-1);
   emit([=] {
     float *all = packed->data(), *mine = all + perRank * ranks;
-    if (gather) {
+    if (gather)
       for (const Tensor &t : tensors)
         std::copy(t.shardIn, t.shardIn + shardElements(t.elements, ranks), mine + t.offset);
-      if (Status st = group->allGather(mine, all, perRank); !st.ok())
-        return st;
-      for (const Tensor &t : tensors) {
-        const int64_t k = shardElements(t.elements, ranks);
+    else
+      for (int64_t q = 0; q < ranks; ++q)
+        for (const Tensor &t : tensors)
+          takeShard(t.whole, t.elements, ranks, q, all + q * perRank + t.offset);
+    auto started = gather ? group->start(CollectiveKind::AllGather, mine, all, perRank)
+                          : group->start(CollectiveKind::ReduceScatter, all, mine, perRank);
+    if (!started.ok())
+      return started.error();
+    *ticket = *started;
+    return Status::success();
+  });
+  endCollectiveBeforeReader(s, [=] {
+    if (Status st = group->wait(*ticket); !st.ok())
+      return st;
+    const float *all = packed->data(), *mine = all + perRank * ranks;
+    for (const Tensor &t : tensors) {
+      const int64_t k = shardElements(t.elements, ranks);
+      if (gather)
         for (int64_t q = 0, done = 0; q < ranks && done < t.elements; ++q, done += k)
           std::copy_n(all + q * perRank + t.offset, std::min(k, t.elements - done), t.wholeOut + done);
-      }
-      return Status::success();
+      else
+        std::copy_n(mine + t.offset, k, t.shard);
     }
-    for (int64_t q = 0; q < ranks; ++q)
-      for (const Tensor &t : tensors)
-        takeShard(t.whole, t.elements, ranks, q, all + q * perRank + t.offset);
-    if (Status st = group->reduceScatter(all, mine, perRank); !st.ok())
-      return st;
-    for (const Tensor &t : tensors)
-      std::copy_n(mine + t.offset, shardElements(t.elements, ranks), t.shard);
     return Status::success();
   });
   return Status::success();

@@ -1,13 +1,29 @@
 // libtec_mpi.so: MPI's world for tec's process group (runtime/Collectives.h), behind a C interface so that
 // tec links no MPI library and starts where none is installed. Built where CMake finds MPI (Open MPI from
 // Debian's openmpi-bin and libopenmpi-dev, which ./dev installs).
+//
+// A collective is started (tecMpiStart) and waited for (tecMpiWait) apart, so that the CPU backend computes
+// while a bucket of gradients travels. MPI progresses a nonblocking collective only inside MPI calls, so a
+// communication thread makes them all, in the order the collectives were started (the same on every rank):
+// it polls the running one, every 100 us while tec computes and without pause while tec waits for it. tec
+// starts that thread where a core is free for it (on a machine whose cores all compute, the thread's polling
+// and copies would slow the computing it overlaps); else, or where MPI does not provide
+// MPI_THREAD_MULTIPLE, each collective runs inside its wait.
 #include "runtime/Collectives.h"
 
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 #include <unistd.h>
 
@@ -15,7 +31,21 @@ namespace {
 
 /// Set when a collective failed or timed out: the ranks no longer agree on which collective comes next, so
 /// MPI_Finalize (itself collective) could wait forever for the rank that hung; finalizing aborts instead.
-bool collectiveFailed = false;
+std::atomic<bool> collectiveFailed{false};
+
+/// MPI counts are ints: a larger buffer goes in pieces.
+constexpr int64_t kLargestCount = int64_t(1) << 30;
+
+struct Job {
+  tec::CollectiveKind kind;
+  const void *send;
+  void *receive;
+  int64_t count;
+  int op, root;
+  bool done = false;
+  int code = MPI_SUCCESS;
+  char error[256] = {0};
+};
 
 int fail(int code, const char *what, char *error, int errorBytes) {
   collectiveFailed = true;
@@ -28,13 +58,27 @@ int fail(int code, const char *what, char *error, int errorBytes) {
   return code;
 }
 
-/// MPI counts are ints: a larger buffer goes in pieces.
-constexpr int64_t kLargestCount = int64_t(1) << 30;
+/// The communication thread and its queue; never destroyed (it may be polling when the process exits).
+struct Communicator {
+  std::mutex mutex;
+  std::condition_variable work, finished;
+  std::deque<std::shared_ptr<Job>> queue;
+  std::map<int64_t, std::shared_ptr<Job>> started;
+  int64_t nextTicket = 0;
+  std::atomic<int> waiters{0};
+  bool stopping = false, threaded = false, multiple = false;
+  std::thread thread;
+};
 
-/// Waits for a nonblocking collective, at most `timeout` seconds (0: forever): a rank that hangs or died
-/// without its launcher noticing must not hang the others. Polls MPI_Test (which also progresses the
-/// collective), spinning for 100 ms (a bucket's latency is the step's), then sleeping 50 us between polls.
-int waitFor(MPI_Request *request, double timeout, const char *what, char *error, int errorBytes) {
+Communicator &communicator() {
+  static Communicator *c = new Communicator;
+  return *c;
+}
+
+/// Polls `request` until done. On the communication thread: without pause while a caller waits for it, else
+/// every 100 us. Inline (`inline` true, the caller waiting here): without pause for 100 ms, then every 50 us,
+/// at most `timeout` seconds (0: forever).
+int complete(MPI_Request *request, const char *what, char *error, int errorBytes, bool inlineRun, double timeout) {
   const double start = MPI_Wtime();
   for (;;) {
     int done = 0;
@@ -42,18 +86,101 @@ int waitFor(MPI_Request *request, double timeout, const char *what, char *error,
       return fail(code, what, error, errorBytes);
     if (done)
       return MPI_SUCCESS;
-    const double waited = MPI_Wtime() - start;
-    if (timeout > 0 && waited > timeout) {
+    if (timeout > 0 && MPI_Wtime() - start > timeout) {
       collectiveFailed = true;
-      if (error && errorBytes > 0)
-        std::snprintf(error, errorBytes,
-                      "%s: not every rank joined within %.0f s (--collective-timeout): a rank hung, died or "
-                      "runs another step",
-                      what, timeout);
+      std::snprintf(error, errorBytes,
+                    "%s: not every rank joined within %.0f s (--collective-timeout): a rank hung, died or runs "
+                    "another step",
+                    what, timeout);
       return -1;
     }
-    if (waited > 0.1)
-      usleep(50);
+    if (inlineRun ? MPI_Wtime() - start > 0.1 : communicator().waiters.load(std::memory_order_relaxed) == 0)
+      usleep(inlineRun ? 50 : 100);
+  }
+}
+
+/// Runs one collective to its end: inline, within `timeout`, or on the communication thread (`inlineRun`
+/// false), where its waiter bounds the wait.
+int run(Job &job, bool inlineRun, double timeout) {
+  char *error = job.error;
+  const int errorBytes = sizeof(job.error);
+  MPI_Request request;
+  switch (job.kind) {
+  case tec::CollectiveKind::AllReduce: {
+    // CollectiveOp: Sum 0, Max 1, Mean 2 (a sum divided by the ranks).
+    const MPI_Op mpiOp = job.op == 1 ? MPI_MAX : MPI_SUM;
+    float *data = static_cast<float *>(job.receive);
+    for (int64_t done = 0; done < job.count;) {
+      const int n = static_cast<int>(std::min(kLargestCount, job.count - done));
+      if (int code = MPI_Iallreduce(MPI_IN_PLACE, data + done, n, MPI_FLOAT, mpiOp, MPI_COMM_WORLD, &request);
+          code != MPI_SUCCESS)
+        return fail(code, "MPI_Iallreduce", error, errorBytes);
+      if (int code = complete(&request, "MPI_Iallreduce", error, errorBytes, inlineRun, timeout); code != MPI_SUCCESS)
+        return code;
+      done += n;
+    }
+    if (job.op == 2) {
+      int size = 1;
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      for (int64_t i = 0; i < job.count; ++i)
+        data[i] /= static_cast<float>(size);
+    }
+    return MPI_SUCCESS;
+  }
+  case tec::CollectiveKind::Broadcast:
+    for (int64_t done = 0; done < job.count;) {
+      const int n = static_cast<int>(std::min(kLargestCount, job.count - done));
+      if (int code = MPI_Ibcast(static_cast<char *>(job.receive) + done, n, MPI_BYTE, job.root, MPI_COMM_WORLD,
+                                &request);
+          code != MPI_SUCCESS)
+        return fail(code, "MPI_Ibcast", error, errorBytes);
+      if (int code = complete(&request, "MPI_Ibcast", error, errorBytes, inlineRun, timeout); code != MPI_SUCCESS)
+        return code;
+      done += n;
+    }
+    return MPI_SUCCESS;
+  case tec::CollectiveKind::AllGather:
+  case tec::CollectiveKind::ReduceScatter: {
+    // One message: a bucket's shards are packed by the caller.
+    if (job.count > kLargestCount) {
+      collectiveFailed = true;
+      std::snprintf(error, errorBytes, "a bucket of %lld floats per rank is more than MPI takes in one message: "
+                                       "compile with a smaller --bucket-mb", static_cast<long long>(job.count));
+      return -1;
+    }
+    const int n = static_cast<int>(job.count);
+    const bool gather = job.kind == tec::CollectiveKind::AllGather;
+    const char *what = gather ? "MPI_Iallgather" : "MPI_Ireduce_scatter_block";
+    const int code =
+        gather ? MPI_Iallgather(job.send, n, MPI_FLOAT, job.receive, n, MPI_FLOAT, MPI_COMM_WORLD, &request)
+               : MPI_Ireduce_scatter_block(job.send, job.receive, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
+    if (code != MPI_SUCCESS)
+      return fail(code, what, error, errorBytes);
+    return complete(&request, what, error, errorBytes, inlineRun, timeout);
+  }
+  }
+  return -1;
+}
+
+void serve() {
+  Communicator &c = communicator();
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(c.mutex);
+      c.work.wait(lock, [&] { return c.stopping || !c.queue.empty(); });
+      if (c.queue.empty())
+        return;
+      job = c.queue.front();
+      c.queue.pop_front();
+    }
+    const int code = run(*job, false, 0);
+    {
+      std::lock_guard<std::mutex> lock(c.mutex);
+      job->code = code;
+      job->done = true;
+    }
+    c.finished.notify_all();
   }
 }
 
@@ -62,83 +189,111 @@ int waitFor(MPI_Request *request, double timeout, const char *what, char *error,
 extern "C" {
 
 __attribute__((visibility("default"))) int tecMpiInit(int *rank, int *size, char *error, int errorBytes) {
-  int initialized = 0;
+  int initialized = 0, provided = MPI_THREAD_SINGLE;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    int provided = 0;
-    if (int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided); code != MPI_SUCCESS)
+    if (int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided); code != MPI_SUCCESS)
       return fail(code, "MPI_Init_thread", error, errorBytes);
+  } else {
+    MPI_Query_thread(&provided);
   }
   // Errors come back as codes that tec reports, not as MPI's default abort of the whole job.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, rank);
   MPI_Comm_size(MPI_COMM_WORLD, size);
+  communicator().multiple = provided == MPI_THREAD_MULTIPLE; // the thread polls while the caller may abort
   return MPI_SUCCESS;
 }
 
-__attribute__((visibility("default"))) int tecMpiAllReduce(float *data, int64_t count, int op, double timeout,
-                                                             char *error, int errorBytes) {
-  // CollectiveOp: Sum 0, Max 1, Mean 2 (a sum divided by the ranks).
-  const MPI_Op mpiOp = op == 1 ? MPI_MAX : MPI_SUM;
-  for (int64_t done = 0; done < count;) {
-    const int n = static_cast<int>(std::min(kLargestCount, count - done));
-    MPI_Request request;
-    if (int code = MPI_Iallreduce(MPI_IN_PLACE, data + done, n, MPI_FLOAT, mpiOp, MPI_COMM_WORLD, &request);
-        code != MPI_SUCCESS)
-      return fail(code, "MPI_Iallreduce", error, errorBytes);
-    if (int code = waitFor(&request, timeout, "MPI_Iallreduce", error, errorBytes); code != MPI_SUCCESS)
-      return code;
-    done += n;
+/// Starts the communication thread (before the first collective; where MPI_THREAD_MULTIPLE is provided):
+/// 1 when it runs.
+__attribute__((visibility("default"))) int tecMpiProgressThread() {
+  Communicator &c = communicator();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (!c.threaded && c.multiple && c.queue.empty()) {
+    c.thread = std::thread(serve);
+    c.threaded = true;
   }
-  if (op == 2) {
-    int size = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const float ranks = static_cast<float>(size);
-    for (int64_t i = 0; i < count; ++i)
-      data[i] /= ranks;
-  }
-  return MPI_SUCCESS;
+  return c.threaded ? 1 : 0;
 }
 
-__attribute__((visibility("default"))) int tecMpiBroadcast(void *data, int64_t bytes, int root, double timeout,
-                                                             char *error, int errorBytes) {
-  for (int64_t done = 0; done < bytes;) {
-    const int n = static_cast<int>(std::min(kLargestCount, bytes - done));
-    MPI_Request request;
-    if (int code = MPI_Ibcast(static_cast<char *>(data) + done, n, MPI_BYTE, root, MPI_COMM_WORLD, &request);
-        code != MPI_SUCCESS)
-      return fail(code, "MPI_Ibcast", error, errorBytes);
-    if (int code = waitFor(&request, timeout, "MPI_Ibcast", error, errorBytes); code != MPI_SUCCESS)
-      return code;
-    done += n;
-  }
-  return MPI_SUCCESS;
+__attribute__((visibility("default"))) int64_t tecMpiStart(int kind, const void *send, void *receive, int64_t count,
+                                                            int op, int root) {
+  Communicator &c = communicator();
+  auto job = std::make_shared<Job>(Job{static_cast<tec::CollectiveKind>(kind), send, receive, count, op, root});
+  std::lock_guard<std::mutex> lock(c.mutex);
+  const int64_t ticket = c.nextTicket++;
+  c.started[ticket] = job;
+  c.queue.push_back(job); // run in this order, by the thread or by the waits (the same on every rank)
+  if (c.threaded)
+    c.work.notify_one();
+  return ticket;
 }
 
-__attribute__((visibility("default"))) int tecMpiShard(const float *send, float *receive, int64_t count, int gather,
-                                                        double timeout, char *error, int errorBytes) {
-  // One message: a bucket's shards are packed by the caller; MPI counts are ints.
-  if (count > kLargestCount) {
+__attribute__((visibility("default"))) int tecMpiWait(int64_t ticket, double timeout, char *error, int errorBytes) {
+  Communicator &c = communicator();
+  std::shared_ptr<Job> job;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.started.find(ticket);
+    if (it == c.started.end()) {
+      std::snprintf(error, errorBytes, "no collective #%lld was started", static_cast<long long>(ticket));
+      return -1;
+    }
+    job = it->second;
+    c.started.erase(it);
+  }
+  if (!c.threaded) {
+    // Collectives started before this one run first: MPI's order is the order they were started in.
+    while (!job->done) {
+      std::shared_ptr<Job> next;
+      {
+        std::lock_guard<std::mutex> lock(c.mutex);
+        next = c.queue.front();
+        c.queue.pop_front();
+      }
+      next->code = run(*next, true, timeout);
+      next->done = true;
+      if (next->code != MPI_SUCCESS && next != job) {
+        std::snprintf(error, errorBytes, "%s", next->error);
+        return next->code;
+      }
+    }
+    std::snprintf(error, errorBytes, "%s", job->error);
+    return job->code;
+  }
+  ++c.waiters;
+  std::unique_lock<std::mutex> lock(c.mutex);
+  auto finished = [&] { return job->done; };
+  const bool done = timeout > 0 ? c.finished.wait_for(lock, std::chrono::duration<double>(timeout), finished)
+                                : (c.finished.wait(lock, finished), true);
+  --c.waiters;
+  if (!done) {
     collectiveFailed = true;
-    if (error && errorBytes > 0)
-      std::snprintf(error, errorBytes, "a bucket of %lld floats per rank is more than MPI takes in one message: "
-                                       "compile with a smaller --bucket-mb", static_cast<long long>(count));
+    static const char *const names[] = {"MPI_Iallreduce", "MPI_Ibcast", "MPI_Iallgather", "MPI_Ireduce_scatter_block"};
+    std::snprintf(error, errorBytes,
+                  "%s: not every rank joined within %.0f s (--collective-timeout): a rank hung, died or runs "
+                  "another step",
+                  names[static_cast<int>(job->kind)], timeout);
     return -1;
   }
-  MPI_Request request;
-  const int n = static_cast<int>(count);
-  const char *what = gather ? "MPI_Iallgather" : "MPI_Ireduce_scatter_block";
-  const int code = gather ? MPI_Iallgather(send, n, MPI_FLOAT, receive, n, MPI_FLOAT, MPI_COMM_WORLD, &request)
-                          : MPI_Ireduce_scatter_block(send, receive, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
-  if (code != MPI_SUCCESS)
-    return fail(code, what, error, errorBytes);
-  return waitFor(&request, timeout, what, error, errorBytes);
+  std::snprintf(error, errorBytes, "%s", job->error);
+  return job->code;
 }
 
 __attribute__((visibility("default"))) void tecMpiFinalize() {
   if (collectiveFailed) {
     std::fflush(nullptr);
     MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  Communicator &c = communicator();
+  if (c.threaded) {
+    {
+      std::lock_guard<std::mutex> lock(c.mutex);
+      c.stopping = true;
+    }
+    c.work.notify_one();
+    c.thread.join();
   }
   int finalized = 0;
   MPI_Finalized(&finalized);

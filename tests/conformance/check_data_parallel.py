@@ -211,6 +211,27 @@ def main():
     else:
         check(False, f"2 ranks resume (exit {first.returncode}, {second.returncode})\n{first.stderr}{second.stderr}")
 
+    # Collectives on the communication thread (started where the plan puts them, waited for before their
+    # first reader, while the backward goes on: what a machine with a core to spare does) give the same
+    # sums in the same order: the same run, bit for bit. Small buckets, so that one travels during the backward.
+    overlap_plan = os.path.join(work, "mlp_adamw_buckets.tecplan")
+    compiled = run([args.tec, models["mlp"][16], "--train", "--target", "cpu", "--shape", "batch=16", "-o",
+                    overlap_plan, "--bucket-mb", "0.5"] + adamw)
+    threaded = {}
+    for mode in ("inline", "thread"):
+        folder = os.path.join(work, "progress-" + mode)
+        done = run(launcher[:1] + ["-x", "TEC_MPI_PROGRESS=" + mode] + launcher[1:] +
+                   [args.tec, "train", overlap_plan, "--steps", "20"] + data_flags[:-1] + [folder])
+        if compiled.returncode == 0 and done.returncode == 0:
+            threaded[mode] = (checkpoint_params(os.path.join(folder, "step-20")), done.stdout)
+        else:
+            check(False, f"2 ranks with TEC_MPI_PROGRESS={mode} (exit {compiled.returncode}, {done.returncode})\n"
+                         f"{compiled.stderr}{done.stderr}")
+    if len(threaded) == 2:
+        (a, a_out), (b, b_out) = threaded["inline"], threaded["thread"]
+        check(all(np.array_equal(a[k], b[k]) for k in a) and "communication thread" in b_out,
+              "collectives overlapping on a communication thread train bit for bit as inline ones")
+
     # ZeRO-1 resumes too, and its checkpoint (every tensor whole) is the unsharded run's: resuming the sharded
     # plan from the unsharded 2-rank checkpoint at step 10 ends where the straight run does; tec export takes it.
     zero_plan = os.path.join(work, "mlp_adamw_zero-1_16.tecplan")
@@ -265,13 +286,17 @@ def main():
     # A rank that hangs (stopped by SIGSTOP) or is killed mid-run ends the other with a clear error within
     # --collective-timeout plus start-up, never a hang: the rank's shell stops or kills the tec it became.
     endless = f"exec {args.tec} train {a} " + " ".join(common[:-4]) + " --steps 100000000 --threads 1 --collective-timeout 3"
-    for signal, expect in (("STOP", "not every rank joined within 3 s"), ("KILL", "exited on signal 9")):
+    for signal, expect, mode in (("STOP", "not every rank joined within 3 s", "inline"),
+                                 ("STOP", "not every rank joined within 3 s", "thread"),
+                                 ("KILL", "exited on signal 9", "inline")):
         started = time.monotonic()
-        ended = run(launcher + ["sh", "-c", f'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 5; kill -{signal} $$) & fi; '
-                                + endless])
+        ended = run(launcher[:1] + ["-x", "TEC_MPI_PROGRESS=" + mode] + launcher[1:] +
+                    ["sh", "-c", f'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 5; kill -{signal} $$) & fi; '
+                     + endless])
         took = time.monotonic() - started
         check(ended.returncode != 0 and expect in ended.stderr + ended.stdout and took < 60,
               f"a rank that {'hangs' if signal == 'STOP' else 'is killed'} mid-run ends the run in {took:.0f} s "
+              f"(collectives {mode}) "
               f"(exit {ended.returncode})" + ("" if expect in ended.stderr + ended.stdout else f"\n{ended.stderr}"))
 
     shutil.rmtree(work, ignore_errors=True)
