@@ -78,6 +78,8 @@ std::vector<LibraryProbe> probeCudaLibraries() {
       {"cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so.12"}, "cublasLtGetVersion"},
       {"cuDNN", {"libcudnn.so.9"}, "cudnnGetVersion"},
       {"NVRTC", {"libnvrtc.so.13", "libnvrtc.so.12"}, "nvrtcVersion"},
+      // Data parallelism on GPUs (pip's nvidia-nccl-cu13 or the toolkit's): reported, not used yet.
+      {"NCCL", {"libnccl.so.2"}, "ncclGetVersion"},
   };
   const std::string own = probingFolder();
   std::vector<LibraryProbe> found;
@@ -100,6 +102,10 @@ std::vector<LibraryProbe> probeCudaLibraries() {
         int v = 0;
         reinterpret_cast<int (*)(int *)>(symbol)(&v); // 13000 for 13.0
         probe.version = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+      } else if (std::string(c.name) == "NCCL") {
+        int v = 0; // NCCL_VERSION_CODE: major*10000 + minor*100 + patch since 2.9
+        reinterpret_cast<int (*)(int *)>(symbol)(&v);
+        probe.version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
       } else if (std::string(c.name) == "NVRTC") {
         int major = 0, minor = 0;
         reinterpret_cast<int (*)(int *, int *)>(symbol)(&major, &minor);
