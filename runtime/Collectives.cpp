@@ -25,6 +25,7 @@ struct MpiPlugin {
   MpiWaitFn wait = nullptr;
   MpiProgressThreadFn progressThread = nullptr;
   MpiFinalizeFn finalize = nullptr;
+  MpiFailFn fail = nullptr;
   const char *(*version)() = nullptr;
   std::string path, reason;
 };
@@ -49,7 +50,8 @@ const MpiPlugin &mpiPlugin() {
       p.progressThread = reinterpret_cast<MpiProgressThreadFn>(dlsym(handle, "tecMpiProgressThread"));
       p.finalize = reinterpret_cast<MpiFinalizeFn>(dlsym(handle, "tecMpiFinalize"));
       p.version = reinterpret_cast<const char *(*)()>(dlsym(handle, "tecMpiVersion"));
-      if (!p.init || !p.start || !p.wait || !p.progressThread || !p.finalize || !p.version) {
+      p.fail = reinterpret_cast<MpiFailFn>(dlsym(handle, "tecMpiFail"));
+      if (!p.init || !p.start || !p.wait || !p.progressThread || !p.finalize || !p.version || !p.fail) {
         errors += (errors.empty() ? "" : "; ") + path + " lacks tec's MPI entry points";
         continue;
       }
@@ -93,6 +95,7 @@ Result<ProcessGroup *> ProcessGroup::get() {
     made->start_ = mpi.start;
     made->wait_ = mpi.wait;
     made->progressThread_ = mpi.progressThread;
+    made->fail_ = mpi.fail;
     made->description_ = "MPI: rank " + std::to_string(made->rank_) + " of " + std::to_string(made->size_) + " (" +
                          mpi.version() + ")";
   }
@@ -117,6 +120,11 @@ Status ProcessGroup::wait(int64_t ticket) {
   if (wait_(ticket, timeout_, error, sizeof(error)) != 0)
     return Status::error(std::string("rank ") + std::to_string(rank_) + ": " + error);
   return Status::success();
+}
+
+void ProcessGroup::fail() {
+  if (fail_)
+    fail_();
 }
 
 void ProcessGroup::chooseProgress(bool spareCore) {

@@ -31,6 +31,7 @@ using MpiStartFn = int64_t (*)(int kind, const void *send, void *receive, int64_
 using MpiWaitFn = int (*)(int64_t ticket, double timeoutSeconds, char *error, int errorBytes);
 using MpiProgressThreadFn = int (*)();
 using MpiFinalizeFn = void (*)();
+using MpiFailFn = void (*)();
 }
 inline constexpr const char *kMpiPluginFile = "libtec_mpi.so";
 
@@ -58,6 +59,10 @@ public:
   void chooseProgress(bool spareCore);
   /// How long a collective waits for every rank before it fails (0: forever); 300 s unless set.
   void setTimeout(double seconds) { timeout_ = seconds; }
+  double timeout() const { return timeout_; }
+  /// A collective failed outside MPI (NCCL's on the GPU): the ranks no longer agree on what comes next, so
+  /// the process ends the whole group (MPI_Abort) rather than wait for the others when it exits.
+  void fail();
   /// How the group was made: "one process", or "MPI: rank r of n (plugin path)".
   const std::string &description() const { return description_; }
 
@@ -74,6 +79,7 @@ private:
   MpiStartFn start_ = nullptr;
   MpiWaitFn wait_ = nullptr;
   MpiProgressThreadFn progressThread_ = nullptr;
+  MpiFailFn fail_ = nullptr;
   bool progressChosen_ = false;
 };
 
@@ -102,6 +108,15 @@ inline int launcherLocalSize() {
       if (int n = std::atoi(v); n > 0)
         return n;
   return 1;
+}
+
+/// This process's index among the ranks on its machine, as the launcher says (OMPI_COMM_WORLD_LOCAL_RANK,
+/// MPI_LOCALRANKID, SLURM_LOCALID); 0 where it does not. Each rank takes the GPU of that index.
+inline int launcherLocalRank() {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char *v = std::getenv(name); v && *v)
+      return std::max(0, std::atoi(v));
+  return 0;
 }
 
 /// For `tec doctor`: where the MPI plugin loads from and which MPI it links, or why it cannot be loaded.

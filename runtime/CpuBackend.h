@@ -137,28 +137,19 @@ private:
       emitCollectiveEndsThrough(step);
   }
 
-  /// Collectives started and not yet ended (waited for, their results unpacked), by the first step that
-  /// reads what they write: the backward goes on while a bucket travels. (The step that started each, for
-  /// the profile, and the end.)
-  std::multimap<int, std::pair<int, Closure>> collectiveEnds;
+  /// Collectives started and not yet ended (waited for, their results unpacked): the backward goes on while
+  /// a bucket travels.
+  PendingCollectives<Closure> collectiveEnds;
   /// Emits the ends of the collectives read by steps up to `step`, before the closure that reads them.
   void emitCollectiveEndsThrough(int step) {
-    while (!collectiveEnds.empty() && collectiveEnds.begin()->first <= step) {
-      auto [started, end] = collectiveEnds.begin()->second;
+    collectiveEnds.endThrough(step, [&](int started, Closure end) {
       program.push_back(std::move(end));
       programStep.push_back(started);
-      collectiveEnds.erase(collectiveEnds.begin());
-    }
+    });
   }
   /// Ends a collective step `s` started before the first later step that reads any of its outputs.
   void endCollectiveBeforeReader(const plan::Step &s, Closure end) {
-    int reader = variant->steps_size();
-    for (int j = currentStep + 1; j < reader; ++j)
-      for (int in : variant->steps(j).inputs())
-        for (int out : s.outputs())
-          if (graph->rootOf(in) == graph->rootOf(out))
-            reader = std::min(reader, j);
-    collectiveEnds.emplace(reader, std::pair<int, Closure>(currentStep, std::move(end)));
+    collectiveEnds.add(graph->firstReaderAfter(s, currentStep), currentStep, std::move(end));
   }
 
   /// Attention reads q, k and v where the plan's copies into place came from, and writes out where the copy

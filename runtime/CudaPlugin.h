@@ -5,6 +5,7 @@
 
 #include "runtime/Backend.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -18,6 +19,18 @@ struct CudaBackendOptions {
   bool allowTf32 = false;
   /// Capture the whole step as a CUDA Graph on the first run and replay it (off: launch step by step).
   bool useGraphs = true;
+  /// Data parallelism (DESIGN.md): this process is `rank` of `ranks`, on GPU `device` modulo the GPUs it
+  /// sees. NCCL carries the collectives where `nccl` (the Session sets it under several ranks, or with
+  /// TEC_NCCL=1 on one); else they are copies.
+  int rank = 0, ranks = 1;
+  bool nccl = false;
+  /// Sends rank 0's `bytes` at `data` to every rank, in place (NCCL's unique id, over MPI).
+  std::function<Status(void *data, size_t bytes)> broadcast;
+  /// How long a step waits for its collectives before the communicator is aborted (0: forever), asked at
+  /// each step (the caller may change it).
+  std::function<double()> collectiveTimeout;
+  /// Told that a collective failed, so that the process group ends every rank.
+  std::function<void()> collectiveFailed;
 };
 
 /// The plugin's one entry point (C linkage, looked up with dlsym). Null with `*error` set on failure.

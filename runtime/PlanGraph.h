@@ -7,6 +7,7 @@
 #include "runtime/plan.pb.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,15 @@ public:
         if (rootOf(in) == rootOf(buffer))
           return j;
     return -1;
+  }
+  /// The first step after `step` that reads an output of `s` (the number of steps where none does).
+  int firstReaderAfter(const plan::Step &s, int step) const {
+    for (int j = step + 1; j < variant->steps_size(); ++j)
+      for (int in : variant->steps(j).inputs())
+        for (int out : s.outputs())
+          if (rootOf(in) == rootOf(out))
+            return j;
+    return variant->steps_size();
   }
   /// Whether two buffers' storage overlaps (the arena and the data section are apart).
   bool overlaps(int a, int b) const {
@@ -104,6 +114,26 @@ private:
   /// its last read (outputs and state: the end); and how many reads it has.
   std::vector<std::pair<int, int>> live;
   std::vector<int> readCount;
+};
+
+/// Collectives a backend started and has not yet ended (waited for), by the first step that reads what they
+/// write, so that the steps in between run while they travel. Each keeps the step that started it (the
+/// profile counts the wait there) and the closure that ends it.
+template <class Closure> class PendingCollectives {
+public:
+  void add(int reader, int started, Closure end) {
+    ends.emplace(reader, std::pair<int, Closure>(started, std::move(end)));
+  }
+  /// Hands `emit(started, end)` the ends of the collectives read by steps up to `step`.
+  template <class Emit> void endThrough(int step, Emit &&emit) {
+    while (!ends.empty() && ends.begin()->first <= step) {
+      auto node = ends.extract(ends.begin());
+      emit(node.mapped().first, std::move(node.mapped().second));
+    }
+  }
+
+private:
+  std::multimap<int, std::pair<int, Closure>> ends;
 };
 
 } // namespace tec

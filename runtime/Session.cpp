@@ -1,4 +1,5 @@
 #include "runtime/Session.h"
+#include "runtime/Collectives.h"
 #include "runtime/Steps.h"
 
 #include "kernels/cpu/CpuKernels.h"
@@ -165,11 +166,30 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
   };
   if (std::string why = variantFallback(*choice, gpu, options); options.strict && !why.empty())
     return strictError(why);
+  // Under several ranks (mpirun, srun) every rank must run the same backend: their collectives meet in
+  // NCCL on the GPU and in MPI on the CPU.
+  ProcessGroup *group = nullptr;
+  if (launcherWorldSize() > 1) {
+    auto joined = ProcessGroup::get();
+    if (!joined.ok())
+      return Status::error(path + ": " + joined.error().message());
+    group = *joined;
+  }
   if (session->choice.backend == "cuda") {
     // A GPU that fails to start the backend or to prepare the plan falls back to the CPU, saying why.
     CudaBackendOptions cudaOptions;
     cudaOptions.quantizeStats = options.fp8Stats;
     cudaOptions.allowTf32 = options.allowTf32;
+    const char *ncclAlone = std::getenv("TEC_NCCL"); // NCCL over one rank: how a single GPU tests that path
+    cudaOptions.nccl = ncclAlone && std::string(ncclAlone) == "1";
+    if (group && group->size() > 1) {
+      cudaOptions.rank = group->rank();
+      cudaOptions.ranks = group->size();
+      cudaOptions.device = launcherLocalRank(); // one GPU per rank on each machine
+      cudaOptions.broadcast = [group](void *data, size_t bytes) { return group->broadcast(data, bytes, 0); };
+      cudaOptions.collectiveTimeout = [group] { return group->timeout(); };
+      cudaOptions.collectiveFailed = [group] { group->fail(); };
+    }
     auto cuda = createCudaBackend(cudaOptions);
     const auto &variant = p.variants(session->choice.index);
     auto data = session->dataFor(variant, options);
@@ -186,6 +206,20 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
       if (options.strict)
         return strictError("the cuda backend failed: " + failed.message());
       gpu.backendMissing = "the cuda backend failed: " + failed.message();
+      session->choice = *chooseVariant(p, gpu, options);
+    }
+  }
+  if (group && group->size() > 1) { // a rank off the GPU takes every rank off it (MPI carries the collectives)
+    float offGpu = session->backend ? 0.0f : 1.0f;
+    if (Status s = group->allReduce(&offGpu, 1, CollectiveOp::Max); !s.ok())
+      return Status::error(path + ": cannot agree on the backend with the other ranks: " + s.message());
+    if (offGpu > 0 && session->backend) {
+      const std::string why = "another rank cannot run the plan on its GPU, and every rank must run the same backend";
+      if (options.device == "cuda" || options.strict)
+        return Status::error(path + ": " + (options.strict ? "strict (--strict / TEC_STRICT): " : "--device cuda: ") +
+                             why + " (its error says why)");
+      session->backend.reset();
+      gpu.backendMissing = why;
       session->choice = *chooseVariant(p, gpu, options);
     }
   }

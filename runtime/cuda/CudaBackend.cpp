@@ -2,6 +2,9 @@
 // captured and replayed as a CUDA Graph), buffers in and out. CudaBackend.h says where the rest is.
 #include "runtime/cuda/CudaBackend.h"
 
+#include <chrono>
+#include <thread>
+
 namespace tec::cudabackend {
 
 CudaBackend::~CudaBackend() {
@@ -19,6 +22,11 @@ CudaBackend::~CudaBackend() {
     cudaFree(arena);
   // What holds the handles and the stream goes first: cuDNN's graphs and plans, then the handle bound to
   // the stream, cuBLASLt's GEMMs before their handle; the members would otherwise outlive the stream.
+  nccl.reset(); // after the stream synchronized: its collectives are done
+  for (cudaEvent_t e : collectiveEvents)
+    cudaEventDestroy(e);
+  if (commStream)
+    cudaStreamDestroy(commStream);
   attentions.clear();
   convolutions.clear();
   cudnn.reset();
@@ -114,10 +122,14 @@ Status CudaBackend::compile(const plan::Variant &v) {
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
     firstLaunchOfStep.push_back(static_cast<int>(program.size()));
+    emitCollectiveEndsThrough(currentStep);
     stepScratchUsed = 0;
     if (Status s = (this->*stepCompilers<CudaBackend>().at(step.kernel()))(step); !s.ok())
       return s;
   }
+  // What only the caller reads: the work stream waits for it before the step's downloads (and a captured
+  // graph joins the collectives' stream back).
+  emitCollectiveEndsThrough(v.steps_size());
   errorsSlot = scratch(sizeof(int) * std::max<size_t>(1, errorMessages.size()));
   countsSlot = scratch(2 * sizeof(unsigned long long) * std::max<size_t>(1, stats.size()));
   stepScratchSlot = scratch(stepScratchBytes);
@@ -130,6 +142,9 @@ Status CudaBackend::prepare(const plan::Variant &v, const char *data) {
   if (Status s = compile(v); !s.ok())
     return s;
 
+  if (collectiveEventCount > 0 && collectivesOnNccl())
+    if (Status s = prepareCollectives(); !s.ok())
+      return s;
   if (cudaError_t e = cudaMalloc(&arena, arenaBytes); e != cudaSuccess)
     return Status::error("cannot allocate the " + std::to_string(arenaBytes) + "-byte device arena: " + cudaText(e));
   // Uploads go on the work stream, which is not ordered after the legacy stream, and complete before
@@ -270,8 +285,77 @@ Status CudaBackend::checkErrors() {
   return Status::success();
 }
 
+Status CudaBackend::prepareCollectives() {
+  std::string why;
+  const kc::NcclApi *api = kc::loadNccl(why);
+  if (!api)
+    return Status::error("the plan's collectives need NCCL: " + why);
+  if (options.ranks > 1 && !options.broadcast)
+    return Status::error("NCCL over " + std::to_string(options.ranks) + " ranks needs a way to share its id");
+  if (cudaError_t e = cudaStreamCreateWithFlags(&commStream, cudaStreamNonBlocking); e != cudaSuccess)
+    return Status::error("cannot create the collectives' CUDA stream: " + cudaText(e));
+  collectiveEvents.assign(collectiveEventCount, nullptr);
+  for (cudaEvent_t &e : collectiveEvents)
+    if (cudaError_t made = cudaEventCreateWithFlags(&e, cudaEventDisableTiming); made != cudaSuccess)
+      return Status::error("cannot create a CUDA event: " + cudaText(made));
+  ncclApi = api;
+  note("collectives: NCCL " + kc::ncclDescription(*api) + ", rank " + std::to_string(options.rank) + " of " +
+       std::to_string(options.ranks) + " on GPU " + std::to_string(options.device) + ", on their own stream");
+  return Status::success();
+}
+
+Status CudaBackend::joinCollectives() {
+  auto share = [&](void *id, size_t bytes, std::string &failed) {
+    Status s = options.broadcast(id, bytes);
+    failed = s.ok() ? "" : "cannot share NCCL's id: " + s.message();
+    return s.ok();
+  };
+  std::string why;
+  if (!(nccl = kc::NcclComm::create(*ncclApi, options.rank, options.ranks, share, why))) {
+    if (options.collectiveFailed)
+      options.collectiveFailed();
+    return Status::error("rank " + std::to_string(options.rank) + ": NCCL: " + why);
+  }
+  return Status::success();
+}
+
+Status CudaBackend::finishStep() {
+  const double timeout = options.collectiveTimeout ? options.collectiveTimeout() : 0;
+  if (!nccl) {
+    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
+      return Status::error("the GPU step failed: " + cudaText(e));
+    return Status::success();
+  }
+  // NCCL's kernels spin while a rank is missing: poll, so that a hung or dead rank ends the step.
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess)
+      return Status::success();
+    if (e != cudaErrorNotReady)
+      return Status::error("the GPU step failed: " + cudaText(e));
+    std::string why;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (nccl->healthy(why) && (timeout <= 0 || waited < timeout)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      continue;
+    }
+    if (why.empty())
+      why = "NCCL: a collective did not finish within " + std::to_string(static_cast<int>(timeout)) +
+            " s (--collective-timeout): a rank hung, died or runs another step";
+    nccl->abort();
+    if (options.collectiveFailed)
+      options.collectiveFailed();
+    return Status::error("rank " + std::to_string(options.rank) + ": " + why);
+  }
+}
+
 Status CudaBackend::run(std::vector<double> *stepMillis) {
+  if (ncclApi && !nccl)
+    if (Status s = joinCollectives(); !s.ok())
+      return s;
   Launcher launcher(stream, gemms, convolutions, attentions, arena + workspace.offset);
+  launcher.setCollectives(nccl.get(), commStream, reinterpret_cast<void *const *>(collectiveEvents.data()));
   Context c{arena, &launcher, stepScratchSlot.offset};
   // Inputs the caller may have changed since they last went up; unchanged ones stay on the device.
   for (int root : staleInputs)
@@ -319,8 +403,8 @@ Status CudaBackend::run(std::vector<double> *stepMillis) {
     if (cudaError_t e = cudaGraphLaunch(graph, stream); e != cudaSuccess)
       return Status::error("cannot launch the CUDA graph: " + cudaText(e));
   }
-  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
-    return Status::error("the GPU step failed: " + cudaText(e));
+  if (Status s = finishStep(); !s.ok())
+    return s;
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return Status::error("a kernel launch failed: " + cudaText(e));
   return checkErrors();

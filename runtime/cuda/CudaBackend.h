@@ -343,7 +343,44 @@ private:
   void fold(int step, int into, const char *how) {
     computingStep[step] = into;
     foldedHow[step] = how;
+    if (into < step) // its reads happen now: a collective it waits for ends first
+      emitCollectiveEndsThrough(step);
   }
+
+  // Data parallelism: NCCL runs each collective on its own stream, ordered by events: the work stream
+  // records where the plan puts the collective (a bucket right after its last gradient), the collectives'
+  // stream waits for that, runs it and records its end, and the work stream waits for the end only before
+  // the first step that reads the result, so that the rest of the backward overlaps it.
+  bool collectivesOnNccl() const { return recording || options.nccl || options.ranks > 1; }
+  /// Collectives started and not yet ended (the work stream's wait for them).
+  PendingCollectives<Launch> collectiveEnds;
+  void emitCollectiveEndsThrough(int step) {
+    collectiveEnds.endThrough(step, [&](int started, Launch end) {
+      program.push_back(std::move(end));
+      programStep.push_back(started);
+    });
+  }
+  /// Ends the collective step `s` started before the first later step that reads any of its outputs.
+  void endCollectiveBeforeReader(const plan::Step &s, Launch end) {
+    collectiveEnds.add(planGraph->firstReaderAfter(s, currentStep), currentStep, std::move(end));
+  }
+  /// The event pair (start, end) of a new collective.
+  std::pair<int, int> collectiveEventPair() {
+    collectiveEventCount += 2;
+    return {collectiveEventCount - 2, collectiveEventCount - 1};
+  }
+  /// NCCL, the collectives' stream and events (prepare, when the plan has collectives); the communicator
+  /// joins the other ranks at the first run, once every rank has prepared (the Session agrees on that).
+  Status prepareCollectives();
+  Status joinCollectives();
+  const kc::NcclApi *ncclApi = nullptr;
+  /// Waits for the step's launches; with NCCL, at most the collective timeout, else the communicator is
+  /// aborted (a rank hung or died) and the step fails.
+  Status finishStep();
+  std::unique_ptr<kc::NcclComm> nccl;
+  cudaStream_t commStream = nullptr;
+  std::vector<cudaEvent_t> collectiveEvents;
+  int collectiveEventCount = 0;
   cudaGraphExec_t graph = nullptr;
   bool graphFailed = false;
   bool capturing = false; // enqueueStep is recording into a graph

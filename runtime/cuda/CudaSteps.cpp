@@ -1,7 +1,6 @@
 // The CUDA backend's step compilers, GEMMs and attention aside (CudaGemms.cpp, CudaAttention.cpp): each
 // turns a plan step into launch closures over arena offsets.
 #include "runtime/cuda/CudaBackend.h"
-#include "runtime/Collectives.h"
 
 namespace tec::cudabackend {
 
@@ -120,22 +119,46 @@ Status CudaBackend::allFinite(const plan::Step &s) {
 }
 
 Status CudaBackend::allReduce(const plan::Step &s) {
-  if (const int ranks = launcherWorldSize(); ranks > 1)
-    return unsupported(s, "data parallelism on the GPU needs NCCL, which this tec does not load yet; " +
-                              std::to_string(ranks) + " ranks train on the cpu backend (--device cpu)");
-  for (int i = 0; i < s.inputs_size(); ++i) // one process: the identity, a copy where not in place
+  for (int i = 0; i < s.inputs_size(); ++i) // a copy where not in place; one process: that is all
     if (slot(s.inputs(i)).offset != slot(s.outputs(i)).offset || slot(s.inputs(i)).inStepScratch)
       if (Status st = emitCopy(s, s.inputs(i), kc::contiguous(shape(s.inputs(i))), s.outputs(i),
                                kc::contiguous(shape(s.outputs(i))), shape(s.outputs(i)));
           !st.ok())
         return st;
+  if (!collectivesOnNccl())
+    return Status::success();
+  const std::string reduction = attrs::reduction(s);
+  const kc::NcclReduction how = reduction == "sum"   ? kc::NcclReduction::Sum
+                                : reduction == "max" ? kc::NcclReduction::Max
+                                                     : kc::NcclReduction::Mean;
+  std::vector<std::pair<int, int64_t>> tensors;
+  for (int o : s.outputs())
+    tensors.push_back({o, count(o)});
+  const auto [started, ended] = collectiveEventPair();
+  const std::string name = stepName(s);
+  emit([=](const Context &c) {
+    c.k->record(started, false);
+    c.k->await(started, true);
+    std::vector<std::pair<float *, int64_t>> data;
+    for (auto [buffer, n] : tensors)
+      data.push_back({c.at<float>(slot(buffer)), n});
+    std::string why;
+    if (!c.k->allReduce(data, how, why))
+      return Status::error(name + ": " + why);
+    c.k->record(ended, true);
+    return Status::success();
+  });
+  endCollectiveBeforeReader(s, [ended = ended](const Context &c) {
+    c.k->await(ended, false);
+    return Status::success();
+  });
   return Status::success();
 }
 
 Status CudaBackend::sharding(const plan::Step &s) {
-  if (attrs::ranks(s) > 1 || launcherWorldSize() > 1)
-    return unsupported(s, "optimizer sharding on the GPU needs NCCL, which this tec does not load yet; "
-                          "sharded plans train on the cpu backend (--device cpu)");
+  if (attrs::ranks(s) > 1 || options.ranks > 1)
+    return unsupported(s, "optimizer sharding (--shard-optimizer) is not on the GPU yet; sharded plans train on "
+                          "the cpu backend (--device cpu)");
   for (int i = 0; i < s.inputs_size(); ++i) { // one rank: a shard is the whole tensor, flat
     const kc::Shape flat{count(s.outputs(i))};
     if (Status st = emitCopy(s, s.inputs(i), kc::contiguous(flat), s.outputs(i), kc::contiguous(flat), flat); !st.ok())
@@ -145,7 +168,7 @@ Status CudaBackend::sharding(const plan::Step &s) {
 }
 
 Status CudaBackend::worldSize(const plan::Step &s) {
-  const float ranks = static_cast<float>(launcherWorldSize());
+  const float ranks = static_cast<float>(options.ranks);
   int o = s.outputs(0);
   emit([=](const Context &c) {
     c.k->launch(TEC_KC(setScalar), c.at<float>(slot(o)), ranks, Stream{});

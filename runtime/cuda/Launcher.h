@@ -9,6 +9,7 @@
 #include "kernels/cuda/Fp8Kernels.h"
 #include "kernels/cuda/Gemm.h"
 #include "kernels/cuda/Kernels.h"
+#include "kernels/cuda/Nccl.h"
 
 #include <memory>
 #include <string>
@@ -68,6 +69,17 @@ public:
   bool convolution(int conv, const void *a, const void *b, void *out, void *workspace, std::string &error);
   /// Attention number `index` of the backend's cuDNN table; false with `error` when cuDNN fails.
   bool cudnnAttention(int index, const kc::AttentionOperands &operands, void *workspace, std::string &error);
+
+  /// Data parallelism: NCCL's communicator, its stream and the events (cudaEvent_t) that order it against
+  /// the work stream. (Written source names them `comm`, `commStream` and `events[i]`.)
+  void setCollectives(kc::NcclComm *comm, void *commStream, void *const *events);
+  /// Records event `event` on the work stream (`onComm` false) or on the collectives' stream.
+  void record(int event, bool onComm);
+  /// Makes the work stream (`onComm` false) or the collectives' stream wait for event `event`.
+  void await(int event, bool onComm);
+  /// The all-reduce of each (floats, count), in place, on the collectives' stream as one NCCL group.
+  bool allReduce(const std::vector<std::pair<float *, int64_t>> &tensors, kc::NcclReduction reduction,
+                 std::string &error);
 
 private:
   template <typename A> decltype(auto) pass(A &&a) const {
@@ -137,6 +149,9 @@ private:
   const std::vector<std::shared_ptr<kc::Convolution>> *convolutions = nullptr;
   const std::vector<std::shared_ptr<kc::CudnnAttention>> *attentions = nullptr;
   void *workspace = nullptr;
+  kc::NcclComm *comm = nullptr;
+  void *commStream = nullptr;
+  void *const *events = nullptr;
   const char *base = nullptr;
   std::vector<std::string> *lines = nullptr; // set: the launcher writes source
 };

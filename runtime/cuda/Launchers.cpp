@@ -39,6 +39,39 @@ bool Launcher::gemm(int gemm, const kc::GemmOperands &o, std::string &error) {
   return true;
 }
 
+void Launcher::setCollectives(kc::NcclComm *ncclComm, void *ncclStream, void *const *collectiveEvents) {
+  comm = ncclComm, commStream = ncclStream, events = collectiveEvents;
+}
+
+void Launcher::record(int event, bool onComm) {
+  if (lines)
+    call("CHECK_CUDA(cudaEventRecord", {"events[" + text(event) + "]", onComm ? "commStream)" : "stream)"});
+  else
+    cudaEventRecord(static_cast<cudaEvent_t>(events[event]), static_cast<cudaStream_t>(onComm ? commStream : stream));
+}
+
+void Launcher::await(int event, bool onComm) {
+  if (lines)
+    call("CHECK_CUDA(cudaStreamWaitEvent", {onComm ? "commStream" : "stream", "events[" + text(event) + "]", "0)"});
+  else
+    cudaStreamWaitEvent(static_cast<cudaStream_t>(onComm ? commStream : stream),
+                        static_cast<cudaEvent_t>(events[event]), 0);
+}
+
+bool Launcher::allReduce(const std::vector<std::pair<float *, int64_t>> &tensors, kc::NcclReduction reduction,
+                         std::string &error) {
+  if (!lines)
+    return comm->allReduce(tensors, reduction, commStream, error);
+  static const char *const ops[] = {"ncclSum", "ncclMax", "ncclAvg"};
+  call("CHECK_NCCL(ncclGroupStart", {")"});
+  for (const auto &[data, count] : tensors)
+    if (count > 0)
+      call("CHECK_NCCL(ncclAllReduce", {text(data), text(data), text(count), "ncclFloat",
+                                        ops[static_cast<int>(reduction)], "comm", "commStream)"});
+  call("CHECK_NCCL(ncclGroupEnd", {")"});
+  return true;
+}
+
 /// Written source runs convolutions and attention on tec's kernels (it has no cuDNN handle): never called.
 bool Launcher::convolution(int conv, const void *a, const void *b, void *out, void *convWorkspace,
                            std::string &error) {

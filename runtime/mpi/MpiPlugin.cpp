@@ -307,6 +307,9 @@ __attribute__((visibility("default"))) int tecMpiWait(int64_t ticket, double tim
   return job->code;
 }
 
+/// Another path failed a collective (NCCL on the GPU): finalizing aborts, as after a failed MPI collective.
+__attribute__((visibility("default"))) void tecMpiFail() { collectiveFailed = true; }
+
 __attribute__((visibility("default"))) void tecMpiFinalize() {
   if (collectiveFailed) {
     std::fflush(nullptr);

@@ -13,6 +13,11 @@ must equal the unsharded run and halve the optimizer state per rank. The MLP's b
 the block's 4 and 2 sequences of 16 tokens, multiples of 16 rows as FP8 GEMMs need: at 8 rows the
 weight-gradient GEMMs would run in FP32 on the ranks and in FP8 alone, different plans.
 
+FP8: the two summation orders' ~1e-7 differences eventually put a value on the other side of an FP8 rounding
+boundary (a step of 1/16 of it), and from then on the runs part by ~1e-3 (when depends on the CPU's GEMM
+kernels: on one machine no flip within 20 steps, on another at step 7). So the losses agree to 1e-6 over the
+first 5 steps, to 2e-3 over 20, and the final weights' gap stays under a tenth of how far they moved.
+
 Weights are compared element by element (within 1e-6 of each tensor's largest), but AdamW in FP32 in norm:
 Adam scales each element's step by that element's own gradient, so an element whose gradient nearly
 cancels over the batch moves by about lr whatever its size, and the rounding of that cancellation (the
@@ -42,6 +47,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gen_models  # noqa: E402  (tests/models: the GPT block at the batch each run needs)
 
 RTOL = 1e-6
+FP8_LOSS_RTOL = 2e-3  # FP8 cases over 20 steps: one rounding flip moves the loss ~1e-3
+FP8_MOTION_RTOL = 0.1  # FP8 cases: the final weights' gap, of how far training moved them
 
 
 def with_symbolic_batch(source, target):
@@ -160,18 +167,29 @@ def main():
                     for p in (one[1], two[1]):
                         p["attn.qkv.bias"] = np.concatenate([p["attn.qkv.bias"][:64], p["attn.qkv.bias"][128:]])
                 loss_gap = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(one[0], two[0]))
-                if adam_fp32:  # see the module's docstring: in norm
-                    weight_gap = max(float(np.linalg.norm(one[1][k] - two[1][k])) / max(float(np.linalg.norm(one[1][k])), 1e-30)
+                if flags is fp8:  # see the module's docstring: FP8 roundings flip after a few steps
+                    early_gap = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(one[0][:5], two[0][:5]))
+                    start = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(models[model][global_batch]).graph.initializer}
+                    weight_gap = max(float(np.max(np.abs(one[1][k] - two[1][k]))) / max(float(np.max(np.abs(one[1][k] - start[k]))), 1e-30)
                                      for k in one[1])
-                    measure = "in norm"
+                    check(len(one[0]) == len(two[0]) == 20 and early_gap <= RTOL and loss_gap <= FP8_LOSS_RTOL,
+                          f"{label}: 2 ranks x batch {rank_batch} = 1 process x batch {global_batch}, losses over 5 steps "
+                          f"within {early_gap:.2e} relative, over 20 within {loss_gap:.2e}")
+                    check(weight_gap <= FP8_MOTION_RTOL,
+                          f"{label}: final weights apart by {weight_gap:.2e} of how far they moved")
                 else:
-                    weight_gap = max(float(np.max(np.abs(one[1][k] - two[1][k]))) / max(float(np.max(np.abs(one[1][k]))), 1e-30)
-                                     for k in one[1])
-                    measure = "of their max"
-                check(len(one[0]) == len(two[0]) == 20 and loss_gap <= RTOL,
-                      f"{label}: 2 ranks x batch {rank_batch} = 1 process x batch {global_batch}, losses over 20 steps "
-                      f"within {loss_gap:.2e} relative")
-                check(weight_gap <= RTOL, f"{label}: final weights within {weight_gap:.2e} {measure}")
+                    if adam_fp32:  # see the module's docstring: in norm
+                        weight_gap = max(float(np.linalg.norm(one[1][k] - two[1][k])) / max(float(np.linalg.norm(one[1][k])), 1e-30)
+                                         for k in one[1])
+                        measure = "in norm"
+                    else:
+                        weight_gap = max(float(np.max(np.abs(one[1][k] - two[1][k]))) / max(float(np.max(np.abs(one[1][k]))), 1e-30)
+                                         for k in one[1])
+                        measure = "of their max"
+                    check(len(one[0]) == len(two[0]) == 20 and loss_gap <= RTOL,
+                          f"{label}: 2 ranks x batch {rank_batch} = 1 process x batch {global_batch}, losses over 20 steps "
+                          f"within {loss_gap:.2e} relative")
+                    check(weight_gap <= RTOL, f"{label}: final weights within {weight_gap:.2e} {measure}")
                 check("the same state on all 2 ranks" in two[2], f"{label}: tec reports the same state on both ranks")
                 outcomes_by_label[label] = outcomes
 

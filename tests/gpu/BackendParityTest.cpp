@@ -1032,21 +1032,23 @@ TEST(CudaBackend, AnOutOfRangeIndexIsAnErrorNotGarbage) {
 class ModelParity : public ::testing::TestWithParam<const char *> {};
 constexpr const char *kModelPlanFlags = "--target sm_90,sm_80,cpu --train --loss mse"; // as tests/gpu/bundle.sh
 
+/// The test model's plan (kModelPlanFlags): from TEC_TEST_PLANS, a folder of them compiled elsewhere
+/// (tests/gpu/bundle.sh, for GPU machines without the compiler), else compiled here; empty if that failed.
+std::string modelPlan(const std::string &model) {
+  if (const char *plans = std::getenv("TEC_TEST_PLANS"); plans && *plans)
+    return std::string(plans) + "/" + model + ".tecplan";
+  const std::string plan = ::testing::TempDir() + "/" + model + ".tecplan";
+  const std::string command = std::string(TEC_BINARY) + " " + TEC_MODELS_DIR + "/" + model + ".onnx " +
+                              kModelPlanFlags + " -o " + plan + " > /dev/null";
+  return std::system(command.c_str()) == 0 ? plan : "";
+}
+
 TEST_P(ModelParity, EveryVariantMatchesItsCpuEmulation) {
   if (auto cuda = cudaBackend(); !cuda.ok())
     GTEST_SKIP() << "no CUDA backend here: " << cuda.error().message();
   const std::string model = GetParam();
-  // TEC_TEST_PLANS: a folder of these plans compiled elsewhere (tests/gpu/bundle.sh, for GPU machines
-  // without the compiler); otherwise they are compiled here.
-  std::string plan;
-  if (const char *plans = std::getenv("TEC_TEST_PLANS"); plans && *plans) {
-    plan = std::string(plans) + "/" + model + ".tecplan";
-  } else {
-    plan = ::testing::TempDir() + "/" + model + ".tecplan";
-    std::string command = std::string(TEC_BINARY) + " " + TEC_MODELS_DIR + "/" + model + ".onnx " +
-                          kModelPlanFlags + " -o " + plan + " > /dev/null";
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  }
+  const std::string plan = modelPlan(model);
+  ASSERT_FALSE(plan.empty()) << model;
   for (const char *target : {"sm_90", "sm_80", "cpu"}) {
     for (const char *kind : {"inference", "train"}) {
       SessionOptions onGpu, onCpu;
@@ -1082,6 +1084,46 @@ TEST_P(ModelParity, EveryVariantMatchesItsCpuEmulation) {
         EXPECT_TRUE(line.find("refused") == std::string::npos && line.find("CUDA graph") == std::string::npos)
             << model << " " << target << " " << kind << ": " << line;
     }
+  }
+}
+
+// Data parallelism's GPU path over one rank (TEC_NCCL=1): NCCL's all-reduces on their own stream, ordered
+// by events and captured in the step's graph, give the training step bit for bit what the plain copies give.
+TEST(CudaBackend, NcclOverOneRankEqualsTheCopies) {
+  if (auto cuda = cudaBackend(); !cuda.ok())
+    GTEST_SKIP() << "no CUDA backend here: " << cuda.error().message();
+  const std::string plan = modelPlan("mlp");
+  ASSERT_FALSE(plan.empty());
+  for (const char *target : {"sm_90", "sm_80"}) {
+    SessionOptions options;
+    options.variant = target;
+    options.kind = "train";
+    options.device = "cuda";
+    auto copies = Session::open(plan, options);
+    setenv("TEC_NCCL", "1", 1);
+    auto nccl = Session::open(plan, options);
+    unsetenv("TEC_NCCL");
+    ASSERT_TRUE(copies.ok()) << copies.error().message();
+    ASSERT_TRUE(nccl.ok()) << nccl.error().message();
+    const auto &notes = (*nccl)->notes();
+    EXPECT_TRUE(std::any_of(notes.begin(), notes.end(),
+                            [](const std::string &n) { return n.find("collectives: NCCL") != std::string::npos; }))
+        << target << ": the session does not say NCCL carries its collectives";
+    std::mt19937_64 rng(9);
+    for (int step = 0; step < 4; ++step) { // step by step, captured, then replayed twice
+      for (size_t i = 0; i < (*copies)->inputs().size(); ++i) {
+        fillRandom((*copies)->inputData(i), (*copies)->inputs()[i], rng);
+        std::memcpy((*nccl)->inputData(i), (*copies)->inputData(i), (*copies)->inputs()[i].bytes);
+      }
+      Status a = (*copies)->run(), b = (*nccl)->run();
+      ASSERT_TRUE(a.ok()) << a.message();
+      ASSERT_TRUE(b.ok()) << b.message();
+      for (size_t o = 0; o < (*copies)->outputs().size(); ++o)
+        EXPECT_EQ(std::memcmp((*copies)->outputData(o), (*nccl)->outputData(o), (*copies)->outputs()[o].bytes), 0)
+            << target << " step " << step << " output " << (*copies)->outputs()[o].name;
+    }
+    for (const std::string &line : (*nccl)->notes())
+      EXPECT_EQ(line.find("CUDA graph"), std::string::npos) << target << ": " << line;
   }
 }
 

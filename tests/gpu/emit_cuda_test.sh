@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `tec --emit=cuda` writes a host program that nvcc compiles against tec's kernels library.
 # Usage: emit_cuda_test.sh TEC NVCC SOURCE_DIR KERNELS_LIBS MODELS_DIR WORK_DIR [HOST_LINK_FLAGS]
-# (KERNELS_LIBS: the kernels libraries, colon-separated)
+# (KERNELS_LIBS: the kernels libraries, colon-separated; $TEC_PYTHON has onnx, for the NCCL schedule check)
 set -euo pipefail
 tec=$1 nvcc=$2 src=$3 models=$5 work=$6
 IFS=: read -ra kernels <<< "$4"
@@ -30,12 +30,17 @@ done
 grep -q "wrote $work/train.train.cu: variant sm_90 train step" "$work/train.log"
 grep -q "kc::quantizeTransposedWithAmax" "$work/train.train.cu"
 test "$(grep -c "kc::optimizerUpdate" "$work/train.train.cu")" -eq 1
-"$nvcc" -std=c++17 -I"$src" "$work/train.train.cu" "${kernels[@]}" -lcublasLt "${link[@]}" -o "$work/train"
+"$nvcc" -std=c++17 -I"$src" "$work/train.train.cu" "${kernels[@]}" -lcublasLt -lnccl "${link[@]}" -o "$work/train"
 echo "train step: emitted and compiled"
+# Data parallelism: the gradients in 0.5 MiB buckets, each all_reduce on NCCL's stream while the backward
+# goes on, waited for before anything touches its result (check_collective_schedule.py says what it checks).
+"$tec" "$models/mlp.onnx" --target sm_90 --train --loss mse --optimizer adamw --bucket-mb 0.5 \
+  -o "$work/buckets.tecplan" --emit=cuda > "$work/buckets.log"
+"${TEC_PYTHON:-python3}" "$(dirname "$0")/check_collective_schedule.py" "$work/buckets.train.cu" "$models/mlp.onnx"
 # Every kernel of the GPT block's FP8 and BF16 training steps goes through the CUDA backend's compilers.
 for target in sm_90 sm_80; do
   "$tec" "$models/gpt_block_decomposed.onnx" --target $target --train --loss mse --fp8=all \
     -o "$work/gpt_$target.tecplan" --emit=cuda > "$work/gpt_$target.log"
-  "$nvcc" -std=c++17 -I"$src" "$work/gpt_$target.train.cu" "${kernels[@]}" -lcublasLt "${link[@]}" -o "$work/gpt_$target"
+  "$nvcc" -std=c++17 -I"$src" "$work/gpt_$target.train.cu" "${kernels[@]}" -lcublasLt -lnccl "${link[@]}" -o "$work/gpt_$target"
   echo "gpt_block_decomposed $target train step: emitted and compiled"
 done

@@ -69,7 +69,7 @@ for library in ("libopenblas.so.0", "libdnnl.so"):
 
 # Besides the manylinux set, the CUDA libraries stay outside the wheel by design (the plugin finds them).
 allowed = re.compile(r"^(libc|libm|libdl|librt|libpthread|libutil|libnsl|libresolv|libstdc\+\+|libgcc_s|"
-                     r"ld-linux-x86-64|libcuda|libcudart|libcublas|libcublasLt|libcudnn\w*|libnvrtc\w*)[.-]")
+                     r"ld-linux-x86-64|libcuda|libcudart|libcublas|libcublasLt|libcudnn\w*|libnvrtc\w*|libnccl)[.-]")
 prefixes = tuple(os.path.realpath(p) + "/" for p in {sys.prefix, sys.base_prefix})
 mapped = mapped_libraries()
 foreign = sorted(f for f in mapped - baseline if not os.path.realpath(f).startswith(prefixes) and
