@@ -9,6 +9,9 @@ link=()
 # Sanitized kernels (the asan preset) need the sanitizer runtimes at link time.
 case "${7:-}" in *address*) link+=(-lasan) ;; esac
 case "${7:-}" in *undefined*) link+=(-lubsan) ;; esac
+# Training programs call NCCL: the toolkit's, or the nvidia-nccl wheel's ($TEC_NCCL_INCLUDE_DIR and its lib/).
+nccl_include=${TEC_NCCL_INCLUDE_DIR:-/usr/local/cuda/include}
+nccl=(-I"$nccl_include" -L"$nccl_include/../lib" -L"$nccl_include/../lib64" -l:libnccl.so.2)
 rm -rf "$work" && mkdir -p "$work"
 for model in mlp gpt_block; do
   "$tec" "$models/$model.onnx" --target all -o "$work/$model.tecplan" --emit=cuda > "$work/$model.log"
@@ -30,7 +33,7 @@ done
 grep -q "wrote $work/train.train.cu: variant sm_90 train step" "$work/train.log"
 grep -q "kc::quantizeTransposedWithAmax" "$work/train.train.cu"
 test "$(grep -c "kc::optimizerUpdate" "$work/train.train.cu")" -eq 1
-"$nvcc" -std=c++17 -I"$src" "$work/train.train.cu" "${kernels[@]}" -lcublasLt -lnccl "${link[@]}" -o "$work/train"
+"$nvcc" -std=c++17 -I"$src" "$work/train.train.cu" "${kernels[@]}" -lcublasLt "${nccl[@]}" "${link[@]}" -o "$work/train"
 echo "train step: emitted and compiled"
 # Data parallelism: the gradients in 0.5 MiB buckets, each all_reduce on NCCL's stream while the backward
 # goes on, waited for before anything touches its result (check_collective_schedule.py says what it checks).
@@ -41,6 +44,6 @@ echo "train step: emitted and compiled"
 for target in sm_90 sm_80; do
   "$tec" "$models/gpt_block_decomposed.onnx" --target $target --train --loss mse --fp8=all \
     -o "$work/gpt_$target.tecplan" --emit=cuda > "$work/gpt_$target.log"
-  "$nvcc" -std=c++17 -I"$src" "$work/gpt_$target.train.cu" "${kernels[@]}" -lcublasLt -lnccl "${link[@]}" -o "$work/gpt_$target"
+  "$nvcc" -std=c++17 -I"$src" "$work/gpt_$target.train.cu" "${kernels[@]}" -lcublasLt "${nccl[@]}" "${link[@]}" -o "$work/gpt_$target"
   echo "gpt_block_decomposed $target train step: emitted and compiled"
 done
