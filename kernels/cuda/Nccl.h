@@ -43,6 +43,7 @@ public:
   bool healthy(std::string &why) const;
   /// Ends every collective of the communicator, those hung on a missing rank included: it is unusable after.
   void abort();
+  bool isAborted() const { return aborted; }
 
 private:
   NcclComm(const NcclApi &api, void *comm) : api(api), comm(comm) {}

@@ -354,6 +354,9 @@ Status CudaBackend::run(std::vector<double> *stepMillis) {
   if (ncclApi && !nccl)
     if (Status s = joinCollectives(); !s.ok())
       return s;
+  if (nccl && nccl->isAborted())
+    return Status::error("rank " + std::to_string(options.rank) +
+                         ": NCCL was aborted after a collective failed; the ranks no longer agree, start them again");
   Launcher launcher(stream, gemms, convolutions, attentions, arena + workspace.offset);
   launcher.setCollectives(nccl.get(), commStream, reinterpret_cast<void *const *>(collectiveEvents.data()));
   Context c{arena, &launcher, stepScratchSlot.offset};

@@ -107,7 +107,8 @@ bench() {
 # 4. Raw GEMM throughput against torch._scaled_mm and torch.matmul.
 [ -n "$hidden" ] && bench gemm 60
 
-# 5. Parity: every kernel and the test models, CPU vs CUDA.
+# 5. Parity: every kernel and the test models, CPU vs CUDA, and data parallelism's NCCL path on one rank
+# (CudaBackend.NcclOverOneRankEqualsTheCopies: NCCL from the toolkit or PyTorch's nvidia-nccl wheel).
 for t in tec-cuda-parity-tests tec-backend-parity-tests; do
   stage "$t" 90 "${tec_env[@]}" "$tests/$t" --gtest_output="json:$out/$t.json" || status=1
   log "$t: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?[,.]' "$out/$t.log" | tr '\n' ' ')"
