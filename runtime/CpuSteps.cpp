@@ -495,27 +495,39 @@ Status CpuBackend::linear(const plan::Step &s) {
     if (constant && k::gemmLibrary({transA, transB, m, n, kk, true}) == k::packedGemmChoice())
       packed = k::PackedGemm::create(transB, m, n, kk, w, transB ? kk : n, sourcePacked);
   };
-  // A weight only this GEMM reads leaves memory as it is packed, chunk by chunk (the plan file maps it).
+  // A weight only this GEMM reads leaves memory as it is packed or laid out, a piece at a time (the plan file
+  // maps it): the mapped weight and its copy are never both resident.
   const bool soleReader = constant && graph->readers(s.inputs(1)) == 1;
-  packIfChosen([&](const float *first, int64_t count) {
+  auto releaseSource = [&](const float *first, int64_t count) {
     if (soleReader)
       releaseData(reinterpret_cast<const char *>(first) - mappedData, count * static_cast<int64_t>(sizeof(float)));
-  });
+  };
+  packIfChosen(releaseSource);
+  // Else a constant [N, K] weight runs as a [K, N] one: OpenBLAS's NN GEMM runs 5-25% faster than its NT one
+  // at the batch sizes of inference (no transposed panel to pack on every call). Not for one row, a GEMV:
+  // its dot products read [N, K] rows contiguously (~20% faster than across [K, N]). Where the NN GEMM is
+  // the packed one, the packing lays the weight out itself; else it is laid out once, at prepare.
+  if (!packed && transB && constantWeight(s.inputs(1)) && ws.size() == 2 && m > 1) {
+    if (constant && k::gemmLibrary({transA, false, m, n, kk, true}) == k::packedGemmChoice())
+      packed = k::PackedGemm::create(true, m, n, kk, w, kk, releaseSource);
+    if (!packed) {
+      auto &laidOut = scratch.emplace_back(ws[0] * ws[1]);
+      const int64_t rows = ws[0], cols = ws[1], blockRows = 1024;
+      std::vector<float> block(std::min(rows, blockRows) * cols);
+      for (int64_t first = 0; first < rows; first += blockRows) {
+        const int64_t count = std::min(blockRows, rows - first);
+        k::transpose(w + first * cols, {count, cols}, {1, 0}, block.data(), sizeof(float)); // [cols, count]
+        for (int64_t c = 0; c < cols; ++c)
+          std::copy_n(block.data() + c * count, count, laidOut.data() + c * rows + first);
+        releaseSource(w + first * cols, count * cols);
+      }
+      readsThroughCopy(s.inputs(1));
+      w = laidOut.data();
+      transB = false;
+    }
+  }
   if (packed)
     readsThroughCopy(s.inputs(1));
-  // Else a constant [N, K] weight is laid out once, at prepare, as [K, N]: OpenBLAS's NN GEMM runs 5-25%
-  // faster than its NT one at the batch sizes of inference (no transposed panel to pack on every call). Not
-  // for one row, a GEMV: its dot products read [N, K] rows contiguously (~20% faster than across [K, N]).
-  if (!packed && transB && constantWeight(s.inputs(1)) && ws.size() == 2 && m > 1) {
-    auto &laidOut = scratch.emplace_back(ws[0] * ws[1]);
-    k::transpose(w, {ws[0], ws[1]}, {1, 0}, laidOut.data(), sizeof(float));
-    readsThroughCopy(s.inputs(1));
-    w = laidOut.data();
-    transB = false;
-    packIfChosen({});
-    if (packed) // packed from the laid-out copy, which nothing reads now
-      scratch.pop_back(), w = nullptr;
-  }
   float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
   const FoldedStep next = foldIntoEpilogue(s.outputs(0), e);
   if (next.activation != kernels::Epilogue::None)

@@ -5,6 +5,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -236,15 +237,22 @@ Result<std::unique_ptr<PlanFile>> PlanFile::open(const std::string &path) {
   if (header.dataOffset + header.dataBytes != size)
     return refuse(std::to_string(size - header.dataOffset - header.dataBytes) +
                   " bytes follow the data section (a file appended to the plan?)");
+  file->dataStart = base + header.dataOffset;
+  file->dataBytes = header.dataBytes;
   Checksum sum;
   sum.update(base + header.metadataOffset, header.metadataBytes);
-  sum.update(base + header.dataOffset, header.dataBytes);
+  // A piece at a time, each let go once hashed: the check reads every byte, but the parameters become
+  // resident only when the backend reads them (a multi-GiB plan is not held twice while it is copied).
+  constexpr uint64_t kPiece = uint64_t(64) << 20;
+  for (uint64_t done = 0; done < header.dataBytes; done += kPiece) {
+    const uint64_t piece = std::min(kPiece, header.dataBytes - done);
+    sum.update(base + header.dataOffset + done, piece);
+    file->releaseData(static_cast<int64_t>(done), static_cast<int64_t>(piece));
+  }
   if (sum.finish() != header.checksum)
     return refuse("checksum mismatch: the file is corrupt");
   if (!file->metadata.ParseFromArray(base + header.metadataOffset, static_cast<int>(header.metadataBytes)))
     return refuse("the metadata does not parse");
-  file->dataStart = base + header.dataOffset;
-  file->dataBytes = header.dataBytes;
   if (Status s = validatePlan(file->metadata, file->dataBytes); !s.ok())
     return refuse(s.message());
   return file;
