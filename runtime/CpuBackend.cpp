@@ -8,17 +8,6 @@
 
 namespace tec::cpubackend {
 
-namespace {
-
-bool usesCollectives(const plan::Variant &v) {
-  for (const auto &step : v.steps())
-    if (step.kernel() == "all_reduce" || step.kernel() == "reduce_scatter" || step.kernel() == "all_gather")
-      return true;
-  return false;
-}
-
-} // namespace
-
 float *CpuBackend::floatIn(int i) {
   if (dtype(i) == plan::F32)
     return ptr<float>(i);

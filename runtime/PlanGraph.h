@@ -116,6 +116,15 @@ private:
   std::vector<int> readCount;
 };
 
+/// Whether the variant's steps talk to other ranks (a training step's all_reduce, ZeRO's reduce_scatter and
+/// all_gather): only then does a process under mpirun join the group.
+inline bool usesCollectives(const plan::Variant &v) {
+  for (const auto &step : v.steps())
+    if (step.kernel() == "all_reduce" || step.kernel() == "reduce_scatter" || step.kernel() == "all_gather")
+      return true;
+  return false;
+}
+
 /// Collectives a backend started and has not yet ended (waited for), by the first step that reads what they
 /// write, so that the steps in between run while they travel. Each keeps the step that started it (the
 /// profile counts the wait there) and the closure that ends it.

@@ -1,5 +1,6 @@
 #include "runtime/Session.h"
 #include "runtime/Collectives.h"
+#include "runtime/PlanGraph.h"
 #include "runtime/Steps.h"
 
 #include "kernels/cpu/CpuKernels.h"
@@ -166,10 +167,10 @@ Result<std::unique_ptr<Session>> Session::open(const std::string &path, const Se
   };
   if (std::string why = variantFallback(*choice, gpu, options); options.strict && !why.empty())
     return strictError(why);
-  // Under several ranks (mpirun, srun) every rank must run the same backend: their collectives meet in
-  // NCCL on the GPU and in MPI on the CPU.
+  // A plan with collectives under several ranks (mpirun, srun): every rank must run the same backend, their
+  // collectives meet in NCCL on the GPU and in MPI on the CPU.
   ProcessGroup *group = nullptr;
-  if (launcherWorldSize() > 1) {
+  if (launcherWorldSize() > 1 && usesCollectives(p.variants(session->choice.index))) {
     auto joined = ProcessGroup::get();
     if (!joined.ok())
       return Status::error(path + ": " + joined.error().message());
