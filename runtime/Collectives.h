@@ -16,6 +16,10 @@
 namespace tec {
 
 enum class CollectiveOp { Sum, Max, Mean };
+/// An all_reduce step's `reduction` attribute ("sum", "max", else the mean).
+inline CollectiveOp collectiveOp(const std::string &reduction) {
+  return reduction == "sum" ? CollectiveOp::Sum : reduction == "max" ? CollectiveOp::Max : CollectiveOp::Mean;
+}
 /// What a collective does (values of the plugin's C interface): all_reduce `count` floats of `receive` in
 /// place; broadcast `count` bytes of root's `receive`; all_gather every rank's `count` floats of `send` into
 /// `receive` in rank order; reduce_scatter the sum over the ranks of `send` (`count` floats per rank), of

@@ -98,8 +98,7 @@ Status CpuBackend::allReduce(const plan::Step &s) {
   if (!joined.ok())
     return joined.error();
   ProcessGroup *group = *joined;
-  const std::string reduction = attrs::reduction(s);
-  const CollectiveOp op = reduction == "sum" ? CollectiveOp::Sum : reduction == "max" ? CollectiveOp::Max : CollectiveOp::Mean;
+  const CollectiveOp op = collectiveOp(attrs::reduction(s));
   std::vector<std::tuple<const float *, float *, int64_t>> tensors;
   for (int i = 0; i < s.inputs_size(); ++i)
     tensors.push_back({floatIn(s.inputs(i)), floatOut(s.outputs(i)), count(s.outputs(i))});

@@ -1,6 +1,7 @@
 // The CUDA backend's step compilers, GEMMs and attention aside (CudaGemms.cpp, CudaAttention.cpp): each
 // turns a plan step into launch closures over arena offsets.
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/Collectives.h"
 
 namespace tec::cudabackend {
 
@@ -127,10 +128,8 @@ Status CudaBackend::allReduce(const plan::Step &s) {
         return st;
   if (!collectivesOnNccl())
     return Status::success();
-  const std::string reduction = attrs::reduction(s);
-  const kc::NcclReduction how = reduction == "sum"   ? kc::NcclReduction::Sum
-                                : reduction == "max" ? kc::NcclReduction::Max
-                                                     : kc::NcclReduction::Mean;
+  static_assert(int(kc::NcclReduction::Max) == int(CollectiveOp::Max) && int(kc::NcclReduction::Mean) == int(CollectiveOp::Mean));
+  const auto how = static_cast<kc::NcclReduction>(collectiveOp(attrs::reduction(s)));
   std::vector<std::pair<int, int64_t>> tensors;
   for (int o : s.outputs())
     tensors.push_back({o, count(o)});
