@@ -128,7 +128,7 @@ void recordPrecisions(ModuleOp module, llvm::StringRef target, std::vector<Layer
     auto precision = op->getAttrOfType<StringAttr>(kPrecisionAttrName);
     if (attention)
       precision = StringAttr::get(op->getContext(), attentionPrecision(op, *cap));
-    if (!precision || (!attention && !llvm::isa<LinearOp, Fp8GemmOp>(op)))
+    if (!precision || (!attention && !llvm::isa<LinearOp, Fp8GemmOp, Fp8BlockGemmOp>(op)))
       return;
     std::string layer = llvm::join(sourceNodes(op->getLoc()), "+");
     auto it = std::find_if(layers.begin(), layers.end(), [&](const auto &l) { return l.layer == layer; });
@@ -267,7 +267,7 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
       return llvm::createStringError(targetDumps.error);
     recordPrecisions(*copy, target, compiled->layers);
     bool fp8 = false;
-    copy->walk([&](Fp8GemmOp) { fp8 = true; });
+    copy->walk([&](Operation *op) { fp8 |= llvm::isa<Fp8GemmOp, Fp8BlockGemmOp>(op); });
     inputs.target = target;
     inputs.precision = fp8 ? "fp8" : std::string(precisionName(lookupTarget(target)->fallback));
     auto variant = buildVariant(copy->lookupSymbol<func::FuncOp>("forward"), inputs, compiled->data);
@@ -313,7 +313,7 @@ llvm::Expected<std::unique_ptr<CompiledModel>> compileModel(MLIRContext &context
       trainInputNames.push_back(name);
     }
     bool fp8 = false;
-    step.walk([&](Fp8GemmOp) { fp8 = true; });
+    step.walk([&](Operation *op) { fp8 |= llvm::isa<Fp8GemmOp, Fp8BlockGemmOp>(op); });
     trainInputs.target = target;
     trainInputs.precision = fp8 ? "fp8" : std::string(precisionName(lookupTarget(target)->fallback));
     auto variant = buildVariant(step, trainInputs, compiled->data);

@@ -66,6 +66,13 @@ shape::Dims shape::reduce(ArrayRef<int64_t> in, ArrayRef<int64_t> axes, bool kee
   return out;
 }
 
+shape::Dims shape::blockScales(ArrayRef<int64_t> dims, ArrayRef<int64_t> block) {
+  int64_t rows = 1, cols = dims.empty() ? 1 : dims.back();
+  for (int64_t d : dims.drop_back())
+    rows *= d;
+  return {(rows + block[0] - 1) / block[0], (cols + block[1] - 1) / block[1]};
+}
+
 int64_t shape::sliceLength(int64_t start, int64_t end, int64_t step) {
   // (distance - 1) / |step| + 1 in unsigned arithmetic: the usual (distance + |step| - 1) / |step| overflows for
   // a step near INT64_MAX, and -step for INT64_MIN.
@@ -879,6 +886,72 @@ LogicalResult Fp8GemmOp::verify() {
   if (getBias() && failed(verifySameElementType(*this, getBias(), "bias")))
     return failure();
   return verifyLinearShapes(*this, getInput(), getWeight(), getBias(), getTransposeB());
+}
+
+LogicalResult CurrentScalingOp::verify() {
+  float fp8Max = getFp8Max().convertToFloat();
+  if (fp8Max != 448.0f && fp8Max != 57344.0f)
+    return emitOpError("expected fp8_max 448 (E4M3) or 57344 (E5M2), got ") << shortFloat(fp8Max);
+  if (!(getAmaxEpsilon().convertToFloat() >= 0.0f))
+    return emitOpError("expected non-negative amax_epsilon, got ") << shortFloat(getAmaxEpsilon().convertToFloat());
+  return success();
+}
+
+/// A block shape: two positive extents.
+static LogicalResult verifyBlock(Operation *op, ArrayRef<int64_t> block, StringRef what) {
+  if (block.size() != 2 || block[0] < 1 || block[1] < 1)
+    return op->emitOpError("expected ") << what << " of two positive extents, got [" << shape::str(block) << "]";
+  return success();
+}
+
+/// A block-scaled operand's scale_inv has one value per block of it.
+static LogicalResult verifyBlockScales(Operation *op, Value tensor, Value scaleInv, ArrayRef<int64_t> block,
+                                       StringRef what) {
+  shape::Dims expected = shape::blockScales(rankedType(tensor).getShape(), block);
+  if (ArrayRef<int64_t>(expected) != rankedType(scaleInv).getShape())
+    return op->emitOpError("expected ") << what << " shape " << shape::str(expected) << " (blocks of "
+                                        << shape::str(block) << "), got " << shape::str(rankedType(scaleInv).getShape());
+  return success();
+}
+
+LogicalResult QuantizeBlocksOp::verify() {
+  if (failed(verifyBlock(*this, getBlock(), "block")))
+    return failure();
+  if (getScaleType() != "f32" && getScaleType() != "pow2" && getScaleType() != "e8m0")
+    return emitOpError("expected scale_type f32, pow2 or e8m0, got '") << getScaleType() << "'";
+  if (!(getAmaxEpsilon().convertToFloat() >= 0.0f))
+    return emitOpError("expected non-negative amax_epsilon, got ") << shortFloat(getAmaxEpsilon().convertToFloat());
+  shape::Dims expected(getInput().getType().getShape());
+  if (getTransposeInput() && expected.size() != 2)
+    return emitOpError("expected a 2-D input to read transposed, got rank ") << expected.size();
+  if (getTransposeInput())
+    std::swap(expected[0], expected[1]);
+  if (ArrayRef<int64_t>(expected) != getResult().getType().getShape())
+    return emitOpError("expected result shape ") << shape::str(expected) << ", got "
+                                                 << shape::str(getResult().getType().getShape());
+  return verifyBlockScales(*this, getResult(), getScaleInv(), getBlock(), "scale_inv");
+}
+
+LogicalResult Fp8BlockGemmOp::verify() {
+  if (failed(verifyEpilogue(*this, getEpilogue())))
+    return failure();
+  if (llvm::isa<Float8E5M2Type>(getInput().getType().getElementType()) &&
+      llvm::isa<Float8E5M2Type>(getWeight().getType().getElementType()))
+    return emitOpError("expected at most one f8E5M2 operand, got two (cuBLASLt has no E5M2 x E5M2 GEMM)");
+  if (getBias() && failed(verifySameElementType(*this, getBias(), "bias")))
+    return failure();
+  if (failed(verifyLinearShapes(*this, getInput(), getWeight(), getBias(), getTransposeB())) ||
+      failed(verifyBlock(*this, getInputBlock(), "input_block")) ||
+      failed(verifyBlock(*this, getWeightBlock(), "weight_block")) ||
+      failed(verifyBlockScales(*this, getInput(), getInputScaleInv(), getInputBlock(), "input_scale_inv")) ||
+      failed(verifyBlockScales(*this, getWeight(), getWeightScaleInv(), getWeightBlock(), "weight_scale_inv")))
+    return failure();
+  // Block-scaled tensor cores scale both operands' products by K-runs of one length.
+  const int64_t weightAlongK = getTransposeB() ? getWeightBlock()[1] : getWeightBlock()[0];
+  if (getInputBlock()[1] != weightAlongK)
+    return emitOpError("expected blocks of one extent along K, got ") << getInputBlock()[1] << " (input) and "
+                                                                        << weightAlongK << " (weight)";
+  return success();
 }
 
 LogicalResult DelayedScalingOp::verify() {

@@ -82,6 +82,9 @@ int64_t sliceLength(int64_t start, int64_t end, int64_t step);
 inline constexpr int64_t kMaxDim = int64_t(1) << 40;
 /// Element count, or nullopt when it overflows int64 or a dim is negative or past kMaxDim.
 std::optional<int64_t> elementCount(llvm::ArrayRef<int64_t> dims);
+/// A block-scaled tensor's scale shape: the tensor as [rows, cols] (every dim but the last as rows) in
+/// blocks of block[0] x block[1], partial at the ends: [ceil(rows / block[0]), ceil(cols / block[1])].
+Dims blockScales(llvm::ArrayRef<int64_t> dims, llvm::ArrayRef<int64_t> block);
 /// "4x8" for diagnostics.
 std::string str(llvm::ArrayRef<int64_t> dims);
 } // namespace shape

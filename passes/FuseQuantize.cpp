@@ -13,7 +13,7 @@ using namespace tec;
 
 namespace {
 
-/// The amax and the single quantize that are `v`'s only readers (one scale), or nulls.
+/// The amax and the single quantize that are `v`'s only readers (one scale, not made from that amax), or nulls.
 std::pair<AmaxOp, QuantizeOp> onlyAmaxAndQuantize(Value v) {
   AmaxOp amax;
   QuantizeOp quantize;
@@ -25,7 +25,10 @@ std::pair<AmaxOp, QuantizeOp> onlyAmaxAndQuantize(Value v) {
     else
       return {};
   }
-  return amax && quantize ? std::pair{amax, quantize} : std::pair<AmaxOp, QuantizeOp>{};
+  // Current scaling's scale comes from this very amax: the quantize must wait for it, no single pass.
+  if (!amax || !quantize || quantize.getScale().getDefiningOp<CurrentScalingOp>())
+    return {};
+  return {amax, quantize};
 }
 
 /// A tensor's transposed FP8 copy, quantized with the scale of its FP8 copy, is that copy transposed: the

@@ -1,4 +1,5 @@
 #include "passes/Passes.h"
+#include "support/Targets.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
@@ -16,11 +17,125 @@ using namespace tec;
 
 namespace {
 
-/// An order on (type, transposed) for std::map: types by their storage's address (stable within a context).
-struct TypeAndLayoutOrder {
-  bool operator()(const std::pair<Type, bool> &a, const std::pair<Type, bool> &b) const {
-    return std::make_pair(a.first.getAsOpaquePointer(), a.second) < std::make_pair(b.first.getAsOpaquePointer(), b.second);
+/// How a GEMM operand is quantized: its recipe and, under block scaling and MXFP8, its blocks ({0, 0} for a
+/// per-tensor scale).
+struct OperandScaling {
+  Fp8Recipe recipe;
+  std::array<int64_t, 2> block{0, 0};
+};
+
+/// A quantized copy's key: the GEMM operand's type, whether it reads the tensor transposed (its layout and
+/// view) and its blocks. The type alone is not enough: a square operand (a [16, 16] gradient of batch 16
+/// and 16 outputs) is read as it lies by one GEMM and transposed by another, under the same type; an
+/// activation is cut into 1x128 blocks for its forward GEMM and 128x1 for its wgrad GEMM.
+using CopyKey = std::tuple<const void *, bool, int64_t, int64_t>;
+CopyKey copyKey(Type type, bool transposed, const OperandScaling &scaling) {
+  return {type.getAsOpaquePointer(), transposed, scaling.block[0], scaling.block[1]};
+}
+
+/// The recipes, as `recipe` spells them: a default, then `regex=recipe` per layer (the first regex that
+/// matches one of a GEMM's ONNX node names wins).
+struct RecipePolicy {
+  Fp8Recipe byDefault = Fp8Recipe::Delayed;
+  std::vector<std::pair<std::string, Fp8Recipe>> perLayer;
+};
+FailureOr<RecipePolicy> parseRecipes(StringRef spec, std::string &error) {
+  RecipePolicy policy;
+  SmallVector<StringRef> parts;
+  spec.split(parts, ';');
+  for (auto [i, part] : llvm::enumerate(parts)) {
+    auto [pattern, name] = i == 0 ? std::make_pair(StringRef(), part.trim()) : part.rsplit('=');
+    std::optional<Fp8Recipe> recipe = parseChoice<Fp8Recipe>(name.trim());
+    if (!recipe || (i > 0 && (pattern.empty() || !part.contains('=')))) {
+      error = "expected RECIPE[;REGEX=RECIPE...] with recipes delayed, current, block or mxfp8, got '" + part.str() + "'";
+      return failure();
+    }
+    if (i == 0) {
+      policy.byDefault = *recipe;
+      continue;
+    }
+    if (std::string why; !llvm::Regex(pattern).isValid(why)) {
+      error = "'" + pattern.str() + "' is not a valid regex: " + why;
+      return failure();
+    }
+    policy.perLayer.emplace_back(pattern.str(), *recipe);
   }
+  return policy;
+}
+Fp8Recipe recipeAsked(const RecipePolicy &policy, Location loc) {
+  for (const auto &[pattern, recipe] : policy.perLayer) {
+    llvm::Regex regex(pattern);
+    for (const auto &name : sourceNodes(loc))
+      if (regex.match(name))
+        return recipe;
+  }
+  return policy.byDefault;
+}
+
+/// Why `target` cannot run `recipe`, or "". The cpu emulates every recipe; a GPU with FP8 runs delayed and
+/// current scaling. Block scaling needs Hopper's cuBLASLt block scale modes (sm_90, cuBLASLt 12.9) and
+/// MXFP8 Blackwell's block-scaled tensor cores (sm_100), and neither is wired into tec's CUDA backend yet.
+/// A target without FP8 loses it in tec-lower-for-target, whatever the recipe.
+std::string recipeBlocker(Fp8Recipe recipe, const TargetCapability &target) {
+  if (target.name == "cpu" || target.gemms != GemmPrecision::Fp8 || recipe == Fp8Recipe::Delayed ||
+      recipe == Fp8Recipe::Current)
+    return "";
+  if (recipe == Fp8Recipe::Mxfp8 && target.sm < 100)
+    return "needs sm_100 (Blackwell)";
+  if (recipe == Fp8Recipe::Block && target.sm < 90)
+    return "needs sm_90 (Hopper) with cuBLASLt 12.9";
+  return "tec's CUDA backend has no block-scaled GEMM yet";
+}
+
+/// The recipe a GEMM runs: the one asked for, or the first of the chain after it (mxfp8, block, current)
+/// that the target runs; with why each one before it could not.
+std::pair<Fp8Recipe, std::string> recipeOn(Fp8Recipe asked, const TargetCapability &target) {
+  std::string why;
+  Fp8Recipe recipe = asked;
+  for (std::string blocker; !(blocker = recipeBlocker(recipe, target)).empty();) {
+    why += (why.empty() ? "" : "; ") + std::string(choiceName(recipe)) + " " + blocker;
+    recipe = recipe == Fp8Recipe::Mxfp8 ? Fp8Recipe::Block : Fp8Recipe::Current;
+  }
+  return {recipe, why};
+}
+
+/// An operand's blocks under a block recipe: runs along K (the operand's last dim, or its first for a
+/// weight read as [K, N]), 128 long under block scaling, 32 under MXFP8; a weight under block scaling in
+/// 128x128 tiles (TE's 2-D weight scaling: its transpose has the same scales).
+OperandScaling operandScaling(Fp8Recipe recipe, bool kIsLast, bool isWeight) {
+  if (recipe != Fp8Recipe::Block && recipe != Fp8Recipe::Mxfp8)
+    return {recipe};
+  const int64_t length = recipe == Fp8Recipe::Block ? 128 : 32;
+  if (recipe == Fp8Recipe::Block && isWeight)
+    return {recipe, {length, length}};
+  return {recipe, kIsLast ? std::array<int64_t, 2>{1, length} : std::array<int64_t, 2>{length, 1}};
+}
+
+/// How the summary names a GEMM's recipe: "block scaling 1x128 x 128x128, pow2 scales".
+std::string recipeText(const OperandScaling &x, const OperandScaling &w, StringRef blockScales) {
+  auto blocks = [&] {
+    return std::to_string(x.block[0]) + "x" + std::to_string(x.block[1]) + " x " + std::to_string(w.block[0]) + "x" +
+           std::to_string(w.block[1]);
+  };
+  switch (x.recipe) {
+  case Fp8Recipe::Delayed:
+    return "delayed scaling";
+  case Fp8Recipe::Current:
+    return "current scaling";
+  case Fp8Recipe::Block:
+    return "block scaling " + blocks() + ", " + blockScales.str() + " scales";
+  case Fp8Recipe::Mxfp8:
+    return "MXFP8 " + blocks() + ", E8M0 scales";
+  }
+  return "";
+}
+
+bool isBlockRecipe(Fp8Recipe r) { return r == Fp8Recipe::Block || r == Fp8Recipe::Mxfp8; }
+
+/// A GEMM operand in FP8: the codes, their scale_inv (one, or one per block) and how they were made.
+struct QuantizedOperand {
+  Value fp8, scaleInv;
+  OperandScaling scaling;
 };
 
 
@@ -135,6 +250,30 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
     return {q, scaling.scaleInv};
   }
 
+  /// A quantized copy of `source` (read transposed where `transposed`) in `type`'s shape under `scaling`:
+  /// (FP8, scale_inv). Per-tensor recipes quantize with the tensor's `scale` (and share its `scaleInv`);
+  /// block recipes make each block's scale from the block.
+  std::pair<Value, Value> quantizeCopy(OpBuilder &b, Location loc, Value source, RankedTensorType type, bool transposed,
+                                       bool e5m2, const OperandScaling &scaling, Value scale, Value scaleInv) {
+    auto result = type.clone(e5m2 ? Type(b.getFloat8E5M2Type()) : Type(b.getFloat8E4M3FNType()));
+    if (!isBlockRecipe(scaling.recipe))
+      return {b.create<QuantizeOp>(loc, result, source, scale, b.getBoolAttr(transposed)), scaleInv};
+    auto scales = RankedTensorType::get(shape::blockScales(type.getShape(), scaling.block), b.getF32Type());
+    auto op = b.create<QuantizeBlocksOp>(loc, TypeRange{result, scales}, source, b.getDenseI64ArrayAttr(scaling.block),
+                                         b.getStringAttr(scaling.recipe == Fp8Recipe::Mxfp8 ? "e8m0" : blockScales.getValue()),
+                                         b.getF32FloatAttr(0.0f), b.getBoolAttr(transposed));
+    return {op.getResult(), op.getScaleInv()};
+  }
+
+  /// Current scaling's scale of `source`: its amax this step, then TE's scale from it.
+  std::pair<Value, Value> currentScale(OpBuilder &b, Location loc, Value source, bool e5m2) {
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    Value amax = b.create<AmaxOp>(loc, scalar, source);
+    auto op = b.create<CurrentScalingOp>(loc, TypeRange{scalar, scalar}, amax, b.getF32FloatAttr(e5m2 ? 57344.0f : 448.0f),
+                                         b.getBoolAttr(false), b.getF32FloatAttr(0.0f));
+    return {op.getScale(), op.getScaleInv()};
+  }
+
   /// Attention in FP8: each tec.attention becomes tec.attention_fp8 on Q, K and V quantized as GEMM operands
   /// are, with the probabilities and the output scaled; then each gradient of one becomes
   /// tec.attention_fp8_grad on the forward's FP8 tensors. Readers get the dequantized output and gradients.
@@ -152,7 +291,7 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
     f.walk([&](AttentionOp op) { attentions.push_back(op); });
     Builder attrs(f.getContext());
     auto scalar = RankedTensorType::get({}, attrs.getF32Type());
-    Type e4m3 = attrs.getFloat8E4M3FNType(), grads = format == Fp8FormatPolicy::Hybrid ? Type(attrs.getFloat8E5M2Type()) : e4m3;
+    Type e4m3 = attrs.getFloat8E4M3FNType(), grads = format != Fp8FormatPolicy::E4M3 ? Type(attrs.getFloat8E5M2Type()) : e4m3;
     for (auto [i, att] : llvm::enumerate(attentions)) {
       if (std::string why = fp8AttentionBlocker(att, policy); !why.empty()) {
         att->setAttr(kPrecisionAttrName, attrs.getStringAttr(why));
@@ -161,9 +300,9 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
       std::vector<std::string> names = sourceNodes(att.getLoc());
       std::string name = names.empty() ? "attention" + std::to_string(i) : names.front();
       OpBuilder b(att);
-      auto [q, qsi] = quantizeOnce(b, att.getQuery(), name + "/query", false);
-      auto [k, ksi] = quantizeOnce(b, att.getKey(), name + "/key", false);
-      auto [v, vsi] = quantizeOnce(b, att.getValue(), name + "/value", false);
+      auto [q, qsi, qs] = quantizeOnce(b, att.getQuery(), name + "/query", false, Fp8Recipe::Delayed, true);
+      auto [k, ksi, ks] = quantizeOnce(b, att.getKey(), name + "/key", false, Fp8Recipe::Delayed, true);
+      auto [v, vsi, vs] = quantizeOnce(b, att.getValue(), name + "/value", false, Fp8Recipe::Delayed, true);
       Scaling probs = addScaling(f, unique(name + "/probs"), false), result = addScaling(f, unique(name + "/result"), false);
       auto type = att.getResult().getType();
       auto op = b.create<AttentionFp8Op>(att.getLoc(), TypeRange{type.clone(e4m3), att.getLogsumexp().getType(), scalar, scalar},
@@ -185,7 +324,7 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
         continue;
       Forward &fwd = it->second;
       OpBuilder b(g);
-      auto [dout, dsi] = quantizeOnce(b, g.getGrad(), fwd.name + "/grad/output", grads != e4m3);
+      auto [dout, dsi, ds] = quantizeOnce(b, g.getGrad(), fwd.name + "/grad/output", grads != e4m3, Fp8Recipe::Delayed, true);
       auto scaling = [&](const char *what) { return addScaling(f, unique(fwd.name + "/grad/" + what), grads != e4m3); };
       Scaling dprobs = scaling("dprobs"), dq = scaling("query"), dk = scaling("key"), dv = scaling("value");
       auto op = b.create<AttentionFp8GradOp>(
@@ -212,6 +351,15 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
       return signalPassFailure();
     }
     Fp8Policy policy{mode, keepPrecision};
+    std::string error;
+    FailureOr<RecipePolicy> recipes = parseRecipes(recipe, error);
+    const TargetCapability *cap = lookupTarget(target);
+    if (failed(recipes) || !cap || (blockScales != "pow2" && blockScales != "f32")) {
+      getOperation().emitError(failed(recipes) ? "--fp8-recipe: " + error
+                               : !cap         ? "unknown target '" + target + "' (" + knownTargets() + ")"
+                                              : "--fp8-block-scales: expected pow2 or f32, got '" + blockScales + "'");
+      return signalPassFailure();
+    }
     Builder attrs(&getContext());
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       SmallVector<LinearOp> linears;
@@ -223,14 +371,13 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
       // the forward's scale, right after the forward's copy, so the FP8 copies are what the backward keeps
       // and the high-precision activation dies in the forward. Weights are quantized per GEMM: a shared
       // copy would live across the step, and quantizing a weight again costs little.
+      // Under a block recipe each copy has its own scales, made from the high-precision tensor.
       struct Quantized {
-        Value scale, scaleInv;
+        Value scale, scaleInv; // a per-tensor recipe's, shared by the copies
         Operation *first = nullptr;
-        // By the GEMM operand's type and whether it reads the tensor transposed: its layout and view. The
-        // type alone is not enough: a square operand (a [16, 16] gradient of batch 16 and 16 outputs) is
-        // read as it lies by one GEMM and transposed by another, under the same type.
-        std::map<std::pair<Type, bool>, Value, TypeAndLayoutOrder> copies;
+        std::map<CopyKey, std::pair<Value, Value>> copies;
       };
+      // By the tensor, its format and its recipe.
       llvm::DenseMap<std::pair<Value, int>, Quantized> quantized;
       auto unique = [&](const std::string &base) {
         std::string name = base;
@@ -238,7 +385,9 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
           name = base + "#" + std::to_string(k);
         return name;
       };
-      auto quantizeOnce = [&](OpBuilder &b, Value v, const std::string &name, bool e5m2) -> std::pair<Value, Value> {
+      // kIsLast: the operand's K is its last dim (its blocks run along it), else its first.
+      auto quantizeOnce = [&](OpBuilder &b, Value v, const std::string &name, bool e5m2, Fp8Recipe recipe,
+                              bool kIsLast) -> QuantizedOperand {
         auto transpose = v.getDefiningOp<TransposeOp>();
         const bool transposed = transpose && transpose.getPerm() == ArrayRef<int64_t>{1, 0};
         Value source = transposed ? transpose.getInput() : v;
@@ -247,28 +396,41 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
         while (auto reshape = root.getDefiningOp<ReshapeOp>())
           root = reshape.getInput();
         auto arg = llvm::dyn_cast<BlockArgument>(root);
-        if (arg && (f.getArgAttr(arg.getArgNumber(), kParamAttrName) || f.getArgAttr(arg.getArgNumber(), kStateAttrName)))
-          return quantize(f, b, v, unique(name), e5m2, updates);
-        Quantized &entry = quantized[{root, e5m2 ? 1 : 0}];
-        if (!entry.first) {
-          auto [q, scaleInv] = quantize(f, b, v, unique(name), e5m2, updates);
-          entry.first = q.getDefiningOp();
-          entry.scale = entry.first->getOperand(1);
-          entry.scaleInv = scaleInv;
-          entry.copies[{v.getType(), transposed}] = q;
-          return {q, scaleInv};
+        const bool isParam =
+            arg && (f.getArgAttr(arg.getArgNumber(), kParamAttrName) || f.getArgAttr(arg.getArgNumber(), kStateAttrName));
+        // An inference plan's weights are constants: weights all the same to the recipe.
+        const bool isWeight = isParam || (root.getDefiningOp() && root.getDefiningOp()->hasTrait<OpTrait::ConstantLike>());
+        const OperandScaling scaling = operandScaling(recipe, kIsLast, isWeight);
+        auto type = llvm::cast<RankedTensorType>(v.getType());
+        auto first = [&]() -> std::pair<Value, Value> {
+          if (recipe == Fp8Recipe::Delayed)
+            return quantize(f, b, v, unique(name), e5m2, updates);
+          auto [scale, scaleInv] = recipe == Fp8Recipe::Current ? currentScale(b, v.getLoc(), source, e5m2)
+                                                               : std::pair<Value, Value>{};
+          return quantizeCopy(b, v.getLoc(), source, type, transposed, e5m2, scaling, scale, scaleInv);
+        };
+        if (isParam) {
+          auto [q, scaleInv] = first();
+          return {q, scaleInv, scaling};
         }
-        Value &copy = entry.copies[{v.getType(), transposed}];
-        if (!copy) { // another layout or view: quantized right after the first copy, with its scale
+        Quantized &entry = quantized[{root, (e5m2 ? 8 : 0) + static_cast<int>(recipe)}];
+        if (!entry.first) {
+          auto [q, scaleInv] = first();
+          entry.first = q.getDefiningOp();
+          if (!isBlockRecipe(recipe))
+            entry.scale = entry.first->getOperand(1), entry.scaleInv = scaleInv;
+          entry.copies[copyKey(type, transposed, scaling)] = {q, scaleInv};
+          return {q, scaleInv, scaling};
+        }
+        auto &copy = entry.copies[copyKey(type, transposed, scaling)];
+        if (!copy.first) { // another layout, view or blocks: quantized right after the first copy
           OpBuilder after(entry.first->getBlock(), std::next(entry.first->getIterator()));
           Value view = source;
           if (root != source)
             view = after.create<ReshapeOp>(source.getLoc(), source.getType(), root);
-          Type fp8 = llvm::cast<RankedTensorType>(entry.first->getResult(0).getType()).getElementType();
-          copy = after.create<QuantizeOp>(v.getLoc(), llvm::cast<RankedTensorType>(v.getType()).clone(fp8), view,
-                                          entry.scale, after.getBoolAttr(transposed));
+          copy = quantizeCopy(after, v.getLoc(), view, type, transposed, e5m2, scaling, entry.scale, entry.scaleInv);
         }
-        return {copy, entry.scaleInv};
+        return {copy.first, copy.second, scaling};
       };
       for (auto [i, linear] : llvm::enumerate(linears)) {
         if (std::string why = fp8Blocker(linear, policy); !why.empty()) {
@@ -277,10 +439,12 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
         }
         std::vector<std::string> names = sourceNodes(linear.getLoc());
         std::string layer = names.empty() ? "gemm" + std::to_string(i) : names.front();
-        // Backward GEMMs (from autodiff) quantize their gradient operand to E5M2 under HYBRID.
+        auto [recipe, fallbackWhy] = recipeOn(recipeAsked(*recipes, linear.getLoc()), *cap);
+        // Backward GEMMs (from autodiff) quantize their gradient operand to E5M2 under HYBRID, which delayed
+        // and current scaling default to (block scaling and MXFP8 to E4M3, as in TE).
         auto role = linear->getAttrOfType<StringAttr>(kGemmRoleAttrName);
         auto gradOperand = linear->getAttrOfType<IntegerAttr>(kGradOperandAttrName);
-        bool hybrid = format == Fp8FormatPolicy::Hybrid;
+        bool hybrid = format == Fp8FormatPolicy::Hybrid || (format == Fp8FormatPolicy::Default && !isBlockRecipe(recipe));
         auto operandName = [&](int operand) {
           if (!role)
             return layer + (operand == 0 ? "/input" : "/weight");
@@ -289,15 +453,24 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
         };
         auto isE5m2 = [&](int operand) { return hybrid && gradOperand && gradOperand.getInt() == operand; };
         OpBuilder b(linear);
-        auto [xq, xsi] = quantizeOnce(b, linear.getInput(), operandName(0), isE5m2(0));
-        auto [wq, wsi] = quantizeOnce(b, linear.getWeight(), operandName(1), isE5m2(1));
-        auto gemm = b.create<Fp8GemmOp>(linear.getLoc(), linear.getType(), xq, wq, xsi, wsi, linear.getBias(),
-                                        linear.getEpilogueAttr(), linear.getTransposeBAttr());
+        QuantizedOperand x = quantizeOnce(b, linear.getInput(), operandName(0), isE5m2(0), recipe, true);
+        QuantizedOperand w = quantizeOnce(b, linear.getWeight(), operandName(1), isE5m2(1), recipe, linear.getTransposeB());
+        Operation *gemm =
+            isBlockRecipe(recipe)
+                ? b.create<Fp8BlockGemmOp>(linear.getLoc(), linear.getType(), x.fp8, w.fp8, x.scaleInv, w.scaleInv,
+                                           linear.getBias(), linear.getEpilogueAttr(), linear.getTransposeBAttr(),
+                                           b.getDenseI64ArrayAttr(x.scaling.block), b.getDenseI64ArrayAttr(w.scaling.block))
+                      .getOperation()
+                : b.create<Fp8GemmOp>(linear.getLoc(), linear.getType(), x.fp8, w.fp8, x.scaleInv, w.scaleInv,
+                                      linear.getBias(), linear.getEpilogueAttr(), linear.getTransposeBAttr())
+                      .getOperation();
         std::string formats = std::string(isE5m2(0) ? "E5M2" : "E4M3") + " x " + (isE5m2(1) ? "E5M2" : "E4M3");
-        gemm->setAttr(kPrecisionAttrName, attrs.getStringAttr(formats + ", delayed scaling"));
+        gemm->setAttr(kPrecisionAttrName,
+                      attrs.getStringAttr(formats + ", " + recipeText(x.scaling, w.scaling, blockScales) +
+                                          (fallbackWhy.empty() ? "" : " (" + fallbackWhy + ")")));
         if (role)
           gemm->setAttr(kGemmRoleAttrName, role);
-        linear.replaceAllUsesWith(gemm.getResult());
+        linear.replaceAllUsesWith(gemm->getResult(0));
         linear.erase();
       }
       if (attention)

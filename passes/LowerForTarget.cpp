@@ -87,7 +87,8 @@ struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
       for (AllReduceOp op : collectives)
         changed |= dropUnreadTensors(op);
       f.walk([&](Operation *op) {
-        if (llvm::isa<DelayedScalingOp, AmaxOp, QuantizeOp, DequantizeOp, AttentionFp8Op, AttentionFp8GradOp>(op) &&
+        if (llvm::isa<DelayedScalingOp, CurrentScalingOp, AmaxOp, QuantizeOp, QuantizeBlocksOp, DequantizeOp,
+                      AttentionFp8Op, AttentionFp8GradOp>(op) &&
             op->use_empty()) {
           op->erase();
           changed = true;
@@ -162,11 +163,14 @@ struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
     std::string fallbackName(precisionName(cap->fallback));
     Builder attrs(&getContext());
     for (auto f : getOperation().getOps<func::FuncOp>()) {
-      SmallVector<Fp8GemmOp> fp8Gemms;
-      f.walk([&](Fp8GemmOp op) { fp8Gemms.push_back(op); });
+      SmallVector<Operation *> fp8Gemms;
+      f.walk([&](Operation *op) {
+        if (llvm::isa<Fp8GemmOp, Fp8BlockGemmOp>(op))
+          fp8Gemms.push_back(op);
+      });
       SmallVector<LinearOp> linears; // the GEMMs tec-insert-fp8 left in higher precision
       f.walk([&](LinearOp op) { linears.push_back(op); });
-      for (Fp8GemmOp op : fp8Gemms) {
+      for (Operation *op : fp8Gemms) {
         if (keepFp8) {
           std::string note = cap->name == "cpu" ? "emulated" : std::string(cap->note);
           auto formats = op->getAttrOfType<StringAttr>(kPrecisionAttrName); // tec-insert-fp8's, e.g. E5M2 x E4M3
@@ -175,25 +179,30 @@ struct TecLowerForTarget : tec::impl::TecLowerForTargetBase<TecLowerForTarget> {
                                           (note.empty() ? "" : " (" + note + ")")));
           continue;
         }
-        auto xq = op.getInput().getDefiningOp<QuantizeOp>(), wq = op.getWeight().getDefiningOp<QuantizeOp>();
-        if (!xq || !wq) {
-          op.emitOpError("expected operands quantized in this function to lower it for ") << target;
+        // Both GEMMs read (input, weight, scale_inv, scale_inv, bias?).
+        Operation *xq = op->getOperand(0).getDefiningOp(), *wq = op->getOperand(1).getDefiningOp();
+        if (!llvm::isa_and_nonnull<QuantizeOp, QuantizeBlocksOp>(xq) || !llvm::isa_and_nonnull<QuantizeOp, QuantizeBlocksOp>(wq)) {
+          op->emitOpError("expected operands quantized in this function to lower it for ") << target;
           return signalPassFailure();
         }
         OpBuilder b(op);
         // What each quantize read, in the GEMM's layout again (a transposed read is a transpose).
-        auto unquantized = [&](QuantizeOp q) -> Value {
-          if (!q.getTransposeInput())
-            return q.getInput();
-          auto in = q.getInput().getType();
-          return b.create<TransposeOp>(q.getLoc(), RankedTensorType::get({in.getDimSize(1), in.getDimSize(0)},
-                                                                         in.getElementType()),
-                                       q.getInput(), ArrayRef<int64_t>{1, 0});
+        auto unquantized = [&](Operation *q) -> Value {
+          Value input = q->getOperand(0);
+          auto single = llvm::dyn_cast<QuantizeOp>(q);
+          if (!(single ? single.getTransposeInput() : llvm::cast<QuantizeBlocksOp>(q).getTransposeInput()))
+            return input;
+          auto in = llvm::cast<RankedTensorType>(input.getType());
+          return b.create<TransposeOp>(q->getLoc(), RankedTensorType::get({in.getDimSize(1), in.getDimSize(0)},
+                                                                          in.getElementType()),
+                                       input, ArrayRef<int64_t>{1, 0});
         };
-        Value y = gemmIn(b, op, unquantized(xq), unquantized(wq), op.getBias(), op.getEpilogueAttr(),
-                         op.getTransposeBAttr(), fallback, fallbackName + ": FP8 asked; " + std::string(cap->note));
-        op.replaceAllUsesWith(y);
-        op.erase();
+        Value bias = op->getNumOperands() > 4 ? op->getOperand(4) : Value();
+        Value y = gemmIn(b, op, unquantized(xq), unquantized(wq), bias, op->getAttrOfType<StringAttr>("epilogue"),
+                         op->getAttrOfType<BoolAttr>("transpose_b"), fallback,
+                         fallbackName + ": FP8 asked; " + std::string(cap->note));
+        op->getResult(0).replaceAllUsesWith(y);
+        op->erase();
       }
       // GEMMs that are not FP8 run in the target's tensor-core precision; the reason they are not FP8
       // (from tec-insert-fp8) stays in the tag.

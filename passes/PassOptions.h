@@ -22,8 +22,13 @@ namespace tec {
 
 /// --fp8: FP8 GEMMs where the cost model says they pay (auto), wherever eligible (all), or nowhere (none).
 enum class Fp8Mode { Auto, All, None };
-/// --fp8-format: hybrid (E4M3 forward, E5M2 gradients: Transformer Engine's HYBRID) or E4M3 everywhere.
-enum class Fp8FormatPolicy { Hybrid, E4M3 };
+/// --fp8-format: hybrid (E4M3 forward, E5M2 gradients: Transformer Engine's HYBRID), E4M3 everywhere, or
+/// each recipe's own default as Transformer Engine 2.x has it (hybrid for delayed and current scaling, E4M3
+/// for block scaling and MXFP8).
+enum class Fp8FormatPolicy { Default, Hybrid, E4M3 };
+/// --fp8-recipe: Transformer Engine 2.x's FP8 recipes (DelayedScaling, Float8CurrentScaling,
+/// Float8BlockScaling, MXFP8BlockScaling).
+enum class Fp8Recipe { Delayed, Current, Block, Mxfp8 };
 /// --amax-algo: each scale from its history's largest amax, or from the most recent one.
 enum class AmaxAlgo { Max, MostRecent };
 /// --loss: the training step's loss on each trained output.
@@ -40,8 +45,12 @@ template <> struct ChoiceNames<Fp8Mode> {
       {"auto", Fp8Mode::Auto}, {"all", Fp8Mode::All}, {"none", Fp8Mode::None}};
 };
 template <> struct ChoiceNames<Fp8FormatPolicy> {
-  static constexpr std::pair<const char *, Fp8FormatPolicy> values[] = {{"hybrid", Fp8FormatPolicy::Hybrid},
-                                                                        {"e4m3", Fp8FormatPolicy::E4M3}};
+  static constexpr std::pair<const char *, Fp8FormatPolicy> values[] = {
+      {"default", Fp8FormatPolicy::Default}, {"hybrid", Fp8FormatPolicy::Hybrid}, {"e4m3", Fp8FormatPolicy::E4M3}};
+};
+template <> struct ChoiceNames<Fp8Recipe> {
+  static constexpr std::pair<const char *, Fp8Recipe> values[] = {
+      {"delayed", Fp8Recipe::Delayed}, {"current", Fp8Recipe::Current}, {"block", Fp8Recipe::Block}, {"mxfp8", Fp8Recipe::Mxfp8}};
 };
 template <> struct ChoiceNames<AmaxAlgo> {
   static constexpr std::pair<const char *, AmaxAlgo> values[] = {{"max", AmaxAlgo::Max},

@@ -154,7 +154,7 @@ def TecFuseLinear : Pass<"tec-fuse-linear", "mlir::func::FuncOp"> {
 }
 
 def TecInsertFp8 : Pass<"tec-insert-fp8", "mlir::ModuleOp"> {
-  let summary = "Run eligible GEMMs in FP8 with delayed scaling and amax tracking";
+  let summary = "Run eligible GEMMs in FP8 under Transformer Engine's recipes: delayed, current, block, MXFP8";
   let description = [{
     Each eligible `tec.linear` becomes `tec.fp8_gemm` over E4M3 operands: both operands are quantized
     with their current per-tensor `scale`, the GEMM takes the matching `scale_inv`s, and the amax of
@@ -163,6 +163,17 @@ def TecInsertFp8 : Pass<"tec-insert-fp8", "mlir::ModuleOp"> {
     is explicit: per quantized tensor three function arguments tagged `tec.state` (history starting at
     0, scale and scale_inv at 1) and three results tagged `tec.state_update`, so the function stays pure
     and a step is `state' = f(state, inputs)`.
+
+    That is the `delayed` recipe; `recipe` picks Transformer Engine 2.x's others, none with state:
+    `current` (each tensor's scale from its own amax this step: `tec.amax`, `tec.current_scaling`,
+    `tec.quantize`), `block` (Float8BlockScaling, DeepSeek-V3's: `tec.quantize_blocks` with 1x128 blocks
+    along K for activations and gradients and 128x128 for parameters, power-of-two scales unless
+    `block-scales=f32`, E4M3 by default, and `tec.fp8_block_gemm`) and `mxfp8` (1x32 blocks along K with
+    E8M0 scales). A recipe per layer: `recipe = "block;lm_head|attn.*=delayed"`, the first regex that
+    matches one of a GEMM's ONNX node names wins. Where `target` cannot run a recipe (`recipeBlocker`), the
+    GEMM takes the next one (mxfp8, block, current) and its `tec.precision` tag says why. A tensor two GEMMs
+    read is quantized once per layout and recipe; a block-scaled one is quantized again from the
+    high-precision tensor for each layout (TE's columnwise copy), never from another FP8 copy.
 
     Eligibility is one function, `fp8Blocker`: K and N multiples of 16 (Hopper FP8 GEMMs are TN-only
     with 16-byte-aligned leading dims), then the policy: `fp8=none`, a `keep-precision` node-name regex
@@ -190,10 +201,17 @@ def TecInsertFp8 : Pass<"tec-insert-fp8", "mlir::ModuleOp"> {
     Option<"algo", "algo", "::tec::AmaxAlgo", "::tec::AmaxAlgo::Max", "amax from the history: max | most_recent",
            [{::llvm::cl::values(clEnumValN(::tec::AmaxAlgo::Max, "max", "the history's largest"),
                                 clEnumValN(::tec::AmaxAlgo::MostRecent, "most_recent", "the latest"))}]>,
-    Option<"format", "format", "::tec::Fp8FormatPolicy", "::tec::Fp8FormatPolicy::Hybrid",
-           "hybrid (E5M2 for the gradient operand of backward GEMMs) | e4m3 (everywhere)",
-           [{::llvm::cl::values(clEnumValN(::tec::Fp8FormatPolicy::Hybrid, "hybrid", "E5M2 gradients"),
+    Option<"format", "format", "::tec::Fp8FormatPolicy", "::tec::Fp8FormatPolicy::Default",
+           "default (the recipe's) | hybrid (E5M2 for the gradient operand of backward GEMMs) | e4m3 (everywhere)",
+           [{::llvm::cl::values(clEnumValN(::tec::Fp8FormatPolicy::Default, "default", "the recipe's own"),
+                                clEnumValN(::tec::Fp8FormatPolicy::Hybrid, "hybrid", "E5M2 gradients"),
                                 clEnumValN(::tec::Fp8FormatPolicy::E4M3, "e4m3", "E4M3 everywhere"))}]>,
+    Option<"recipe", "recipe", "std::string", "\"delayed\"",
+           "RECIPE[;REGEX=RECIPE...]: delayed | current | block | mxfp8, then per layer by ONNX node-name regex">,
+    Option<"blockScales", "block-scales", "std::string", "\"pow2\"",
+           "block recipe's scales: pow2 (Transformer Engine's default) | f32">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "the target the recipes must run on: a recipe it lacks falls back (mxfp8, block, current)">,
     Option<"attention", "attention", "bool", "false",
            "attention in FP8 too (tec.attention_fp8 and its gradient)">
   ];

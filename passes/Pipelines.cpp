@@ -34,8 +34,11 @@ void buildInferencePipeline(OpPassManager &pm, const PipelineOptions &options) {
 
 void buildTargetPipeline(OpPassManager &pm, const PipelineOptions &options, StringRef target) {
   auto enabled = [&](StringRef arg) { return !options.disabledPasses.count(arg.str()); };
-  if (enabled("tec-insert-fp8") && options.fp8.mode != Fp8Mode::None)
-    pm.addPass(createTecInsertFp8(options.fp8));
+  if (enabled("tec-insert-fp8") && options.fp8.mode != Fp8Mode::None) {
+    TecInsertFp8Options fp8 = options.fp8;
+    fp8.target = target.str();
+    pm.addPass(createTecInsertFp8(fp8));
+  }
   if (enabled("tec-lower-for-target"))
     pm.addPass(createTecLowerForTarget({target.str(), options.fp8Emulate}));
   // GPU targets keep activations in 16 bits; the CPU computes in f32 (its BF16 would only emulate).

@@ -924,6 +924,64 @@ Status CpuBackend::fp8Gemm(const plan::Step &s) {
   return Status::success();
 }
 
+Status CpuBackend::currentScaling(const plan::Step &s) {
+  const float fp8Max = static_cast<float>(attrs::fp8Max(s)), epsilon = static_cast<float>(attrs::amaxEpsilon(s));
+  const bool pow2 = attrs::pow2Scales(s) != 0;
+  emit([=, a = ptr<float>(s.inputs(0)), scale = ptr<float>(s.outputs(0)), scaleInv = ptr<float>(s.outputs(1))] {
+    const float next = kernels::scaleFromAmax(*a, fp8Max, pow2, epsilon);
+    *scale = next;
+    *scaleInv = 1.0f / next;
+    return Status::success();
+  });
+  return Status::success();
+}
+
+/// A block-scaled tensor as [rows, cols]: every dim but the last as rows.
+static std::pair<int64_t, int64_t> blockMatrix(const std::vector<int64_t> &dims, int64_t count) {
+  const int64_t cols = dims.empty() ? 1 : dims.back();
+  return {cols ? count / cols : 0, cols};
+}
+
+static kernels::BlockScale blockScaleKind(const std::string &type) {
+  return type == "e8m0" ? kernels::BlockScale::E8M0 : type == "pow2" ? kernels::BlockScale::Pow2 : kernels::BlockScale::F32;
+}
+
+Status CpuBackend::quantizeBlocks(const plan::Step &s) {
+  const auto [rows, cols] = blockMatrix(shape(s.outputs(0)), count(s.outputs(0)));
+  const auto block = attrs::block(s);
+  const bool transposed = attrs::transposeInput(s) != 0;
+  const auto format = fp8Format(dtype(s.outputs(0)));
+  const auto kind = blockScaleKind(attrs::scaleType(s));
+  const float epsilon = static_cast<float>(attrs::amaxEpsilon(s));
+  emit([=, x = floatIn(s.inputs(0)), y = ptr<uint8_t>(s.outputs(0)), scaleInv = ptr<float>(s.outputs(1))] {
+    k::quantizeBlocks(x, y, scaleInv, rows, cols, block[0], block[1], transposed, format, kind, epsilon);
+    return Status::success();
+  });
+  return Status::success();
+}
+
+Status CpuBackend::fp8BlockGemm(const plan::Step &s) {
+  // Emulation: each operand widened exactly by its blocks' scale_inv, then an f32 GEMM.
+  const int xq = s.inputs(0), wq = s.inputs(1);
+  const auto [xRows, xCols] = blockMatrix(shape(xq), count(xq));
+  const auto wShape = shape(wq), os = shape(s.outputs(0));
+  const auto xBlock = attrs::inputBlock(s), wBlock = attrs::weightBlock(s);
+  const auto xf = fp8Format(dtype(xq)), wf = fp8Format(dtype(wq));
+  const bool transB = attrs::transposeB(s);
+  const int64_t n = os.back(), kk = transB ? wShape[1] : wShape[0], m = count(s.outputs(0)) / (n ? n : 1);
+  const auto e = epilogue(s);
+  float *b = s.inputs_size() > 4 ? floatIn(s.inputs(4)) : nullptr;
+  float *y = floatOut(s.outputs(0));
+  emit([=, xp = ptr<uint8_t>(xq), wp = ptr<uint8_t>(wq), xsi = ptr<float>(s.inputs(2)), wsi = ptr<float>(s.inputs(3)),
+        xd = scratch.emplace_back(count(xq)).data(), wd = scratch.emplace_back(count(wq)).data()] {
+    k::dequantizeBlocks(xp, xsi, xd, xRows, xCols, xBlock[0], xBlock[1], xf);
+    k::dequantizeBlocks(wp, wsi, wd, wShape[0], wShape[1], wBlock[0], wBlock[1], wf);
+    k::linear(xd, wd, b, y, m, n, kk, /*transposeA=*/false, transB, e);
+    return Status::success();
+  });
+  return Status::success();
+}
+
 Status CpuBackend::delayedScaling(const plan::Step &s) {
   int64_t length = count(s.inputs(0)), margin = attrs::margin(s);
   float fp8Max = static_cast<float>(attrs::fp8Max(s));

@@ -567,6 +567,56 @@ private:
       return "expected FP8 operands with f32 scale_invs";
     return first({scalar(in(2)), scalar(in(3)), linearShapes(in(0), in(1), s.inputs_size() > 4 ? in(4) : -1, out(0))});
   }
+  std::string currentScaling() {
+    if (auto e = arity(1, 1, 2, 2); !e.empty())
+      return e;
+    for (int b : {in(0), out(0), out(1)})
+      if (dtype(b) != plan::F32)
+        return "expected an f32 amax, scale and scale_inv";
+    const double fp8Max = steps::attrs::fp8Max(s), epsilon = steps::attrs::amaxEpsilon(s);
+    if (fp8Max != kernels::kE4M3Max && fp8Max != kernels::kE5M2Max)
+      return "fp8_max " + std::to_string(fp8Max) + " is neither E4M3's 448 nor E5M2's 57344";
+    if (!(epsilon >= 0.0) || epsilon > 3.4e38)
+      return "amax_epsilon must be finite and non-negative";
+    return first({scalar(in(0)), scalar(out(0)), scalar(out(1))});
+  }
+  /// A block shape of two extents in [1, 2^20], and a block-scaled tensor's scales: one per block.
+  std::string blockScales(int tensor, int scales, const std::vector<int64_t> &block) const {
+    if (block.size() != 2 || block[0] < 1 || block[1] < 1 || block[0] > (1 << 20) || block[1] > (1 << 20))
+      return "expected a block of two extents in [1, 2^20]";
+    const Shape dims = shape(tensor);
+    const int64_t cols = dims.empty() ? 1 : dims.back(), rows = cols ? count(tensor) / cols : 0;
+    if (dtype(scales) != plan::F32 ||
+        count(scales) != ((rows + block[0] - 1) / block[0]) * ((cols + block[1] - 1) / block[1]))
+      return "'" + buf(scales).name() + "' does not hold one f32 per block of " + text(Shape(block.begin(), block.end())) +
+             " of '" + buf(tensor).name() + "'";
+    return "";
+  }
+  std::string quantizeBlocks() {
+    if (auto e = arity(1, 1, 2, 2); !e.empty())
+      return e;
+    if (!steps::isFloat(dtype(in(0))) || !isFp8(dtype(out(0))))
+      return "expected a float input and an FP8 output";
+    const std::string type = steps::attrs::scaleType(s);
+    if (type != "f32" && type != "pow2" && type != "e8m0")
+      return "unknown scale_type '" + type + "'";
+    const double epsilon = steps::attrs::amaxEpsilon(s);
+    if (!(epsilon >= 0.0) || epsilon > 3.4e38)
+      return "amax_epsilon must be finite and non-negative";
+    if (steps::attrs::transposeInput(s) &&
+        (rank(in(0)) != 2 || shape(out(0)) != Shape{shape(in(0))[1], shape(in(0))[0]}))
+      return "a transposed quantize needs a 2-D input and its transpose's shape";
+    return first({sameCount(in(0), out(0)), blockScales(out(0), out(1), steps::attrs::block(s))});
+  }
+  std::string fp8BlockGemm() {
+    if (auto e = arity(4, 5, 1, 1); !e.empty())
+      return e;
+    if (!isFp8(dtype(in(0))) || !isFp8(dtype(in(1))) || !steps::isFloat(dtype(out(0))))
+      return "expected FP8 operands and a float output";
+    return first({linearShapes(in(0), in(1), s.inputs_size() > 4 ? in(4) : -1, out(0)),
+                  blockScales(in(0), in(2), steps::attrs::inputBlock(s)),
+                  blockScales(in(1), in(3), steps::attrs::weightBlock(s))});
+  }
   std::string delayedScaling() {
     if (auto e = arity(3, 3, 3, 3); !e.empty())
       return e;

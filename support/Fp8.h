@@ -143,6 +143,74 @@ TEC_HOST_DEVICE float delayedScale(float amax, float previous, float fp8Max, int
 
 TEC_HOST_DEVICE float fp8Max(Fp8Format format) { return format == Fp8Format::E4M3 ? kE4M3Max : kE5M2Max; }
 
+/// Transformer Engine 2.x's scale from a tensor's or a block's own amax (current and block scaling, TE's
+/// compute_scale_from_amax): fp8Max / max(amax, epsilon); 1 where that amax is 0 or infinite; FLT_MAX where
+/// the quotient overflows; with pow2, rounded down to a power of two (its mantissa dropped) so that scaling
+/// is exact. A NaN amax gives a NaN scale: its tensor or block quantizes to NaN, as it holds one.
+TEC_HOST_DEVICE float scaleFromAmax(float amax, float fp8Max, bool pow2, float epsilon) {
+  if (amax != amax)
+    return canonicalNan();
+  if (amax < epsilon)
+    amax = epsilon;
+  if (amax == 0.0f || amax - amax != 0.0f)
+    return 1.0f;
+  float s = fp8Max / amax;
+  if (s - s != 0.0f)
+    s = 3.40282347e+38f;
+  return pow2 ? bitsToFloat(floatBits(s) & 0xFF800000u) : s;
+}
+
+/// MXFP8's shared block scale as Transformer Engine makes it: the smallest power of two 2^e with
+/// amax / 2^e <= fp8Max (no value of the block saturates; the OCP spec's floor(log2 amax) - emax may
+/// saturate the largest), e within E8M0's [-127, 127]. Returns E8M0's code e + 127; 0xFF (NaN) for a block
+/// holding a NaN, 0 (2^-127) for an all-zero one. Exact: amax's exponent and mantissa against fp8Max's.
+TEC_HOST_DEVICE uint8_t e8m0FromAmax(float amax, float fp8Max) {
+  if (amax != amax)
+    return 0xFF;
+  if (amax == 0.0f)
+    return 0;
+  int shift = 0;
+  if (amax < 1.17549435e-38f) { // subnormal: normalized exactly by 2^64
+    amax *= 18446744073709551616.0f;
+    shift = 64;
+  }
+  const uint32_t a = floatBits(amax), m = floatBits(fp8Max);
+  if ((a & 0x7F800000u) == 0x7F800000u)
+    return 0xFE; // infinite: the largest scale
+  int e = static_cast<int>(a >> 23) - static_cast<int>(m >> 23) - shift;
+  if ((a & 0x7FFFFFu) > (m & 0x7FFFFFu))
+    ++e;
+  e = e < -127 ? -127 : (e > 127 ? 127 : e);
+  return static_cast<uint8_t>(e + 127);
+}
+
+/// An E8M0 code's value 2^(code - 127) as a float (2^-127 is a float subnormal, exact); 0xFF is NaN.
+TEC_HOST_DEVICE float e8m0ToFloat(uint8_t code) {
+  if (code == 0xFF)
+    return canonicalNan();
+  return code == 0 ? bitsToFloat(0x00400000u) : bitsToFloat(static_cast<uint32_t>(code) << 23);
+}
+
+/// How a block-scaled quantize scales each block: TE's FP32 scale, that scale rounded down to a power of
+/// two (TE's Float8BlockScaling default), or MXFP8's E8M0 power of two.
+enum class BlockScale { F32, Pow2, E8M0 };
+
+/// One block's quantization factor (what values are multiplied by before the cast) and dequantization
+/// factor (what codes are multiplied by after), from the block's amax.
+struct BlockScales {
+  float scale, scaleInv;
+};
+TEC_HOST_DEVICE BlockScales blockScales(float amax, float fp8Max, BlockScale kind, float epsilon) {
+  if (kind == BlockScale::E8M0) {
+    const uint8_t code = e8m0FromAmax(amax, fp8Max);
+    // 2^-e, the reciprocal of an exact power of two: exact (2^127 at most, for e = -127).
+    const float scale = code == 0xFF ? canonicalNan() : e8m0ToFloat(static_cast<uint8_t>(254 - code));
+    return {scale, e8m0ToFloat(code)};
+  }
+  const float s = scaleFromAmax(amax, fp8Max, kind == BlockScale::Pow2, epsilon);
+  return {s, 1.0f / s};
+}
+
 } // namespace tec::kernels
 
 #endif

@@ -171,4 +171,82 @@ def Tec_DelayedScalingOp : Tec_Op<"delayed_scaling", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tec_CurrentScalingOp : Tec_Op<"current_scaling", [Pure]> {
+  let summary = "Transformer Engine's current scaling: a tensor's scale from its own amax";
+  let description = [{
+    `scale = fp8_max / max(amax, amax_epsilon)` for the tensor whose `amax` this step measured (TE 2.x's
+    Float8CurrentScaling: no history, no state): 1 where the amax is 0 or infinite, FLT_MAX where the
+    quotient overflows, rounded down to a power of two with `pow2_scales`, NaN for a NaN amax (the tensor
+    then quantizes to NaN). Results: the scale and its reciprocal, for `tec.quantize` and the GEMM.
+
+    Example:
+    ```mlir
+    %s, %si = tec.current_scaling %amax {fp8_max = 448.0 : f32} : (tensor<f32>) -> (tensor<f32>, tensor<f32>)
+    ```
+  }];
+  let arguments = (ins Tec_Scalar:$amax, F32Attr:$fp8_max, DefaultValuedAttr<BoolAttr, "false">:$pow2_scales,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$amax_epsilon);
+  let results = (outs Tec_Scalar:$scale, Tec_Scalar:$scale_inv);
+  let assemblyFormat = "$amax attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_QuantizeBlocksOp : Tec_Op<"quantize_blocks", [Pure]> {
+  let summary = "block-scaled FP8 quantize: one scale per block, from the block's own amax";
+  let description = [{
+    The result, seen as [rows, cols] (every dim but the last as rows), is cut into blocks of
+    `block = [block_rows, block_cols]`, partial at the ends; each block is quantized as
+    `fp8(x * scale)` with the scale from its own amax, and `scale_inv`
+    [ceil(rows / block_rows), ceil(cols / block_cols)] receives each block's dequantization factor.
+    `scale_type` says how a scale is made: `f32` or `pow2` (Transformer Engine's Float8BlockScaling, 1x128
+    blocks of activations and gradients, 128x128 of weights; `pow2`, TE's default, rounds each scale down to
+    a power of two) or `e8m0` (MXFP8, OCP microscaling: 1x32 blocks, the smallest power of two that keeps the
+    block's largest value finite, E8M0's range). A block holding a NaN is all NaN. With `transpose_input` a
+    2-D input [C, R] is read transposed into the [R, C] result, its blocks made on the transpose (TE's
+    columnwise copy: the wgrad GEMM's operand, quantized from the high-precision tensor, not from the
+    rowwise copy).
+
+    Example:
+    ```mlir
+    %q, %si = tec.quantize_blocks %x {block = array<i64: 1, 128>, scale_type = "pow2"}
+        : (tensor<64x256xf32>) -> (tensor<64x256xf8E4M3FN>, tensor<64x2xf32>)
+    ```
+  }];
+  let arguments = (ins Tec_FloatTensor:$input, DenseI64ArrayAttr:$block, StrAttr:$scale_type,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$amax_epsilon,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_input);
+  let results = (outs Tec_Fp8Tensor:$result, StaticShapeTensorOf<[F32]>:$scale_inv);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tec_Fp8BlockGemmOp : Tec_Op<"fp8_block_gemm", [Pure]> {
+  let summary = "FP8 GEMM on block-scaled operands, with a fused epilogue";
+  let description = [{
+    `result = epilogue(dequantize(input) · dequantize(W) + bias)`, each operand dequantized by the
+    `scale_inv` of its blocks (`input_block`, `weight_block`, as `tec.quantize_blocks` made them), `W` by
+    `tec.linear`'s `transpose_b` rule. cuBLASLt runs it with its VEC128_32F / BLK128x128_32F (Hopper) and
+    VEC32_UE8M0 (Blackwell) scale modes, which take blocks along K; the CPU emulation widens both operands
+    exactly and runs an f32 GEMM.
+
+    Example:
+    ```mlir
+    %0 = tec.fp8_block_gemm %xq, %wq, %xsi, %wsi {epilogue = "none", input_block = array<i64: 1, 128>,
+           transpose_b = true, weight_block = array<i64: 128, 128>}
+           : (tensor<64x256xf8E4M3FN>, tensor<128x256xf8E4M3FN>, tensor<64x2xf32>, tensor<1x2xf32>)
+           -> tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins Tec_Fp8Tensor:$input, Tec_Fp8Tensor:$weight, StaticShapeTensorOf<[F32]>:$input_scale_inv,
+                   StaticShapeTensorOf<[F32]>:$weight_scale_inv, Optional<Tec_FloatTensor>:$bias,
+                   Tec_EpilogueAttr:$epilogue, DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
+                   DenseI64ArrayAttr:$input_block, DenseI64ArrayAttr:$weight_block);
+  let results = (outs Tec_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $input_scale_inv `,` $weight_scale_inv (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // TEC_OPS_FP8

@@ -203,6 +203,15 @@ float amax(const float *x, int64_t n);
 /// quantize (quantizeCounting with counts given) and, in the same pass over x, amax(x).
 float quantizeWithAmax(const float *x, float scale, uint8_t *y, int64_t n, Fp8Format format,
                        int64_t *saturated = nullptr, int64_t *flushed = nullptr);
+/// Block-scaled quantize (Transformer Engine's Float8BlockScaling, MXFP8): a [rows, cols] matrix, read from
+/// a [cols, rows] source where `transposed`, in blocks of blockRows x blockCols (partial at the ends), each
+/// quantized with its own scale from its own amax (support/Fp8.h's blockScales); scaleInv
+/// [ceil(rows / blockRows), ceil(cols / blockCols)] receives each block's dequantization factor.
+void quantizeBlocks(const float *x, uint8_t *y, float *scaleInv, int64_t rows, int64_t cols, int64_t blockRows,
+                    int64_t blockCols, bool transposed, Fp8Format format, BlockScale kind, float epsilon);
+/// The inverse up to FP8 rounding: each code times its block's dequantization factor.
+void dequantizeBlocks(const uint8_t *x, const float *scaleInv, float *y, int64_t rows, int64_t cols,
+                      int64_t blockRows, int64_t blockCols, Fp8Format format);
 /// Transformer Engine's delayed scaling: reduce the history with this step's `amax` (max or most
 /// recent), compute the new scale (keeping `scale` when the amax is 0/inf/NaN), then roll one slot; a
 /// step whose amax is 0 leaves the history unrolled (TE's bulk update).

@@ -119,6 +119,43 @@ void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format
   });
 }
 
+void quantizeBlocks(const float *x, uint8_t *y, float *scaleInv, int64_t rows, int64_t cols, int64_t blockRows,
+                    int64_t blockCols, bool transposed, Fp8Format format, BlockScale kind, float epsilon) {
+  const int64_t bands = (rows + blockRows - 1) / blockRows, blocksPerBand = (cols + blockCols - 1) / blockCols;
+  const float limit = fp8Max(format);
+  auto at = [&](int64_t r, int64_t c) { return transposed ? x[c * rows + r] : x[r * cols + c]; };
+  // A band of blocks per task: each block's amax, then its values, while they are in cache.
+  parallelFor(bands, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t band = begin; band < end; ++band) {
+      const int64_t r0 = band * blockRows, r1 = std::min(rows, r0 + blockRows);
+      for (int64_t block = 0; block < blocksPerBand; ++block) {
+        const int64_t c0 = block * blockCols, c1 = std::min(cols, c0 + blockCols);
+        float a = 0.0f;
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = c0; c < c1; ++c)
+            a = maxAbsNanWins(a, at(r, c));
+        const BlockScales s = blockScales(a, limit, kind, epsilon);
+        scaleInv[band * blocksPerBand + block] = s.scaleInv;
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = c0; c < c1; ++c)
+            y[r * cols + c] = floatToFp8Branchless(at(r, c) * s.scale, format);
+      }
+    }
+  });
+}
+
+void dequantizeBlocks(const uint8_t *x, const float *scaleInv, float *y, int64_t rows, int64_t cols,
+                      int64_t blockRows, int64_t blockCols, Fp8Format format) {
+  const int64_t blocksPerBand = (cols + blockCols - 1) / blockCols;
+  parallelFor(rows, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *s = scaleInv + (r / blockRows) * blocksPerBand;
+      for (int64_t c = 0; c < cols; ++c)
+        y[r * cols + c] = fp8ToFloatBranchless(x[r * cols + c], format) * s[c / blockCols];
+    }
+  });
+}
+
 float amax(const float *x, int64_t n) {
   // Per chunk, then folded into one atomic: non-negative floats order like their bits, and a max is exact
   // in any order, so the same every run.

@@ -194,6 +194,13 @@ __global__ void dequantizeKernel(const uint8_t *x, const float *scaleInv, float 
     y[i] = fp8ToFloat(x[i], format) * s;
 }
 
+__global__ void currentScalingKernel(const float *amax, float fp8Max, bool pow2, float epsilon, float *scale,
+                                     float *scaleInv) {
+  const float s = scaleFromAmax(*amax, fp8Max, pow2, epsilon);
+  *scale = s;
+  *scaleInv = 1.0f / s;
+}
+
 /// One block: reduce the history with this step's amax (max or most recent), compute the scale, roll
 /// (torch.roll(-1), slot 0 = 0). As Transformer Engine's bulk update: a step whose amax is 0 (the tensor
 /// saw nothing) leaves the history as it is and keeps the scale.
@@ -269,6 +276,11 @@ void quantizeTransposedWithAmax(const void *x, ElementType xType, int64_t rows, 
 void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream) {
   if (n)
     dequantizeKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, scaleInv, y, n, format);
+}
+
+void currentScaling(const float *amax, float fp8Max, bool pow2, float epsilon, float *scale, float *scaleInv,
+                    void *stream) {
+  currentScalingKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(amax, fp8Max, pow2, epsilon, scale, scaleInv);
 }
 
 bool delayedScaling(const float *history, int64_t length, const float *scale, const float *amax, float fp8Max,

@@ -38,6 +38,10 @@ void quantizeWithBiasGrad(const void *x, ElementType xType, int64_t rows, int64_
                           float *amax, float *dbias, double *partials, Fp8Format format, void *stream,
                           unsigned long long *counts = nullptr);
 void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream);
+/// Transformer Engine's current scaling: scale and scale_inv from this step's amax (support/Fp8.h's
+/// scaleFromAmax), one thread.
+void currentScaling(const float *amax, float fp8Max, bool pow2, float epsilon, float *scale, float *scaleInv,
+                    void *stream);
 /// Transformer Engine's delayed scaling on device state (see kernels/cpu/CpuKernels.h). Histories up to
 /// kMaxHistory slots; false (nothing launched) for a longer one.
 inline constexpr int64_t kMaxHistory = 4096;

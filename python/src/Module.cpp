@@ -170,7 +170,8 @@ NB_MODULE(_tec, m) {
         };
         choice("fp8", "fp8", p.fp8.mode), choice("fp8_format", "fp8-format", p.fp8.format),
             choice("amax_algo", "amax-algo", p.fp8.algo);
-        str("keep_precision", p.fp8.keepPrecision);
+        str("keep_precision", p.fp8.keepPrecision), str("fp8_recipe", p.fp8.recipe),
+            str("fp8_block_scales", p.fp8.blockScales);
         num("amax_history", p.fp8.amaxHistory), num("fp8_margin", p.fp8.margin), num("fast_gelu", p.fastGelu),
             num("fp8_emulate", p.fp8Emulate), num("fp8_attention", p.fp8.attention);
         auto &t = p.train;

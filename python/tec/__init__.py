@@ -163,19 +163,22 @@ def _model_source(model):
 
 
 def compile(model, shapes: Optional[Dict[str, List[int]]] = None, targets=("all",), fp8: str = "auto",
-            keep_precision: str = "", fp8_format: str = "hybrid", amax_history: int = 1024, fp8_margin: int = 0,
+            keep_precision: str = "", fp8_format: str = "default", amax_history: int = 1024, fp8_margin: int = 0,
             amax_algo: str = "max", fp8_emulate: bool = False, fp8_attention: bool = False, fast_gelu: bool = False,
+            fp8_recipe: str = "delayed", fp8_block_scales: str = "pow2",
             train: Optional[TrainOptions] = None, disable_pass=(), output: Optional[str] = None) -> Plan:
     """Compiles `model` (a path, bytes or an onnx.ModelProto) into a plan: written to `output` if given, else
     kept in a temporary file for as long as the Plan lives. `shapes` fixes dynamic dims (by input name, or a
-    symbolic dim's name with a one-element list); `targets` as --target ("all", "auto", "cpu", "sm_90", ...)."""
+    symbolic dim's name with a one-element list); `targets` as --target ("all", "auto", "cpu", "sm_90", ...);
+    `fp8_recipe` as --fp8-recipe ("delayed", "current", "block", "mxfp8", then ";regex=recipe" per layer)."""
     folder = tempfile.mkdtemp(prefix="tec-")
     try:
         source, is_bytes = _model_source(model)
         plan_path = os.fspath(output) if output else os.path.join(folder, "model.tecplan")
         if isinstance(targets, str):
             targets = [targets]
-        strings = {"fp8": fp8, "keep_precision": keep_precision, "fp8_format": fp8_format, "amax_algo": amax_algo}
+        strings = {"fp8": fp8, "keep_precision": keep_precision, "fp8_format": fp8_format, "amax_algo": amax_algo,
+                   "fp8_recipe": fp8_recipe, "fp8_block_scales": fp8_block_scales}
         numbers = {"amax_history": amax_history, "fp8_margin": fp8_margin, "fast_gelu": fast_gelu,
                    "fp8_emulate": fp8_emulate, "fp8_attention": fp8_attention}
         if train is not None:

@@ -670,6 +670,22 @@ Status CudaBackend::delayedScaling(const plan::Step &s) {
   return Status::success();
 }
 
+Status CudaBackend::currentScaling(const plan::Step &s) {
+  const float fp8Max = static_cast<float>(attrs::fp8Max(s)), epsilon = static_cast<float>(attrs::amaxEpsilon(s));
+  const bool pow2 = attrs::pow2Scales(s) != 0;
+  int a = s.inputs(0), scale = s.outputs(0), scaleInv = s.outputs(1);
+  emit([=](const Context &c) {
+    c.k->launch(TEC_KC(currentScaling), c.at<float>(slot(a)), fp8Max, pow2, epsilon, c.at<float>(slot(scale)),
+                c.at<float>(slot(scaleInv)), Stream{});
+    return Status::success();
+  });
+  return Status::success();
+}
+
+// supports() refuses these steps: no plan that reaches here has one.
+Status CudaBackend::quantizeBlocks(const plan::Step &s) { return unsupported(s, "block-scaled FP8 on the GPU"); }
+Status CudaBackend::fp8BlockGemm(const plan::Step &s) { return unsupported(s, "block-scaled FP8 on the GPU"); }
+
 Status CudaBackend::optimizerUpdate(const plan::Step &s) {
   if (foldedOptimizerSteps.size() > static_cast<size_t>(currentStep) && foldedOptimizerSteps[currentStep])
     return Status::success();

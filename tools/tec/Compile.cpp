@@ -61,8 +61,18 @@ cl::opt<std::string> keepPrecision("keep-precision",
                                    cl::value_desc("regex"), cl::cat(category()));
 
 cl::opt<std::string> fp8Format("fp8-format",
-                               cl::desc("e4m3 | hybrid (E4M3 forward, E5M2 gradients; inference uses E4M3 either way)"),
-                               cl::init("hybrid"), cl::cat(category()));
+                               cl::desc("default | e4m3 | hybrid (E4M3 forward, E5M2 gradients; inference uses E4M3 "
+                                        "either way); default: hybrid for delayed and current, e4m3 for block and mxfp8"),
+                               cl::init("default"), cl::cat(category()));
+
+cl::opt<std::string> fp8Recipe("fp8-recipe",
+                               cl::desc("Transformer Engine's FP8 recipes: delayed | current | block | mxfp8, then per "
+                                        "layer REGEX=RECIPE (ONNX node names), ';'-separated: 'block;lm_head=delayed'"),
+                               cl::value_desc("recipe[;regex=recipe...]"), cl::init("delayed"), cl::cat(category()));
+
+cl::opt<std::string> fp8BlockScales("fp8-block-scales",
+                                    cl::desc("the block recipe's scales: pow2 (Transformer Engine's default) | f32"),
+                                    cl::init("pow2"), cl::cat(category()));
 
 cl::opt<int64_t> amaxHistory("amax-history", cl::desc("length of each FP8 amax history"), cl::init(1024),
                              cl::cat(category()));
@@ -218,6 +228,8 @@ std::string readFp8Flags(tec::TecInsertFp8Options &fp8) {
   fp8.amaxHistory = amaxHistory;
   fp8.margin = fp8Margin;
   fp8.attention = fp8Attention;
+  fp8.recipe = fp8Recipe;
+  fp8.blockScales = fp8BlockScales;
   for (const std::string &e : {tec::readChoiceOption("fp8", fp8Policy, fp8.mode),
                                tec::readChoiceOption("fp8-format", fp8Format, fp8.format),
                                tec::readChoiceOption("amax-algo", amaxAlgo, fp8.algo)})
