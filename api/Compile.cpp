@@ -433,7 +433,8 @@ std::string compileOptionError(const CompileOptions &options) {
         optionRangeError("beta2", t.beta2, 0, 0.999999), optionRangeError("eps", t.eps, 1e-30, 1),
         optionRangeError("weight-decay", t.weightDecay, 0, 1e6),
         optionRegexError("keep-precision", p.fp8.keepPrecision), optionRegexError("frozen", t.frozen),
-        optionRegexError("trainable", t.trainable)})
+        optionRegexError("trainable", t.trainable), fp8RecipeError(p.fp8.recipe),
+        optionChoiceError("fp8-block-scales", p.fp8.blockScales, {"pow2", "f32"})})
     if (!e.empty())
       return e;
   for (const std::string &pass : p.disabledPasses) {

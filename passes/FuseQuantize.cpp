@@ -13,6 +13,10 @@ using namespace tec;
 
 namespace {
 
+/// Current scaling's scale comes from the amax of the very tensor it quantizes: the quantize waits for the
+/// whole amax, so the two cannot be one pass.
+bool scaledByItsOwnAmax(QuantizeOp quantize) { return static_cast<bool>(quantize.getScale().getDefiningOp<CurrentScalingOp>()); }
+
 /// The amax and the single quantize that are `v`'s only readers (one scale, not made from that amax), or nulls.
 std::pair<AmaxOp, QuantizeOp> onlyAmaxAndQuantize(Value v) {
   AmaxOp amax;
@@ -25,8 +29,7 @@ std::pair<AmaxOp, QuantizeOp> onlyAmaxAndQuantize(Value v) {
     else
       return {};
   }
-  // Current scaling's scale comes from this very amax: the quantize must wait for it, no single pass.
-  if (!amax || !quantize || quantize.getScale().getDefiningOp<CurrentScalingOp>())
+  if (!amax || !quantize || scaledByItsOwnAmax(quantize))
     return {};
   return {amax, quantize};
 }
@@ -111,7 +114,7 @@ struct FuseBiasGradQuantize : OpRewritePattern<ReduceSumOp> {
       else if (user != sum)
         return failure();
     }
-    if (!amax || !quantize)
+    if (!amax || !quantize || scaledByItsOwnAmax(quantize))
       return failure();
     Operation *first = sum;
     for (Operation *op : {amax.getOperation(), quantize.getOperation()})

@@ -191,6 +191,15 @@ std::string fp8AttentionBlocker(AttentionOp op, const Fp8Policy &policy) {
   return "";
 }
 
+} // namespace
+
+std::string tec::fp8RecipeError(StringRef spec) {
+  std::string error;
+  return failed(parseRecipes(spec, error)) ? "--fp8-recipe '" + spec.str() + "': " + error : "";
+}
+
+namespace {
+
 struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
   using TecInsertFp8Base::TecInsertFp8Base;
 

@@ -80,6 +80,9 @@ template <class E> std::optional<E> parseChoice(llvm::StringRef name) {
   return std::nullopt;
 }
 
+/// `--fp8-recipe SPEC`'s error ("--fp8-recipe ...: ..."), or "" when SPEC is RECIPE[;REGEX=RECIPE...].
+std::string fp8RecipeError(llvm::StringRef spec);
+
 // The two passes whose options the API sets: their options structs (and create functions) alone.
 #define GEN_PASS_DECL_TECINSERTFP8
 #define GEN_PASS_DECL_TECBUILDTRAINSTEP

@@ -384,6 +384,22 @@ def test_a_misspelled_option_raises_instead_of_being_ignored(tmp_path):
         tec.compile(MLP, targets="cpu", train=tec.TrainOptions(schedule="linear"))
 
 
+def test_fp8_recipes_compile_as_the_cli_does(tmp_path):
+    # Transformer Engine's recipes by name, per layer by node-name regex; the summary names each layer's.
+    plan = tec.compile(MLP, targets="cpu", fp8="all", fp8_emulate=True, fp8_recipe="block;^fc3$=mxfp8",
+                       fp8_block_scales="f32", output=str(tmp_path / "py.tecplan"))
+    summary = cli(MLP, "--target", "cpu", "--fp8=all", "--fp8-emulate", "--fp8-recipe", "block;^fc3$=mxfp8",
+                  "--fp8-block-scales", "f32", "-o", str(tmp_path / "cli.tecplan"))
+    assert plan.compile_summary == summary.replace("cli.tecplan", "py.tecplan")
+    assert "fc1+relu1 on cpu: fp8: E4M3 x E4M3, block scaling 1x128 x 128x128, f32 scales" in summary
+    assert "fc3 on cpu: fp8: E4M3 x E4M3, MXFP8 1x32 x 1x32, E8M0 scales" in summary
+    assert (tmp_path / "py.tecplan").read_bytes() == (tmp_path / "cli.tecplan").read_bytes()
+    with pytest.raises(tec.BadInputError, match="--fp8-recipe 'fast': expected RECIPE"):
+        tec.compile(MLP, targets="cpu", fp8_recipe="fast")
+    with pytest.raises(tec.BadInputError, match="--fp8-block-scales f16: expected one of pow2, f32"):
+        tec.compile(MLP, targets="cpu", fp8_recipe="block", fp8_block_scales="f16")
+
+
 def test_models_as_bytes_and_protos_compile_alike(tmp_path):
     proto = onnx.load(MLP)
     x = np.random.default_rng(1).standard_normal((64, 256)).astype(np.float32)
