@@ -89,7 +89,7 @@ struct InferencePipelineFlags : PassPipelineOptions<InferencePipelineFlags> {
 };
 
 struct TargetPipelineFlags : PassPipelineOptions<TargetPipelineFlags> {
-  Option<std::string> target{*this, "target", llvm::cl::desc("cpu, sm_70 ... sm_90 (support/Targets.cpp)"),
+  Option<std::string> target{*this, "target", llvm::cl::desc("cpu, sm_70 ... sm_100 (support/Targets.cpp)"),
                              llvm::cl::init("cpu")};
   Option<Fp8Mode> fp8{*this, "fp8", llvm::cl::desc("auto | all | none"), llvm::cl::init(Fp8Mode::Auto),
                       llvm::cl::values(clEnumValN(Fp8Mode::Auto, "auto", "where the cost model says FP8 pays"),
@@ -102,7 +102,7 @@ struct TargetPipelineFlags : PassPipelineOptions<TargetPipelineFlags> {
 };
 
 struct TrainingPipelineFlags : PassPipelineOptions<TrainingPipelineFlags> {
-  Option<std::string> target{*this, "target", llvm::cl::desc("cpu, sm_70 ... sm_90"), llvm::cl::init("cpu")};
+  Option<std::string> target{*this, "target", llvm::cl::desc("cpu, sm_70 ... sm_100"), llvm::cl::init("cpu")};
   Option<Fp8Mode> fp8{*this, "fp8", llvm::cl::desc("auto | all | none"), llvm::cl::init(Fp8Mode::Auto),
                       llvm::cl::values(clEnumValN(Fp8Mode::Auto, "auto", "where the cost model says FP8 pays"),
                                        clEnumValN(Fp8Mode::All, "all", "every eligible GEMM"),

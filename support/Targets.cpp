@@ -4,6 +4,7 @@ namespace tec {
 
 const std::vector<TargetCapability> &allTargets() {
   static const std::vector<TargetCapability> table = {
+      {"sm_100", "Blackwell", GemmPrecision::Fp8, GemmPrecision::BF16, "", 100},
       {"sm_90", "Hopper", GemmPrecision::Fp8, GemmPrecision::BF16, "", 90},
       {"sm_89", "Ada", GemmPrecision::Fp8, GemmPrecision::BF16, "FP8 needs cuBLASLt >= 12.1.3 on Ada", 89},
       {"sm_86", "Ampere", GemmPrecision::BF16, GemmPrecision::BF16, "no FP8 tensor cores before sm_89", 86},

@@ -24,7 +24,7 @@ struct TargetCapability {
 /// Every target tec builds, best first: a plan's variants are tried in this order.
 const std::vector<TargetCapability> &allTargets();
 const TargetCapability *lookupTarget(std::string_view name);
-/// "sm_90, sm_89, ..., cpu": every target's name, for messages.
+/// "sm_100, sm_90, ..., cpu": every target's name, for messages.
 std::string knownTargets();
 std::string_view precisionName(GemmPrecision p);
 

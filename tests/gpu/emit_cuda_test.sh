@@ -15,9 +15,9 @@ nccl=(-I"$nccl_include" -L"$nccl_include/../lib" -L"$nccl_include/../lib64" -l:l
 rm -rf "$work" && mkdir -p "$work"
 for model in mlp gpt_block; do
   "$tec" "$models/$model.onnx" --target all -o "$work/$model.tecplan" --emit=cuda > "$work/$model.log"
-  grep -q "wrote $work/$model.cu: variant sm_90 as" "$work/$model.log"
+  grep -q "wrote $work/$model.cu: variant sm_100 as" "$work/$model.log"  # the best variant: Blackwell's
   # The sequence is the backend's: cuBLASLt GEMMs, FP8 quantize with fused amax (the MLP runs FP8 on
-  # sm_90), softmax and layer norm (the GPT block, BF16 at this small size).
+  # sm_100), softmax and layer norm (the GPT block, BF16 at this small size).
   grep -q "runGemm(\*gemms\[" "$work/$model.cu"
   case $model in
     mlp) grep -q "kc::quantizeWithAmax" "$work/$model.cu" ;;

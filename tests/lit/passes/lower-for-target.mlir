@@ -32,7 +32,7 @@
 //       CPU:   tec.linear %arg0, %arg1, %arg2 {epilogue = "relu", tec.precision = "fp32: FP8 asked; cpu GEMMs run in FP32 (FP8 only emulated, with --fp8-emulate)", transpose_b = true}
 // EMULATE:   tec.fp8_gemm {{.*}}tec.precision = "fp8: E4M3 x E4M3, delayed scaling (emulated)"
 
-// UNKNOWN: error: unknown target 'sm_42' (sm_90, sm_89, sm_86, sm_80, sm_75, sm_70, cpu)
+// UNKNOWN: error: unknown target 'sm_42' (sm_100, sm_90, sm_89, sm_86, sm_80, sm_75, sm_70, cpu)
 func.func @forward(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %b: tensor<128xf32>, %w2: tensor<10x128xf32>) -> tensor<64x10xf32> {
   %0 = tec.linear %x, %w, %b {epilogue = "relu", transpose_b = true} : (tensor<64x256xf32>, tensor<128x256xf32>, tensor<128xf32>) -> tensor<64x128xf32> loc("fc1")
   %1 = tec.linear %0, %w2 {transpose_b = true} : (tensor<64x128xf32>, tensor<10x128xf32>) -> tensor<64x10xf32> loc("fc2")
