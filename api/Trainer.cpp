@@ -209,8 +209,17 @@ std::vector<Fp8Health> Trainer::fp8Health() {
       entry.amax = std::max(entry.amax, h[i]);
     health.push_back(entry);
   };
-  for (const auto &q : session_->quantizeStats())
-    add(q.tensor, q.values ? double(q.saturated) / q.values : 0.0, q.values ? double(q.flushed) / q.values : 0.0);
+  for (const auto &q : session_->quantizeStats()) {
+    const double saturated = q.values ? double(q.saturated) / q.values : 0.0;
+    const double flushed = q.values ? double(q.flushed) / q.values : 0.0;
+    if (find(q.tensor + "/amax_history") >= 0) {
+      add(q.tensor, saturated, flushed);
+      continue;
+    }
+    // A recipe without state (current, block, MXFP8): what this step's quantize measured.
+    const float nan = std::nanf("");
+    health.push_back({q.tensor, nan, nan, saturated, flushed, {}, q.blocks, q.smallestScaleInv, q.largestScaleInv});
+  }
   // Tensors quantized inside a fused kernel (FP8 attention's probabilities, output and gradients): their
   // amax and scale, with no count of what saturated (NaN: not measured).
   for (const auto &b : v.buffers()) {

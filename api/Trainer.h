@@ -26,13 +26,18 @@ inline constexpr llvm::StringLiteral kLossWeightPrefix = "loss-weight:";
 /// One quantized tensor's FP8 state after the last step (Transformer Engine's delayed scaling).
 struct Fp8Health {
   std::string tensor;
-  /// The largest amax in the history, and the scale the next step quantizes with.
+  /// The largest amax in the history, and the scale the next step quantizes with (NaN under the recipes
+  /// without state: current scaling, block scaling, MXFP8).
   float amax = 0, scale = 0;
   /// The last step's share of values that saturated or flushed to zero; NaN where a fused kernel scaled
   /// the tensor and nothing counted them.
   double saturated = 0, flushed = 0;
   /// The newest amaxes, newest first (at most 8).
   std::vector<float> recentAmax;
+  /// Block scaling and MXFP8: the tensor's blocks and the range of their dequantization factors (the
+  /// spread of the block scales); 0 blocks for a per-tensor scale.
+  int64_t blocks = 0;
+  float smallestScaleInv = 0, largestScaleInv = 0;
 };
 
 class Trainer {

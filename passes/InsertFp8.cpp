@@ -411,12 +411,14 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
         const bool isWeight = isParam || (root.getDefiningOp() && root.getDefiningOp()->hasTrait<OpTrait::ConstantLike>());
         const OperandScaling scaling = operandScaling(recipe, kIsLast, isWeight);
         auto type = llvm::cast<RankedTensorType>(v.getType());
+        // Named for the operand (the FP8 copy's buffer, its health entry), as delayed scaling's state is.
+        Location loc = NameLoc::get(b.getStringAttr(name), v.getLoc());
         auto first = [&]() -> std::pair<Value, Value> {
           if (recipe == Fp8Recipe::Delayed)
             return quantize(f, b, v, unique(name), e5m2, updates);
-          auto [scale, scaleInv] = recipe == Fp8Recipe::Current ? currentScale(b, v.getLoc(), source, e5m2)
+          auto [scale, scaleInv] = recipe == Fp8Recipe::Current ? currentScale(b, loc, source, e5m2)
                                                                : std::pair<Value, Value>{};
-          return quantizeCopy(b, v.getLoc(), source, type, transposed, e5m2, scaling, scale, scaleInv);
+          return quantizeCopy(b, loc, source, type, transposed, e5m2, scaling, scale, scaleInv);
         };
         if (isParam) {
           auto [q, scaleInv] = first();
@@ -437,7 +439,7 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
           Value view = source;
           if (root != source)
             view = after.create<ReshapeOp>(source.getLoc(), source.getType(), root);
-          copy = quantizeCopy(after, v.getLoc(), view, type, transposed, e5m2, scaling, entry.scale, entry.scaleInv);
+          copy = quantizeCopy(after, loc, view, type, transposed, e5m2, scaling, entry.scale, entry.scaleInv);
         }
         return {copy.first, copy.second, scaling};
       };

@@ -13,10 +13,13 @@
 
 namespace tec {
 
-/// FP8 health of one quantized tensor in the last run: how many values saturated or flushed to zero.
+/// FP8 health of one quantized tensor in the last run: how many values saturated or flushed to zero; for a
+/// block-scaled one also its blocks and the range of their dequantization factors (finite ones).
 struct QuantizeStats {
-  std::string tensor; // the FP8 state's name without "/scale", e.g. "fc1/input"
+  std::string tensor; // the FP8 state's name without "/scale" ("fc1/input"), or the FP8 copy's buffer
   int64_t values = 0, saturated = 0, flushed = 0;
+  int64_t blocks = 0;
+  float smallestScaleInv = 0, largestScaleInv = 0;
 };
 
 class Backend {

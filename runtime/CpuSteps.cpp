@@ -3,6 +3,10 @@
 #include "runtime/Collectives.h"
 #include "support/Sharding.h"
 
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
 namespace tec::cpubackend {
 
 Status CpuBackend::binary(const plan::Step &s) {
@@ -953,6 +957,23 @@ Status CpuBackend::quantizeBlocks(const plan::Step &s) {
   const auto format = fp8Format(dtype(s.outputs(0)));
   const auto kind = blockScaleKind(attrs::scaleType(s));
   const float epsilon = static_cast<float>(attrs::amaxEpsilon(s));
+  const int64_t blocks = count(s.outputs(1));
+  if (countQuantized) { // FP8 health: the counts, and how far apart the blocks' scales lie
+    const size_t index = stats.size();
+    stats.push_back({buf(s.outputs(0)).name(), rows * cols, 0, 0, blocks});
+    emit([=, this, x = floatIn(s.inputs(0)), y = ptr<uint8_t>(s.outputs(0)), scaleInv = ptr<float>(s.outputs(1))] {
+      QuantizeStats &health = stats[index];
+      k::quantizeBlocks(x, y, scaleInv, rows, cols, block[0], block[1], transposed, format, kind, epsilon,
+                        &health.saturated, &health.flushed);
+      health.smallestScaleInv = FLT_MAX, health.largestScaleInv = 0;
+      for (int64_t b = 0; b < blocks; ++b)
+        if (std::isfinite(scaleInv[b]))
+          health.smallestScaleInv = std::min(health.smallestScaleInv, scaleInv[b]),
+          health.largestScaleInv = std::max(health.largestScaleInv, scaleInv[b]);
+      return Status::success();
+    });
+    return Status::success();
+  }
   emit([=, x = floatIn(s.inputs(0)), y = ptr<uint8_t>(s.outputs(0)), scaleInv = ptr<float>(s.outputs(1))] {
     k::quantizeBlocks(x, y, scaleInv, rows, cols, block[0], block[1], transposed, format, kind, epsilon);
     return Status::success();

@@ -207,8 +207,11 @@ float quantizeWithAmax(const float *x, float scale, uint8_t *y, int64_t n, Fp8Fo
 /// a [cols, rows] source where `transposed`, in blocks of blockRows x blockCols (partial at the ends), each
 /// quantized with its own scale from its own amax (support/Fp8.h's blockScales); scaleInv
 /// [ceil(rows / blockRows), ceil(cols / blockCols)] receives each block's dequantization factor.
+/// With `saturated` and `flushed`, also counts the values beyond the format's range after scaling and the
+/// nonzero ones that became zero (FP8 health).
 void quantizeBlocks(const float *x, uint8_t *y, float *scaleInv, int64_t rows, int64_t cols, int64_t blockRows,
-                    int64_t blockCols, bool transposed, Fp8Format format, BlockScale kind, float epsilon);
+                    int64_t blockCols, bool transposed, Fp8Format format, BlockScale kind, float epsilon,
+                    int64_t *saturated = nullptr, int64_t *flushed = nullptr);
 /// The inverse up to FP8 rounding: each code times its block's dequantization factor.
 void dequantizeBlocks(const uint8_t *x, const float *scaleInv, float *y, int64_t rows, int64_t cols,
                       int64_t blockRows, int64_t blockCols, Fp8Format format);

@@ -120,12 +120,15 @@ void dequantize(const uint8_t *x, float scaleInv, float *y, int64_t n, Fp8Format
 }
 
 void quantizeBlocks(const float *x, uint8_t *y, float *scaleInv, int64_t rows, int64_t cols, int64_t blockRows,
-                    int64_t blockCols, bool transposed, Fp8Format format, BlockScale kind, float epsilon) {
+                    int64_t blockCols, bool transposed, Fp8Format format, BlockScale kind, float epsilon,
+                    int64_t *saturated, int64_t *flushed) {
   const int64_t bands = (rows + blockRows - 1) / blockRows, blocksPerBand = (cols + blockCols - 1) / blockCols;
   const float limit = fp8Max(format);
   auto at = [&](int64_t r, int64_t c) { return transposed ? x[c * rows + r] : x[r * cols + c]; };
+  std::atomic<int64_t> saturatedCount{0}, flushedCount{0};
   // A band of blocks per task: each block's amax, then its values, while they are in cache.
   parallelFor(bands, 1, [&](int64_t begin, int64_t end) {
+    int64_t sat = 0, flush = 0;
     for (int64_t band = begin; band < end; ++band) {
       const int64_t r0 = band * blockRows, r1 = std::min(rows, r0 + blockRows);
       for (int64_t block = 0; block < blocksPerBand; ++block) {
@@ -137,11 +140,21 @@ void quantizeBlocks(const float *x, uint8_t *y, float *scaleInv, int64_t rows, i
         const BlockScales s = blockScales(a, limit, kind, epsilon);
         scaleInv[band * blocksPerBand + block] = s.scaleInv;
         for (int64_t r = r0; r < r1; ++r)
-          for (int64_t c = c0; c < c1; ++c)
-            y[r * cols + c] = floatToFp8Branchless(at(r, c) * s.scale, format);
+          for (int64_t c = c0; c < c1; ++c) {
+            const float v = at(r, c) * s.scale;
+            const uint8_t code = floatToFp8Branchless(v, format);
+            y[r * cols + c] = code;
+            if (saturated) {
+              sat += std::fabs(v) > limit && std::fabs(v) <= FLT_MAX;
+              flush += v != 0.0f && (code & 0x7F) == 0;
+            }
+          }
       }
     }
+    saturatedCount += sat, flushedCount += flush;
   });
+  if (saturated && flushed)
+    *saturated = saturatedCount, *flushed = flushedCount;
 }
 
 void dequantizeBlocks(const uint8_t *x, const float *scaleInv, float *y, int64_t rows, int64_t cols,

@@ -380,6 +380,11 @@ NB_MODULE(_tec, m) {
                d["saturated"] = h.saturated;
                d["flushed"] = h.flushed;
                d["recent_amax"] = h.recentAmax;
+               if (h.blocks) {
+                 d["blocks"] = h.blocks;
+                 d["scale_inv_min"] = h.smallestScaleInv;
+                 d["scale_inv_max"] = h.largestScaleInv;
+               }
                l.append(d);
              }
              return l;

@@ -21,7 +21,10 @@ Checks, on a GEMM y = x W (one MatMul node) with shapes that do and do not divid
    dequantized, times one constant: tec's output must equal the reference bit for bit, NaN where it is NaN.
 2. With a random W: y equals the emulation's definition, the f32 GEMM of the dequantized operands, to
    float32 accumulation (|error| <= K * 2^-23 * sum |x^ w^|).
+3. FP8 health of a block-scaled training step (`tec train --report`): each FP8 copy by its operand's name,
+   its blocks (fc1's [64, 256] input in 1x128 blocks: 128), the range of its block scales (powers of two).
 """
+import json
 import argparse
 import os
 import subprocess
@@ -203,9 +206,34 @@ def hard_inputs(rng, m, k):
     return x
 
 
+def check_block_health(tec, models, tmp, rng):
+    plan = os.path.join(tmp, "train.tecplan")
+    subprocess.run([tec, os.path.join(models, "mlp.onnx"), "--train", "--target", "cpu", "--fp8=all", "--fp8-emulate",
+                    "--fp8-recipe", "block", "-o", plan], check=True, capture_output=True)
+    for name, shape in (("x", (64, 256)), ("y", (64, 16))):
+        np.save(os.path.join(tmp, f"{name}.npy"), rng.standard_normal(shape).astype(np.float32))
+    report = os.path.join(tmp, "report.json")
+    subprocess.run([tec, "train", plan, "--input", f"x={tmp}/x.npy", "--target", f"y={tmp}/y.npy", "--steps", "2",
+                    "--report", report], check=True, capture_output=True)
+    with open(report) as f:
+        health = {e["tensor"]: e for e in json.load(f)["fp8"]}
+    entry = health.get("fc1/input:0", {})
+    print(f"block health of fc1/input: {entry}")
+    failures = []
+    if entry.get("blocks") != 128 or entry.get("amax") is not None:
+        failures.append(f"fc1/input: expected 128 blocks and no amax history, got {entry}")
+    for name, e in health.items():
+        low, high = e.get("scale_inv_min"), e.get("scale_inv_max")
+        power_of_two = lambda v: abs(np.log2(v) - round(np.log2(v))) < 1e-6  # noqa: E731 (JSON keeps 10 digits)
+        if not e.get("blocks") or not 0 < low <= high or not power_of_two(low) or not power_of_two(high):
+            failures.append(f"{name}: expected blocks with power-of-two scales, low <= high, got {e}")
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tec", required=True)
+    parser.add_argument("--models", required=True)
     args = parser.parse_args()
     rng = np.random.default_rng(20261206)
     failures = []
@@ -246,6 +274,7 @@ def main():
                                     "from the dequantized operands' product")
                 if not plain > 0:
                     failures.append(f"{recipe} K={k}: no FP8 rounding at all")
+        failures += check_block_health(args.tec, args.models, tmp, rng)
     if failures:
         print("\n".join(["FAILED:"] + failures))
         return 1

@@ -349,9 +349,15 @@ void printFp8Health(const std::vector<tec::Fp8Health> &health) {
                << llvm::formatv("{0,-34} {1,11} {2,11} {3,10} {4,10}\n", "tensor", "amax", "scale", "saturated",
                                 "flushed");
   auto share = [](double x) { return std::isnan(x) ? std::string("-") : llvm::formatv("{0:f3}%", 100 * x).str(); };
-  for (const auto &e : health)
-    llvm::outs() << llvm::formatv("{0,-34} {1,11:e3} {2,11:e3} {3,10} {4,10}\n", e.tensor, e.amax, e.scale,
+  auto value = [](float x) { return std::isnan(x) ? std::string("-") : llvm::formatv("{0:e3}", x).str(); };
+  for (const auto &e : health) {
+    llvm::outs() << llvm::formatv("{0,-34} {1,11} {2,11} {3,10} {4,10}", e.tensor, value(e.amax), value(e.scale),
                                   share(e.saturated), share(e.flushed));
+    if (e.blocks) // the spread of a block-scaled tensor's scales
+      llvm::outs() << llvm::formatv("  {0} blocks, scale_inv {1:e2} .. {2:e2}", e.blocks, e.smallestScaleInv,
+                                    e.largestScaleInv);
+    llvm::outs() << "\n";
+  }
   if (health.empty())
     llvm::outs() << "(the training step has no FP8 GEMMs: compile with --fp8=all --fp8-emulate, or for an FP8 GPU)\n";
 }
@@ -381,9 +387,13 @@ int writeReport(const tec::Session &s, const RunRecord &run, const std::vector<t
   json << "}, \"fp8\": [";
   for (size_t i = 0; i < health.size(); ++i) {
     const auto &e = health[i];
-    json << (i ? ", " : "") << "{\"tensor\": \"" << e.tensor << "\", \"amax\": " << llvm::formatv("{0:e6}", e.amax)
-         << ", \"scale\": " << llvm::formatv("{0:e6}", e.scale) << ", \"saturated\": " << number(e.saturated)
-         << ", \"flushed\": " << number(e.flushed) << ", \"recent_amax\": [";
+    json << (i ? ", " : "") << "{\"tensor\": \"" << e.tensor << "\", \"amax\": " << number(e.amax)
+         << ", \"scale\": " << number(e.scale) << ", \"saturated\": " << number(e.saturated)
+         << ", \"flushed\": " << number(e.flushed);
+    if (e.blocks)
+      json << ", \"blocks\": " << e.blocks << ", \"scale_inv_min\": " << number(e.smallestScaleInv)
+           << ", \"scale_inv_max\": " << number(e.largestScaleInv);
+    json << ", \"recent_amax\": [";
     for (size_t j = 0; j < e.recentAmax.size(); ++j)
       json << (j ? ", " : "") << llvm::formatv("{0:e6}", e.recentAmax[j]);
     json << "]}";
