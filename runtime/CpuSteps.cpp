@@ -946,16 +946,12 @@ static std::pair<int64_t, int64_t> blockMatrix(const std::vector<int64_t> &dims,
   return {cols ? count / cols : 0, cols};
 }
 
-static kernels::BlockScale blockScaleKind(const std::string &type) {
-  return type == "e8m0" ? kernels::BlockScale::E8M0 : type == "pow2" ? kernels::BlockScale::Pow2 : kernels::BlockScale::F32;
-}
-
 Status CpuBackend::quantizeBlocks(const plan::Step &s) {
   const auto [rows, cols] = blockMatrix(shape(s.outputs(0)), count(s.outputs(0)));
   const auto block = attrs::block(s);
   const bool transposed = attrs::transposeInput(s) != 0;
   const auto format = fp8Format(dtype(s.outputs(0)));
-  const auto kind = blockScaleKind(attrs::scaleType(s));
+  const auto kind = blockScaleKind(s);
   const float epsilon = static_cast<float>(attrs::amaxEpsilon(s));
   const int64_t blocks = count(s.outputs(1));
   if (countQuantized) { // FP8 health: the counts, and how far apart the blocks' scales lie

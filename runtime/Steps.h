@@ -132,6 +132,12 @@ inline std::string quantizedTensor(const std::string &scaleName) {
   return tagged ? scaleName.substr(0, scaleName.size() - suffix.size()) : scaleName;
 }
 
+/// A quantize_blocks step's scale kind from its `scale_type` (the contract checked it is one of these).
+inline kernels::BlockScale blockScaleKind(const plan::Step &s) {
+  const std::string type = attrs::scaleType(s);
+  return type == "e8m0" ? kernels::BlockScale::E8M0 : type == "pow2" ? kernels::BlockScale::Pow2 : kernels::BlockScale::F32;
+}
+
 /// tec.cast_fp8's activation as a GEMM epilogue's (the same per-element functions).
 inline kernels::Epilogue castActivation(const plan::Step &s) {
   const std::string a = attrs::activation(s);

@@ -194,6 +194,42 @@ __global__ void dequantizeKernel(const uint8_t *x, const float *scaleInv, float 
     y[i] = fp8ToFloat(x[i], format) * s;
 }
 
+__global__ void quantizeBlocksKernel(const void *x, ElementType xType, uint8_t *y, float *scaleInv, int64_t rows,
+                                     int64_t cols, int64_t blockRows, int64_t blockCols, bool transposed,
+                                     Fp8Format format, BlockScale kind, float epsilon) {
+  __shared__ float shared[kThreads];
+  __shared__ float blockScale;
+  const int64_t blocksPerBand = (cols + blockCols - 1) / blockCols, total = (rows + blockRows - 1) / blockRows * blocksPerBand;
+  const int t = threadIdx.x;
+  for (int64_t b = blockIdx.x; b < total; b += gridDim.x) {
+    const int64_t r0 = b / blocksPerBand * blockRows, c0 = b % blocksPerBand * blockCols;
+    const int64_t h = min(blockRows, rows - r0), w = min(blockCols, cols - c0), n = h * w;
+    auto source = [&](int64_t i) {
+      const int64_t r = r0 + i / w, c = c0 + i % w;
+      return transposed ? c * rows + r : r * cols + c;
+    };
+    float local = 0.0f;
+    for (int64_t i = t; i < n; i += blockDim.x)
+      local = maxAbsNanWins(local, loadWide(x, xType, source(i)));
+    shared[t] = local;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+      if (t < stride)
+        shared[t] = maxAbsNanWins(shared[t], shared[t + stride]);
+      __syncthreads();
+    }
+    if (t == 0) {
+      const BlockScales s = blockScales(shared[0], fp8Max(format), kind, epsilon);
+      blockScale = s.scale;
+      scaleInv[b] = s.scaleInv;
+    }
+    __syncthreads();
+    for (int64_t i = t; i < n; i += blockDim.x)
+      y[(r0 + i / w) * cols + c0 + i % w] = floatToFp8Branchless(loadWide(x, xType, source(i)) * blockScale, format);
+    __syncthreads(); // the shared values are the next block's
+  }
+}
+
 __global__ void currentScalingKernel(const float *amax, float fp8Max, bool pow2, float epsilon, float *scale,
                                      float *scaleInv) {
   const float s = scaleFromAmax(*amax, fp8Max, pow2, epsilon);
@@ -276,6 +312,16 @@ void quantizeTransposedWithAmax(const void *x, ElementType xType, int64_t rows, 
 void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream) {
   if (n)
     dequantizeKernel<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, scaleInv, y, n, format);
+}
+
+void quantizeBlocks(const void *x, ElementType xType, uint8_t *y, float *scaleInv, int64_t rows, int64_t cols,
+                    int64_t blockRows, int64_t blockCols, bool transposed, Fp8Format format, BlockScale kind,
+                    float epsilon, void *stream) {
+  const int64_t total = (rows + blockRows - 1) / blockRows * ((cols + blockCols - 1) / blockCols);
+  if (total > 0)
+    quantizeBlocksKernel<<<static_cast<int>(std::min<int64_t>(total, 65535)), kThreads, 0,
+                           static_cast<cudaStream_t>(stream)>>>(x, xType, y, scaleInv, rows, cols, blockRows, blockCols,
+                                                                transposed, format, kind, epsilon);
 }
 
 void currentScaling(const float *amax, float fp8Max, bool pow2, float epsilon, float *scale, float *scaleInv,

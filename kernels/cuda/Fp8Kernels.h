@@ -38,6 +38,12 @@ void quantizeWithBiasGrad(const void *x, ElementType xType, int64_t rows, int64_
                           float *amax, float *dbias, double *partials, Fp8Format format, void *stream,
                           unsigned long long *counts = nullptr);
 void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream);
+/// Block-scaled quantize (kernels/cpu/CpuKernels.h's quantizeBlocks, bit for bit): one thread block per scaling
+/// block, its amax reduced in shared memory, its scale from support/Fp8.h's blockScales. x is f32, bf16 or
+/// f16; a [rows, cols] result, read from a [cols, rows] x where `transposed`.
+void quantizeBlocks(const void *x, ElementType xType, uint8_t *y, float *scaleInv, int64_t rows, int64_t cols,
+                    int64_t blockRows, int64_t blockCols, bool transposed, Fp8Format format, BlockScale kind,
+                    float epsilon, void *stream);
 /// Transformer Engine's current scaling: scale and scale_inv from this step's amax (support/Fp8.h's
 /// scaleFromAmax), one thread.
 void currentScaling(const float *amax, float fp8Max, bool pow2, float epsilon, float *scale, float *scaleInv,

@@ -682,9 +682,26 @@ Status CudaBackend::currentScaling(const plan::Step &s) {
   return Status::success();
 }
 
-// supports() refuses these steps: no plan that reaches here has one.
-Status CudaBackend::quantizeBlocks(const plan::Step &s) { return unsupported(s, "block-scaled FP8 on the GPU"); }
-Status CudaBackend::fp8BlockGemm(const plan::Step &s) { return unsupported(s, "block-scaled FP8 on the GPU"); }
+Status CudaBackend::quantizeBlocks(const plan::Step &s) {
+  const int x = s.inputs(0), y = s.outputs(0), scaleInv = s.outputs(1);
+  const auto dims = shape(y);
+  const int64_t cols = dims.empty() ? 1 : dims.back(), rows = cols ? count(y) / cols : 0;
+  const auto block = attrs::block(s);
+  const bool transposed = attrs::transposeInput(s) != 0;
+  const auto format = fp8Format(dtype(y));
+  const auto kind = blockScaleKind(s);
+  const float epsilon = static_cast<float>(attrs::amaxEpsilon(s));
+  emit([=](const Context &c) {
+    const kc::ConstRef in = cref(c, x);
+    c.k->launch(TEC_KC(quantizeBlocks), in.data, in.type, c.at<uint8_t>(slot(y)), c.at<float>(slot(scaleInv)), rows, cols,
+                block[0], block[1], transposed, format, kind, epsilon, Stream{});
+    return Status::success();
+  });
+  return Status::success();
+}
+
+// supports() refuses this step: no plan that reaches here has one.
+Status CudaBackend::fp8BlockGemm(const plan::Step &s) { return unsupported(s, "block-scaled FP8 GEMMs on the GPU"); }
 
 Status CudaBackend::optimizerUpdate(const plan::Step &s) {
   if (foldedOptimizerSteps.size() > static_cast<size_t>(currentStep) && foldedOptimizerSteps[currentStep])

@@ -134,6 +134,9 @@ std::string Launcher::text(size_t v) { return std::to_string(v); }
 std::string Launcher::text(float v) { return floatLiteral(v); }
 std::string Launcher::text(ElementType t) { return std::string("ElementType::") + name(t); }
 std::string Launcher::text(Fp8Format f) { return f == Fp8Format::E4M3 ? "Fp8Format::E4M3" : "Fp8Format::E5M2"; }
+std::string Launcher::text(kernels::BlockScale s) {
+  return s == kernels::BlockScale::E8M0 ? "BlockScale::E8M0" : s == kernels::BlockScale::Pow2 ? "BlockScale::Pow2" : "BlockScale::F32";
+}
 std::string Launcher::text(UnaryKind k) { return std::string("UnaryKind::") + kernels::unaryKindName(k); }
 
 std::string Launcher::text(BinaryKind k) {

@@ -442,6 +442,19 @@ void buildCases() {
           .out(F32, {96}),
       1e-3);
   add("quantize_bf16_input", Builder("quantize").in(BF16, {999}).in(F32, {}, "scale").out(F8E4M3FN, {999}), kExact);
+  // Block scaling (1x128 of a [10, 300] activation: partial blocks at the end) and its columnwise copy read
+  // transposed, 128x128 weight tiles, MXFP8's 1x32 E8M0 blocks of a bf16 tensor; current scaling's scale.
+  add("quantize_blocks_1x128", Builder("quantize_blocks").in(F32, {10, 300}).out(F8E4M3FN, {10, 300}).out(F32, {10, 3})
+                                   .ints("block", {1, 128}).s("scale_type", "pow2"), kExact);
+  add("quantize_blocks_columnwise", Builder("quantize_blocks").in(F32, {300, 10}).out(F8E4M3FN, {10, 300})
+                                        .out(F32, {10, 3}).ints("block", {1, 128}).s("scale_type", "f32").i("transpose_input", 1),
+      kExact);
+  add("quantize_blocks_128x128", Builder("quantize_blocks").in(F32, {200, 256}).out(F8E4M3FN, {200, 256})
+                                     .out(F32, {2, 2}).ints("block", {128, 128}).s("scale_type", "pow2"), kExact);
+  add("quantize_blocks_mxfp8_bf16", Builder("quantize_blocks").in(BF16, {33, 96}).out(F8E4M3FN, {33, 96})
+                                        .out(F32, {33, 3}).ints("block", {1, 32}).s("scale_type", "e8m0"), kExact);
+  add("current_scaling", Builder("current_scaling").in(F32, {}, "positive").out(F32, {}).out(F32, {})
+                             .f("fp8_max", 57344.0).i("pow2_scales", 1), kExact);
   add("delayed_scaling", Builder("delayed_scaling").in(F32, {16}, "positive").in(F32, {}, "positive").in(F32, {}, "positive")
                              .out(F32, {16}).out(F32, {}).out(F32, {}).i("margin", 1).f("fp8_max", 448.0),
       kExact);
