@@ -34,10 +34,10 @@ CopyKey copyKey(Type type, bool transposed, const OperandScaling &scaling) {
 }
 
 /// The recipes, as `recipe` spells them: a default, then `regex=recipe` per layer (the first regex that
-/// matches one of a GEMM's ONNX node names wins).
+/// matches one of a GEMM's ONNX node names wins). No value: `auto`, the target's best.
 struct RecipePolicy {
-  Fp8Recipe byDefault = Fp8Recipe::Delayed;
-  std::vector<std::pair<std::string, Fp8Recipe>> perLayer;
+  std::optional<Fp8Recipe> byDefault = Fp8Recipe::Delayed;
+  std::vector<std::pair<std::string, std::optional<Fp8Recipe>>> perLayer;
 };
 FailureOr<RecipePolicy> parseRecipes(StringRef spec, std::string &error) {
   RecipePolicy policy;
@@ -45,31 +45,43 @@ FailureOr<RecipePolicy> parseRecipes(StringRef spec, std::string &error) {
   spec.split(parts, ';');
   for (auto [i, part] : llvm::enumerate(parts)) {
     auto [pattern, name] = i == 0 ? std::make_pair(StringRef(), part.trim()) : part.rsplit('=');
+    const bool automatic = name.trim() == "auto";
     std::optional<Fp8Recipe> recipe = parseChoice<Fp8Recipe>(name.trim());
-    if (!recipe || (i > 0 && (pattern.empty() || !part.contains('=')))) {
-      error = "expected RECIPE[;REGEX=RECIPE...] with recipes delayed, current, block or mxfp8, got '" + part.str() + "'";
+    if ((!recipe && !automatic) || (i > 0 && (pattern.empty() || !part.contains('=')))) {
+      error = "expected RECIPE[;REGEX=RECIPE...] with recipes auto, delayed, current, block or mxfp8, got '" +
+              part.str() + "'";
       return failure();
     }
     if (i == 0) {
-      policy.byDefault = *recipe;
+      policy.byDefault = recipe;
       continue;
     }
     if (std::string why; !llvm::Regex(pattern).isValid(why)) {
       error = "'" + pattern.str() + "' is not a valid regex: " + why;
       return failure();
     }
-    policy.perLayer.emplace_back(pattern.str(), *recipe);
+    policy.perLayer.emplace_back(pattern.str(), recipe);
   }
   return policy;
 }
-Fp8Recipe recipeAsked(const RecipePolicy &policy, Location loc) {
+
+/// `auto`: the recipe each target is built for, the most accurate it has (the demo's transformer student,
+/// README): MXFP8 on Blackwell's block-scaled tensor cores, DeepSeek-V3's block scaling on Hopper, current
+/// scaling on Ada (no state, no stale amax after an outlier), block scaling in the cpu's emulation.
+Fp8Recipe bestRecipe(const TargetCapability &target) {
+  if (target.name == "cpu")
+    return Fp8Recipe::Block;
+  return target.sm >= 100 ? Fp8Recipe::Mxfp8 : target.sm >= 90 ? Fp8Recipe::Block : Fp8Recipe::Current;
+}
+
+Fp8Recipe recipeAsked(const RecipePolicy &policy, Location loc, const TargetCapability &target) {
   for (const auto &[pattern, recipe] : policy.perLayer) {
     llvm::Regex regex(pattern);
     for (const auto &name : sourceNodes(loc))
       if (regex.match(name))
-        return recipe;
+        return recipe.value_or(bestRecipe(target));
   }
-  return policy.byDefault;
+  return policy.byDefault.value_or(bestRecipe(target));
 }
 
 /// Why `target` cannot run `recipe`, or "". The cpu emulates every recipe; a GPU with FP8 runs delayed and
@@ -450,7 +462,7 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
         }
         std::vector<std::string> names = sourceNodes(linear.getLoc());
         std::string layer = names.empty() ? "gemm" + std::to_string(i) : names.front();
-        auto [recipe, fallbackWhy] = recipeOn(recipeAsked(*recipes, linear.getLoc()), *cap);
+        auto [recipe, fallbackWhy] = recipeOn(recipeAsked(*recipes, linear.getLoc(), *cap), *cap);
         // Backward GEMMs (from autodiff) quantize their gradient operand to E5M2 under HYBRID, which delayed
         // and current scaling default to (block scaling and MXFP8 to E4M3, as in TE).
         auto role = linear->getAttrOfType<StringAttr>(kGemmRoleAttrName);

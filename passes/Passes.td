@@ -169,7 +169,8 @@ def TecInsertFp8 : Pass<"tec-insert-fp8", "mlir::ModuleOp"> {
     `tec.quantize`), `block` (Float8BlockScaling, DeepSeek-V3's: `tec.quantize_blocks` with 1x128 blocks
     along K for activations and gradients and 128x128 for parameters, power-of-two scales unless
     `block-scales=f32`, E4M3 by default, and `tec.fp8_block_gemm`) and `mxfp8` (1x32 blocks along K with
-    E8M0 scales). A recipe per layer: `recipe = "block;lm_head|attn.*=delayed"`, the first regex that
+    E8M0 scales); `auto` is the target's own (`bestRecipe`: mxfp8 on sm_100, block on sm_90, current on sm_89,
+    block in the cpu's emulation). A recipe per layer: `recipe = "block;lm_head|attn.*=delayed"`, the first regex that
     matches one of a GEMM's ONNX node names wins. Where `target` cannot run a recipe (`recipeBlocker`), the
     GEMM takes the next one (mxfp8, block, current) and its `tec.precision` tag says why. A tensor two GEMMs
     read is quantized once per layout and recipe; a block-scaled one is quantized again from the
@@ -207,7 +208,7 @@ def TecInsertFp8 : Pass<"tec-insert-fp8", "mlir::ModuleOp"> {
                                 clEnumValN(::tec::Fp8FormatPolicy::Hybrid, "hybrid", "E5M2 gradients"),
                                 clEnumValN(::tec::Fp8FormatPolicy::E4M3, "e4m3", "E4M3 everywhere"))}]>,
     Option<"recipe", "recipe", "std::string", "\"delayed\"",
-           "RECIPE[;REGEX=RECIPE...]: delayed | current | block | mxfp8, then per layer by ONNX node-name regex">,
+           "RECIPE[;REGEX=RECIPE...]: auto | delayed | current | block | mxfp8, then per layer by ONNX node-name regex">,
     Option<"blockScales", "block-scales", "std::string", "\"pow2\"",
            "block recipe's scales: pow2 (Transformer Engine's default) | f32">,
     Option<"target", "target", "std::string", "\"cpu\"",

@@ -66,7 +66,7 @@ cl::opt<std::string> fp8Format("fp8-format",
                                cl::init("default"), cl::cat(category()));
 
 cl::opt<std::string> fp8Recipe("fp8-recipe",
-                               cl::desc("Transformer Engine's FP8 recipes: delayed | current | block | mxfp8, then per "
+                               cl::desc("Transformer Engine's FP8 recipes: auto (the target's best) | delayed | current | block | mxfp8, then per "
                                         "layer REGEX=RECIPE (ONNX node names), ';'-separated: 'block;lm_head=delayed'"),
                                cl::value_desc("recipe[;regex=recipe...]"), cl::init("delayed"), cl::cat(category()));
 

@@ -6,8 +6,8 @@
 // RUN: not tec-opt %s --tec-insert-fp8="recipe=block block-scales=f16" 2>&1 | FileCheck %s --check-prefix=SCALES
 // RUN: not tec-opt %s --tec-insert-fp8="target=sm_42" 2>&1 | FileCheck %s --check-prefix=TARGET
 // MODE: for the --fp8 option: Cannot find option named 'maybe'!
-// RECIPE: error: --fp8-recipe: expected RECIPE[;REGEX=RECIPE...] with recipes delayed, current, block or mxfp8, got 'fast'
-// LAYER: error: --fp8-recipe: expected RECIPE[;REGEX=RECIPE...] with recipes delayed, current, block or mxfp8, got 'fc1'
+// RECIPE: error: --fp8-recipe: expected RECIPE[;REGEX=RECIPE...] with recipes auto, delayed, current, block or mxfp8, got 'fast'
+// LAYER: error: --fp8-recipe: expected RECIPE[;REGEX=RECIPE...] with recipes auto, delayed, current, block or mxfp8, got 'fc1'
 // SCALES: error: --fp8-block-scales: expected pow2 or f32, got 'f16'
 // TARGET: error: unknown target 'sm_42' 
 // REGEX: error: --keep-precision is not a valid regex: '('
