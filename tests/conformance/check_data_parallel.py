@@ -27,6 +27,8 @@ third of attn.qkv.bias) has no gradient at all in exact arithmetic (a bias added
 query's scores by one constant, which softmax ignores): Adam scales the rounding noise it gets into steps
 that differ between any two summation orders, so it is checked on its own (it moves by noise only, far less
 than a gradient moves a weight) and left out of the comparison.
+Distillation (`--teacher`): each step's inputs are drawn for the global batch and each rank labels its
+slice, so 2 ranks distil as one process with the whole batch does.
 Skipped (exit 77) where mpirun or tec's MPI plugin is missing."""
 import argparse
 import json
@@ -192,6 +194,30 @@ def main():
                     check(weight_gap <= RTOL, f"{label}: final weights within {weight_gap:.2e} {measure}")
                 check("the same state on all 2 ranks" in two[2], f"{label}: tec reports the same state on both ranks")
                 outcomes_by_label[label] = outcomes
+
+    # Distillation under mpirun: each step's inputs drawn for the global batch from the seed, each rank
+    # labelling its slice with the teacher (compiled at the student's shapes): one process's run.
+    teacher = os.path.join(work, "teacher.onnx")
+    teacher_model = onnx.load(models["mlp"][32])
+    for t in teacher_model.graph.initializer:
+        t.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t) * np.float32(1.2), t.name))
+    onnx.save(teacher_model, teacher)
+    distilled = {}
+    for ranks, batch in ((1, 32), (2, 16)):
+        plan = os.path.join(work, f"distill_{batch}.tecplan")
+        report = os.path.join(work, f"distill_{ranks}.json")
+        compiled = run([args.tec, models["mlp"][batch], "--train", "--target", "cpu", "--shape", f"batch={batch}",
+                        "-o", plan] + sgd)
+        done = run((launcher if ranks > 1 else []) + [args.tec, "train", plan, "--teacher", teacher, "--steps", "10",
+                                                      "--threads", "1", "--report", report])
+        if compiled.returncode or done.returncode:
+            check(False, f"distillation on {ranks} rank(s)\n{compiled.stderr}{done.stdout}\n{done.stderr}")
+            break
+        distilled[ranks] = json.load(open(report))["loss"]
+    else:
+        gap = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(distilled[1], distilled[2]))
+        check(len(distilled[1]) == len(distilled[2]) == 10 and gap <= RTOL,
+              f"--teacher under mpirun: 2 ranks x batch 16 = 1 process x batch 32, losses within {gap:.2e} relative")
 
     # ZeRO-1 against the unsharded 2 ranks: the same sums (two ranks add in one order either way), so the
     # same run; each rank holds half of the optimizer state.

@@ -159,14 +159,25 @@ public:
     if (!folder.empty())
       llvm::sys::fs::remove_directories(folder);
   }
-  /// Compiles `model` and checks that it has a counterpart of each student input and target; an exit code
-  /// on failure.
+  /// Compiles `model` for the cpu, its dynamic dims bound to the student's input shapes, and checks that it
+  /// has a counterpart of each student input and target; an exit code on failure.
   int open(const std::string &model, tec::Trainer &trainer) {
     llvm::SmallString<128> dir;
     llvm::sys::fs::createUniqueDirectory("tec-teacher", dir);
     folder = dir.str().str();
     std::string plan = folder + "/teacher.tecplan";
-    if (std::optional<tec::ApiError> error = tec::compileToPlanFile(model, tec::CompileOptions{}, plan))
+    tec::CompileOptions options;
+    options.targets = {"cpu"};
+    std::optional<tec::ApiError> error = tec::compileToPlanFile(model, options, plan);
+    if (error) { // a teacher with dynamic dims (a symbolic batch): at the student's shapes
+      for (size_t i = 0; i < trainer.session().inputs().size(); ++i) {
+        const auto &in = trainer.session().inputs()[i];
+        if (trainer.bindsInput(i) && !llvm::StringRef(in.name).starts_with(tec::kTargetPrefix))
+          options.import.shapes[in.name] = llvm::SmallVector<int64_t>(in.shape.begin(), in.shape.end());
+      }
+      error = tec::compileToPlanFile(model, options, plan);
+    }
+    if (error)
       return reportApiError(*error);
     auto opened = tec::Session::open(plan);
     if (!opened.ok()) {
@@ -192,8 +203,10 @@ public:
     return 0;
   }
   /// The student's inputs for `step`, drawn from the seed and the step (so resuming replays them), and its
-  /// targets, the teacher's outputs on them.
-  int label(int64_t step, tec::Trainer &trainer) {
+  /// targets, the teacher's outputs on them. Under mpirun each input of the step is drawn for the global
+  /// batch (`ranks` local ones, in the order one process with the global batch draws them) and rank `rank`
+  /// takes its slice: the ranks see what that one process would.
+  int label(int64_t step, tec::Trainer &trainer, int rank, int ranks) {
     tec::Session &s = trainer.session();
     std::mt19937_64 rng(trainSeed * 1000003 + step);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -201,13 +214,14 @@ public:
       const auto &in = s.inputs()[i];
       if (llvm::StringRef(in.name).starts_with(tec::kTargetPrefix) || !trainer.bindsInput(i))
         continue;
-      std::vector<float> values(in.bytes / 4);
+      std::vector<float> values(in.bytes / 4 * ranks);
       for (auto &v : values)
         v = normal(rng);
+      const float *local = values.data() + in.bytes / 4 * rank;
       auto t = std::find_if(session->inputs().begin(), session->inputs().end(),
                             [&](const auto &ti) { return ti.name == in.name; });
-      (void)s.setInput(i, values.data(), in.bytes);
-      (void)session->setInput(t - session->inputs().begin(), values.data(), in.bytes);
+      (void)s.setInput(i, local, in.bytes);
+      (void)session->setInput(t - session->inputs().begin(), local, in.bytes);
     }
     if (tec::Status st = session->run(); !st.ok()) {
       printError("the teacher: " + st.message());
@@ -284,7 +298,7 @@ int runSteps(tec::Trainer &trainer, const std::vector<Samples> &data, Teacher *t
     // global batch would read, in the same order).
     int64_t batch = step % batches * group.size() + group.rank();
     if (teacher)
-      if (int code = teacher->label(step, trainer))
+      if (int code = teacher->label(step, trainer, group.rank(), group.size()))
         return code;
     for (const auto &d : data)
       if (tec::Status st = s.setInput(d.input, d.data.bytes.data() + batch * d.batchBytes, d.batchBytes); !st.ok()) {
@@ -536,11 +550,7 @@ int trainLoop() {
   int64_t batches = teacher ? 1 : data.front().batches;
   for (const auto &d : data)
     batches = std::min(batches, d.batches);
-  if (group.size() > 1) {
-    if (teacher) {
-      printError("--teacher under mpirun is not supported yet: give each rank the data (--input, --target)");
-      return kExitBadInput;
-    }
+  if (group.size() > 1 && !teacher) {
     batches /= group.size(); // global batches: one local batch per rank each
     if (batches == 0) {
       printError(llvm::formatv("the data holds fewer samples than one global batch ({0} ranks x {1})", group.size(),
@@ -577,9 +587,15 @@ int trainLoop() {
   else
     llvm::outs() << batches << " batches of " << s.inputs()[data.front().input].shape[0] * group.size() << ", ";
   llvm::outs() << steps << " steps";
-  if (group.size() > 1)
-    llvm::outs() << ", data parallel over " << group.size() << " ranks (" << s.inputs()[data.front().input].shape[0]
-                 << " samples each; " << group.description() << ")";
+  if (group.size() > 1) {
+    // The samples of a rank's batch: the first input's leading dim (the data's, or the generated one's).
+    int64_t samples = 0;
+    for (size_t i = 0; i < s.inputs().size() && !samples; ++i)
+      if (trainer.bindsInput(i) && !s.inputs()[i].shape.empty())
+        samples = s.inputs()[i].shape[0];
+    llvm::outs() << ", data parallel over " << group.size() << " ranks (" << samples << " samples each; "
+                 << group.description() << ")";
+  }
   if (trainer.accumulation() > 1)
     llvm::outs() << ", an optimizer update every " << trainer.accumulation() << " (gradient accumulation)";
   llvm::outs() << "\n";
