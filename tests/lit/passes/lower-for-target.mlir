@@ -4,6 +4,9 @@
 // RUN: tec-opt %s --tec-insert-fp8="fp8=all amax-history=8" --tec-lower-for-target=target=cpu | FileCheck %s --check-prefix=CPU
 // RUN: tec-opt %s --tec-insert-fp8="fp8=all amax-history=8" --tec-lower-for-target="target=cpu fp8-emulate" | FileCheck %s --check-prefix=EMULATE
 // RUN: not tec-opt %s --tec-lower-for-target=target=sm_42 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: tec-opt %s --tec-insert-fp8="fp8=all recipe=block target=sm_80" --tec-lower-for-target=target=sm_80 | FileCheck %s --check-prefix=BLOCK80
+// RUN: tec-opt %s --tec-insert-fp8="fp8=all recipe=mxfp8 target=cpu" --tec-lower-for-target=target=cpu | FileCheck %s --check-prefix=MXCPU
+// RUN: tec-opt %s --tec-insert-fp8="fp8=all recipe=current target=sm_80" --tec-lower-for-target=target=sm_80 | FileCheck %s --check-prefix=CURRENT80
 
 // Hopper keeps the FP8 GEMM and its state; the ineligible GEMM runs in BF16.
 // SM90-LABEL: func @forward
@@ -31,6 +34,20 @@
 //   CPU-NOT:   tec.cast
 //       CPU:   tec.linear %arg0, %arg1, %arg2 {epilogue = "relu", tec.precision = "fp32: FP8 asked; cpu GEMMs run in FP32 (FP8 only emulated, with --fp8-emulate)", transpose_b = true}
 // EMULATE:   tec.fp8_gemm {{.*}}tec.precision = "fp8: E4M3 x E4M3, delayed scaling (emulated)"
+
+// Block-scaled and current-scaled GEMMs lose FP8 as delayed ones do: BF16 on what the quantizes read, no
+// quantize, scale or block op left.
+// BLOCK80-LABEL: func @forward(%arg0: tensor<64x256xf32>, %arg1: tensor<128x256xf32>, %arg2: tensor<128xf32>, %arg3: tensor<10x128xf32>) -> tensor<64x10xf32>
+//   BLOCK80-NOT:   tec.quantize_blocks
+//       BLOCK80:   tec.linear {{.*}}{epilogue = "relu", tec.precision = "bf16: FP8 asked; no FP8 tensor cores before sm_89", transpose_b = true}
+//   BLOCK80-NOT:   tec.fp8_block_gemm
+// MXCPU-LABEL: func @forward
+//   MXCPU-NOT:   tec.quantize_blocks
+//       MXCPU:   tec.linear %arg0, %arg1, %arg2 {epilogue = "relu", tec.precision = "fp32: FP8 asked; cpu GEMMs run in FP32 (FP8 only emulated, with --fp8-emulate)", transpose_b = true}
+// CURRENT80-LABEL: func @forward
+//   CURRENT80-NOT:   tec.current_scaling
+//   CURRENT80-NOT:   tec.amax
+//       CURRENT80:   tec.linear {{.*}}tec.precision = "bf16: FP8 asked; no FP8 tensor cores before sm_89"
 
 // UNKNOWN: error: unknown target 'sm_42' (sm_100, sm_90, sm_89, sm_86, sm_80, sm_75, sm_70, cpu)
 func.func @forward(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %b: tensor<128xf32>, %w2: tensor<10x128xf32>) -> tensor<64x10xf32> {
