@@ -205,6 +205,11 @@ std::string fp8AttentionBlocker(AttentionOp op, const Fp8Policy &policy) {
 
 } // namespace
 
+bool tec::fp8RecipeRunsOn(Fp8Recipe recipe, StringRef target) {
+  const TargetCapability *cap = lookupTarget(target.str());
+  return cap && recipeBlocker(recipe, *cap).empty();
+}
+
 std::string tec::fp8RecipeError(StringRef spec) {
   std::string error;
   return failed(parseRecipes(spec, error)) ? "--fp8-recipe '" + spec.str() + "': " + error : "";

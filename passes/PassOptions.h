@@ -80,6 +80,9 @@ template <class E> std::optional<E> parseChoice(llvm::StringRef name) {
   return std::nullopt;
 }
 
+/// Whether `target` runs `recipe` itself (rather than falling back to another: tec-insert-fp8's recipeBlocker).
+bool fp8RecipeRunsOn(Fp8Recipe recipe, llvm::StringRef target);
+
 /// `--fp8-recipe SPEC`'s error ("--fp8-recipe ...: ..."), or "" when SPEC is RECIPE[;REGEX=RECIPE...].
 std::string fp8RecipeError(llvm::StringRef spec);
 

@@ -23,6 +23,12 @@ Checks, on a GEMM y = x W (one MatMul node) with shapes that do and do not divid
    float32 accumulation (|error| <= K * 2^-23 * sum |x^ w^|).
 3. FP8 health of a block-scaled training step (`tec train --report`): each FP8 copy by its operand's name,
    its blocks (fc1's [64, 256] input in 1x128 blocks: 128), the range of its block scales (powers of two).
+4. `tec calibrate model.onnx`: on a two-layer MLP whose input has outliers (1e5 in one feature of every
+   fourth row, a feature the first weight ignores: a per-tensor scale then flushes every ordinary value, 1x128
+   blocks only those beside an outlier), each layer's error per recipe is measured
+   independently here too (the model with that layer alone in FP8, against FP32, in NumPy), the first
+   layer chooses a block recipe, every choice is the cheapest recipe within 1.25x of the layer's best, and
+   the --fp8-recipe it prints compiles.
 """
 import json
 import argparse
@@ -230,6 +236,62 @@ def check_block_health(tec, models, tmp, rng):
     return failures
 
 
+def check_calibration(tec, tmp, rng):
+    w1 = (rng.standard_normal((256, 256)) / 16).astype(np.float32)
+    w1[0] = 0
+    w2 = (rng.standard_normal((256, 64)) / 16).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+                               helper.make_node("Relu", ["h"], ["r"], name="relu"),
+                               helper.make_node("MatMul", ["r", "w2"], ["y"], name="fc2")], "mlp",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])],
+                              [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = os.path.join(tmp, "outliers.onnx")
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    x = rng.standard_normal((64, 256)).astype(np.float32)
+    x[::4, 0] = np.float32(1e5)
+    np.save(os.path.join(tmp, "rows.npy"), x)
+    report = os.path.join(tmp, "calibration.json")
+    done = subprocess.run([tec, "calibrate", path, "--input", f"x={tmp}/rows.npy", "--target", "cpu", "--steps", "2",
+                           "--json", report], capture_output=True, text=True)
+    print(done.stdout)
+    if done.returncode != 0:
+        return [f"tec calibrate exited {done.returncode}: {done.stderr}"]
+    with open(report) as f:
+        calibration = json.load(f)
+    failures = []
+    by_layer = {entry["layer"].split("+")[0]: entry for entry in calibration["layers"]}
+    cost_order = ["delayed", "current", "block", "mxfp8"]
+    for entry in calibration["layers"]:
+        errors = entry["errors"]
+        best = min(errors.values())
+        expected = next(r for r in cost_order if r in errors and errors[r] <= 1.25 * best)
+        if entry["chosen"] != expected:
+            failures.append(f"calibrate: {entry['layer']} chose {entry['chosen']}, the rule gives {expected}: {errors}")
+    # fc1 alone in FP8, independently: the reference's quantization of x and W1, then FP32 for the rest.
+    relu = lambda v: np.maximum(v, 0)  # noqa: E731
+    exact = relu(x.astype(np.float64) @ w1) @ w2
+    for recipe in ("current", "block", "mxfp8"):
+        xq, wq = reference(recipe, x, w1)
+        alone = relu(xq.astype(np.float64) @ wq) @ w2
+        ours = np.linalg.norm(alone - exact) / np.linalg.norm(exact)
+        theirs = by_layer.get("fc1", {}).get("errors", {}).get(recipe)
+        print(f"fc1 alone under {recipe}: error {ours:.3e} here, {theirs} from tec calibrate")
+        if theirs is None or not abs(theirs - ours) <= 0.05 * ours + 1e-6:
+            failures.append(f"calibrate: fc1 under {recipe}: {theirs}, the reference gives {ours:.3e}")
+    if by_layer.get("fc1", {}).get("chosen") not in ("block", "mxfp8"):
+        failures.append(f"calibrate: outliers should make fc1 block-scaled: {by_layer.get('fc1')}")
+    compiled = subprocess.run([tec, path, "--target", "cpu", "--fp8=all", "--fp8-emulate", "--fp8-recipe",
+                               calibration["fp8_recipe"], "-o", os.path.join(tmp, "calibrated.tecplan")],
+                              capture_output=True, text=True)
+    if compiled.returncode != 0:
+        failures.append(f"calibrate's --fp8-recipe '{calibration['fp8_recipe']}' does not compile: {compiled.stderr}")
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tec", required=True)
@@ -275,6 +337,7 @@ def main():
                 if not plain > 0:
                     failures.append(f"{recipe} K={k}: no FP8 rounding at all")
         failures += check_block_health(args.tec, args.models, tmp, rng)
+        failures += check_calibration(args.tec, tmp, rng)
     if failures:
         print("\n".join(["FAILED:"] + failures))
         return 1

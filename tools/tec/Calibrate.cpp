@@ -1,9 +1,19 @@
 // tec calibrate plan.tecplan: fill the FP8 amax histories from sample inputs and freeze the scales.
+// tec calibrate model.onnx: measure each GEMM layer's FP8 error under each recipe, and choose per layer.
 #include "Cli.h"
 
 #include "api/Compile.h"
 #include "api/TensorFiles.h"
+#include "runtime/PlanFile.h"
 
+#include "api/CompileIR.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/Regex.h"
+
+#include <cmath>
+#include <map>
 #include <random>
 
 namespace cl = llvm::cl;
@@ -15,8 +25,14 @@ cl::SubCommand &calibrateSubcommand() {
   return sub;
 }
 
-cl::opt<std::string> calibratePlan(cl::Positional, cl::desc("<model.tecplan>"), cl::Required,
+cl::opt<std::string> calibratePlan(cl::Positional, cl::desc("<model.tecplan | model.onnx>"), cl::Required,
                                    cl::sub(calibrateSubcommand()), cl::cat(category()));
+
+cl::opt<std::string> calibrateTarget("target", cl::desc("with a model: the target whose FP8 recipes are compared"),
+                                     cl::init("sm_90"), cl::sub(calibrateSubcommand()), cl::cat(category()));
+
+cl::opt<std::string> calibrateJson("json", cl::desc("with a model: also write each layer's errors and choice as JSON"),
+                                   cl::value_desc("file"), cl::sub(calibrateSubcommand()), cl::cat(category()));
 
 cl::list<std::string> calibrateInputs("input", cl::desc("a sample input from .npy or .pb (repeatable; others random)"),
                                       cl::value_desc("name=file"), cl::sub(calibrateSubcommand()), cl::cat(category()));
@@ -60,7 +76,181 @@ void freezeState(tec::plan::Variant &v) {
   v.mutable_steps()->Swap(&steps);
 }
 
+namespace {
+
+/// The recipes by their cost on a GPU, cheapest first: a per-tensor scale from the history (delayed), from
+/// this step's amax (current: one more pass over the tensor), a scale per block (block scaling, MXFP8).
+constexpr tec::Fp8Recipe kRecipesByCost[] = {tec::Fp8Recipe::Delayed, tec::Fp8Recipe::Current, tec::Fp8Recipe::Block,
+                                             tec::Fp8Recipe::Mxfp8};
+
+/// A recipe whose error is within this factor of a layer's most accurate one is as good: the cheapest such
+/// is chosen.
+constexpr double kAsGoodAs = 1.25;
+
+/// The cheapest recipe of a layer as good as its most accurate (errors by recipe, each measured).
+tec::Fp8Recipe chooseRecipe(const std::map<tec::Fp8Recipe, double> &errors) {
+  double best = INFINITY;
+  for (const auto &[recipe, error] : errors)
+    best = std::min(best, error);
+  for (tec::Fp8Recipe recipe : kRecipesByCost)
+    if (auto it = errors.find(recipe); it != errors.end() && it->second <= kAsGoodAs * best)
+      return recipe;
+  return errors.begin()->first;
+}
+
+/// The model's f32 outputs on the samples, compiled with `options` into `plan` and run --steps times (delayed
+/// scaling's history filled by the runs before the last).
+llvm::Expected<std::vector<float>> outputsUnder(const tec::CompileOptions &options, const std::string &plan) {
+  if (std::optional<tec::ApiError> error = tec::compileToPlanFile(calibratePlan, options, plan))
+    return llvm::createStringError(error->message);
+  auto session = tec::Session::open(plan);
+  if (!session.ok())
+    return llvm::createStringError(session.error().message());
+  for (int step = 0; step < std::max(1, calibrateSteps.getValue()); ++step) {
+    if (bindInputs(**session, calibrateInputs, calibrateSeed + step, /*quiet=*/true))
+      return llvm::createStringError("the samples (--input) could not be bound");
+    if (tec::Status st = (*session)->run(); !st.ok())
+      return llvm::createStringError(st.message());
+  }
+  std::vector<float> values;
+  for (size_t i = 0; i < (*session)->outputs().size(); ++i) {
+    const auto &out = (*session)->outputs()[i];
+    if (out.dtype != tec::plan::F32)
+      continue;
+    const float *data = static_cast<const float *>((*session)->outputData(i));
+    values.insert(values.end(), data, data + out.bytes / sizeof(float));
+  }
+  return values;
+}
+
+/// ||y - reference|| / ||reference||.
+double relativeError(const std::vector<float> &y, const std::vector<float> &reference) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < y.size() && i < reference.size(); ++i) {
+    diff += (double(y[i]) - reference[i]) * (double(y[i]) - reference[i]);
+    norm += double(reference[i]) * reference[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-300));
+}
+
+/// `tec calibrate model.onnx`: each FP8-eligible GEMM layer alone in FP8 (emulated on the cpu, bit for bit
+/// the GPU's quantization), under each recipe `--target` runs, its error at the model's outputs against
+/// FP32 on the samples; per layer the cheapest recipe within kAsGoodAs of the most accurate, printed as the
+/// --fp8-recipe to compile with.
+int calibrateRecipes() {
+  tec::CompileOptions fp32;
+  if (auto err = parseInputOptions(fp32.import)) {
+    llvm::errs() << "error: " << llvm::toString(std::move(err)) << "\n";
+    return kExitBadInput;
+  }
+  if (auto known = tec::resolveTargets(calibrateTarget); !known || known->size() != 1) {
+    llvm::errs() << "error: --target " << calibrateTarget << ": "
+                 << (known ? "expected one target" : llvm::toString(known.takeError())) << "\n";
+    return kExitBadInput;
+  }
+  fp32.pipeline.fp8.mode = tec::Fp8Mode::None;
+  tec::CompileOptions fp8 = fp32;
+  fp8.pipeline.fp8.mode = tec::Fp8Mode::All;
+  fp8.pipeline.fp8Emulate = true;
+  // The layers that run in FP8: the per-layer table of a compile with every eligible GEMM in FP8.
+  mlir::MLIRContext context;
+  context.printOpOnDiagnostic(false);
+  auto compiled = tec::compileModel(context, calibratePlan, fp8);
+  if (!compiled)
+    return reportCompileError(compiled.takeError());
+  std::vector<std::string> layers, firstNodes;
+  for (const auto &l : (*compiled)->layers)
+    if (!l.layer.empty() && !l.perTarget.empty() && llvm::StringRef(l.perTarget.front().second).starts_with("fp8")) {
+      layers.push_back(l.layer);
+      firstNodes.push_back(llvm::StringRef(l.layer).split('+').first.str());
+    }
+  if (layers.empty()) {
+    llvm::errs() << "error: " << calibratePlan << ": no GEMM can run in FP8 (K and N must be multiples of 16)\n";
+    return kExitBadInput;
+  }
+  llvm::SmallString<128> folder;
+  llvm::sys::fs::createUniqueDirectory("tec-calibrate", folder);
+  auto cleanup = llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(folder); });
+  const std::string plan = (folder + "/calibrate.tecplan").str();
+  auto reference = outputsUnder(fp32, plan);
+  if (!reference) {
+    llvm::errs() << "error: " << calibratePlan << ": " << llvm::toString(reference.takeError()) << "\n";
+    return kExitInternal;
+  }
+  std::vector<std::map<tec::Fp8Recipe, double>> errors(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    std::vector<std::string> others;
+    for (size_t j = 0; j < layers.size(); ++j)
+      if (j != i)
+        others.push_back(llvm::Regex::escape(firstNodes[j]));
+    for (tec::Fp8Recipe recipe : kRecipesByCost) {
+      if (!tec::fp8RecipeRunsOn(recipe, calibrateTarget))
+        continue;
+      tec::CompileOptions alone = fp8;
+      alone.pipeline.fp8.recipe = tec::choiceName(recipe);
+      alone.pipeline.fp8.keepPrecision = others.empty() ? "" : "^(" + llvm::join(others, "|") + ")$";
+      auto y = outputsUnder(alone, plan);
+      if (!y) {
+        llvm::errs() << "error: " << calibratePlan << ": layer " << layers[i] << ", " << tec::choiceName(recipe) << ": "
+                     << llvm::toString(y.takeError()) << "\n";
+        return kExitInternal;
+      }
+      errors[i][recipe] = relativeError(*y, *reference);
+    }
+  }
+  // The choice per layer, the most common one as the default.
+  std::vector<tec::Fp8Recipe> chosen;
+  std::map<tec::Fp8Recipe, int> votes;
+  for (const auto &e : errors)
+    ++votes[chosen.emplace_back(chooseRecipe(e))];
+  const tec::Fp8Recipe common =
+      std::max_element(votes.begin(), votes.end(), [](auto &a, auto &b) { return a.second < b.second; })->first;
+  std::string spec = tec::choiceName(common);
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (chosen[i] != common)
+      spec += ";^" + llvm::Regex::escape(firstNodes[i]) + "$=" + tec::choiceName(chosen[i]);
+  llvm::outs() << "FP8 error at the outputs against FP32, each layer alone in FP8 (" << calibrateSteps
+               << " runs on the samples; recipes " << calibrateTarget << " runs):\n"
+               << llvm::formatv("  {0,-44}", "layer");
+  for (tec::Fp8Recipe recipe : kRecipesByCost)
+    if (tec::fp8RecipeRunsOn(recipe, calibrateTarget))
+      llvm::outs() << llvm::formatv("{0,11}", tec::choiceName(recipe));
+  llvm::outs() << "   chosen\n";
+  for (size_t i = 0; i < layers.size(); ++i) {
+    llvm::outs() << llvm::formatv("  {0,-44}", layers[i]);
+    for (const auto &[recipe, error] : errors[i])
+      llvm::outs() << llvm::formatv("{0,11:e2}", error);
+    llvm::outs() << "   " << tec::choiceName(chosen[i]) << "\n";
+  }
+  llvm::outs() << llvm::formatv("the cheapest recipe within {0:f2}x of each layer's most accurate; compile with:\n", kAsGoodAs)
+               << "  --fp8-recipe '" << spec << "'\n";
+  if (!calibrateJson.empty()) {
+    std::string json = "{\"target\": \"" + calibrateTarget + "\", \"fp8_recipe\": \"" + llvm::join(llvm::split(spec, "\\"), "\\\\") +
+                       "\", \"layers\": [";
+    for (size_t i = 0; i < layers.size(); ++i) {
+      json += std::string(i ? ", " : "") + "{\"layer\": \"" + layers[i] + "\", \"chosen\": \"" + tec::choiceName(chosen[i]) +
+              "\", \"errors\": {";
+      bool first = true;
+      for (const auto &[recipe, error] : errors[i]) {
+        json += llvm::formatv("{0}\"{1}\": {2:e6}", first ? "" : ", ", tec::choiceName(recipe), error).str();
+        first = false;
+      }
+      json += "}}";
+    }
+    json += "]}\n";
+    if (tec::Status st = tec::writeFileAtomically(calibrateJson, json); !st.ok()) {
+      llvm::errs() << "error: " << st.message() << "\n";
+      return kExitBadInput;
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
 int calibrate() {
+  if (llvm::StringRef(calibratePlan).ends_with(".onnx"))
+    return calibrateRecipes();
   auto file = tec::PlanFile::open(calibratePlan);
   if (!file.ok()) {
     llvm::errs() << "error: " << file.error().message() << "\n";

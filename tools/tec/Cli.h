@@ -64,6 +64,8 @@ std::string commonFlagsError();
 /// Refuses an output that is one of the command's inputs (by any path): writing it would destroy the
 /// user's file. 0 or the exit code.
 int refuseOverwrite(const std::string &flag, const std::string &output, const std::string &input);
+/// --shape and --freeze-input into `options` (`tec model.onnx`'s; `tec calibrate model.onnx` takes --shape).
+llvm::Error parseInputOptions(tec::ImportOptions &options);
 using tec::bytesString;
 using tec::memoryLine;
 using tec::shapeString;

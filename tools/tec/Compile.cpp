@@ -24,7 +24,8 @@ cl::opt<std::string> outputPath("o", cl::desc("where to write the plan (default:
 
 cl::list<std::string> shapes("shape", cl::desc("fix dynamic input dims, e.g. --shape x=64x1024, or symbolic dims by "
                                               "name, e.g. --shape batch=2,sequence=32 (repeatable, or a,b)"),
-                             cl::value_desc("name=AxB"), cl::CommaSeparated, cl::cat(category()));
+                             cl::value_desc("name=AxB"), cl::CommaSeparated, cl::sub(cl::SubCommand::getTopLevel()),
+                             cl::sub(calibrateSubcommand()), cl::cat(category()));
 
 cl::list<std::string> frozenInputs("freeze-input",
                                    cl::desc("fix a graph input's value at compile time (ONNX TensorProto .pb), "
