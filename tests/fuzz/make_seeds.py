@@ -160,6 +160,13 @@ def plan_seeds(tec, seeds):
             out = f"{HERE}/corpus/plan/{name}-{target}-train.tecplan"
             subprocess.run([tec, src, "--target", target, "--fp8=all", "--train", "--loss", "mse", "-o", out],
                            check=True, stdout=subprocess.DEVNULL)
+        # FP8 recipes in the CPU emulation: block-scaled quantizes (read transposed too) and GEMMs, MXFP8's,
+        # current scaling's scale step.
+        src = os.path.join(tmp, "mlp16.onnx")
+        for recipe in ("block", "mxfp8", "current"):
+            out = f"{HERE}/corpus/plan/mlp16-{recipe}-train.tecplan"
+            subprocess.run([tec, src, "--target", "cpu", "--fp8=all", "--fp8-emulate", "--fp8-recipe", recipe, "--train",
+                            "--loss", "mse", "-o", out], check=True, stdout=subprocess.DEVNULL)
 
 
 def fnv1a(data, h=1469598103934665603):
