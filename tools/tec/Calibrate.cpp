@@ -5,6 +5,7 @@
 #include "api/Compile.h"
 #include "api/TensorFiles.h"
 #include "runtime/PlanFile.h"
+#include "support/Targets.h"
 
 #include "api/CompileIR.h"
 
@@ -99,18 +100,26 @@ tec::Fp8Recipe chooseRecipe(const std::map<tec::Fp8Recipe, double> &errors) {
 }
 
 /// The model's f32 outputs on the samples, compiled with `options` into `plan` and run --steps times (delayed
-/// scaling's history filled by the runs before the last).
-llvm::Expected<std::vector<float>> outputsUnder(const tec::CompileOptions &options, const std::string &plan) {
-  if (std::optional<tec::ApiError> error = tec::compileToPlanFile(calibratePlan, options, plan))
-    return llvm::createStringError(error->message);
+/// scaling's history filled by the runs before the last); nullopt with the exit code once the error is said.
+std::optional<std::vector<float>> outputsUnder(const tec::CompileOptions &options, const std::string &plan, int &code) {
+  if (std::optional<tec::ApiError> error = tec::compileToPlanFile(calibratePlan, options, plan)) {
+    code = reportApiError(*error);
+    return std::nullopt;
+  }
   auto session = tec::Session::open(plan);
-  if (!session.ok())
-    return llvm::createStringError(session.error().message());
+  if (!session.ok()) {
+    llvm::errs() << "error: " << session.error().message() << "\n";
+    code = kExitInternal;
+    return std::nullopt;
+  }
   for (int step = 0; step < std::max(1, calibrateSteps.getValue()); ++step) {
-    if (bindInputs(**session, calibrateInputs, calibrateSeed + step, /*quiet=*/true))
-      return llvm::createStringError("the samples (--input) could not be bound");
-    if (tec::Status st = (*session)->run(); !st.ok())
-      return llvm::createStringError(st.message());
+    if ((code = bindInputs(**session, calibrateInputs, calibrateSeed + step, /*quiet=*/true)))
+      return std::nullopt;
+    if (tec::Status st = (*session)->run(); !st.ok()) {
+      llvm::errs() << "error: " << calibratePlan << ": " << st.message() << "\n";
+      code = kExitInternal;
+      return std::nullopt;
+    }
   }
   std::vector<float> values;
   for (size_t i = 0; i < (*session)->outputs().size(); ++i) {
@@ -143,9 +152,15 @@ int calibrateRecipes() {
     llvm::errs() << "error: " << llvm::toString(std::move(err)) << "\n";
     return kExitBadInput;
   }
-  if (auto known = tec::resolveTargets(calibrateTarget); !known || known->size() != 1) {
-    llvm::errs() << "error: --target " << calibrateTarget << ": "
-                 << (known ? "expected one target" : llvm::toString(known.takeError())) << "\n";
+  auto known = tec::resolveTargets(calibrateTarget);
+  if (!known) {
+    llvm::errs() << "error: " << llvm::toString(known.takeError()) << "\n";
+    return kExitBadInput;
+  }
+  const tec::TargetCapability *target = known->size() == 1 ? tec::lookupTarget(known->front()) : nullptr;
+  if (!target || (target->name != "cpu" && target->gemms != tec::GemmPrecision::Fp8)) {
+    llvm::errs() << "error: --target " << calibrateTarget << ": expected one target with FP8 GEMMs (sm_89 and later, "
+                 << "or cpu for every recipe)" << (target ? ": " + std::string(target->note) : std::string()) << "\n";
     return kExitBadInput;
   }
   fp32.pipeline.fp8.mode = tec::Fp8Mode::None;
@@ -172,11 +187,10 @@ int calibrateRecipes() {
   llvm::sys::fs::createUniqueDirectory("tec-calibrate", folder);
   auto cleanup = llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(folder); });
   const std::string plan = (folder + "/calibrate.tecplan").str();
-  auto reference = outputsUnder(fp32, plan);
-  if (!reference) {
-    llvm::errs() << "error: " << calibratePlan << ": " << llvm::toString(reference.takeError()) << "\n";
-    return kExitInternal;
-  }
+  int code = 0;
+  auto reference = outputsUnder(fp32, plan, code);
+  if (!reference)
+    return code;
   std::vector<std::map<tec::Fp8Recipe, double>> errors(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
     std::vector<std::string> others;
@@ -189,12 +203,9 @@ int calibrateRecipes() {
       tec::CompileOptions alone = fp8;
       alone.pipeline.fp8.recipe = tec::choiceName(recipe);
       alone.pipeline.fp8.keepPrecision = others.empty() ? "" : "^(" + llvm::join(others, "|") + ")$";
-      auto y = outputsUnder(alone, plan);
-      if (!y) {
-        llvm::errs() << "error: " << calibratePlan << ": layer " << layers[i] << ", " << tec::choiceName(recipe) << ": "
-                     << llvm::toString(y.takeError()) << "\n";
-        return kExitInternal;
-      }
+      auto y = outputsUnder(alone, plan, code);
+      if (!y)
+        return code;
       errors[i][recipe] = relativeError(*y, *reference);
     }
   }
