@@ -101,7 +101,7 @@ def plot(out, suffix, title, rows):
     ax.set_yscale("log")
     ax.set_ylabel("distillation loss (MSE)")
     ax.set_title(title)
-    ax.legend()
+    ax.legend(fontsize="small", ncol=2)
     gap.axhline(0, color="gray", linewidth=0.5)
     gap.set_xlabel("step")
     gap.set_ylabel("vs FP32 (%, mean of 20)")
