@@ -105,17 +105,19 @@ std::pair<Fp8Recipe, std::string> recipeOn(Fp8Recipe asked, const TargetCapabili
   std::string why;
   Fp8Recipe recipe = asked;
   for (std::string blocker; !(blocker = recipeBlocker(recipe, target)).empty();) {
-    why += (why.empty() ? "" : "; ") + std::string(choiceName(recipe)) + " " + blocker;
+    why += (why.empty() ? "" : "; ") + std::string(choiceName(recipe)) + ": " + blocker;
     recipe = recipe == Fp8Recipe::Mxfp8 ? Fp8Recipe::Block : Fp8Recipe::Current;
   }
   return {recipe, why};
 }
 
+bool isBlockRecipe(Fp8Recipe r) { return r == Fp8Recipe::Block || r == Fp8Recipe::Mxfp8; }
+
 /// An operand's blocks under a block recipe: runs along K (the operand's last dim, or its first for a
 /// weight read as [K, N]), 128 long under block scaling, 32 under MXFP8; a weight under block scaling in
 /// 128x128 tiles (TE's 2-D weight scaling: its transpose has the same scales).
 OperandScaling operandScaling(Fp8Recipe recipe, bool kIsLast, bool isWeight) {
-  if (recipe != Fp8Recipe::Block && recipe != Fp8Recipe::Mxfp8)
+  if (!isBlockRecipe(recipe))
     return {recipe};
   const int64_t length = recipe == Fp8Recipe::Block ? 128 : 32;
   if (recipe == Fp8Recipe::Block && isWeight)
@@ -141,8 +143,6 @@ std::string recipeText(const OperandScaling &x, const OperandScaling &w, StringR
   }
   return "";
 }
-
-bool isBlockRecipe(Fp8Recipe r) { return r == Fp8Recipe::Block || r == Fp8Recipe::Mxfp8; }
 
 /// A GEMM operand in FP8: the codes, their scale_inv (one, or one per block) and how they were made.
 struct QuantizedOperand {
