@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -61,6 +62,31 @@ TEST(Fp8Exhaustive, E5M2MatchesCudaOnAllFloats) {
   EXPECT_FALSE(bad.has_value()) << "first mismatch at float bits 0x" << std::hex << *bad;
 }
 
+// MXFP8's block scale for every amax: the smallest power of two 2^e with amax / 2^e <= fp8_max is E8M0's
+// encoding of amax / fp8_max rounded toward +inf (NVIDIA's __nv_cvt_float_to_e8m0 with cudaRoundPosInf,
+// saturating to 2^127). The quotient in double keeps which side of a power of two it lies on; one that
+// would be a float subnormal (its rounding could land on 2^-127 itself) is taken 2^64 larger and its code
+// 64 smaller, E8M0's smallest code, 2^-127, the floor.
+TEST(Fp8Exhaustive, Mxfp8ScaleMatchesCudaOnAllAmaxes) {
+  for (float fp8Max : {kE4M3Max, kE5M2Max}) {
+    auto bad = firstMismatch([fp8Max](uint32_t bits) {
+      if (bits >> 31)
+        return true; // an amax is never negative
+      const float amax = bitsToFloat(bits);
+      const double ratio = static_cast<double>(amax) / fp8Max;
+      int expected;
+      if (ratio < 0x1p-120) {
+        const int scaled = __nv_cvt_float_to_e8m0(static_cast<float>(ratio * 0x1p64), __NV_SATFINITE, cudaRoundPosInf);
+        expected = amax == 0.0f ? 0 : std::max(0, scaled - 64);
+      } else {
+        expected = __nv_cvt_float_to_e8m0(static_cast<float>(ratio), __NV_SATFINITE, cudaRoundPosInf);
+      }
+      return e8m0FromAmax(amax, fp8Max) == expected;
+    });
+    EXPECT_FALSE(bad.has_value()) << "fp8_max " << fp8Max << ": first mismatch at amax bits 0x" << std::hex << *bad;
+  }
+}
+
 TEST(Fp8Exhaustive, DecodingMatchesCudaForEveryCode) {
   for (int code = 0; code < 256; ++code)
     for (auto [format, cuda] : {std::pair{Fp8Format::E4M3, __NV_E4M3}, std::pair{Fp8Format::E5M2, __NV_E5M2}}) {
@@ -96,6 +122,7 @@ TEST(HalfExhaustive, F16AndBf16MatchCudaOnAllFloats) {
 TEST(Fp8Exhaustive, E4M3MatchesCudaOnAllFloats) { GTEST_SKIP() << "cuda_fp8.h not found: no oracle"; }
 TEST(Fp8Exhaustive, E5M2MatchesCudaOnAllFloats) { GTEST_SKIP() << "cuda_fp8.h not found: no oracle"; }
 TEST(Fp8Exhaustive, DecodingMatchesCudaForEveryCode) { GTEST_SKIP() << "cuda_fp8.h not found: no oracle"; }
+TEST(Fp8Exhaustive, Mxfp8ScaleMatchesCudaOnAllAmaxes) { GTEST_SKIP() << "cuda_fp8.h not found: no oracle"; }
 TEST(HalfExhaustive, F16AndBf16MatchCudaOnAllFloats) { GTEST_SKIP() << "cuda_fp16.h not found: no oracle"; }
 
 #endif
