@@ -124,31 +124,41 @@ void quantizeBlocks(const float *x, uint8_t *y, float *scaleInv, int64_t rows, i
                     int64_t *saturated, int64_t *flushed) {
   const int64_t bands = (rows + blockRows - 1) / blockRows, blocksPerBand = (cols + blockCols - 1) / blockCols;
   const float limit = fp8Max(format);
-  auto at = [&](int64_t r, int64_t c) { return transposed ? x[c * rows + r] : x[r * cols + c]; };
   std::atomic<int64_t> saturatedCount{0}, flushedCount{0};
-  // A band of blocks per task: each block's amax, then its values, while they are in cache.
-  parallelFor(bands, 1, [&](int64_t begin, int64_t end) {
+  // Tasks of whole bands (at least 64 rows): a transposed source is read a slab at a time along its rows
+  // into the result's layout; then each block's amax and its values, row segment by row segment, with the
+  // vectorized amax and quantize of the per-tensor path.
+  parallelFor(bands, std::max<int64_t>(1, 64 / blockRows), [&](int64_t begin, int64_t end) {
+    const int64_t first = begin * blockRows, last = std::min(rows, end * blockRows);
+    std::vector<float> slab;
+    const float *source = x + first * cols;
+    if (transposed) {
+      slab.resize((last - first) * cols);
+      for (int64_t c = 0; c < cols; ++c)
+        for (int64_t r = first; r < last; ++r)
+          slab[(r - first) * cols + c] = x[c * rows + r];
+      source = slab.data();
+    }
     int64_t sat = 0, flush = 0;
     for (int64_t band = begin; band < end; ++band) {
       const int64_t r0 = band * blockRows, r1 = std::min(rows, r0 + blockRows);
       for (int64_t block = 0; block < blocksPerBand; ++block) {
-        const int64_t c0 = block * blockCols, c1 = std::min(cols, c0 + blockCols);
-        float a = 0.0f;
+        const int64_t c0 = block * blockCols, width = std::min(cols, c0 + blockCols) - c0;
+        uint32_t largest = 0;
         for (int64_t r = r0; r < r1; ++r)
-          for (int64_t c = c0; c < c1; ++c)
-            a = maxAbsNanWins(a, at(r, c));
-        const BlockScales s = blockScales(a, limit, kind, epsilon);
+          largest = std::max(largest, amaxBits(source + (r - first) * cols + c0, width));
+        const BlockScales s = blockScales(amaxFromBits(largest), limit, kind, epsilon);
         scaleInv[band * blocksPerBand + block] = s.scaleInv;
-        for (int64_t r = r0; r < r1; ++r)
-          for (int64_t c = c0; c < c1; ++c) {
-            const float v = at(r, c) * s.scale;
-            const uint8_t code = floatToFp8Branchless(v, format);
-            y[r * cols + c] = code;
-            if (saturated) {
-              sat += std::fabs(v) > limit && std::fabs(v) <= FLT_MAX;
-              flush += v != 0.0f && (code & 0x7F) == 0;
-            }
-          }
+        for (int64_t r = r0; r < r1; ++r) {
+          const float *in = source + (r - first) * cols + c0;
+          uint8_t *out = y + r * cols + c0;
+          if (format == Fp8Format::E4M3)
+            saturated ? quantizeChunk<Fp8Format::E4M3, true>(in, s.scale, out, width, sat, flush)
+                      : quantizeChunk<Fp8Format::E4M3, false>(in, s.scale, out, width, sat, flush);
+          else
+            saturated ? quantizeChunk<Fp8Format::E5M2, true>(in, s.scale, out, width, sat, flush)
+                      : quantizeChunk<Fp8Format::E5M2, false>(in, s.scale, out, width, sat, flush);
+        }
       }
     }
     saturatedCount += sat, flushedCount += flush;
