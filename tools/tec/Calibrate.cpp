@@ -4,7 +4,6 @@
 
 #include "api/Compile.h"
 #include "api/TensorFiles.h"
-#include "runtime/PlanFile.h"
 #include "support/Targets.h"
 
 #include "api/CompileIR.h"
