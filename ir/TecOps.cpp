@@ -877,15 +877,21 @@ LogicalResult DequantizeOp::verify() {
   return success();
 }
 
+/// Shared by tec.fp8_gemm and tec.fp8_block_gemm: the epilogue, the operands' formats, bias and shapes.
+static LogicalResult verifyFp8Gemm(Operation *op, StringRef epilogue, Value input, Value weight, Value bias,
+                                   bool transposeB) {
+  if (failed(verifyEpilogue(op, epilogue)))
+    return failure();
+  if (llvm::isa<Float8E5M2Type>(rankedType(input).getElementType()) &&
+      llvm::isa<Float8E5M2Type>(rankedType(weight).getElementType()))
+    return op->emitOpError("expected at most one f8E5M2 operand, got two (cuBLASLt has no E5M2 x E5M2 GEMM)");
+  if (bias && failed(verifySameElementType(op, bias, "bias")))
+    return failure();
+  return verifyLinearShapes(op, input, weight, bias, transposeB);
+}
+
 LogicalResult Fp8GemmOp::verify() {
-  if (failed(verifyEpilogue(*this, getEpilogue())))
-    return failure();
-  if (llvm::isa<Float8E5M2Type>(getInput().getType().getElementType()) &&
-      llvm::isa<Float8E5M2Type>(getWeight().getType().getElementType()))
-    return emitOpError("expected at most one f8E5M2 operand, got two (cuBLASLt has no E5M2 x E5M2 GEMM)");
-  if (getBias() && failed(verifySameElementType(*this, getBias(), "bias")))
-    return failure();
-  return verifyLinearShapes(*this, getInput(), getWeight(), getBias(), getTransposeB());
+  return verifyFp8Gemm(*this, getEpilogue(), getInput(), getWeight(), getBias(), getTransposeB());
 }
 
 LogicalResult CurrentScalingOp::verify() {
@@ -933,14 +939,7 @@ LogicalResult QuantizeBlocksOp::verify() {
 }
 
 LogicalResult Fp8BlockGemmOp::verify() {
-  if (failed(verifyEpilogue(*this, getEpilogue())))
-    return failure();
-  if (llvm::isa<Float8E5M2Type>(getInput().getType().getElementType()) &&
-      llvm::isa<Float8E5M2Type>(getWeight().getType().getElementType()))
-    return emitOpError("expected at most one f8E5M2 operand, got two (cuBLASLt has no E5M2 x E5M2 GEMM)");
-  if (getBias() && failed(verifySameElementType(*this, getBias(), "bias")))
-    return failure();
-  if (failed(verifyLinearShapes(*this, getInput(), getWeight(), getBias(), getTransposeB())) ||
+  if (failed(verifyFp8Gemm(*this, getEpilogue(), getInput(), getWeight(), getBias(), getTransposeB())) ||
       failed(verifyBlock(*this, getInputBlock(), "input_block")) ||
       failed(verifyBlock(*this, getWeightBlock(), "weight_block")) ||
       failed(verifyBlockScales(*this, getInput(), getInputScaleInv(), getInputBlock(), "input_scale_inv")) ||
