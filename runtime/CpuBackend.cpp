@@ -32,17 +32,18 @@ float *CpuBackend::floatOut(int i) {
   return src;
 }
 
-/// GEMMs, convolutions and attention need a BLAS; GEMMs but fp8_gemm (whose operands are FP8 codes) floats.
+/// GEMMs, convolutions and attention need a BLAS; GEMMs but the FP8 ones (whose operands are FP8 codes) floats.
 Status CpuBackend::supports(const plan::Variant &v, const plan::Step &s) const {
   if (Status st = Backend::supports(v, s); !st.ok())
     return st;
   const std::string &k = s.kernel();
-  const bool gemm = k == "matmul" || k == "linear" || k == "gemm" || k == "fp8_gemm";
+  const bool fp8Gemm = k == "fp8_gemm" || k == "fp8_block_gemm";
+  const bool gemm = k == "matmul" || k == "linear" || k == "gemm" || fp8Gemm;
   const bool usesBlas = k == "conv" || k == "conv_input_grad" || k == "conv_weight_grad" || k.rfind("attention", 0) == 0;
   if ((gemm || usesBlas) && !k::blas().loaded)
     return Status::error("step '" + k + "' (from " + s.source() + ") needs BLAS: " + k::blas().library);
   for (int i : s.inputs())
-    if (gemm && k != "fp8_gemm" && !isFloat(v.buffers(i).dtype()))
+    if (gemm && !fp8Gemm && !isFloat(v.buffers(i).dtype()))
       return Status::error("step '" + k + "' (from " + s.source() + ") needs float operands");
   return Status::success();
 }
