@@ -85,8 +85,8 @@ Fp8Recipe recipeAsked(const RecipePolicy &policy, Location loc, const TargetCapa
 }
 
 /// Why `target` cannot run `recipe`, or "". The cpu emulates every recipe; a GPU with FP8 runs delayed and
-/// current scaling. Block scaling needs Hopper's cuBLASLt block scale modes (sm_90, cuBLASLt 12.9) and
-/// MXFP8 Blackwell's block-scaled tensor cores (sm_100), and neither is wired into tec's CUDA backend yet.
+/// current scaling. As in Transformer Engine, block scaling needs Hopper (sm_90) and MXFP8 Blackwell
+/// (sm_100), whose tensor cores they are made for; tec's CUDA backend runs both on its own block-scaled GEMM.
 /// A target without FP8 loses it in tec-lower-for-target, whatever the recipe.
 std::string recipeBlocker(Fp8Recipe recipe, const TargetCapability &target) {
   if (target.name == "cpu" || target.gemms != GemmPrecision::Fp8 || recipe == Fp8Recipe::Delayed ||
@@ -95,8 +95,8 @@ std::string recipeBlocker(Fp8Recipe recipe, const TargetCapability &target) {
   if (recipe == Fp8Recipe::Mxfp8 && target.sm < 100)
     return "needs sm_100 (Blackwell)";
   if (recipe == Fp8Recipe::Block && target.sm < 90)
-    return "needs sm_90 (Hopper) with cuBLASLt 12.9";
-  return "tec's CUDA backend has no block-scaled GEMM yet";
+    return "needs sm_90 (Hopper)";
+  return "";
 }
 
 /// The recipe a GEMM runs: the one asked for, or the first of the chain after it (mxfp8, block, current)

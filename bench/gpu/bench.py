@@ -63,10 +63,28 @@ def median_ms(step, steps, warmup):
     return times[len(times) // 2]
 
 
-def torch_gemm_tflops(size, fp8, iterations=50):
+def block_scaled_mm(a8, b8, size):
+    """torch._scaled_mm with Float8BlockScaling's scales (1x128 for a, 128x128 for b, all 1), in the first
+    scale layout this torch takes (its blockwise layouts differ by version); raises if it takes none."""
+    rows, tiles = torch.ones(size, size // 128, device="cuda"), torch.ones(size // 128, size // 128, device="cuda")
+    outer_major = lambda s: s.t().contiguous().t()  # noqa: E731
+    errors = []
+    for scale_a, scale_b in [(outer_major(rows), tiles), (rows, tiles), (outer_major(rows), outer_major(tiles))]:
+        run = lambda: torch._scaled_mm(a8, b8, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)  # noqa: E731,B023
+        try:
+            run()
+            return run
+        except (RuntimeError, ValueError) as e:
+            errors.append(str(e).splitlines()[0])
+    raise RuntimeError("; ".join(errors))
+
+
+def torch_gemm_tflops(size, gemm, iterations=50):
     a = torch.randn(size, size, device="cuda")
     b = torch.randn(size, size, device="cuda")
-    if fp8:
+    if gemm.startswith("fp8_block"):
+        run = block_scaled_mm(a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t(), size)
+    elif gemm.startswith("fp8"):
         a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t()  # b column-major: TN
         one = torch.ones((), device="cuda")
         run = lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
@@ -222,8 +240,12 @@ def main():
         for line in gemm.stdout.splitlines():
             g = json.loads(line)
             if "tflops" in g:
-                g["torch_tflops"] = torch_gemm_tflops(g["size"], g["gemm"].startswith("fp8"))
-                g["ratio_vs_torch"] = g["tflops"] / g["torch_tflops"]
+                try:
+                    g["torch_tflops"] = torch_gemm_tflops(g["size"], g["gemm"])
+                    g["ratio_vs_torch"] = g["tflops"] / g["torch_tflops"]
+                except RuntimeError as e:  # a torch without this GEMM (block scales): tec's number alone
+                    g["torch_error"] = str(e)
+                    print(f"gemm {g['gemm']} {g['size']}^3: torch cannot run it: {e}", flush=True)
             if g["gemm"].startswith("fp8") and "tflops" in g:
                 g["share_of_fp8_peak"] = g["tflops"] / FP8_PEAK_TFLOPS
             result["gemm"].append(g)

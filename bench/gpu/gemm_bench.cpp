@@ -1,6 +1,9 @@
 // Raw GEMM throughput through tec's cuBLASLt path (kernels/cuda/Gemm.h): FP8 E4M3 x E4M3 -> BF16 (the
-// forward GEMM of an FP8 Linear, TN, fast accumulation) and BF16 x BF16 -> BF16, square sizes. Prints
-// one JSON object per case; bench/gpu/bench.py runs torch._scaled_mm and torch.matmul beside it.
+// forward GEMM of an FP8 Linear, TN, fast accumulation) and BF16 x BF16 -> BF16, square sizes; and tec's
+// block-scaled FP8 GEMM (Transformer Engine's Float8BlockScaling: 1x128 activation blocks, 128x128 weight
+// tiles) at 4096. Prints one JSON object per case; bench/gpu/bench.py runs torch._scaled_mm (with the same
+// block scales for the block-scaled case) and torch.matmul beside it.
+#include "kernels/cuda/Fp8Kernels.h"
 #include "kernels/cuda/Gemm.h"
 
 #include <cublasLt.h>
@@ -12,6 +15,53 @@
 
 namespace kc = tec::kernels::cuda;
 using tec::kernels::ElementType;
+
+/// tec's block-scaled GEMM, y[n, n] (bf16) = x[n, n] · w[n, n]ᵀ with every block scale 1 (the codes as
+/// tec-gemm-bench's FP8 case: small normal values; the kernel's time does not depend on them).
+void blockScaledGemm(int64_t size, int iterations, cudaStream_t stream) {
+  const int64_t blocks = size / 128;
+  uint8_t *x, *w;
+  float *xScales, *wScales;
+  void *y;
+  cudaMalloc(&x, size * size);
+  cudaMalloc(&w, size * size);
+  cudaMalloc(&y, size * size * 2);
+  cudaMalloc(&xScales, size * blocks * sizeof(float));
+  cudaMalloc(&wScales, blocks * blocks * sizeof(float));
+  cudaMemset(x, 0x38, size * size); // E4M3 1.0
+  cudaMemset(w, 0x30, size * size); // E4M3 0.5
+  std::vector<float> ones(size * blocks, 1.0f);
+  cudaMemcpy(xScales, ones.data(), size * blocks * sizeof(float), cudaMemcpyHostToDevice);
+  cudaMemcpy(wScales, ones.data(), blocks * blocks * sizeof(float), cudaMemcpyHostToDevice);
+  auto run = [&] {
+    kc::fp8BlockGemm(x, xScales, 1, 128, tec::kernels::Fp8Format::E4M3, w, wScales, 128, 128,
+                     tec::kernels::Fp8Format::E4M3, /*transposeB=*/true, {}, kc::Ref{y, ElementType::BF16}, size, size,
+                     size, tec::kernels::Epilogue::None, stream);
+  };
+  run();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start, stream);
+  for (int i = 0; i < iterations; ++i)
+    run();
+  cudaEventRecord(stop, stream);
+  cudaEventSynchronize(stop);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  const cudaError_t status = cudaGetLastError();
+  const double seconds = ms / 1e3 / iterations;
+  if (status != cudaSuccess)
+    std::printf("{\"gemm\": \"fp8_block_1x128_128x128\", \"size\": %lld, \"ok\": false, \"error\": \"%s\"}\n",
+                static_cast<long long>(size), cudaGetErrorString(status));
+  else
+    std::printf("{\"gemm\": \"fp8_block_1x128_128x128\", \"size\": %lld, \"ok\": true, \"ms\": %.4f, "
+                "\"tflops\": %.1f, \"kernel\": \"tec\"}\n",
+                static_cast<long long>(size), seconds * 1e3, 2.0 * size * size * size / seconds / 1e12);
+  for (void *p : {static_cast<void *>(x), static_cast<void *>(w), y, static_cast<void *>(xScales),
+                  static_cast<void *>(wScales)})
+    cudaFree(p);
+}
 
 int main(int argc, char **argv) {
   int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
@@ -101,5 +151,6 @@ int main(int argc, char **argv) {
         cudaFree(p);
     }
   }
+  blockScaledGemm(4096, iterations, stream);
   return 0;
 }

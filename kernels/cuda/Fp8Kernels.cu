@@ -53,11 +53,30 @@ __device__ void finishQuantizeBlock(float local, unsigned long long saturated, u
     atomicMaxAbs(amax, shared[0]);
 }
 
+/// Current scaling taken into its quantize: every block computes the scale from this step's amax, the first
+/// writes it and its inverse (the current_scaling kernel's values, bit for bit).
+struct CurrentScale {
+  const float *amax = nullptr;
+  float fp8Max = 0.0f, epsilon = 0.0f;
+  bool pow2 = false;
+  float *scale = nullptr, *scaleInv = nullptr;
+};
+
+__device__ float quantizeScale(const float *scale, const CurrentScale &current) {
+  if (!current.amax)
+    return *scale;
+  const float s = scaleFromAmax(*current.amax, current.fp8Max, current.pow2, current.epsilon);
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    *current.scale = s, *current.scaleInv = 1.0f / s;
+  return s;
+}
+
 __global__ void quantizeAmaxKernel(const void *x, ElementType xType, const float *scale, uint8_t *y, float *amax,
-                                   int64_t n, Fp8Format format, unsigned long long *counts, Epilogue activation) {
+                                   int64_t n, Fp8Format format, unsigned long long *counts, Epilogue activation,
+                                   CurrentScale current) {
   __shared__ float blockMax[kThreads];
   float local = 0.0f;
-  const float s = *scale;
+  const float s = quantizeScale(scale, current);
   unsigned long long saturated = 0, flushed = 0;
   gridStrideByFour(
       n, [&](int64_t i) { return loadWide(x, xType, i); },
@@ -276,7 +295,19 @@ void quantizeWithAmax(const void *x, ElementType xType, const float *scale, uint
                       Fp8Format format, void *stream, unsigned long long *counts, Epilogue activation) {
   if (n)
     quantizeAmaxKernel<<<atomicGridBlocks(n, kThreads, currentMultiprocessors()), kThreads, 0,
-                         static_cast<cudaStream_t>(stream)>>>(x, xType, scale, y, amax, n, format, counts, activation);
+                         static_cast<cudaStream_t>(stream)>>>(x, xType, scale, y, amax, n, format, counts, activation,
+                                                              CurrentScale{});
+}
+
+void quantizeCurrentScaled(const void *x, ElementType xType, const float *amax, float fp8Max, bool pow2, float epsilon,
+                           float *scale, float *scaleInv, uint8_t *y, int64_t n, Fp8Format format, void *stream,
+                           unsigned long long *counts) {
+  // atomicGridBlocks gives at least one block: the scale is written even for an empty tensor, as
+  // current_scaling writes it.
+  quantizeAmaxKernel<<<atomicGridBlocks(n, kThreads, currentMultiprocessors()), kThreads, 0,
+                       static_cast<cudaStream_t>(stream)>>>(x, xType, nullptr, y, nullptr, n, format, counts,
+                                                            Epilogue::None,
+                                                            CurrentScale{amax, fp8Max, epsilon, pow2, scale, scaleInv});
 }
 
 void quantizeWithBiasGrad(const void *x, ElementType xType, int64_t rows, int64_t cols, const float *scale, uint8_t *y,

@@ -3,6 +3,7 @@
 #ifndef TEC_KERNELS_CUDA_FP8KERNELS_H
 #define TEC_KERNELS_CUDA_FP8KERNELS_H
 
+#include "kernels/cuda/Kernels.h"
 #include "support/Activations.h"
 #include "support/Fp8.h"
 #include "support/Ops.h"
@@ -19,6 +20,11 @@ namespace tec::kernels::cuda {
 void quantizeWithAmax(const void *x, ElementType xType, const float *scale, uint8_t *y, float *amax, int64_t n,
                       Fp8Format format, void *stream, unsigned long long *counts = nullptr,
                       Epilogue activation = Epilogue::None);
+/// Current scaling and its quantize in one launch: *scale = scaleFromAmax(*amax, ...) (support/Fp8.h), *scaleInv
+/// = 1 / *scale, y = fp8(x * *scale); what currentScaling then quantizeWithAmax give, bit for bit.
+void quantizeCurrentScaled(const void *x, ElementType xType, const float *amax, float fp8Max, bool pow2, float epsilon,
+                           float *scale, float *scaleInv, uint8_t *y, int64_t n, Fp8Format format, void *stream,
+                           unsigned long long *counts = nullptr);
 /// tec.layer_norm_fp8 over rows x cols: LayerNorm (weight, bias of `affineType`; bias may be null) quantized
 /// as it is computed, *amax the max |y| (it must start at 0), mean and rstd per row.
 void layerNormQuantize(const void *x, ElementType xType, const void *weight, const void *bias, ElementType affineType,
@@ -44,6 +50,14 @@ void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp
 void quantizeBlocks(const void *x, ElementType xType, uint8_t *y, float *scaleInv, int64_t rows, int64_t cols,
                     int64_t blockRows, int64_t blockCols, bool transposed, Fp8Format format, BlockScale kind,
                     float epsilon, void *stream);
+/// y[m, n] = act(x · w + bias) of block-scaled FP8 operands (Transformer Engine's Float8BlockScaling and
+/// MXFP8 GEMMs): x [m, k] and w [k, n] (or [n, k] where transposeB) each with one scale_inv per block of
+/// its own [rows, cols]. kernels/cpu's emulation of it (dequantizeBlocks, then an f32 GEMM) sums in
+/// another order: the two agree to f32 rounding, not bit for bit. A null bias.data adds none.
+void fp8BlockGemm(const uint8_t *x, const float *xScaleInv, int64_t xBlockRows, int64_t xBlockCols, Fp8Format xFormat,
+                  const uint8_t *w, const float *wScaleInv, int64_t wBlockRows, int64_t wBlockCols, Fp8Format wFormat,
+                  bool transposeB, ConstRef bias, Ref y, int64_t m, int64_t n, int64_t k, Epilogue epilogue,
+                  void *stream);
 /// Transformer Engine's current scaling: scale and scale_inv from this step's amax (support/Fp8.h's
 /// scaleFromAmax), one thread.
 void currentScaling(const float *amax, float fp8Max, bool pow2, float epsilon, float *scale, float *scaleInv,

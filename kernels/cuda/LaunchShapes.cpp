@@ -117,10 +117,10 @@ int atomicGridBlocks(int64_t n, int threads, int multiprocessors) {
   return static_cast<int>(std::clamp<int64_t>((n + threads - 1) / threads, 1, resident));
 }
 
-TileGrid transposeGrid(int64_t rows, int64_t cols) {
+TileGrid tileGrid(int64_t rows, int64_t cols, int tile) {
   TileGrid g;
-  g.x = static_cast<unsigned>(std::min<int64_t>((rows + kTile - 1) / kTile, (int64_t(1) << 31) - 1));
-  g.y = static_cast<unsigned>(std::min<int64_t>((cols + kTile - 1) / kTile, 65535));
+  g.x = static_cast<unsigned>(std::min<int64_t>((rows + tile - 1) / tile, (int64_t(1) << 31) - 1));
+  g.y = static_cast<unsigned>(std::min<int64_t>((cols + tile - 1) / tile, 65535));
   return g;
 }
 

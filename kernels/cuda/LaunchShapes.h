@@ -98,14 +98,19 @@ ReductionPlan planReduction(Extent &kept, Strided &keptStrides, Extent &reduced,
 /// 65,535 blocks, 0.069 ms with these.
 int atomicGridBlocks(int64_t n, int threads, int multiprocessors);
 
-/// The tile grid of a 2-D transpose of x[rows, cols] in 32x32 tiles: the long dimension (rows, which
-/// can be millions of tokens) on x, whose limit is 2^31-1; column tiles on y, capped at 65,535 and
-/// walked by a grid-stride loop beyond that.
+/// The grid over [rows, cols] in square tiles of `tile`: the long dimension (rows, which can be millions
+/// of tokens) on x, whose limit is 2^31-1; column tiles on y, capped at 65,535 and walked by a
+/// grid-stride loop beyond that.
 struct TileGrid {
   unsigned x = 1, y = 1;
 };
+TileGrid tileGrid(int64_t rows, int64_t cols, int tile);
+/// A 2-D transpose of x[rows, cols] in 32x32 tiles.
 inline constexpr int kTile = 32;
-TileGrid transposeGrid(int64_t rows, int64_t cols);
+inline TileGrid transposeGrid(int64_t rows, int64_t cols) { return tileGrid(rows, cols, kTile); }
+/// tec's block-scaled FP8 GEMM: y[m, n] in 64x64 output tiles of 16x16 threads, each thread 4x4 outputs.
+inline constexpr int kBlockGemmTile = 64, kBlockGemmThreads = 16;
+inline TileGrid blockGemmGrid(int64_t m, int64_t n) { return tileGrid(m, n, kBlockGemmTile); }
 
 } // namespace tec::kernels::cuda
 

@@ -87,9 +87,6 @@ Status CudaBackend::supports(const plan::Variant &v, const plan::Step &s) const 
     return unsupported(s, "expected an f32, bf16 or f16 input to quantize");
   } else if (k == "delayed_scaling" && v.buffers(s.inputs(0)).bytes() / 4 > kc::kMaxHistory) { // f32 (the contract)
     return unsupported(s, "amax history longer than " + std::to_string(kc::kMaxHistory));
-  } else if (k == "fp8_block_gemm") {
-    return unsupported(s, "block-scaled FP8 GEMMs run on the cpu target only in this build (cuBLASLt's block "
-                          "scale modes are not wired yet)");
   } else if (k.rfind("attention", 0) == 0) {
     const AttentionStep a = *readAttentionStep(s, shapeOf, dtypeOf); // the contract read it
     if (kc::attentionSharedBytes(a.shape, a.grad) > kc::kMaxAttentionSharedBytes)

@@ -329,6 +329,14 @@ private:
   std::map<int, int> fusedAmax;
   /// quantize steps that read a transpose's source instead of the transpose: step -> (source, rows, cols).
   std::map<int, std::tuple<int, int64_t, int64_t>> transposedQuantize;
+  /// current_scaling steps run by the quantize right after them: quantize step -> what the scale is made of.
+  struct CurrentScaledQuantize {
+    int amax, scaleInv;
+    float fp8Max, epsilon;
+    bool pow2;
+  };
+  std::map<int, CurrentScaledQuantize> currentScaledQuantize;
+  bool currentScalingFoldsIntoQuantize(const plan::Step &s) const;
   int readers(int buffer) const { return planGraph->readers(buffer); }
   /// optimizer_update steps run by an earlier step's fused launch.
   std::vector<bool> foldedOptimizerSteps;

@@ -630,6 +630,17 @@ Status CudaBackend::quantize(const plan::Step &s) {
     });
     return Status::success();
   }
+  if (auto current = currentScaledQuantize.find(currentStep); current != currentScaledQuantize.end()) {
+    const CurrentScaledQuantize f = current->second;
+    emit([=](const Context &c) {
+      const kc::ConstRef in = cref(c, x);
+      c.k->launch(TEC_KC(quantizeCurrentScaled), in.data, in.type, c.at<float>(slot(f.amax)), f.fp8Max, f.pow2,
+                  f.epsilon, c.at<float>(slot(scale)), c.at<float>(slot(f.scaleInv)), c.at<uint8_t>(slot(y)), n, format,
+                  Stream{}, counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+      return Status::success();
+    });
+    return Status::success();
+  }
   emit([=](const Context &c) {
     if (!amaxOut.null())
       c.k->memset(c.at(amaxOut), 0, sizeof(float));
@@ -670,10 +681,28 @@ Status CudaBackend::delayedScaling(const plan::Step &s) {
   return Status::success();
 }
 
+/// Whether the current_scaling step `s` can run inside the quantize right after it: that quantize alone reads
+/// the scale, reads its input as it is (not transposed, no amax of its own), and its output does not
+/// overlap the amax it reads.
+bool CudaBackend::currentScalingFoldsIntoQuantize(const plan::Step &s) const {
+  if (currentStep + 1 >= variant->steps_size())
+    return false;
+  const plan::Step &q = variant->steps(currentStep + 1);
+  const int next = currentStep + 1;
+  return q.kernel() == "quantize" && q.inputs_size() == 2 && q.inputs(1) == s.outputs(0) &&
+         readers(s.outputs(0)) == 1 && !attrs::transposeInput(q) && !transposedQuantize.count(next) &&
+         !fusedAmax.count(next) && !planGraph->overlaps(q.outputs(0), s.inputs(0));
+}
+
 Status CudaBackend::currentScaling(const plan::Step &s) {
   const float fp8Max = static_cast<float>(attrs::fp8Max(s)), epsilon = static_cast<float>(attrs::amaxEpsilon(s));
   const bool pow2 = attrs::pow2Scales(s) != 0;
   int a = s.inputs(0), scale = s.outputs(0), scaleInv = s.outputs(1);
+  if (currentScalingFoldsIntoQuantize(s)) {
+    currentScaledQuantize[currentStep + 1] = {a, scaleInv, fp8Max, epsilon, pow2};
+    fold(currentStep, currentStep + 1, "the quantize computes the scale from the amax in the same launch");
+    return Status::success();
+  }
   emit([=](const Context &c) {
     c.k->launch(TEC_KC(currentScaling), c.at<float>(slot(a)), fp8Max, pow2, epsilon, c.at<float>(slot(scale)),
                 c.at<float>(slot(scaleInv)), Stream{});
@@ -700,8 +729,25 @@ Status CudaBackend::quantizeBlocks(const plan::Step &s) {
   return Status::success();
 }
 
-// supports() refuses this step: no plan that reaches here has one.
-Status CudaBackend::fp8BlockGemm(const plan::Step &s) { return unsupported(s, "block-scaled FP8 GEMMs on the GPU"); }
+Status CudaBackend::fp8BlockGemm(const plan::Step &s) {
+  const int xq = s.inputs(0), wq = s.inputs(1), xsi = s.inputs(2), wsi = s.inputs(3), y = s.outputs(0);
+  const int bias = s.inputs_size() > 4 ? s.inputs(4) : -1;
+  const auto wShape = shape(wq), os = shape(y);
+  const auto xBlock = attrs::inputBlock(s), wBlock = attrs::weightBlock(s);
+  const auto xf = fp8Format(dtype(xq)), wf = fp8Format(dtype(wq));
+  const bool transB = attrs::transposeB(s);
+  const int64_t n = os.back(), k = transB ? wShape[1] : wShape[0], m = n ? count(y) / n : 0;
+  const Epilogue e = epilogue(s);
+  note(stepName(s) + ": block-scaled FP8 GEMM on tec's kernel (CUDA cores; cuBLASLt's block scale modes are not "
+                     "used yet)");
+  emit([=](const Context &c) {
+    c.k->launch(TEC_KC(fp8BlockGemm), c.at<uint8_t>(slot(xq)), c.at<float>(slot(xsi)), xBlock[0], xBlock[1], xf,
+                c.at<uint8_t>(slot(wq)), c.at<float>(slot(wsi)), wBlock[0], wBlock[1], wf, transB,
+                bias >= 0 ? cref(c, bias) : kc::ConstRef{}, ref(c, y), m, n, k, e, Stream{});
+    return Status::success();
+  });
+  return Status::success();
+}
 
 Status CudaBackend::optimizerUpdate(const plan::Step &s) {
   if (foldedOptimizerSteps.size() > static_cast<size_t>(currentStep) && foldedOptimizerSteps[currentStep])

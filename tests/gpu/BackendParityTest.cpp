@@ -528,6 +528,17 @@ void buildCases() {
     b.then("amax").use(t).out(F32, {}).then("quantize").use(t).in(F32, {}, "scale").out(F8E5M2, {96, 200});
     add("transpose_amax_quantize", std::move(b), kExact);
   }
+  // Current scaling: the tensor's amax, its scale, its quantize, which the CUDA backend runs as the amax and
+  // one quantize launch computing the scale; the same scale, scale_inv and codes.
+  {
+    Builder b("amax");
+    b.in(F32, {5000}, "wide").temp(F32, {});
+    const int x = 0, amax = b.last;
+    b.then("current_scaling").use(amax).temp(F32, {}).out(F32, {}).f("fp8_max", 448.0).i("pow2_scales", 1);
+    const int scale = b.last;
+    b.then("quantize").use(x).use(scale).out(F8E4M3FN, {5000});
+    add("current_scaling_quantize", std::move(b), kExact);
+  }
   // FP8 GEMMs: both sides multiply the same FP8 values; the GPU accumulates in another order.
   add("fp8_gemm_forward", Builder("fp8_gemm").in(F8E4M3FN, {64, 128}, "fp8").in(F8E4M3FN, {96, 128}, "fp8")
                               .in(F32, {}, "positive").in(F32, {}, "positive").in(F32, {96}).out(F32, {64, 96})
@@ -542,6 +553,19 @@ void buildCases() {
                                .in(F32, {}, "positive").in(F32, {}, "positive").out(F32, {64, 128})
                                .s("tec.gemm_role", "dgrad"),
       1e-8);
+  // Block-scaled FP8 GEMMs (tec's kernel): the same widened values, summed in another order; partial blocks
+  // and tiles at every edge. Block scaling's 1x128 activation x 128x128 weight tiles (read transposed), and
+  // MXFP8's 1x32 x 32x1 of a [K, N] weight into bf16.
+  add("fp8_block_gemm_1x128_128x128",
+      Builder("fp8_block_gemm").in(F8E4M3FN, {130, 300}, "fp8").in(F8E4M3FN, {200, 300}, "fp8")
+          .in(F32, {130, 3}, "positive").in(F32, {2, 3}, "positive").in(F32, {200}).out(F32, {130, 200})
+          .ints("input_block", {1, 128}).ints("weight_block", {128, 128}).i("transpose_b", 1).s("epilogue", "relu"),
+      gemmBound(300, kF32Unit));
+  add("fp8_block_gemm_mxfp8_bf16",
+      Builder("fp8_block_gemm").in(F8E4M3FN, {33, 96}, "fp8").in(F8E5M2, {96, 40}, "fp8")
+          .in(F32, {33, 3}, "positive").in(F32, {3, 40}, "positive").in(BF16, {40}).out(BF16, {33, 40})
+          .ints("input_block", {1, 32}).ints("weight_block", {32, 1}),
+      1e-4);
 }
 
 // The CUDA backend's fusion decisions, read from its own launch sequence (--emit=cuda's source, made
@@ -563,6 +587,7 @@ const std::vector<FusionExpectation> &fusionExpectations() {
                             "kc::GemmEpilogue::BGradB",
        "kc::stridedCopy"},
       {"transpose_amax_quantize", "kc::quantizeTransposedWithAmax", "kc::stridedCopy"},
+      {"current_scaling_quantize", "kc::quantizeCurrentScaled", "kc::currentScaling"},
       {"linear_gelu_tanh", "kc::GemmEpilogue::GeluBias", "kc::biasActivation"},
       // ReLU stays in tec's kernel (NaN), after the plain GEMM.
       {"linear_relu", "Epilogue::Relu", "kc::GemmEpilogue::ReluBias"},
@@ -573,6 +598,7 @@ const std::vector<FusionExpectation> &fusionExpectations() {
       {"fp8_gemm_dgrad_kn", "ElementType::F8E5M2, ElementType::F8E4M3, ElementType::F32, ElementType::F32, "
                             "kc::GemmEpilogue::Default, false", // no fast accumulation for gradients
        ""},
+      {"fp8_block_gemm_1x128_128x128", "kc::fp8BlockGemm", "runGemm(*gemms"},
       // The second batch's B sits 140 bytes in, C 168: 4- and 8-byte alignment, told to the heuristics.
       {"matmul_broadcast_odd", ", 256, 4, 8)", ""},
   };

@@ -47,3 +47,16 @@ for target in sm_90 sm_80; do
   "$nvcc" -std=c++17 -I"$src" "$work/gpt_$target.train.cu" "${kernels[@]}" -lcublasLt "${nccl[@]}" "${link[@]}" -o "$work/gpt_$target"
   echo "gpt_block_decomposed $target train step: emitted and compiled"
 done
+# The block-scaled recipes' training steps: Hopper's block scaling (1x128 x 128x128) and Blackwell's MXFP8
+# (1x32, E8M0 scales), every operand quantized per block and every GEMM on tec's block-scaled kernel.
+for recipe in block:sm_90 mxfp8:sm_100; do
+  name=${recipe%:*} target=${recipe#*:}
+  "$tec" "$models/mlp.onnx" --target "$target" --train --loss mse --fp8=all --fp8-recipe "$name" \
+    -o "$work/$name.tecplan" --emit=cuda > "$work/$name.log"
+  grep -q "wrote $work/$name.train.cu: variant $target train step" "$work/$name.log"
+  grep -q "kc::quantizeBlocks" "$work/$name.train.cu"
+  test "$(grep -c "kc::fp8BlockGemm" "$work/$name.train.cu")" -ge 3  # forward, dgrad, wgrad
+  if grep -q "runGemm(\*gemms" "$work/$name.train.cu"; then echo "$name: a GEMM left block scaling"; exit 1; fi
+  "$nvcc" -std=c++17 -I"$src" "$work/$name.train.cu" "${kernels[@]}" -lcublasLt "${nccl[@]}" "${link[@]}" -o "$work/$name"
+  echo "mlp $name ($target) train step: emitted and compiled"
+done

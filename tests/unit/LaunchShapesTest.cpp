@@ -169,6 +169,18 @@ TEST(LaunchShapes, TransposeTilesPutTheLongDimensionOnX) {
   EXPECT_EQ(wide.y, 65535u); // the rest by the kernel's grid-stride loop
 }
 
+// The block-scaled GEMM's output tiles: partial tiles at both edges, tokens on x, a wide N grid-strided.
+TEST(LaunchShapes, BlockGemmTilesCoverPartialEdges) {
+  TileGrid g = blockGemmGrid(130, 1);
+  EXPECT_EQ(g.x, 3u);
+  EXPECT_EQ(g.y, 1u);
+  TileGrid tokens = blockGemmGrid(5'000'000, 4096);
+  EXPECT_EQ(tokens.x, (5'000'000u + kBlockGemmTile - 1) / kBlockGemmTile);
+  EXPECT_EQ(tokens.y, 64u);
+  EXPECT_EQ(blockGemmGrid(1, 8'000'000).y, 65535u);
+  EXPECT_EQ(kBlockGemmTile, 4 * kBlockGemmThreads); // each thread 4x4 outputs
+}
+
 // cuBLASLt's epilogue type rules, as the CUDA backend's fusion decisions use them.
 TEST(GemmRules, Fp8GemmsAreTnMultiplesOf16WithABf16Bias) {
   using tec::kernels::ElementType;

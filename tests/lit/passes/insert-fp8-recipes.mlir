@@ -3,7 +3,9 @@
 // RUN: tec-opt %s --tec-insert-fp8="fp8=all recipe=mxfp8" --split-input-file | FileCheck %s --check-prefix=MX
 // RUN: tec-opt %s --tec-insert-fp8="fp8=all recipe=block;^fc2$=delayed" --split-input-file | FileCheck %s --check-prefix=LAYER
 // RUN: tec-opt %s --tec-insert-fp8="fp8=all recipe=mxfp8 target=sm_90" --split-input-file | FileCheck %s --check-prefix=HOPPER
+// RUN: tec-opt %s --tec-insert-fp8="fp8=all recipe=mxfp8 target=sm_89" --split-input-file | FileCheck %s --check-prefix=ADA
 // RUN: tec-opt %s --tec-insert-fp8="fp8=all recipe=auto target=sm_100" --split-input-file | FileCheck %s --check-prefix=AUTO100
+// RUN: tec-opt %s --tec-insert-fp8="fp8=all recipe=auto target=sm_90" --split-input-file | FileCheck %s --check-prefix=AUTO90
 // RUN: tec-opt %s --tec-insert-fp8="fp8=all recipe=auto target=sm_89" --split-input-file | FileCheck %s --check-prefix=AUTO89
 // RUN: tec-opt %s --tec-insert-fp8="fp8=all recipe=auto" --split-input-file | FileCheck %s --check-prefix=AUTOCPU
 
@@ -26,13 +28,17 @@
 //       MX:   tec.quantize_blocks %arg0 {{.*}}block = array<i64: 1, 32>, scale_type = "e8m0"{{.*}} -> (tensor<64x256xf8E4M3FN>, tensor<64x8xf32>)
 //       MX:   tec.fp8_block_gemm {{.*}}tec.precision = "E4M3 x E4M3, MXFP8 1x32 x 1x32, E8M0 scales"
 // AUTO100-LABEL: func @forward
-//       AUTO100:   tec.fp8_gemm {{.*}}tec.precision = "E4M3 x E4M3, current scaling (mxfp8: tec's CUDA backend has no block-scaled GEMM yet; block: tec's CUDA backend has no block-scaled GEMM yet)"
+//       AUTO100:   tec.fp8_block_gemm {{.*}}tec.precision = "E4M3 x E4M3, MXFP8 1x32 x 1x32, E8M0 scales"
+// AUTO90-LABEL: func @forward
+//       AUTO90:   tec.fp8_block_gemm {{.*}}tec.precision = "E4M3 x E4M3, block scaling 1x128 x 1x128, pow2 scales"
 // AUTO89-LABEL: func @forward
 //       AUTO89:   tec.fp8_gemm {{.*}}tec.precision = "E4M3 x E4M3, current scaling"
 // AUTOCPU-LABEL: func @forward
 //       AUTOCPU:   tec.fp8_block_gemm {{.*}}tec.precision = "E4M3 x E4M3, block scaling 1x128 x 1x128, pow2 scales"
 // HOPPER-LABEL: func @forward
-//       HOPPER:   tec.fp8_gemm {{.*}}tec.precision = "E4M3 x E4M3, current scaling (mxfp8: needs sm_100 (Blackwell); block: tec's CUDA backend has no block-scaled GEMM yet)"
+//       HOPPER:   tec.fp8_block_gemm {{.*}}tec.precision = "E4M3 x E4M3, block scaling 1x128 x 1x128, pow2 scales (mxfp8: needs sm_100 (Blackwell))"
+// ADA-LABEL: func @forward
+//       ADA:   tec.fp8_gemm {{.*}}tec.precision = "E4M3 x E4M3, current scaling (mxfp8: needs sm_100 (Blackwell); block: needs sm_90 (Hopper))"
 func.func @forward(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %b: tensor<128xf32>) -> tensor<64x128xf32> {
   %0 = tec.linear %x, %w, %b {epilogue = "relu", transpose_b = true} : (tensor<64x256xf32>, tensor<128x256xf32>, tensor<128xf32>) -> tensor<64x128xf32> loc("fc1")
   return %0 : tensor<64x128xf32>
