@@ -2,11 +2,13 @@
 // kernel as the reference, bit-exact results expected. Skipped (visibly) without a CUDA device.
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cuda/Fp8Kernels.h"
+#include "tests/unit/BlockGemmReference.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -132,6 +134,72 @@ TEST(QuantizeTransposedParity, EqualsTransposeThenQuantizeWithCounts) {
   EXPECT_EQ(static_cast<int64_t>(counts[1]), flushed);
   for (void *p : {static_cast<void *>(dx), static_cast<void *>(dScale), static_cast<void *>(dAmax),
                   static_cast<void *>(dCounts), static_cast<void *>(dq)})
+    cudaFree(p);
+}
+
+// tec's block-scaled GEMM on the GPU: the sums kernels/cuda/Fp8Kernels.h promises (ascending-k fused
+// multiply-adds of the widened operands), bit for bit; block scaling's forward GEMM at a layer's size with
+// partial tiles, and MXFP8's wgrad-like [K, N] weight into bf16 with a bias and a ReLU.
+TEST(BlockGemmParity, EqualsAscendingKFusedMultiplyAddsOfTheWidenedOperands) {
+  if (!haveDevice())
+    GTEST_SKIP() << "no CUDA device";
+  struct Shape {
+    int64_t m, n, k;
+    bool transposeB;
+    std::array<int64_t, 2> xBlock, wBlock;
+    BlockScale kind;
+  };
+  for (const Shape &c : {Shape{1000, 700, 1536, true, {1, 128}, {128, 128}, BlockScale::Pow2},
+                         Shape{77, 130, 96, false, {1, 32}, {32, 1}, BlockScale::E8M0}}) {
+    std::mt19937 rng(11);
+    const int64_t wRows = c.transposeB ? c.n : c.k, wCols = c.transposeB ? c.k : c.n;
+    const auto x = tec::testing::blockScaledOperand(c.m, c.k, c.xBlock, Fp8Format::E4M3, c.kind, rng);
+    const auto w = tec::testing::blockScaledOperand(wRows, wCols, c.wBlock, Fp8Format::E4M3, c.kind, rng);
+    std::vector<float> expected = tec::testing::blockGemmReference(x.widened, w.widened, c.m, c.n, c.k, c.transposeB);
+    uint8_t *dx = toDevice(x.codes), *dw = toDevice(w.codes);
+    float *dxs = toDevice(x.scaleInv), *dws = toDevice(w.scaleInv), *dy = nullptr;
+    cudaMalloc(&dy, expected.size() * sizeof(float));
+    cuda::fp8BlockGemm(dx, dxs, c.xBlock[0], c.xBlock[1], Fp8Format::E4M3, dw, dws, c.wBlock[0], c.wBlock[1],
+                       Fp8Format::E4M3, c.transposeB, {}, cuda::Ref{dy, ElementType::F32}, c.m, c.n, c.k,
+                       Epilogue::None, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> y = toHost(dy, expected.size());
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+      if (std::memcmp(&y[i], &expected[i], sizeof(float)) != 0 && mismatches++ < 5)
+        ADD_FAILURE() << c.m << "x" << c.n << "x" << c.k << ": y[" << i / c.n << ", " << i % c.n << "] = " << y[i]
+                      << ", expected " << expected[i];
+    EXPECT_EQ(mismatches, 0);
+    for (void *p : {static_cast<void *>(dx), static_cast<void *>(dw), static_cast<void *>(dxs),
+                    static_cast<void *>(dws), static_cast<void *>(dy)})
+      cudaFree(p);
+  }
+}
+
+// Current scaling folded into its quantize: the scale, scale_inv and codes of current_scaling then quantize.
+TEST(CurrentScaledQuantizeParity, EqualsTheScaleThenTheQuantize) {
+  if (!haveDevice())
+    GTEST_SKIP() << "no CUDA device";
+  const int64_t n = 100003;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 20.0f);
+  std::vector<float> x(n);
+  for (auto &v : x)
+    v = normal(rng);
+  const float amax = cpu::amax(x.data(), n);
+  const float scale = scaleFromAmax(amax, kE4M3Max, /*pow2=*/true, 0.0f);
+  std::vector<uint8_t> cpuQ(n);
+  cpu::quantize(x.data(), scale, cpuQ.data(), n, Fp8Format::E4M3);
+  float *dx = toDevice(x), *dAmax = toDevice(std::vector<float>{amax}), *dScales = toDevice(std::vector<float>{0, 0});
+  uint8_t *dq = nullptr;
+  cudaMalloc(&dq, n);
+  cuda::quantizeCurrentScaled(dx, ElementType::F32, dAmax, kE4M3Max, true, 0.0f, dScales, dScales + 1, dq, n,
+                              Fp8Format::E4M3, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(toHost(dq, n), cpuQ);
+  EXPECT_EQ(toHost(dScales, 2), (std::vector<float>{scale, 1.0f / scale}));
+  for (void *p : {static_cast<void *>(dx), static_cast<void *>(dAmax), static_cast<void *>(dScales),
+                  static_cast<void *>(dq)})
     cudaFree(p);
 }
 

@@ -2,8 +2,8 @@
 // runs them: every block of the launch grid, each phase between barriers for all 256 threads. Against
 // kernels/cpu's block quantization and dequantization and a plain loop summing in the order the kernel
 // promises (fused multiply-adds in ascending k), bit for bit.
-#include "kernels/cpu/CpuKernels.h"
 #include "kernels/cuda/BlockGemmTiles.h"
+#include "tests/unit/BlockGemmReference.h"
 
 #include <gtest/gtest.h>
 
@@ -17,27 +17,6 @@ using namespace tec::kernels;
 using namespace tec::kernels::cuda;
 
 namespace {
-
-struct Operand {
-  std::vector<uint8_t> codes;
-  std::vector<float> scaleInv, widened;
-};
-
-/// A random [rows, cols] tensor with outliers, quantized by blocks and widened again by kernels/cpu.
-Operand quantized(int64_t rows, int64_t cols, std::array<int64_t, 2> block, Fp8Format format, BlockScale kind,
-                  std::mt19937 &rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(rows * cols);
-  for (float &v : x)
-    v = normal(rng) * (rng() % 50 == 0 ? 300.0f : 1.0f);
-  Operand o;
-  o.codes.resize(x.size());
-  o.scaleInv.resize(((rows + block[0] - 1) / block[0]) * ((cols + block[1] - 1) / block[1]));
-  o.widened.resize(x.size());
-  cpu::quantizeBlocks(x.data(), o.codes.data(), o.scaleInv.data(), rows, cols, block[0], block[1], false, format, kind, 0.0f);
-  cpu::dequantizeBlocks(o.codes.data(), o.scaleInv.data(), o.widened.data(), rows, cols, block[0], block[1], format);
-  return o;
-}
 
 /// fp8BlockGemmKernel's schedule on the CPU: y before the epilogue, NaN where no thread wrote.
 std::vector<float> runTiles(const BlockGemmProblem &p, int &writesTwice) {
@@ -88,24 +67,19 @@ TEST_P(BlockGemmTilesTest, EqualTheWidenedOperandsSummedInAscendingK) {
   const Case c = GetParam();
   std::mt19937 rng(7);
   const int64_t wRows = c.transposeB ? c.n : c.k, wCols = c.transposeB ? c.k : c.n;
-  const Operand x = quantized(c.m, c.k, c.xBlock, c.xFormat, c.kind, rng);
-  const Operand w = quantized(wRows, wCols, c.wBlock, c.wFormat, c.kind, rng);
+  const auto x = tec::testing::blockScaledOperand(c.m, c.k, c.xBlock, c.xFormat, c.kind, rng);
+  const auto w = tec::testing::blockScaledOperand(wRows, wCols, c.wBlock, c.wFormat, c.kind, rng);
   const BlockGemmProblem p{blockScaled(x.codes.data(), x.scaleInv.data(), c.k, c.xBlock[0], c.xBlock[1], c.xFormat),
                            blockScaled(w.codes.data(), w.scaleInv.data(), wCols, c.wBlock[0], c.wBlock[1], c.wFormat),
                            c.transposeB, c.m, c.n, c.k};
   int writesTwice = 0;
   const std::vector<float> y = runTiles(p, writesTwice);
   EXPECT_EQ(writesTwice, 0);
+  const std::vector<float> expected = tec::testing::blockGemmReference(x.widened, w.widened, c.m, c.n, c.k, c.transposeB);
   int64_t mismatches = 0;
-  for (int64_t r = 0; r < c.m; ++r)
-    for (int64_t col = 0; col < c.n; ++col) {
-      float expected = 0.0f;
-      for (int64_t k = 0; k < c.k; ++k)
-        expected = std::fma(x.widened[r * c.k + k], w.widened[c.transposeB ? col * c.k + k : k * c.n + col], expected);
-      const float got = y[r * c.n + col];
-      if (std::memcmp(&got, &expected, sizeof(float)) != 0 && mismatches++ < 5)
-        ADD_FAILURE() << "y[" << r << ", " << col << "] = " << got << ", expected " << expected;
-    }
+  for (size_t i = 0; i < y.size(); ++i)
+    if (std::memcmp(&y[i], &expected[i], sizeof(float)) != 0 && mismatches++ < 5)
+      ADD_FAILURE() << "y[" << i / c.n << ", " << i % c.n << "] = " << y[i] << ", expected " << expected[i];
   EXPECT_EQ(mismatches, 0);
 }
 
