@@ -16,6 +16,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
 
@@ -411,6 +413,22 @@ std::string optionRegexError(const char *flag, const std::string &pattern) {
   if (pattern.empty() || llvm::Regex(pattern).isValid(why))
     return "";
   return "--" + std::string(flag) + " '" + pattern + "': not a valid regular expression (" + why + ")";
+}
+
+std::string readFp8Calibration(const std::string &path, std::string &recipe) {
+  const std::string flag = "--fp8-calibration " + path + ": ";
+  auto text = llvm::MemoryBuffer::getFile(path);
+  if (!text)
+    return flag + "cannot read it (" + text.getError().message() + ")";
+  llvm::Expected<llvm::json::Value> json = llvm::json::parse((*text)->getBuffer());
+  if (!json)
+    return flag + "not JSON (" + llvm::toString(json.takeError()) + ")";
+  const llvm::json::Object *object = json->getAsObject();
+  std::optional<llvm::StringRef> chosen = object ? object->getString("fp8_recipe") : std::nullopt;
+  if (!chosen)
+    return flag + "no \"fp8_recipe\" in it (expected what `tec calibrate --json` writes)";
+  recipe = chosen->str();
+  return "";
 }
 
 std::string compileOptionError(const CompileOptions &options) {

@@ -72,6 +72,10 @@ template <class E> std::string readChoiceOption(const char *flag, const std::str
 /// The first option of `options` outside its range (FP8 recipe, loss, optimizer, schedule, passes), or empty.
 std::string compileOptionError(const CompileOptions &options);
 
+/// `--fp8-calibration FILE`: sets `recipe` to the per-layer recipes `tec calibrate --json FILE` chose (its
+/// "fp8_recipe"); "" when done, else an error naming the file.
+std::string readFp8Calibration(const std::string &path, std::string &recipe);
+
 /// The error `compileModel` returned, as a value.
 ApiError toApiError(llvm::Error error);
 

@@ -172,6 +172,11 @@ NB_MODULE(_tec, m) {
             choice("amax_algo", "amax-algo", p.fp8.algo);
         str("keep_precision", p.fp8.keepPrecision), str("fp8_recipe", p.fp8.recipe),
             str("fp8_block_scales", p.fp8.blockScales);
+        if (auto it = strings.find("fp8_calibration"); it != strings.end()) {
+          unread.erase("fp8_calibration");
+          if (std::string e = readFp8Calibration(it->second, p.fp8.recipe); !e.empty())
+            throw CompileFailure{"bad_input", e};
+        }
         num("amax_history", p.fp8.amaxHistory), num("fp8_margin", p.fp8.margin), num("fast_gelu", p.fastGelu),
             num("fp8_emulate", p.fp8Emulate), num("fp8_attention", p.fp8.attention);
         auto &t = p.train;

@@ -165,12 +165,13 @@ def _model_source(model):
 def compile(model, shapes: Optional[Dict[str, List[int]]] = None, targets=("all",), fp8: str = "auto",
             keep_precision: str = "", fp8_format: str = "default", amax_history: int = 1024, fp8_margin: int = 0,
             amax_algo: str = "max", fp8_emulate: bool = False, fp8_attention: bool = False, fast_gelu: bool = False,
-            fp8_recipe: str = "delayed", fp8_block_scales: str = "pow2",
+            fp8_recipe: str = "delayed", fp8_block_scales: str = "pow2", fp8_calibration: Optional[str] = None,
             train: Optional[TrainOptions] = None, disable_pass=(), output: Optional[str] = None) -> Plan:
     """Compiles `model` (a path, bytes or an onnx.ModelProto) into a plan: written to `output` if given, else
     kept in a temporary file for as long as the Plan lives. `shapes` fixes dynamic dims (by input name, or a
     symbolic dim's name with a one-element list); `targets` as --target ("all", "auto", "cpu", "sm_90", ...);
-    `fp8_recipe` as --fp8-recipe ("delayed", "current", "block", "mxfp8", then ";regex=recipe" per layer)."""
+    `fp8_recipe` as --fp8-recipe ("delayed", "current", "block", "mxfp8", then ";regex=recipe" per layer);
+    `fp8_calibration` as --fp8-calibration (the JSON `tec calibrate --json` wrote: its recipes replace fp8_recipe)."""
     folder = tempfile.mkdtemp(prefix="tec-")
     try:
         source, is_bytes = _model_source(model)
@@ -179,6 +180,8 @@ def compile(model, shapes: Optional[Dict[str, List[int]]] = None, targets=("all"
             targets = [targets]
         strings = {"fp8": fp8, "keep_precision": keep_precision, "fp8_format": fp8_format, "amax_algo": amax_algo,
                    "fp8_recipe": fp8_recipe, "fp8_block_scales": fp8_block_scales}
+        if fp8_calibration is not None:
+            strings["fp8_calibration"] = os.fspath(fp8_calibration)
         numbers = {"amax_history": amax_history, "fp8_margin": fp8_margin, "fast_gelu": fast_gelu,
                    "fp8_emulate": fp8_emulate, "fp8_attention": fp8_attention}
         if train is not None:

@@ -394,6 +394,18 @@ def test_fp8_recipes_compile_as_the_cli_does(tmp_path):
     assert "fc1+relu1 on cpu: fp8: E4M3 x E4M3, block scaling 1x128 x 128x128, f32 scales" in summary
     assert "fc3 on cpu: fp8: E4M3 x E4M3, MXFP8 1x32 x 1x32, E8M0 scales" in summary
     assert (tmp_path / "py.tecplan").read_bytes() == (tmp_path / "cli.tecplan").read_bytes()
+    # tec calibrate's choice, read back from its JSON, as the CLI reads it.
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text('{"target": "cpu", "fp8_recipe": "current;^fc1$=mxfp8"}')
+    plan = tec.compile(MLP, targets="cpu", fp8="all", fp8_emulate=True, fp8_calibration=calibration,
+                       output=str(tmp_path / "py.tecplan"))
+    summary = cli(MLP, "--target", "cpu", "--fp8=all", "--fp8-emulate", "--fp8-calibration", str(calibration),
+                  "-o", str(tmp_path / "cli.tecplan"))
+    assert plan.compile_summary == summary.replace("cli.tecplan", "py.tecplan")
+    assert "fc1+relu1 on cpu: fp8: E4M3 x E4M3, MXFP8 1x32 x 1x32, E8M0 scales" in summary
+    assert "fc3 on cpu: fp8: E4M3 x E4M3, current scaling" in summary
+    with pytest.raises(tec.BadInputError, match="--fp8-calibration .*nosuch.json: cannot read it"):
+        tec.compile(MLP, targets="cpu", fp8_calibration=tmp_path / "nosuch.json")
     with pytest.raises(tec.BadInputError, match="--fp8-recipe 'fast': expected RECIPE"):
         tec.compile(MLP, targets="cpu", fp8_recipe="fast")
     with pytest.raises(tec.BadInputError, match="--fp8-block-scales f16: expected one of pow2, f32"):

@@ -10,6 +10,7 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Regex.h"
 
 #include <cmath>
@@ -234,20 +235,23 @@ int calibrateRecipes() {
   }
   llvm::outs() << llvm::formatv("the cheapest recipe within {0:f2}x of each layer's most accurate; compile with:\n", kAsGoodAs)
                << "  --fp8-recipe '" << spec << "'\n";
+  if (!calibrateJson.empty())
+    llvm::outs() << "  (or --fp8-calibration " << calibrateJson << ")\n";
   if (!calibrateJson.empty()) {
-    std::string json = "{\"target\": \"" + calibrateTarget + "\", \"fp8_recipe\": \"" + llvm::join(llvm::split(spec, "\\"), "\\\\") +
-                       "\", \"layers\": [";
+    // `--fp8-calibration FILE` reads "fp8_recipe" back; a non-finite error is null.
+    llvm::json::Array layerErrors;
     for (size_t i = 0; i < layers.size(); ++i) {
-      json += std::string(i ? ", " : "") + "{\"layer\": \"" + layers[i] + "\", \"chosen\": \"" + tec::choiceName(chosen[i]) +
-              "\", \"errors\": {";
-      bool first = true;
-      for (const auto &[recipe, error] : errors[i]) {
-        json += llvm::formatv("{0}\"{1}\": {2:e6}", first ? "" : ", ", tec::choiceName(recipe), error).str();
-        first = false;
-      }
-      json += "}}";
+      llvm::json::Object byRecipe;
+      for (const auto &[recipe, error] : errors[i])
+        byRecipe[tec::choiceName(recipe)] = std::isfinite(error) ? llvm::json::Value(error) : llvm::json::Value(nullptr);
+      layerErrors.push_back(llvm::json::Object{
+          {"layer", layers[i]}, {"chosen", tec::choiceName(chosen[i])}, {"errors", std::move(byRecipe)}});
     }
-    json += "]}\n";
+    const std::string json = llvm::formatv("{0}\n", llvm::json::Value(llvm::json::Object{
+                                                         {"target", calibrateTarget},
+                                                         {"fp8_recipe", spec},
+                                                         {"layers", std::move(layerErrors)}}))
+                                 .str();
     if (tec::Status st = tec::writeFileAtomically(calibrateJson, json); !st.ok()) {
       llvm::errs() << "error: " << st.message() << "\n";
       return kExitBadInput;

@@ -71,6 +71,11 @@ cl::opt<std::string> fp8Recipe("fp8-recipe",
                                         "layer REGEX=RECIPE (ONNX node names), ';'-separated: 'block;lm_head=delayed'"),
                                cl::value_desc("recipe[;regex=recipe...]"), cl::init("delayed"), cl::cat(category()));
 
+cl::opt<std::string> fp8Calibration("fp8-calibration",
+                                    cl::desc("the per-layer FP8 recipes `tec calibrate --json FILE` chose (in place of "
+                                             "--fp8-recipe)"),
+                                    cl::value_desc("file"), cl::cat(category()));
+
 cl::opt<std::string> fp8BlockScales("fp8-block-scales",
                                     cl::desc("the block recipe's scales: pow2 (Transformer Engine's default) | f32"),
                                     cl::init("pow2"), cl::cat(category()));
@@ -231,6 +236,9 @@ std::string readFp8Flags(tec::TecInsertFp8Options &fp8) {
   fp8.attention = fp8Attention;
   fp8.recipe = fp8Recipe;
   fp8.blockScales = fp8BlockScales;
+  if (!fp8Calibration.empty())
+    if (std::string e = tec::readFp8Calibration(fp8Calibration, fp8.recipe); !e.empty())
+      return e;
   for (const std::string &e : {tec::readChoiceOption("fp8", fp8Policy, fp8.mode),
                                tec::readChoiceOption("fp8-format", fp8Format, fp8.format),
                                tec::readChoiceOption("amax-algo", amaxAlgo, fp8.algo)})
