@@ -32,12 +32,13 @@ float *CpuBackend::floatOut(int i) {
   return src;
 }
 
-/// GEMMs, convolutions and attention need a BLAS; GEMMs but the FP8 ones (whose operands are FP8 codes) floats.
+/// GEMMs, convolutions and attention need a BLAS (not the block-scaled FP8 GEMM: tec's own, the GPU's twin);
+/// GEMMs but the FP8 ones (whose operands are FP8 codes) floats.
 Status CpuBackend::supports(const plan::Variant &v, const plan::Step &s) const {
   if (Status st = Backend::supports(v, s); !st.ok())
     return st;
   const std::string &k = s.kernel();
-  const bool fp8Gemm = k == "fp8_gemm" || k == "fp8_block_gemm";
+  const bool fp8Gemm = k == "fp8_gemm";
   const bool gemm = k == "matmul" || k == "linear" || k == "gemm" || fp8Gemm;
   const bool usesBlas = k == "conv" || k == "conv_input_grad" || k == "conv_weight_grad" || k.rfind("attention", 0) == 0;
   if ((gemm || usesBlas) && !k::blas().loaded)

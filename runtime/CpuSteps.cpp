@@ -978,22 +978,19 @@ Status CpuBackend::quantizeBlocks(const plan::Step &s) {
 }
 
 Status CpuBackend::fp8BlockGemm(const plan::Step &s) {
-  // Emulation: each operand widened exactly by its blocks' scale_inv, then an f32 GEMM.
+  // The GPU kernel's sums in its order (kernels/cpu's blockScaledGemm): the emulation equals it bit for bit.
   const int xq = s.inputs(0), wq = s.inputs(1);
-  const auto [xRows, xCols] = blockMatrix(shape(xq), count(xq));
   const auto wShape = shape(wq), os = shape(s.outputs(0));
   const auto xBlock = attrs::inputBlock(s), wBlock = attrs::weightBlock(s);
-  const auto xf = fp8Format(dtype(xq)), wf = fp8Format(dtype(wq));
   const bool transB = attrs::transposeB(s);
   const int64_t n = os.back(), kk = transB ? wShape[1] : wShape[0], m = count(s.outputs(0)) / (n ? n : 1);
+  const k::BlockScaledOperand x{ptr<uint8_t>(xq), ptr<float>(s.inputs(2)), xBlock[0], xBlock[1], fp8Format(dtype(xq))};
+  const k::BlockScaledOperand w{ptr<uint8_t>(wq), ptr<float>(s.inputs(3)), wBlock[0], wBlock[1], fp8Format(dtype(wq))};
   const auto e = epilogue(s);
   float *b = s.inputs_size() > 4 ? floatIn(s.inputs(4)) : nullptr;
   float *y = floatOut(s.outputs(0));
-  emit([=, xp = ptr<uint8_t>(xq), wp = ptr<uint8_t>(wq), xsi = ptr<float>(s.inputs(2)), wsi = ptr<float>(s.inputs(3)),
-        xd = scratch.emplace_back(count(xq)).data(), wd = scratch.emplace_back(count(wq)).data()] {
-    k::dequantizeBlocks(xp, xsi, xd, xRows, xCols, xBlock[0], xBlock[1], xf);
-    k::dequantizeBlocks(wp, wsi, wd, wShape[0], wShape[1], wBlock[0], wBlock[1], wf);
-    k::linear(xd, wd, b, y, m, n, kk, /*transposeA=*/false, transB, e);
+  emit([=, wide = scratch.emplace_back(k::blockScaledGemmScratch(m, n, kk)).data()] {
+    k::blockScaledGemm(x, w, transB, b, y, m, n, kk, e, wide);
     return Status::success();
   });
   return Status::success();

@@ -215,6 +215,21 @@ void quantizeBlocks(const float *x, uint8_t *y, float *scaleInv, int64_t rows, i
 /// The inverse up to FP8 rounding: each code times its block's dequantization factor.
 void dequantizeBlocks(const uint8_t *x, const float *scaleInv, float *y, int64_t rows, int64_t cols,
                       int64_t blockRows, int64_t blockCols, Fp8Format format);
+/// A block-scaled FP8 operand: codes [rows, cols] row-major, one scale_inv per block of block[0] x block[1].
+struct BlockScaledOperand {
+  const uint8_t *codes;
+  const float *scaleInv;
+  int64_t blockRows, blockCols;
+  Fp8Format format;
+};
+/// The f32 scratch blockScaledGemm needs: x widened [m, k], and w widened as [k, n] with n padded.
+int64_t blockScaledGemmScratch(int64_t m, int64_t n, int64_t k);
+/// y[m, n] = act(x · w + bias) of block-scaled FP8 operands, x [m, k] and w [k, n] (or [n, k] where transposeB):
+/// each operand widened (dequantizeBlocks), then each output the fused multiply-adds of its products in
+/// ascending k from 0, then the bias, then the activation: the sums of kernels/cuda's fp8BlockGemm, bit for bit,
+/// whatever the thread count. `scratch` holds blockScaledGemmScratch floats; a null bias adds none.
+void blockScaledGemm(const BlockScaledOperand &x, const BlockScaledOperand &w, bool transposeB, const float *bias,
+                     float *y, int64_t m, int64_t n, int64_t k, Epilogue epilogue, float *scratch);
 /// Transformer Engine's delayed scaling: reduce the history with this step's `amax` (max or most
 /// recent), compute the new scale (keeping `scale` when the amax is 0/inf/NaN), then roll one slot; a
 /// step whose amax is 0 leaves the history unrolled (TE's bulk update).

@@ -173,8 +173,9 @@ void dequantizeBlocks(const uint8_t *x, const float *scaleInv, float *y, int64_t
   parallelFor(rows, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float *s = scaleInv + (r / blockRows) * blocksPerBand;
-      for (int64_t c = 0; c < cols; ++c)
-        y[r * cols + c] = fp8ToFloatBranchless(x[r * cols + c], format) * s[c / blockCols];
+      for (int64_t c0 = 0, block = 0; c0 < cols; c0 += blockCols, ++block) // a block's run of columns at once
+        for (int64_t c = c0; c < std::min(cols, c0 + blockCols); ++c)
+          y[r * cols + c] = fp8ToFloatBranchless(x[r * cols + c], format) * s[block];
     }
   });
 }

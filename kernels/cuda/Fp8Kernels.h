@@ -52,8 +52,8 @@ void quantizeBlocks(const void *x, ElementType xType, uint8_t *y, float *scaleIn
                     float epsilon, void *stream);
 /// y[m, n] = act(x · w + bias) of block-scaled FP8 operands (Transformer Engine's Float8BlockScaling and
 /// MXFP8 GEMMs): x [m, k] and w [k, n] (or [n, k] where transposeB) each with one scale_inv per block of
-/// its own [rows, cols]. kernels/cpu's emulation of it (dequantizeBlocks, then an f32 GEMM) sums in
-/// another order: the two agree to f32 rounding, not bit for bit. A null bias.data adds none.
+/// its own [rows, cols]. Each output is the fused multiply-adds of its widened products in ascending k, then
+/// the bias, then the activation: kernels/cpu's blockScaledGemm, bit for bit. A null bias.data adds none.
 void fp8BlockGemm(const uint8_t *x, const float *xScaleInv, int64_t xBlockRows, int64_t xBlockCols, Fp8Format xFormat,
                   const uint8_t *w, const float *wScaleInv, int64_t wBlockRows, int64_t wBlockCols, Fp8Format wFormat,
                   bool transposeB, ConstRef bias, Ref y, int64_t m, int64_t n, int64_t k, Epilogue epilogue,

@@ -553,19 +553,19 @@ void buildCases() {
                                .in(F32, {}, "positive").in(F32, {}, "positive").out(F32, {64, 128})
                                .s("tec.gemm_role", "dgrad"),
       1e-8);
-  // Block-scaled FP8 GEMMs (tec's kernel): the same widened values, summed in another order; partial blocks
-  // and tiles at every edge. Block scaling's 1x128 activation x 128x128 weight tiles (read transposed), and
-  // MXFP8's 1x32 x 32x1 of a [K, N] weight into bf16.
+  // Block-scaled FP8 GEMMs (tec's kernel and its cpu twin): the same sums in the same order, bit for bit;
+  // partial blocks and tiles at every edge. Block scaling's 1x128 activation x 128x128 weight tiles (read
+  // transposed), and MXFP8's 1x32 x 32x1 of a [K, N] weight into bf16.
   add("fp8_block_gemm_1x128_128x128",
       Builder("fp8_block_gemm").in(F8E4M3FN, {130, 300}, "fp8").in(F8E4M3FN, {200, 300}, "fp8")
           .in(F32, {130, 3}, "positive").in(F32, {2, 3}, "positive").in(F32, {200}).out(F32, {130, 200})
           .ints("input_block", {1, 128}).ints("weight_block", {128, 128}).i("transpose_b", 1).s("epilogue", "relu"),
-      gemmBound(300, kF32Unit));
+      kExact);
   add("fp8_block_gemm_mxfp8_bf16",
       Builder("fp8_block_gemm").in(F8E4M3FN, {33, 96}, "fp8").in(F8E5M2, {96, 40}, "fp8")
           .in(F32, {33, 3}, "positive").in(F32, {3, 40}, "positive").in(BF16, {40}).out(BF16, {33, 40})
           .ints("input_block", {1, 32}).ints("weight_block", {32, 1}),
-      1e-4);
+      kExact);
 }
 
 // The CUDA backend's fusion decisions, read from its own launch sequence (--emit=cuda's source, made

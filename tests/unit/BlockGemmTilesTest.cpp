@@ -61,14 +61,20 @@ struct Case {
 
 void PrintTo(const Case &c, std::ostream *os) { *os << c.name; }
 
-class BlockGemmTilesTest : public ::testing::TestWithParam<Case> {};
+/// Each case's operands (seeded), x [m, k] and w [k, n] or [n, k].
+class BlockGemmTilesTest : public ::testing::TestWithParam<Case> {
+protected:
+  void SetUp() override {
+    x = tec::testing::blockScaledOperand(c.m, c.k, c.xBlock, c.xFormat, c.kind, rng);
+    w = tec::testing::blockScaledOperand(c.transposeB ? c.n : c.k, wCols, c.wBlock, c.wFormat, c.kind, rng);
+  }
+  const Case c = GetParam();
+  const int64_t wCols = c.transposeB ? c.k : c.n;
+  std::mt19937 rng{7};
+  tec::testing::BlockScaledOperand x, w;
+};
 
 TEST_P(BlockGemmTilesTest, EqualTheWidenedOperandsSummedInAscendingK) {
-  const Case c = GetParam();
-  std::mt19937 rng(7);
-  const int64_t wRows = c.transposeB ? c.n : c.k, wCols = c.transposeB ? c.k : c.n;
-  const auto x = tec::testing::blockScaledOperand(c.m, c.k, c.xBlock, c.xFormat, c.kind, rng);
-  const auto w = tec::testing::blockScaledOperand(wRows, wCols, c.wBlock, c.wFormat, c.kind, rng);
   const BlockGemmProblem p{blockScaled(x.codes.data(), x.scaleInv.data(), c.k, c.xBlock[0], c.xBlock[1], c.xFormat),
                            blockScaled(w.codes.data(), w.scaleInv.data(), wCols, c.wBlock[0], c.wBlock[1], c.wFormat),
                            c.transposeB, c.m, c.n, c.k};
@@ -81,6 +87,27 @@ TEST_P(BlockGemmTilesTest, EqualTheWidenedOperandsSummedInAscendingK) {
     if (std::memcmp(&y[i], &expected[i], sizeof(float)) != 0 && mismatches++ < 5)
       ADD_FAILURE() << "y[" << i / c.n << ", " << i % c.n << "] = " << y[i] << ", expected " << expected[i];
   EXPECT_EQ(mismatches, 0);
+}
+
+// The cpu emulation's GEMM (kernels/cpu's blockScaledGemm, the GPU kernel's twin): the same sums, then the bias
+// and the activation, at one thread and at two.
+TEST_P(BlockGemmTilesTest, TheCpuTwinSumsAlike) {
+  std::vector<float> bias(c.n);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float &b : bias)
+    b = normal(rng);
+  std::vector<float> expected = tec::testing::blockGemmReference(x.widened, w.widened, c.m, c.n, c.k, c.transposeB);
+  for (size_t i = 0; i < expected.size(); ++i)
+    expected[i] = applyEpilogue(expected[i] + bias[i % c.n], Epilogue::Relu);
+  for (int threads : {1, 2}) {
+    cpu::setThreads(threads);
+    std::vector<float> y(c.m * c.n, NAN), scratch(cpu::blockScaledGemmScratch(c.m, c.n, c.k));
+    cpu::blockScaledGemm({x.codes.data(), x.scaleInv.data(), c.xBlock[0], c.xBlock[1], c.xFormat},
+                         {w.codes.data(), w.scaleInv.data(), c.wBlock[0], c.wBlock[1], c.wFormat}, c.transposeB,
+                         bias.data(), y.data(), c.m, c.n, c.k, Epilogue::Relu, scratch.data());
+    EXPECT_EQ(std::memcmp(y.data(), expected.data(), y.size() * sizeof(float)), 0) << threads << " thread(s)";
+  }
+  cpu::setThreads(1);
 }
 
 // Block scaling's 1x128 x 128x128 (transposed weight, partial blocks and tiles everywhere), its wgrad
