@@ -1,6 +1,6 @@
 // The CPU twin of kernels/cuda's block-scaled FP8 GEMM: the same sums in the same order (fused multiply-adds
 // in ascending k), so that the cpu emulation of Float8BlockScaling and MXFP8 equals the GPU bit for bit.
-// Tiles of 4 x 32 outputs accumulate in registers while k advances; each output is one thread's, so the
+// Tiles of 8 x 32 outputs accumulate in registers while k advances; each output is one thread's, so the
 // thread count changes nothing.
 #include "kernels/cpu/Clones.h"
 #include "kernels/cpu/CpuKernels.h"
@@ -78,7 +78,7 @@ void widenInput(const BlockScaledOperand &x, float *out, int64_t m, int64_t k) {
               });
 }
 
-/// Rows [r0, r1) of y (f32) += x · w over k in [k0, k1), in 4 x 32 tiles, each output's products by fused
+/// Rows [r0, r1) of y (f32) += x · w over k in [k0, k1), in 8 x 32 tiles, each output's products by fused
 /// multiply-adds in ascending k, continuing from y (zero where k0 is 0): a chain cut between K blocks and
 /// picked up from the stored f32 sums the same, so that the K blocks keep the weight panel in cache.
 TEC_CPU_CLONES void accumulateRows(const float *x, const float *w, float *y, int64_t r0, int64_t r1, int64_t n,
@@ -122,8 +122,9 @@ void blockScaledGemm(const BlockScaledOperand &x, const BlockScaledOperand &w, b
   float *xWide = scratch, *wWide = scratch + paddedRows(m) * k;
   widenInput(x, xWide, m, k);
   widenWeight(w, transposeB, wWide, n, k);
-  // Each thread a band of rows; within it K in blocks of 256 (the weight panel, 256 x 32 floats, stays in cache).
-  constexpr int64_t kBlockK = 256, kBandRows = 64;
+  // Each thread a band of rows (whole tiles); within it K in blocks of 4096 (a weight panel, 4096 x 32 floats,
+  // stays in L2 while the band's tiles stream it).
+  constexpr int64_t kBlockK = 4096, kBandRows = 8 * kTileRows;
   const int64_t bands = (m + kBandRows - 1) / kBandRows;
   const int64_t work = std::max<int64_t>(1, k * n * kBandRows);
   parallelFor(bands, std::max<int64_t>(1, kParallelThreshold / work), [&](int64_t begin, int64_t end) {

@@ -111,7 +111,8 @@ TEST_P(BlockGemmTilesTest, TheCpuTwinSumsAlike) {
 }
 
 // Block scaling's 1x128 x 128x128 (transposed weight, partial blocks and tiles everywhere), its wgrad
-// (1x128 x 128x1 of a [K, N] gradient), MXFP8 1x32 x 32x1 into E5M2, a K shorter than one K step, one element.
+// (1x128 x 128x1 of a [K, N] gradient), MXFP8 1x32 x 32x1 into E5M2, a K shorter than one K step, one element,
+// and a K longer than the cpu twin's K blocks (its sums continued from the stored ones).
 INSTANTIATE_TEST_SUITE_P(
     Shapes, BlockGemmTilesTest,
     ::testing::Values(
@@ -119,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"block_wgrad", 70, 96, 129, false, {1, 128}, {128, 1}, Fp8Format::E4M3, Fp8Format::E4M3, BlockScale::F32},
         Case{"mxfp8_e5m2", 33, 40, 96, false, {1, 32}, {32, 1}, Fp8Format::E4M3, Fp8Format::E5M2, BlockScale::E8M0},
         Case{"short_k", 65, 65, 7, true, {1, 32}, {1, 32}, Fp8Format::E4M3, Fp8Format::E4M3, BlockScale::E8M0},
-        Case{"one_element", 1, 1, 1, true, {1, 128}, {128, 128}, Fp8Format::E4M3, Fp8Format::E4M3, BlockScale::Pow2}),
+        Case{"one_element", 1, 1, 1, true, {1, 128}, {128, 128}, Fp8Format::E4M3, Fp8Format::E4M3, BlockScale::Pow2},
+        Case{"long_k", 9, 33, 4200, false, {1, 128}, {128, 1}, Fp8Format::E4M3, Fp8Format::E5M2, BlockScale::Pow2}),
     [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
 
 } // namespace
