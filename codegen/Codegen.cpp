@@ -198,6 +198,11 @@ plan::Attr convertAttr(Attribute attr, bool &ok) {
 llvm::Error VariantBuilder::addStep(Operation *op, int position) {
   for (Value v : op->getOperands())
     noteUse(v, position);
+  // The amax that current scaling makes a quantize's scale from lives through the quantize: a backend may
+  // compute the scale inside the quantize's launch, which then reads the amax while it writes.
+  if (auto quantize = llvm::dyn_cast<QuantizeOp>(op))
+    if (auto current = quantize.getScale().getDefiningOp<CurrentScalingOp>())
+      noteUse(current.getAmax(), position);
   // A reshape is a view: the same bytes under another shape.
   if (auto reshape = llvm::dyn_cast<ReshapeOp>(op)) {
     auto buffer = newBuffer(reshape.getResult(), locationName(op->getLoc()), plan::TEMP, op);

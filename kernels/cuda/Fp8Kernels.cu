@@ -66,7 +66,7 @@ __device__ float quantizeScale(const float *scale, const CurrentScale &current) 
   if (!current.amax)
     return *scale;
   const float s = scaleFromAmax(*current.amax, current.fp8Max, current.pow2, current.epsilon);
-  if (blockIdx.x == 0 && threadIdx.x == 0)
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0)
     *current.scale = s, *current.scaleInv = 1.0f / s;
   return s;
 }
@@ -97,11 +97,11 @@ constexpr int kTileRows = 8;
 /// long dimension: tokens), column tiles from blockIdx.y by a grid-stride loop (transposeGrid).
 __global__ void quantizeTransposedKernel(const void *x, ElementType xType, int64_t rows, int64_t cols,
                                          const float *scale, uint8_t *y, float *amax, Fp8Format format,
-                                         unsigned long long *counts) {
+                                         unsigned long long *counts, CurrentScale current) {
   __shared__ float tile[kTile][kTile + 1];
   __shared__ float blockMax[kTile * kTileRows];
   const int64_t r0 = int64_t(blockIdx.x) * kTile;
-  const float s = *scale;
+  const float s = quantizeScale(scale, current);
   float local = 0.0f;
   unsigned long long saturated = 0, flushed = 0;
   for (int64_t c0 = int64_t(blockIdx.y) * kTile; c0 < cols; c0 += int64_t(gridDim.y) * kTile) {
@@ -337,7 +337,18 @@ void quantizeTransposedWithAmax(const void *x, ElementType xType, int64_t rows, 
     return;
   const TileGrid grid = transposeGrid(rows, cols);
   quantizeTransposedKernel<<<dim3(grid.x, grid.y), dim3(kTile, kTileRows), 0, static_cast<cudaStream_t>(stream)>>>(
-      x, xType, rows, cols, scale, y, amax, format, counts);
+      x, xType, rows, cols, scale, y, amax, format, counts, CurrentScale{});
+}
+
+void quantizeTransposedCurrentScaled(const void *x, ElementType xType, int64_t rows, int64_t cols, const float *amax,
+                                     float fp8Max, bool pow2, float epsilon, float *scale, float *scaleInv, uint8_t *y,
+                                     Fp8Format format, void *stream, unsigned long long *counts) {
+  if (rows == 0 || cols == 0) // no tile to launch: the scale alone, as current_scaling writes it
+    return currentScaling(amax, fp8Max, pow2, epsilon, scale, scaleInv, stream);
+  const TileGrid grid = transposeGrid(rows, cols);
+  quantizeTransposedKernel<<<dim3(grid.x, grid.y), dim3(kTile, kTileRows), 0, static_cast<cudaStream_t>(stream)>>>(
+      x, xType, rows, cols, nullptr, y, nullptr, format, counts,
+      CurrentScale{amax, fp8Max, epsilon, pow2, scale, scaleInv});
 }
 
 void dequantize(const uint8_t *x, const float *scaleInv, float *y, int64_t n, Fp8Format format, void *stream) {

@@ -35,6 +35,10 @@ void layerNormQuantize(const void *x, ElementType xType, const void *weight, con
 void quantizeTransposedWithAmax(const void *x, ElementType xType, int64_t rows, int64_t cols, const float *scale,
                                 uint8_t *y, float *amax, Fp8Format format, void *stream,
                                 unsigned long long *counts = nullptr);
+/// The same for the transposed quantize: current scaling and quantizeTransposedWithAmax in one launch.
+void quantizeTransposedCurrentScaled(const void *x, ElementType xType, int64_t rows, int64_t cols, const float *amax,
+                                     float fp8Max, bool pow2, float epsilon, float *scale, float *scaleInv, uint8_t *y,
+                                     Fp8Format format, void *stream, unsigned long long *counts = nullptr);
 /// tec.cast_fp8_dbias over x [rows, cols]: y = fp8(x * *scale), *amax (it must start at 0) and dbias[c] the
 /// sum of column c, in f64: a pass over row chunks writing `partials` (biasGradChunks(rows) x cols
 /// doubles), then one summing them in chunk order (deterministic).

@@ -614,40 +614,46 @@ Status CudaBackend::quantize(const plan::Step &s) {
   auto format = fp8Format(dtype(y));
   Slot amaxOut = fusedAmax.count(currentStep) ? slot(fusedAmax[currentStep]) : Slot{};
   const int64_t counter = healthCounter(scale, n);
+  // Current scaling taken in (currentScalingFoldsIntoQuantize): the scale made from its amax in this launch.
+  const auto current = currentScaledQuantize.count(currentStep)
+                           ? std::optional<CurrentScaledQuantize>(currentScaledQuantize.at(currentStep))
+                           : std::nullopt;
+  auto counts = [=](const Context &c) {
+    return counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr;
+  };
   auto fold = transposedQuantize.find(currentStep);
   if (fold != transposedQuantize.end() || attrs::transposeInput(s)) {
     const bool own = fold == transposedQuantize.end(); // the quantize reads its own input transposed
     const int source = own ? x : std::get<0>(fold->second);
     const int64_t rows = own ? shape(x)[0] : std::get<1>(fold->second), cols = own ? shape(x)[1] : std::get<2>(fold->second);
     emit([=](const Context &c) {
+      const kc::ConstRef in = cref(c, source);
+      if (current) {
+        c.k->launch(TEC_KC(quantizeTransposedCurrentScaled), in.data, in.type, rows, cols, c.at<float>(slot(current->amax)),
+                    current->fp8Max, current->pow2, current->epsilon, c.at<float>(slot(scale)),
+                    c.at<float>(slot(current->scaleInv)), c.at<uint8_t>(slot(y)), format, Stream{}, counts(c));
+        return Status::success();
+      }
       if (!amaxOut.null())
         c.k->memset(c.at(amaxOut), 0, sizeof(float));
-      const kc::ConstRef in = cref(c, source);
       c.k->launch(TEC_KC(quantizeTransposedWithAmax), in.data, in.type, rows, cols, c.at<float>(slot(scale)),
-                  c.at<uint8_t>(slot(y)), c.at<float>(amaxOut), format, Stream{},
-                  counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
-      return Status::success();
-    });
-    return Status::success();
-  }
-  if (auto current = currentScaledQuantize.find(currentStep); current != currentScaledQuantize.end()) {
-    const CurrentScaledQuantize f = current->second;
-    emit([=](const Context &c) {
-      const kc::ConstRef in = cref(c, x);
-      c.k->launch(TEC_KC(quantizeCurrentScaled), in.data, in.type, c.at<float>(slot(f.amax)), f.fp8Max, f.pow2,
-                  f.epsilon, c.at<float>(slot(scale)), c.at<float>(slot(f.scaleInv)), c.at<uint8_t>(slot(y)), n, format,
-                  Stream{}, counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr);
+                  c.at<uint8_t>(slot(y)), c.at<float>(amaxOut), format, Stream{}, counts(c));
       return Status::success();
     });
     return Status::success();
   }
   emit([=](const Context &c) {
+    const kc::ConstRef in = cref(c, x);
+    if (current) {
+      c.k->launch(TEC_KC(quantizeCurrentScaled), in.data, in.type, c.at<float>(slot(current->amax)), current->fp8Max,
+                  current->pow2, current->epsilon, c.at<float>(slot(scale)), c.at<float>(slot(current->scaleInv)),
+                  c.at<uint8_t>(slot(y)), n, format, Stream{}, counts(c));
+      return Status::success();
+    }
     if (!amaxOut.null())
       c.k->memset(c.at(amaxOut), 0, sizeof(float));
-    const kc::ConstRef in = cref(c, x);
     c.k->launch(TEC_KC(quantizeWithAmax), in.data, in.type, c.at<float>(slot(scale)), c.at<uint8_t>(slot(y)),
-                c.at<float>(amaxOut), n, format, Stream{},
-                counter >= 0 ? c.at<unsigned long long>(countsSlot) + 2 * counter : nullptr, Epilogue::None);
+                c.at<float>(amaxOut), n, format, Stream{}, counts(c), Epilogue::None);
     return Status::success();
   });
   return Status::success();
@@ -682,16 +688,15 @@ Status CudaBackend::delayedScaling(const plan::Step &s) {
 }
 
 /// Whether the current_scaling step `s` can run inside the quantize right after it: that quantize alone reads
-/// the scale, reads its input as it is (not transposed, no amax of its own), and its output does not
-/// overlap the amax it reads.
+/// the scale, takes no amax of its own, and its output does not overlap the amax it reads (codegen keeps the
+/// amax alive through the quantize, so that it does not).
 bool CudaBackend::currentScalingFoldsIntoQuantize(const plan::Step &s) const {
   if (currentStep + 1 >= variant->steps_size())
     return false;
   const plan::Step &q = variant->steps(currentStep + 1);
   const int next = currentStep + 1;
   return q.kernel() == "quantize" && q.inputs_size() == 2 && q.inputs(1) == s.outputs(0) &&
-         readers(s.outputs(0)) == 1 && !attrs::transposeInput(q) && !transposedQuantize.count(next) &&
-         !fusedAmax.count(next) && !planGraph->overlaps(q.outputs(0), s.inputs(0));
+         readers(s.outputs(0)) == 1 && !fusedAmax.count(next) && !planGraph->overlaps(q.outputs(0), s.inputs(0));
 }
 
 Status CudaBackend::currentScaling(const plan::Step &s) {

@@ -539,6 +539,15 @@ void buildCases() {
     b.then("quantize").use(x).use(scale).out(F8E4M3FN, {5000});
     add("current_scaling_quantize", std::move(b), kExact);
   }
+  {
+    Builder b("amax");
+    b.in(BF16, {96, 200}).temp(F32, {});
+    const int x = 0, amax = b.last;
+    b.then("current_scaling").use(amax).temp(F32, {}).out(F32, {}).f("fp8_max", 57344.0);
+    const int scale = b.last;
+    b.then("quantize").use(x).use(scale).out(F8E5M2, {200, 96}).i("transpose_input", 1);
+    add("current_scaling_quantize_transposed", std::move(b), kExact);
+  }
   // FP8 GEMMs: both sides multiply the same FP8 values; the GPU accumulates in another order.
   add("fp8_gemm_forward", Builder("fp8_gemm").in(F8E4M3FN, {64, 128}, "fp8").in(F8E4M3FN, {96, 128}, "fp8")
                               .in(F32, {}, "positive").in(F32, {}, "positive").in(F32, {96}).out(F32, {64, 96})
@@ -588,6 +597,7 @@ const std::vector<FusionExpectation> &fusionExpectations() {
        "kc::stridedCopy"},
       {"transpose_amax_quantize", "kc::quantizeTransposedWithAmax", "kc::stridedCopy"},
       {"current_scaling_quantize", "kc::quantizeCurrentScaled", "kc::currentScaling"},
+      {"current_scaling_quantize_transposed", "kc::quantizeTransposedCurrentScaled", "kc::currentScaling"},
       {"linear_gelu_tanh", "kc::GemmEpilogue::GeluBias", "kc::biasActivation"},
       // ReLU stays in tec's kernel (NaN), after the plain GEMM.
       {"linear_relu", "Epilogue::Relu", "kc::GemmEpilogue::ReluBias"},

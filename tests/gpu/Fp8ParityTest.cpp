@@ -198,6 +198,21 @@ TEST(CurrentScaledQuantizeParity, EqualsTheScaleThenTheQuantize) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(toHost(dq, n), cpuQ);
   EXPECT_EQ(toHost(dScales, 2), (std::vector<float>{scale, 1.0f / scale}));
+  // The transposed form (a wgrad operand): x [333, 300] read as its transpose, off the 32x32 tiles.
+  const int64_t rows = 333, cols = 300;
+  std::vector<float> xt(rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      xt[c * rows + r] = x[r * cols + c];
+  const float tAmax = cpu::amax(x.data(), rows * cols), tScale = scaleFromAmax(tAmax, kE5M2Max, false, 0.0f);
+  std::vector<uint8_t> cpuT(rows * cols);
+  cpu::quantize(xt.data(), tScale, cpuT.data(), rows * cols, Fp8Format::E5M2);
+  cudaMemcpy(dAmax, &tAmax, sizeof(float), cudaMemcpyHostToDevice);
+  cuda::quantizeTransposedCurrentScaled(dx, ElementType::F32, rows, cols, dAmax, kE5M2Max, false, 0.0f, dScales,
+                                        dScales + 1, dq, Fp8Format::E5M2, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(toHost(dq, rows * cols), cpuT);
+  EXPECT_EQ(toHost(dScales, 2), (std::vector<float>{tScale, 1.0f / tScale}));
   for (void *p : {static_cast<void *>(dx), static_cast<void *>(dAmax), static_cast<void *>(dScales),
                   static_cast<void *>(dq)})
     cudaFree(p);
