@@ -222,10 +222,11 @@ struct BlockScaledOperand {
   int64_t blockRows, blockCols;
   Fp8Format format;
 };
-/// The f32 scratch blockScaledGemm needs: x widened [m, k], and w widened as [k, n] with n padded.
+/// The f32 scratch blockScaledGemm needs: both operands widened and packed (x in 8-row tiles, w in 32-column
+/// panels, each padded with zeros).
 int64_t blockScaledGemmScratch(int64_t m, int64_t n, int64_t k);
 /// y[m, n] = act(x · w + bias) of block-scaled FP8 operands, x [m, k] and w [k, n] (or [n, k] where transposeB):
-/// each operand widened (dequantizeBlocks), then each output the fused multiply-adds of its products in
+/// each operand widened (the values dequantizeBlocks gives), then each output the fused multiply-adds of its products in
 /// ascending k from 0, then the bias, then the activation: the sums of kernels/cuda's fp8BlockGemm, bit for bit,
 /// whatever the thread count. `scratch` holds blockScaledGemmScratch floats; a null bias adds none.
 void blockScaledGemm(const BlockScaledOperand &x, const BlockScaledOperand &w, bool transposeB, const float *bias,
