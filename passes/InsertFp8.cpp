@@ -291,6 +291,15 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
     return {op.getResult(), op.getScaleInv()};
   }
 
+  /// A matrix's transpose: the source of a transpose, or a new one (which a quantize reads in place).
+  static Value transposed(OpBuilder &b, Value matrix) {
+    if (auto t = matrix.getDefiningOp<TransposeOp>(); t && t.getPerm() == ArrayRef<int64_t>{1, 0})
+      return t.getInput();
+    auto type = llvm::cast<RankedTensorType>(matrix.getType());
+    auto result = RankedTensorType::get({type.getDimSize(1), type.getDimSize(0)}, type.getElementType());
+    return b.create<TransposeOp>(matrix.getLoc(), result, matrix, ArrayRef<int64_t>{1, 0});
+  }
+
   /// Current scaling's scale of `source`: its amax this step, then TE's scale from it.
   std::pair<Value, Value> currentScale(OpBuilder &b, Location loc, Value source, bool e5m2) {
     auto scalar = RankedTensorType::get({}, b.getF32Type());
@@ -482,11 +491,18 @@ struct TecInsertFp8 : tec::impl::TecInsertFp8Base<TecInsertFp8> {
         auto isE5m2 = [&](int operand) { return hybrid && gradOperand && gradOperand.getInt() == operand; };
         OpBuilder b(linear);
         QuantizedOperand x = quantizeOnce(b, linear.getInput(), operandName(0), isE5m2(0), recipe, true);
-        QuantizedOperand w = quantizeOnce(b, linear.getWeight(), operandName(1), isE5m2(1), recipe, linear.getTransposeB());
+        // Block recipes read both operands K-major, the only layout cuBLASLt's block scale modes take: a
+        // weight operand stored [K, N] (a dgrad's weight, a wgrad's gradient) is quantized from its
+        // transpose, which the quantize reads in place.
+        const bool transposeB = linear.getTransposeB() || isBlockRecipe(recipe);
+        Value weight = transposeB == linear.getTransposeB() ? linear.getWeight() : transposed(b, linear.getWeight());
+        QuantizedOperand w = quantizeOnce(b, weight, operandName(1), isE5m2(1), recipe, transposeB);
+        if (Operation *made = weight.getDefiningOp<TransposeOp>(); made && made->use_empty())
+          made->erase();
         Operation *gemm =
             isBlockRecipe(recipe)
                 ? b.create<Fp8BlockGemmOp>(linear.getLoc(), linear.getType(), x.fp8, w.fp8, x.scaleInv, w.scaleInv,
-                                           linear.getBias(), linear.getEpilogueAttr(), linear.getTransposeBAttr(),
+                                           linear.getBias(), linear.getEpilogueAttr(), b.getBoolAttr(transposeB),
                                            b.getDenseI64ArrayAttr(x.scaling.block), b.getDenseI64ArrayAttr(w.scaling.block))
                       .getOperation()
                 : b.create<Fp8GemmOp>(linear.getLoc(), linear.getType(), x.fp8, w.fp8, x.scaleInv, w.scaleInv,

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <optional>
 #include <tuple>
 
 namespace tec {
@@ -121,24 +122,47 @@ std::vector<LibraryProbe> probeCudaLibraries() {
   return found;
 }
 
+namespace {
+
+/// The probed cuBLASLt's version as (major, minor, patch); null where none was found.
+std::optional<std::tuple<int, int, int>> cublasLtVersion(const std::vector<LibraryProbe> &libraries) {
+  for (const auto &l : libraries)
+    if (l.name == "cuBLASLt" && !l.file.empty()) {
+      int major = 0, minor = 0, patch = 0;
+      std::sscanf(l.version.c_str(), "%d.%d.%d", &major, &minor, &patch);
+      return std::make_tuple(major, minor, patch);
+    }
+  return std::nullopt;
+}
+
+} // namespace
+
 std::string fp8Availability(const CudaProbe &cuda, const std::vector<LibraryProbe> &libraries) {
   if (!cuda.usable)
     return "no: no usable GPU (" + cuda.reason + ")";
   int cc = cuda.major * 10 + cuda.minor;
   if (cc < 89)
     return "no: " + smName(cuda.major, cuda.minor) + " has no FP8 tensor cores (needs sm_89 or newer); BF16/FP16 instead";
-  for (const auto &l : libraries)
-    if (l.name == "cuBLASLt") {
-      if (l.file.empty())
-        return "no: cuBLASLt not found";
-      if (cc == 89) {
-        int major = 0, minor = 0, patch = 0;
-        std::sscanf(l.version.c_str(), "%d.%d.%d", &major, &minor, &patch);
-        if (std::make_tuple(major, minor, patch) < std::make_tuple(12, 1, 3))
-          return "no: Ada needs cuBLASLt 12.1.3 or newer for FP8, found " + l.version;
-      }
-    }
+  const auto version = cublasLtVersion(libraries);
+  if (!version)
+    return "no: cuBLASLt not found";
+  if (cc == 89 && *version < std::make_tuple(12, 1, 3))
+    for (const auto &l : libraries)
+      if (l.name == "cuBLASLt")
+        return "no: Ada needs cuBLASLt 12.1.3 or newer for FP8, found " + l.version;
   return "yes (" + smName(cuda.major, cuda.minor) + ")";
+}
+
+std::string blockScalingAvailability(const CudaProbe &cuda, const std::vector<LibraryProbe> &libraries) {
+  if (!cuda.usable)
+    return "cpu emulation (no usable GPU)";
+  if (cuda.major < 9)
+    return "no: " + smName(cuda.major, cuda.minor) + " runs current scaling instead (block scaling needs sm_90)";
+  const auto version = cublasLtVersion(libraries);
+  if (!version || *version < std::make_tuple(12, 9, 0))
+    return "tec's kernel (CUDA cores): cuBLASLt's block scale modes need cuBLASLt 12.9 or newer" +
+           std::string(version ? "" : " (cuBLASLt not found)");
+  return "cuBLASLt's block scale modes (1x128 x 128x128 and 1x128 x 1x128, whole K blocks), tec's kernel elsewhere";
 }
 
 } // namespace tec

@@ -36,6 +36,10 @@ std::vector<LibraryProbe> probeCudaLibraries();
 /// 12.1.3 or newer on Ada).
 std::string fp8Availability(const CudaProbe &cuda, const std::vector<LibraryProbe> &libraries);
 
+/// Where block-scaled FP8 GEMMs (Float8BlockScaling) run here: cuBLASLt's block scale modes (sm_90+ with
+/// cuBLASLt 12.9 or newer), tec's kernel, the cpu's emulation, and why.
+std::string blockScalingAvailability(const CudaProbe &cuda, const std::vector<LibraryProbe> &libraries);
+
 /// "sm_90" for compute capability 9.0.
 std::string smName(int major, int minor);
 

@@ -40,6 +40,7 @@ Result<std::vector<DoctorFact>> doctorFacts(const std::string &planPath) {
   for (const auto &l : libraries)
     fact(l.name, l.version + (l.file.empty() ? "" : " (" + l.file + ")"));
   fact("FP8", fp8Availability(cuda, libraries));
+  fact("FP8 blocks", blockScalingAvailability(cuda, libraries));
   const auto &plugin = loadCudaPlugin();
   fact("CUDA backend", plugin.loaded ? "loaded (" + plugin.path + ")" : plugin.reason);
   const auto &blas = kernels::cpu::blas();

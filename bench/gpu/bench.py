@@ -251,10 +251,11 @@ def main():
             result["gemm"].append(g)
             save()
             if not g.get("ok"):
-                FAILED.append(f"gemm {g['gemm']} {g['size']}: {g.get('error', 'failed')}")
+                FAILED.append(f"gemm {g['gemm']} {g['size']} {g.get('kernel', '')}: {g.get('error', 'failed')}")
                 print(f"gemm {g['gemm']} {g['size']}^3: tec failed: {g.get('error', 'no reason given')}", flush=True)
                 continue
-            print(f"gemm {g['gemm']} {g['size']}^3: tec {g.get('tflops', float('nan')):.0f} TFLOP/s, "
+            on = f" on {g['kernel']}" if "kernel" in g else ""
+            print(f"gemm {g['gemm']} {g['size']}^3: tec{on} {g.get('tflops', float('nan')):.0f} TFLOP/s, "
                   f"torch {g.get('torch_tflops', float('nan')):.0f} TFLOP/s, "
                   f"ratio {g.get('ratio_vs_torch', float('nan')):.2f}", flush=True)
         if gemm.returncode != 0:

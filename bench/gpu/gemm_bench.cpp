@@ -1,7 +1,7 @@
 // Raw GEMM throughput through tec's cuBLASLt path (kernels/cuda/Gemm.h): FP8 E4M3 x E4M3 -> BF16 (the
-// forward GEMM of an FP8 Linear, TN, fast accumulation) and BF16 x BF16 -> BF16, square sizes; and tec's
+// forward GEMM of an FP8 Linear, TN, fast accumulation) and BF16 x BF16 -> BF16, square sizes; and the
 // block-scaled FP8 GEMM (Transformer Engine's Float8BlockScaling: 1x128 activation blocks, 128x128 weight
-// tiles) at 4096. Prints one JSON object per case; bench/gpu/bench.py runs torch._scaled_mm (with the same
+// tiles) at 4096 on tec's kernel and on cuBLASLt's block scale modes. Prints one JSON object per case; bench/gpu/bench.py runs torch._scaled_mm (with the same
 // block scales for the block-scaled case) and torch.matmul beside it.
 #include "kernels/cuda/Fp8Kernels.h"
 #include "kernels/cuda/Gemm.h"
@@ -11,55 +11,96 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 namespace kc = tec::kernels::cuda;
 using tec::kernels::ElementType;
 
-/// tec's block-scaled GEMM, y[n, n] (bf16) = x[n, n] · w[n, n]ᵀ with every block scale 1 (the codes as
-/// tec-gemm-bench's FP8 case: small normal values; the kernel's time does not depend on them).
-void blockScaledGemm(int64_t size, int iterations, cudaStream_t stream) {
+/// The block-scaled GEMM y[n, n] (bf16) = x[n, n] · w[n, n]ᵀ with every block scale 1 (the codes as
+/// tec-gemm-bench's FP8 case: small normal values; the time does not depend on them), on tec's kernel and on
+/// cuBLASLt's block scale modes (VEC128_32F x BLK128x128_32F, cuBLASLt 12.9 on Hopper) as the CUDA backend
+/// runs them: the scales moved into cuBLASLt's layout, then the GEMM, each iteration.
+void blockScaledGemm(int64_t size, int iterations, cublasLtHandle_t lt, void *workspace, size_t workspaceBytes,
+                     cudaStream_t stream) {
   const int64_t blocks = size / 128;
   uint8_t *x, *w;
-  float *xScales, *wScales;
+  float *xScales, *wScales, *xCublas, *wCublas;
   void *y;
   cudaMalloc(&x, size * size);
   cudaMalloc(&w, size * size);
   cudaMalloc(&y, size * size * 2);
   cudaMalloc(&xScales, size * blocks * sizeof(float));
   cudaMalloc(&wScales, blocks * blocks * sizeof(float));
+  cudaMalloc(&xCublas, kc::cublasScaleCount(kc::GemmScaling::Vec128, size, blocks) * sizeof(float));
+  cudaMalloc(&wCublas, kc::cublasScaleCount(kc::GemmScaling::Block128x128, blocks, blocks) * sizeof(float));
   cudaMemset(x, 0x38, size * size); // E4M3 1.0
   cudaMemset(w, 0x30, size * size); // E4M3 0.5
   std::vector<float> ones(size * blocks, 1.0f);
   cudaMemcpy(xScales, ones.data(), size * blocks * sizeof(float), cudaMemcpyHostToDevice);
   cudaMemcpy(wScales, ones.data(), blocks * blocks * sizeof(float), cudaMemcpyHostToDevice);
-  auto run = [&] {
+  auto report = [&](const char *kernel, const std::function<bool(std::string &)> &run) {
+    std::string error;
+    bool ok = run(error);
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    cudaEventRecord(start, stream);
+    for (int i = 0; i < iterations && ok; ++i)
+      ok = run(error);
+    cudaEventRecord(stop, stream);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    const cudaError_t status = cudaGetLastError();
+    if (ok && status != cudaSuccess)
+      ok = false, error = cudaGetErrorString(status);
+    const double seconds = ms / 1e3 / iterations;
+    if (!ok)
+      std::printf("{\"gemm\": \"fp8_block_1x128_128x128\", \"size\": %lld, \"ok\": false, \"kernel\": \"%s\", "
+                  "\"error\": \"%s\"}\n",
+                  static_cast<long long>(size), kernel, error.c_str());
+    else
+      std::printf("{\"gemm\": \"fp8_block_1x128_128x128\", \"size\": %lld, \"ok\": true, \"ms\": %.4f, "
+                  "\"tflops\": %.1f, \"kernel\": \"%s\"}\n",
+                  static_cast<long long>(size), seconds * 1e3, 2.0 * size * size * size / seconds / 1e12, kernel);
+  };
+  report("tec", [&](std::string &) {
     kc::fp8BlockGemm(x, xScales, 1, 128, tec::kernels::Fp8Format::E4M3, w, wScales, 128, 128,
                      tec::kernels::Fp8Format::E4M3, /*transposeB=*/true, {}, kc::Ref{y, ElementType::BF16}, size, size,
                      size, tec::kernels::Epilogue::None, stream);
-  };
-  run();
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaEventRecord(start, stream);
-  for (int i = 0; i < iterations; ++i)
-    run();
-  cudaEventRecord(stop, stream);
-  cudaEventSynchronize(stop);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  const cudaError_t status = cudaGetLastError();
-  const double seconds = ms / 1e3 / iterations;
-  if (status != cudaSuccess)
-    std::printf("{\"gemm\": \"fp8_block_1x128_128x128\", \"size\": %lld, \"ok\": false, \"error\": \"%s\"}\n",
-                static_cast<long long>(size), cudaGetErrorString(status));
-  else
-    std::printf("{\"gemm\": \"fp8_block_1x128_128x128\", \"size\": %lld, \"ok\": true, \"ms\": %.4f, "
-                "\"tflops\": %.1f, \"kernel\": \"tec\"}\n",
-                static_cast<long long>(size), seconds * 1e3, 2.0 * size * size * size / seconds / 1e12);
+    return true;
+  });
+  kc::GemmSpec spec;
+  spec.m = spec.n = spec.k = size;
+  spec.transposeB = true;
+  spec.a = spec.b = ElementType::F8E4M3;
+  spec.d = ElementType::BF16;
+  spec.scalingA = kc::GemmScaling::Vec128;
+  spec.scalingB = kc::GemmScaling::Block128x128;
+  std::string error;
+  std::unique_ptr<kc::Gemm> gemm;
+  if (kc::cublasLtSupports(spec, error))
+    gemm = kc::Gemm::create(lt, spec, workspaceBytes, error);
+  if (!gemm) {
+    report("cublaslt", [&](std::string &why) {
+      why = error;
+      return false;
+    });
+  } else {
+    report("cublaslt", [&](std::string &why) {
+      kc::toCublasBlockScales(xScales, xCublas, kc::GemmScaling::Vec128, size, blocks, stream);
+      kc::toCublasBlockScales(wScales, wCublas, kc::GemmScaling::Block128x128, blocks, blocks, stream);
+      kc::GemmOperands o;
+      o.a = x, o.b = w, o.d = y;
+      o.aScaleInv = xCublas, o.bScaleInv = wCublas;
+      return gemm->run(o, workspace, stream, why);
+    });
+  }
   for (void *p : {static_cast<void *>(x), static_cast<void *>(w), y, static_cast<void *>(xScales),
-                  static_cast<void *>(wScales)})
+                  static_cast<void *>(wScales), static_cast<void *>(xCublas), static_cast<void *>(wCublas)})
     cudaFree(p);
 }
 
@@ -151,6 +192,6 @@ int main(int argc, char **argv) {
         cudaFree(p);
     }
   }
-  blockScaledGemm(4096, iterations, stream);
+  blockScaledGemm(4096, iterations, lt, workspace, workspaceBytes, stream);
   return 0;
 }

@@ -1,6 +1,7 @@
 // tec's block-scaled FP8 GEMM (Fp8Kernels.h): each operand widened by its blocks' scale_inv as a tile is
 // loaded, then an FP32 multiply-accumulate over K in ascending order (BlockGemmTiles.h, tested on the CPU).
-// A fallback for where cuBLASLt's block scale modes are not used; CUDA cores only.
+// The fallback where cuBLASLt's block scale modes do not run a GEMM (CUDA cores only); and the move of
+// block scales into cuBLASLt's layout where they do.
 #include "kernels/cuda/BlockGemmTiles.h"
 #include "kernels/cuda/Common.cuh"
 #include "kernels/cuda/Fp8Kernels.h"
@@ -34,7 +35,22 @@ __global__ void fp8BlockGemmKernel(BlockGemmProblem p, ConstRef bias, Ref y, Epi
   }
 }
 
+__global__ void toCublasBlockScalesKernel(const float *scaleInv, float *out, GemmScaling scaling, int64_t rows,
+                                          int64_t kBlocks) {
+  TEC_GRID_LOOP(i, rows * kBlocks) {
+    out[cublasScaleIndex(scaling, i / kBlocks, i % kBlocks, rows, kBlocks)] = scaleInv[i];
+  }
+}
+
 } // namespace
+
+void toCublasBlockScales(const float *scaleInv, float *out, GemmScaling scaling, int64_t rows, int64_t kBlocks,
+                         void *stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  cudaMemsetAsync(out, 0, cublasScaleCount(scaling, rows, kBlocks) * sizeof(float), s);
+  if (rows * kBlocks)
+    toCublasBlockScalesKernel<<<blocksFor(rows * kBlocks), kThreads, 0, s>>>(scaleInv, out, scaling, rows, kBlocks);
+}
 
 void fp8BlockGemm(const uint8_t *x, const float *xScaleInv, int64_t xBlockRows, int64_t xBlockCols, Fp8Format xFormat,
                   const uint8_t *w, const float *wScaleInv, int64_t wBlockRows, int64_t wBlockCols, Fp8Format wFormat,

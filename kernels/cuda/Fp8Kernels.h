@@ -3,6 +3,7 @@
 #ifndef TEC_KERNELS_CUDA_FP8KERNELS_H
 #define TEC_KERNELS_CUDA_FP8KERNELS_H
 
+#include "kernels/cuda/Gemm.h"
 #include "kernels/cuda/Kernels.h"
 #include "support/Activations.h"
 #include "support/Fp8.h"
@@ -62,6 +63,11 @@ void fp8BlockGemm(const uint8_t *x, const float *xScaleInv, int64_t xBlockRows, 
                   const uint8_t *w, const float *wScaleInv, int64_t wBlockRows, int64_t wBlockCols, Fp8Format wFormat,
                   bool transposeB, ConstRef bias, Ref y, int64_t m, int64_t n, int64_t k, Epilogue epilogue,
                   void *stream);
+/// quantize_blocks' scale_inv of an operand stored [rows, K] (`kBlocks` blocks along K; rows: the 128-row
+/// bands under Block128x128), row-major, moved into the layout cuBLASLt reads (cublasScaleIndex), its
+/// padding zeroed: cublasScaleCount floats at `out`.
+void toCublasBlockScales(const float *scaleInv, float *out, GemmScaling scaling, int64_t rows, int64_t kBlocks,
+                         void *stream);
 /// Transformer Engine's current scaling: scale and scale_inv from this step's amax (support/Fp8.h's
 /// scaleFromAmax), one thread.
 void currentScaling(const float *amax, float fp8Max, bool pow2, float epsilon, float *scale, float *scaleInv,

@@ -44,6 +44,15 @@ bool usesAux(GemmEpilogue e) {
 
 bool isFp8(ElementType t) { return t == ElementType::F8E4M3 || t == ElementType::F8E5M2; }
 
+cublasLtMatmulMatrixScale_t scaleModeOf(GemmScaling s) {
+  switch (s) {
+  case GemmScaling::Vec128: return CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  case GemmScaling::Block128x128: return CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  case GemmScaling::Tensor: break;
+  }
+  return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+}
+
 std::string statusText(cublasStatus_t s) { return "cuBLASLt status " + std::to_string(static_cast<int>(s)); }
 
 template <typename T> cublasStatus_t setDesc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const T &v) {
@@ -112,6 +121,14 @@ std::unique_ptr<Gemm> Gemm::create(void *ltHandle, const GemmSpec &spec, size_t 
     const void *p = &one;
     setDesc(g.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, p);
     setDesc(g.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, p);
+  }
+  if (spec.scalingA != GemmScaling::Tensor || spec.scalingB != GemmScaling::Tensor) {
+    if (auto s = setDesc(g.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, static_cast<int32_t>(scaleModeOf(spec.scalingB)));
+        s != CUBLAS_STATUS_SUCCESS)
+      return fail("A_SCALE_MODE", s);
+    if (auto s = setDesc(g.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, static_cast<int32_t>(scaleModeOf(spec.scalingA)));
+        s != CUBLAS_STATUS_SUCCESS)
+      return fail("B_SCALE_MODE", s);
   }
 
   auto layout = [&](cublasLtMatrixLayout_t &l, ElementType type, int64_t rows, int64_t cols, int64_t stride) {

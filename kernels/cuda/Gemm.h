@@ -4,8 +4,10 @@
 #ifndef TEC_KERNELS_CUDA_GEMM_H
 #define TEC_KERNELS_CUDA_GEMM_H
 
+#include "support/HostDevice.h"
 #include "support/Ops.h"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -16,6 +18,28 @@ namespace tec::kernels::cuda {
 
 /// cuBLASLt's epilogues (by their names), the ones tec's plans use.
 enum class GemmEpilogue { Default, Bias, Relu, ReluBias, Gelu, GeluBias, GeluAux, GeluAuxBias, DGelu, BGradB };
+
+/// How an FP8 operand's scale_inv applies (cuBLASLt's scale modes, from cuBLASLt 12.9 on Hopper): one for
+/// the tensor, or one per 1x128 block (VEC128_32F) or 128x128 block (BLK128x128_32F) of its K-major
+/// storage, laid out as cublasScaleIndex says.
+enum class GemmScaling { Tensor, Vec128, Block128x128 };
+
+/// Where cuBLASLt reads the scale of block (row, kBlock) of an operand stored [rows, K] with `kBlocks`
+/// blocks along K (row: the 128-row band under Block128x128), in floats: Transformer Engine's "GEMM-ready"
+/// format. VEC128_32F's scales run along the rows, K block by K block, each run padded to a multiple of 4;
+/// BLK128x128_32F's along K, band by band, likewise padded. tec's quantize_blocks writes (row, kBlock)
+/// row-major, unpadded: kernels/cuda's toCublasBlockScales moves them.
+TEC_HOST_DEVICE int64_t cublasScaleStride(GemmScaling s, int64_t rows, int64_t kBlocks) {
+  return ((s == GemmScaling::Vec128 ? rows : kBlocks) + 3) / 4 * 4;
+}
+TEC_HOST_DEVICE int64_t cublasScaleIndex(GemmScaling s, int64_t row, int64_t kBlock, int64_t rows, int64_t kBlocks) {
+  const int64_t stride = cublasScaleStride(s, rows, kBlocks);
+  return s == GemmScaling::Vec128 ? kBlock * stride + row : row * stride + kBlock;
+}
+/// The floats cuBLASLt's layout of those scales spans.
+TEC_HOST_DEVICE int64_t cublasScaleCount(GemmScaling s, int64_t rows, int64_t kBlocks) {
+  return cublasScaleStride(s, rows, kBlocks) * (s == GemmScaling::Vec128 ? kBlocks : rows);
+}
 
 struct GemmSpec {
   int64_t m = 0, n = 0, k = 0;
@@ -30,6 +54,8 @@ struct GemmSpec {
   bool allowTf32 = false;
   float alpha = 1.0f, beta = 0.0f; // beta != 0 accumulates into D (C = D)
   bool amaxD = false;              // AMAX_D_POINTER: max |D| written by the GEMM
+  /// FP8 operands' scale modes; blocks need the TN layout (both K-major).
+  GemmScaling scalingA = GemmScaling::Tensor, scalingB = GemmScaling::Tensor;
   /// Strided batches (0 stride: the operand is shared by every batch), in elements.
   int64_t batch = 1, batchStrideA = 0, batchStrideB = 0, batchStrideD = 0;
   /// The alignment (bytes, a power of two up to 256) every pointer to A, B and D will have: the
@@ -43,7 +69,15 @@ struct GemmSpec {
 /// gradient of the output's type.
 /// Plain C++, so that fusion decisions are tested without a GPU; on a GPU, a fused GEMM these rules
 /// accept and cuBLASLt refuses is reported (the rules are then wrong).
+/// Block scales (cuBLASLt 12.9): E4M3 or E5M2 inputs, both operands per block with at most one of them in
+/// 128x128 tiles, whole 128-blocks along K, no fast accumulation (cuBLASLt promotes every block), a plain
+/// or bias epilogue, one batch.
 bool cublasLtSupports(const GemmSpec &spec, std::string &why);
+/// The scale modes cuBLASLt takes for a block-scaled FP8 GEMM y = x · wᵀ (x [M, K], w [N, K]) with these
+/// blocks (Transformer Engine's Float8BlockScaling: 1x128 activations and gradients, 128x128 or 1x128
+/// weights), or false with why not (MXFP8's 1x32, a weight stored [K, N]).
+bool cublasBlockScaling(std::array<int64_t, 2> xBlock, std::array<int64_t, 2> wBlock, bool transposeB, GemmScaling &x,
+                        GemmScaling &w, std::string &why);
 /// cuBLASLt's name of an epilogue, without the CUBLASLT_EPILOGUE_ prefix ("GELU_AUX_BIAS").
 const char *epilogueName(GemmEpilogue e);
 /// The bias type cuBLASLt takes with FP8 inputs and output type `d`.

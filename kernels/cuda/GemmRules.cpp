@@ -46,6 +46,37 @@ bool cublasLtSupports(const GemmSpec &spec, std::string &why) {
     why = "an FP8 GEMM writes f32, bf16 or f16, not " + std::string(typeName(spec.d));
     return false;
   }
+  const bool blocks = spec.scalingA != GemmScaling::Tensor || spec.scalingB != GemmScaling::Tensor;
+  if (blocks && !fp8) {
+    why = "block scales need FP8 inputs, not " + types;
+    return false;
+  }
+  if (blocks) {
+    if (spec.scalingA == GemmScaling::Tensor || spec.scalingB == GemmScaling::Tensor) {
+      why = "cuBLASLt scales both operands per block or neither";
+      return false;
+    }
+    if (spec.scalingA == GemmScaling::Block128x128 && spec.scalingB == GemmScaling::Block128x128) {
+      why = "cuBLASLt has no 128x128 x 128x128 block-scaled GEMM";
+      return false;
+    }
+    if (spec.k % 128) {
+      why = "cuBLASLt's block scales take whole 128-blocks along K, not k = " + std::to_string(spec.k);
+      return false;
+    }
+    if (spec.fastAccumulation) {
+      why = "cuBLASLt has no fast accumulation with block scales";
+      return false;
+    }
+    if (spec.epilogue != GemmEpilogue::Default && spec.epilogue != GemmEpilogue::Bias) {
+      why = "cuBLASLt's block-scaled GEMMs take a plain or bias epilogue, not " + std::string(epilogueName(spec.epilogue));
+      return false;
+    }
+    if (spec.batch != 1) {
+      why = "block-scaled GEMMs are not batched";
+      return false;
+    }
+  }
   if (takesBias(spec.epilogue)) {
     const ElementType wanted = fp8 ? fp8BiasType(spec.d) : spec.d;
     if (spec.bias != wanted) {
@@ -64,6 +95,24 @@ bool cublasLtSupports(const GemmSpec &spec, std::string &why) {
       return false;
     }
   }
+  return true;
+}
+
+bool cublasBlockScaling(std::array<int64_t, 2> xBlock, std::array<int64_t, 2> wBlock, bool transposeB, GemmScaling &x,
+                        GemmScaling &w, std::string &why) {
+  const std::array<int64_t, 2> vector{1, 128}, tile{128, 128}, column{128, 1}; // column: a [K, N] weight's
+  if (xBlock != vector || (wBlock != vector && wBlock != tile && wBlock != column)) {
+    why = "cuBLASLt's block scales are 1x128 and 128x128 (MXFP8's VEC32_UE8M0 is not wired yet), not " +
+          std::to_string(xBlock[0]) + "x" + std::to_string(xBlock[1]) + " x " + std::to_string(wBlock[0]) + "x" +
+          std::to_string(wBlock[1]);
+    return false;
+  }
+  if (!transposeB) {
+    why = "the weight is stored [K, N] and cuBLASLt's block scales take K-major operands";
+    return false;
+  }
+  x = GemmScaling::Vec128;
+  w = wBlock == tile ? GemmScaling::Block128x128 : GemmScaling::Vec128;
   return true;
 }
 

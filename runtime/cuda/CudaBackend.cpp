@@ -54,6 +54,7 @@ Status CudaBackend::init() {
   // FP8 tensor cores from sm_89; on Ada cuBLASLt runs FP8 GEMMs from 12.1.3 on.
   const bool ada = major == 8 && minor == 9;
   fp8Gemms = (major > 8 || ada) && (!ada || kc::cublasLtVersion() >= 120103);
+  blockScaleModes = major >= 9 && kc::cublasLtVersion() >= 120900;
   workspaceBytes = kc::gemmWorkspaceBytes(major);
   if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess)
     return Status::error("cannot create a CUDA stream: " + cudaText(e));

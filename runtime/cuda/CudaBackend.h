@@ -169,6 +169,7 @@ private:
     gemmSpecs.push_back(spec);
     return static_cast<int>(gemms.size() - 1);
   }
+  int cublasBlockGemm(const plan::Step &s, std::string &why);
   /// The cuDNN handle, made with the first step that wants one: plans without any never pay for cuDNN.
   bool loadCudnnHandle() {
     if (!cudnn && cudnnMissing.empty())
@@ -311,6 +312,7 @@ private:
   cublasLtHandle_t lt = nullptr;
   int major = 0, minor = 0;
   bool fp8Gemms = false;     // this GPU and cuBLASLt run FP8 GEMMs
+  bool blockScaleModes = false; // cuBLASLt has block scale modes (12.9+) and this GPU FP8 from Hopper on
   size_t workspaceBytes = 0;
   Slot workspace;
 

@@ -734,6 +734,8 @@ Status CudaBackend::quantizeBlocks(const plan::Step &s) {
   return Status::success();
 }
 
+/// cuBLASLt's block-scaled GEMM for this step where it runs it (cublasBlockGemm), else tec's kernel, said in
+/// a note. cuBLASLt writes x · wᵀ; the bias and activation follow as tec's kernel after it.
 Status CudaBackend::fp8BlockGemm(const plan::Step &s) {
   const int xq = s.inputs(0), wq = s.inputs(1), xsi = s.inputs(2), wsi = s.inputs(3), y = s.outputs(0);
   const int bias = s.inputs_size() > 4 ? s.inputs(4) : -1;
@@ -743,15 +745,78 @@ Status CudaBackend::fp8BlockGemm(const plan::Step &s) {
   const bool transB = attrs::transposeB(s);
   const int64_t n = os.back(), k = transB ? wShape[1] : wShape[0], m = n ? count(y) / n : 0;
   const Epilogue e = epilogue(s);
-  note(stepName(s) + ": block-scaled FP8 GEMM on tec's kernel (CUDA cores; cuBLASLt's block scale modes are not "
-                     "used yet)");
-  emit([=](const Context &c) {
+  auto onKernel = [=](const Context &c) {
     c.k->launch(TEC_KC(fp8BlockGemm), c.at<uint8_t>(slot(xq)), c.at<float>(slot(xsi)), xBlock[0], xBlock[1], xf,
                 c.at<uint8_t>(slot(wq)), c.at<float>(slot(wsi)), wBlock[0], wBlock[1], wf, transB,
                 bias >= 0 ? cref(c, bias) : kc::ConstRef{}, ref(c, y), m, n, k, e, Stream{});
+  };
+  std::string why;
+  const int gemm = cublasBlockGemm(s, why);
+  if (gemm < 0) {
+    note(stepName(s) + ": block-scaled FP8 GEMM on tec's kernel (CUDA cores): " + why);
+    emit([=](const Context &c) {
+      onKernel(c);
+      return Status::success();
+    });
+    return Status::success();
+  }
+  const kc::GemmScaling xs = gemmSpecs[gemm].scalingA, ws = gemmSpecs[gemm].scalingB;
+  const int64_t kBlocks = (k + 127) / 128, wRows = ws == kc::GemmScaling::Block128x128 ? (n + 127) / 128 : n;
+  const Slot xScales = stepScratch(kc::cublasScaleCount(xs, m, kBlocks) * 4);
+  const Slot wScales = stepScratch(kc::cublasScaleCount(ws, wRows, kBlocks) * 4);
+  const bool after = bias >= 0 || e != Epilogue::None;
+  emit([=](const Context &c) {
+    c.k->launch(TEC_KC(toCublasBlockScales), c.at<float>(slot(xsi)), c.at<float>(xScales), xs, m, kBlocks, Stream{});
+    c.k->launch(TEC_KC(toCublasBlockScales), c.at<float>(slot(wsi)), c.at<float>(wScales), ws, wRows, kBlocks, Stream{});
+    kc::GemmOperands o;
+    o.a = c.at(slot(xq));
+    o.b = c.at(slot(wq));
+    o.d = c.at(slot(y));
+    o.aScaleInv = c.at<float>(xScales);
+    o.bScaleInv = c.at<float>(wScales);
+    std::string error;
+    if (!c.k->gemm(gemm, o, error)) { // every algorithm failed at run time: the same product on tec's kernel
+      onKernel(c);
+      return Status::success();
+    }
+    if (after)
+      c.k->launch(TEC_KC(biasActivation), ref(c, y), bias >= 0 ? cref(c, bias) : kc::ConstRef{}, m, n, e, Stream{});
     return Status::success();
   });
   return Status::success();
+}
+
+/// The GEMM table's cuBLASLt block-scaled GEMM for an fp8_block_gemm step, or -1 with why not: block scale
+/// modes on this GPU and cuBLASLt (blockScaleModes), blocks and layout cuBLASLt takes (kc::cublasBlockScaling),
+/// its rules (kc::cublasLtSupports) and its heuristics. Compiling for --emit=cuda, programs run tec's kernel.
+int CudaBackend::cublasBlockGemm(const plan::Step &s, std::string &why) {
+  if (recording) {
+    why = "--emit=cuda programs run tec's kernel";
+    return -1;
+  }
+  if (!blockScaleModes) {
+    why = "cuBLASLt's block scale modes need Hopper (sm_90) and cuBLASLt 12.9, this is sm_" + std::to_string(major) +
+          std::to_string(minor) + " with cuBLASLt " + std::to_string(kc::cublasLtVersion());
+    return -1;
+  }
+  const auto xBlock = attrs::inputBlock(s), wBlock = attrs::weightBlock(s);
+  kc::GemmSpec spec;
+  if (xBlock.size() != 2 || wBlock.size() != 2 ||
+      !kc::cublasBlockScaling({xBlock[0], xBlock[1]}, {wBlock[0], wBlock[1]}, attrs::transposeB(s), spec.scalingA,
+                              spec.scalingB, why))
+    return -1;
+  const int xq = s.inputs(0), wq = s.inputs(1), y = s.outputs(0);
+  spec.transposeB = true;
+  spec.n = shape(y).back();
+  spec.k = shape(wq)[1];
+  spec.m = spec.n ? count(y) / spec.n : 0;
+  spec.a = type(xq);
+  spec.b = type(wq);
+  spec.d = type(y);
+  spec.alignA = alignmentOfSlot(slot(xq));
+  spec.alignB = alignmentOfSlot(slot(wq));
+  spec.alignD = alignmentOfSlot(slot(y));
+  return makeGemm(spec, why);
 }
 
 Status CudaBackend::optimizerUpdate(const plan::Step &s) {

@@ -127,6 +127,7 @@ private:
   static std::string text(ElementType t);
   static std::string text(Fp8Format f);
   static std::string text(kernels::BlockScale s);
+  static std::string text(kc::GemmScaling s);
   static std::string text(BinaryKind k);
   static std::string text(CompareKind k);
   static std::string text(UnaryKind k);

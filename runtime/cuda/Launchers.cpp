@@ -137,6 +137,9 @@ std::string Launcher::text(Fp8Format f) { return f == Fp8Format::E4M3 ? "Fp8Form
 std::string Launcher::text(kernels::BlockScale s) {
   return s == kernels::BlockScale::E8M0 ? "BlockScale::E8M0" : s == kernels::BlockScale::Pow2 ? "BlockScale::Pow2" : "BlockScale::F32";
 }
+std::string Launcher::text(kc::GemmScaling s) {
+  return s == kc::GemmScaling::Vec128 ? "kc::GemmScaling::Vec128" : s == kc::GemmScaling::Block128x128 ? "kc::GemmScaling::Block128x128" : "kc::GemmScaling::Tensor";
+}
 std::string Launcher::text(UnaryKind k) { return std::string("UnaryKind::") + kernels::unaryKindName(k); }
 
 std::string Launcher::text(BinaryKind k) {

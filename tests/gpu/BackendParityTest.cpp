@@ -570,6 +570,18 @@ void buildCases() {
           .in(F32, {130, 3}, "positive").in(F32, {2, 3}, "positive").in(F32, {200}).out(F32, {130, 200})
           .ints("input_block", {1, 128}).ints("weight_block", {128, 128}).i("transpose_b", 1).s("epilogue", "relu"),
       kExact);
+  // The same on cuBLASLt's block scale modes (Hopper, cuBLASLt 12.9): whole K blocks, both operands K-major.
+  // cuBLASLt sums each 128-block on the tensor cores and promotes it: no fast accumulation's error over k.
+  add("fp8_block_gemm_1x128_128x128_cublaslt",
+      Builder("fp8_block_gemm").in(F8E4M3FN, {256, 512}, "fp8").in(F8E4M3FN, {384, 512}, "fp8")
+          .in(F32, {256, 4}, "positive").in(F32, {3, 4}, "positive").in(F32, {384}).out(F32, {256, 384})
+          .ints("input_block", {1, 128}).ints("weight_block", {128, 128}).i("transpose_b", 1).s("epilogue", "relu"),
+      fp8FastAccumBound(128));
+  add("fp8_block_gemm_1x128_1x128_bf16_cublaslt",
+      Builder("fp8_block_gemm").in(F8E4M3FN, {128, 256}, "fp8").in(F8E4M3FN, {64, 256}, "fp8")
+          .in(F32, {128, 2}, "positive").in(F32, {64, 2}, "positive").out(BF16, {128, 64})
+          .ints("input_block", {1, 128}).ints("weight_block", {1, 128}).i("transpose_b", 1),
+      fp8FastAccumBound(128));
   add("fp8_block_gemm_mxfp8_bf16",
       Builder("fp8_block_gemm").in(F8E4M3FN, {33, 96}, "fp8").in(F8E5M2, {96, 40}, "fp8")
           .in(F32, {33, 3}, "positive").in(F32, {3, 40}, "positive").in(BF16, {40}).out(BF16, {33, 40})
@@ -731,15 +743,17 @@ TEST_P(BackendParity, CudaMatchesTheCpu) {
   // A fusion the rules promise must really happen on this GPU; cuBLASLt refusing one means the rules are wrong.
   const bool mustFuse = std::any_of(fusionExpectations().begin(), fusionExpectations().end(),
                                     [&](const FusionExpectation &e) { return e.name == c.name; });
-  // A case named for cuDNN measures cuDNN: tec's fallback kernels running it (a note saying so) fail it.
-  const std::string cudnnSuffix = "_cudnn";
-  const bool namedForCudnn = c.name.size() > cudnnSuffix.size() &&
-                             c.name.compare(c.name.size() - cudnnSuffix.size(), cudnnSuffix.size(), cudnnSuffix) == 0;
+  // A case named for cuDNN or cuBLASLt measures that library: tec's fallback kernels running it (a note
+  // saying so) fail it.
+  auto namedFor = [&](const std::string &suffix) {
+    return c.name.size() > suffix.size() && c.name.compare(c.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  const char *library = namedFor("_cudnn") ? "cuDNN" : namedFor("_cublaslt") ? "cuBLASLt" : nullptr;
   for (const std::string &line : (*cuda)->notes()) {
     EXPECT_EQ(line.find("refused"), std::string::npos) << c.name << ": " << line;
     EXPECT_FALSE(mustFuse) << c.name << " did not fuse: " << line;
-    EXPECT_FALSE(namedForCudnn && line.find("tec's") != std::string::npos)
-        << c.name << " is a cuDNN case, but cuDNN did not run it: " << line;
+    EXPECT_FALSE(library && line.find("tec's") != std::string::npos)
+        << c.name << " is a " << library << " case, but " << library << " did not run it: " << line;
   }
   for (int o : c.variant.outputs()) {
     const auto &b = c.variant.buffers(o);

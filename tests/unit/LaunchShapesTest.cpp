@@ -236,6 +236,86 @@ TEST(GemmRules, OtherGemmsTakeBiasAndBiasGradientOfTheOutputType) {
   EXPECT_TRUE(cublasLtSupports(spec, why)) << why;
 }
 
+// Float8BlockScaling's GEMMs on cuBLASLt's block scale modes (cuBLASLt 12.9): which blocks and layouts go
+// there, and what cuBLASLt's documented limits send to tec's kernel instead.
+TEST(GemmRules, BlockScaledGemmsTakeWhole128BlocksOfKMajorOperands) {
+  using tec::kernels::ElementType;
+  GemmScaling x = GemmScaling::Tensor, w = GemmScaling::Tensor;
+  std::string why;
+  ASSERT_TRUE(cublasBlockScaling({1, 128}, {128, 128}, true, x, w, why)) << why; // forward: activation x weight
+  EXPECT_EQ(x, GemmScaling::Vec128);
+  EXPECT_EQ(w, GemmScaling::Block128x128);
+  ASSERT_TRUE(cublasBlockScaling({1, 128}, {1, 128}, true, x, w, why)) << why; // wgrad: gradient x activation
+  EXPECT_EQ(w, GemmScaling::Vec128);
+  EXPECT_FALSE(cublasBlockScaling({1, 128}, {128, 1}, false, x, w, why)); // a [K, N] operand
+  EXPECT_NE(why.find("K-major"), std::string::npos) << why;
+  EXPECT_FALSE(cublasBlockScaling({1, 128}, {128, 128}, false, x, w, why));
+  EXPECT_FALSE(cublasBlockScaling({1, 32}, {1, 32}, true, x, w, why)); // MXFP8
+  EXPECT_NE(why.find("1x32 x 1x32"), std::string::npos) << why;
+
+  GemmSpec spec;
+  spec.m = 64, spec.n = 96, spec.k = 384;
+  spec.transposeB = true;
+  spec.a = spec.b = ElementType::F8E4M3;
+  spec.d = ElementType::BF16;
+  spec.scalingA = GemmScaling::Vec128;
+  spec.scalingB = GemmScaling::Block128x128;
+  EXPECT_TRUE(cublasLtSupports(spec, why)) << why;
+  spec.epilogue = GemmEpilogue::Bias;
+  spec.bias = ElementType::BF16;
+  EXPECT_TRUE(cublasLtSupports(spec, why)) << why;
+  spec.epilogue = GemmEpilogue::GeluBias;
+  EXPECT_FALSE(cublasLtSupports(spec, why));
+  EXPECT_NE(why.find("plain or bias epilogue"), std::string::npos) << why;
+  spec.epilogue = GemmEpilogue::Default;
+  spec.k = 400; // a multiple of 16, a partial last block
+  EXPECT_FALSE(cublasLtSupports(spec, why));
+  EXPECT_NE(why.find("whole 128-blocks"), std::string::npos) << why;
+  spec.k = 384;
+  spec.fastAccumulation = true;
+  EXPECT_FALSE(cublasLtSupports(spec, why));
+  spec.fastAccumulation = false;
+  spec.scalingA = GemmScaling::Block128x128;
+  EXPECT_FALSE(cublasLtSupports(spec, why));
+  EXPECT_NE(why.find("128x128 x 128x128"), std::string::npos) << why;
+  spec.scalingA = GemmScaling::Tensor;
+  EXPECT_FALSE(cublasLtSupports(spec, why));
+  EXPECT_NE(why.find("both operands"), std::string::npos) << why;
+  spec.scalingA = GemmScaling::Vec128;
+  spec.transposeB = false;
+  EXPECT_FALSE(cublasLtSupports(spec, why)) << "block scales are TN only, as FP8";
+}
+
+// The scale layouts against Transformer Engine's "GEMM-ready" shapes (its Float8BlockQuantizer and the
+// FP8 blockwise scaling guide): 1x128 scales of data [A, B] are [B/128, pad4(A)], 128x128 scales
+// [A/128, pad4(B/128)].
+TEST(GemmRules, BlockScalesTakeTransformerEnginesGemmReadyLayout) {
+  // An activation [5, 384]: 3 K blocks, rows padded to 8 in each K block's run.
+  EXPECT_EQ(cublasScaleCount(GemmScaling::Vec128, 5, 3), 3 * 8);
+  EXPECT_EQ(cublasScaleIndex(GemmScaling::Vec128, 0, 0, 5, 3), 0);
+  EXPECT_EQ(cublasScaleIndex(GemmScaling::Vec128, 4, 0, 5, 3), 4);
+  EXPECT_EQ(cublasScaleIndex(GemmScaling::Vec128, 0, 1, 5, 3), 8);
+  EXPECT_EQ(cublasScaleIndex(GemmScaling::Vec128, 4, 2, 5, 3), 20);
+  // A weight [256, 640]: 2 bands of 5 K tiles, each band's run padded to 8.
+  EXPECT_EQ(cublasScaleCount(GemmScaling::Block128x128, 2, 5), 2 * 8);
+  EXPECT_EQ(cublasScaleIndex(GemmScaling::Block128x128, 0, 4, 2, 5), 4);
+  EXPECT_EQ(cublasScaleIndex(GemmScaling::Block128x128, 1, 0, 2, 5), 8);
+  EXPECT_EQ(cublasScaleIndex(GemmScaling::Block128x128, 1, 4, 2, 5), 12);
+  // Each scale its own place inside the count, for shapes with and without padding.
+  for (auto s : {GemmScaling::Vec128, GemmScaling::Block128x128})
+    for (int64_t rows : {1, 4, 7, 130})
+      for (int64_t kBlocks : {1, 3, 4, 9}) {
+        std::vector<int> seen(cublasScaleCount(s, rows, kBlocks), 0);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t b = 0; b < kBlocks; ++b) {
+            const int64_t i = cublasScaleIndex(s, r, b, rows, kBlocks);
+            ASSERT_GE(i, 0);
+            ASSERT_LT(i, static_cast<int64_t>(seen.size()));
+            EXPECT_EQ(seen[i]++, 0) << rows << "x" << kBlocks << " (" << r << ", " << b << ")";
+          }
+      }
+}
+
 TEST(GemmRules, AlignmentIsTheLargestPowerOfTwoUpTo256) {
   EXPECT_EQ(alignmentOf(0), 256);
   EXPECT_EQ(alignmentOf(512), 256);

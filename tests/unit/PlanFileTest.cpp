@@ -425,4 +425,21 @@ TEST(Fp8Availability, FollowsComputeCapabilityAndCublasLtVersion) {
   CudaProbe none;
   none.reason = "no CUDA driver (libcuda.so.1 not found)";
   EXPECT_EQ(fp8Availability(none, libs), "no: no usable GPU (no CUDA driver (libcuda.so.1 not found))");
+  EXPECT_EQ(fp8Availability(gpu, {}), "no: cuBLASLt not found");
+}
+
+TEST(Fp8Availability, BlockScalingRunsOnCublasLtFrom12Point9OnHopper) {
+  CudaProbe gpu;
+  gpu.usable = true;
+  gpu.major = 9, gpu.minor = 0;
+  std::vector<LibraryProbe> libs = {{"cuBLASLt", "libcublasLt.so.12", "12.8.4"}};
+  const std::string old = blockScalingAvailability(gpu, libs);
+  EXPECT_EQ(old.rfind("tec's kernel", 0), 0u) << old;
+  EXPECT_NE(old.find("12.9 or newer"), std::string::npos) << old;
+  libs[0].version = "12.9.0";
+  EXPECT_EQ(blockScalingAvailability(gpu, libs).rfind("cuBLASLt's block scale modes", 0), 0u);
+  libs[0] = {"cuBLASLt", "libcublasLt.so.13", "13.1.0"};
+  EXPECT_EQ(blockScalingAvailability(gpu, libs).rfind("cuBLASLt's block scale modes", 0), 0u);
+  gpu.major = 8, gpu.minor = 9;
+  EXPECT_EQ(blockScalingAvailability(gpu, libs), "no: sm_89 runs current scaling instead (block scaling needs sm_90)");
 }

@@ -46,19 +46,22 @@ func.func @forward(%x: tensor<64x256xf32>, %w: tensor<128x256xf32>, %b: tensor<1
 
 // -----
 
-// A training layer under block scaling: the parameter in 128x128 tiles (the same scales both ways), the
-// gradient in 1x128 blocks for dgrad and 128x1 (columnwise, along the batch) for wgrad, the activation
-// quantized again from itself, transposed, for wgrad: three copies from high precision, none from FP8.
+// A training layer under block scaling: every GEMM reads both operands K-major (cuBLASLt's block scale
+// modes take only that), a [K, N] operand quantized from its transpose in place: the parameter in 128x128
+// tiles, the gradient in 1x128 blocks for dgrad and, transposed, 1x128 along the batch for wgrad, the
+// activation quantized again from itself, transposed, for wgrad: copies from high precision, none from FP8.
 // The per-layer recipe keeps fc2 in delayed scaling; fc1 (reading the same tensors) is block-scaled.
 // BLOCK-LABEL: func @training
 //       BLOCK:   %[[HQ:.+]], %[[HS:.+]] = tec.quantize_blocks %arg0 {{.*}}block = array<i64: 1, 128>{{.*}} : (tensor<256x128xf32>) -> (tensor<256x128xf8E4M3FN>, tensor<256x1xf32>)
 //  BLOCK-NEXT:   %[[HT:.+]], %[[HTS:.+]] = tec.quantize_blocks %arg0 {{.*}}block = array<i64: 1, 128>{{.*}}transpose_input = true} : (tensor<256x128xf32>) -> (tensor<128x256xf8E4M3FN>, tensor<128x2xf32>)
-//       BLOCK:   tec.quantize_blocks %arg1 {{.*}}block = array<i64: 128, 128>{{.*}} : (tensor<128x32xf32>) -> (tensor<128x32xf8E4M3FN>, tensor<1x1xf32>)
-//       BLOCK:   tec.fp8_block_gemm %[[HQ]]
+//       BLOCK:   %[[WT:.+]], %{{.+}} = tec.quantize_blocks %arg1 {{.*}}block = array<i64: 128, 128>{{.*}}transpose_input = true} : (tensor<128x32xf32>) -> (tensor<32x128xf8E4M3FN>, tensor<1x1xf32>)
+//       BLOCK:   tec.fp8_block_gemm %[[HQ]], %[[WT]], {{.*}}transpose_b = true
 //       BLOCK:   %[[DYQ:.+]], %{{.+}} = tec.quantize_blocks %arg2 {{.*}}block = array<i64: 1, 128>{{.*}} -> (tensor<256x32xf8E4M3FN>, tensor<256x1xf32>)
-//  BLOCK-NEXT:   %[[DYC:.+]], %{{.+}} = tec.quantize_blocks %arg2 {{.*}}block = array<i64: 128, 1>{{.*}} -> (tensor<256x32xf8E4M3FN>, tensor<2x32xf32>)
-//       BLOCK:   tec.fp8_block_gemm %[[DYQ]], {{.*}}tec.gemm_role = "dgrad"
-//       BLOCK:   tec.fp8_block_gemm %[[HT]], %[[DYC]], {{.*}}input_block = array<i64: 1, 128>, {{.*}}weight_block = array<i64: 128, 1>
+//  BLOCK-NEXT:   %[[DYT:.+]], %{{.+}} = tec.quantize_blocks %arg2 {{.*}}block = array<i64: 1, 128>{{.*}}transpose_input = true} : (tensor<256x32xf32>) -> (tensor<32x256xf8E4M3FN>, tensor<32x2xf32>)
+//       BLOCK:   %[[WQ:.+]], %{{.+}} = tec.quantize_blocks %arg1 {{.*}}block = array<i64: 128, 128>{{.*}} : (tensor<128x32xf32>) -> (tensor<128x32xf8E4M3FN>, tensor<1x1xf32>)
+//       BLOCK:   tec.fp8_block_gemm %[[DYQ]], %[[WQ]], {{.*}}tec.gemm_role = "dgrad"{{.*}}transpose_b = true
+//       BLOCK:   tec.fp8_block_gemm %[[HT]], %[[DYT]], {{.*}}input_block = array<i64: 1, 128>, {{.*}}transpose_b = true, weight_block = array<i64: 1, 128>
+//   BLOCK-NOT:   tec.transpose %arg1
 // LAYER-LABEL: func @training
 //       LAYER:   tec.fp8_gemm {{.*}}"E4M3 x E4M3, delayed scaling"
 //       LAYER:   tec.fp8_block_gemm {{.*}}"E4M3 x E4M3, block scaling 1x128 x 128x128, pow2 scales"
