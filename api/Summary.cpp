@@ -122,6 +122,16 @@ void printTrainedParams(const CompiledModel &c, llvm::raw_ostream &os) {
        << llvm::join(c.model.scalarConstants, ", ")
        << " (taken as scalar factors: the model is not a PyTorch export, whose parameters are named by module "
           "path; --trainable NAME trains one)\n";
+  if (!c.model.mergedParams.empty()) {
+    std::vector<std::string> merged;
+    for (const auto &[name, readers] : c.model.mergedParams)
+      merged.push_back(name + " (" + readers + ")");
+    os << "  tied     " << merged.size() << " params read by several nodes, every element equal: "
+       << llvm::join(merged, ", ")
+       << ". Each trains as one param. torch.onnx.export's dynamo exporter (its optimizer) merges equal "
+          "initializers (a fresh model's norm weights and biases, its layer scales), so these may be separate "
+          "params in PyTorch: to train them apart as it does, export with optimize=False\n";
+  }
   if (c.model.outputNames.size() > 1)
     os << "  outputs  " << llvm::join(c.model.outputNames, ", ")
        << ": each with a loss term; tec train trains on those given a --target and ignores the others\n";

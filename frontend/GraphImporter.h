@@ -315,6 +315,12 @@ private:
   // Values.
   Expected<Value> value(const onnx::NodeProto &node, int i);
   /// An initializer as a param argument (or the transpose of the one it copies).
+  /// out.mergedParams: params of equal elements that several nodes of one kind read.
+  void findMergedParams();
+  /// PyTorch's TorchScript exporter merges equal initializers of an eval-mode model (a fresh model's norm
+  /// weights and biases, its layer scales) into one, read through an Identity named for each param it
+  /// replaced: each such Identity of a param is a param of its own, with that data, as in PyTorch.
+  void findMergedCopies(bool fromPyTorch);
   Expected<Value> param(const std::string &name);
   /// Initializers that are transposes of others (torch.onnx's untied copies of tied weights).
   void findTransposedCopies();
@@ -540,6 +546,8 @@ private:
   llvm::StringMap<int64_t> dimParams;
   /// A transposed copy's name -> the initializer it copies.
   llvm::StringMap<std::string> transposedCopies;
+  /// An Identity's output -> the param initializer it reads (findMergedCopies).
+  llvm::StringMap<std::string> mergedCopies;
   /// One-element initializers taken as constants for the summary (ImportedModel::scalarConstants).
   llvm::StringSet<> scalarConstants;
   /// Params that training must leave alone, and why (tec.frozen).

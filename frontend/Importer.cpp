@@ -257,8 +257,11 @@ Expected<Value> GraphImporter::param(const std::string &name) {
                                                    source, ArrayRef<int64_t>{1, 0});
     return values[name] = transposed;
   }
-  const onnx::TensorProto &init = *initializers.lookup(name);
-  std::string what = "initializer '" + name + "'";
+  auto merged = mergedCopies.find(name);
+  if (merged != mergedCopies.end())
+    out.mergedCopies[name] = merged->second;
+  const onnx::TensorProto &init = *initializers.lookup(merged != mergedCopies.end() ? merged->second : name);
+  std::string what = "initializer '" + init.name() + "'";
   auto bytes = tensorBytes(init, what);
   if (!bytes)
     return bytes.takeError();
@@ -268,6 +271,41 @@ Expected<Value> GraphImporter::param(const std::string &name) {
   if (auto why = exporterConstant(name, type, *bytes))
     frozenParams.try_emplace(name, *why);
   return values[name] = arg;
+}
+
+void GraphImporter::findMergedCopies(bool fromPyTorch) {
+  if (!fromPyTorch)
+    return;
+  for (const auto &node : graph.node())
+    if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1 &&
+        initializers.contains(node.input(0)) && !constants.contains(node.input(0)) &&
+        !scalarConstants.contains(node.input(0)) && !frozenParams.contains(node.input(0)) &&
+        !transposedCopies.count(node.input(0)) && !initializers.contains(node.output(0)))
+      mergedCopies[node.output(0)] = node.input(0);
+}
+
+void GraphImporter::findMergedParams() {
+  llvm::StringMap<std::map<std::string, int>> readers; // param -> op type -> nodes
+  for (const auto &node : graph.node()) {
+    llvm::StringSet<> inputs; // a node reading a param twice is one reader
+    for (const auto &in : node.input())
+      if (inputs.insert(in).second)
+        readers[in][node.op_type()]++;
+  }
+  for (const ParamData &p : out.params) {
+    if (frozenParams.contains(p.name) || p.bytes.empty() || !llvm::isa<FloatType>(p.type.getElementType()))
+      continue;
+    const auto &kinds = readers.lookup(p.name);
+    auto most = std::max_element(kinds.begin(), kinds.end(), [](auto &a, auto &b) { return a.second < b.second; });
+    if (most == kinds.end() || most->second < 2)
+      continue;
+    const size_t width = p.type.getElementType().getIntOrFloatBitWidth() / 8;
+    bool equal = true;
+    for (size_t at = width; equal && at + width <= p.bytes.size(); at += width)
+      equal = std::equal(p.bytes.begin(), p.bytes.begin() + width, p.bytes.begin() + at);
+    if (equal)
+      out.mergedParams.push_back({p.name, most->first + " x " + std::to_string(most->second)});
+  }
 }
 
 Error GraphImporter::define(const onnx::NodeProto &node, unsigned i, Value v) {
@@ -525,6 +563,7 @@ Error GraphImporter::run() {
       frozenParams[init.name()] = *role.frozen;
   }
   findTransposedCopies();
+  findMergedCopies(fromPyTorch);
   // A --shape name that is no graph input binds a symbolic dim (dim_param) of that name.
   llvm::StringSet<> symbolicDims;
   for (const auto &vi : graph.input())
@@ -590,6 +629,11 @@ Error GraphImporter::run() {
       skipped.insert(node.output().begin(), node.output().end());
       continue;
     }
+    if (node.op_type() == "Identity" && node.output_size() == 1 && mergedCopies.contains(node.output(0))) {
+      if (auto copy = param(node.output(0)); !copy)
+        return copy.takeError();
+      continue;
+    }
     std::string message;
     Error err = llvm::handleErrors(importNode(node), [&](std::unique_ptr<ImportError> e) -> Error {
       if (e->getKind() != ImportErrorKind::Unsupported)
@@ -650,6 +694,7 @@ Error GraphImporter::run() {
   for (auto [i, update] : llvm::enumerate(runningStats))
     func.setResultAttr(firstRunningStat + i, kRunningStatAttrName,
                        builder.getI64IntegerAttr(update.first.getArgNumber()));
+  findMergedParams();
   size_t firstParam = out.inputNames.size();
   for (auto [i, p] : llvm::enumerate(out.params)) {
     func.setArgAttr(firstParam + i, kParamAttrName, builder.getStringAttr(p.name));
@@ -724,6 +769,46 @@ Expected<ImportedModel> importOnnxFile(MLIRContext &context, llvm::StringRef pat
       init.clear_external_data();
       init.clear_data_location();
     }
+  if (!result.mergedCopies.empty()) {
+    auto *graph = skeleton.mutable_graph();
+    std::map<std::string, const onnx::TensorProto *> sources;
+    for (const auto &init : graph->initializer())
+      sources[init.name()] = &init;
+    std::vector<onnx::TensorProto> copies;
+    for (const auto &[copy, source] : result.mergedCopies) {
+      onnx::TensorProto t = *sources.at(source);
+      t.set_name(copy);
+      t.clear_raw_data();
+      t.clear_float_data();
+      t.clear_external_data();
+      t.clear_data_location();
+      copies.push_back(std::move(t));
+    }
+    auto *nodes = graph->mutable_node();
+    nodes->erase(std::remove_if(nodes->begin(), nodes->end(),
+                                [&](const onnx::NodeProto &n) {
+                                  return n.op_type() == "Identity" && n.output_size() == 1 &&
+                                         result.mergedCopies.count(n.output(0));
+                                }),
+                 nodes->end());
+    // A merged-into initializer that no node reads any more (its own param read it through an Identity too).
+    llvm::StringSet<> read, merged;
+    for (const auto &n : graph->node())
+      for (const auto &in : n.input())
+        read.insert(in);
+    for (const auto &o : graph->output())
+      read.insert(o.name());
+    for (const auto &[copy, source] : result.mergedCopies)
+      merged.insert(source);
+    auto *inits = graph->mutable_initializer();
+    inits->erase(std::remove_if(inits->begin(), inits->end(),
+                                [&](const onnx::TensorProto &t) {
+                                  return merged.contains(t.name()) && !read.contains(t.name());
+                                }),
+                 inits->end());
+    for (auto &t : copies)
+      *graph->add_initializer() = std::move(t);
+  }
   skeleton.mutable_graph()->clear_value_info(); // shape inference's additions
   result.onnxWithoutParams = skeleton.SerializeAsString();
   result.storage = std::move(storage);

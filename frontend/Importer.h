@@ -43,6 +43,15 @@ struct ImportedModel {
   /// exporters name every parameter by its module path). The compile summary lists them; --trainable
   /// makes one a param.
   std::vector<std::string> scalarConstants;
+  /// Params that several nodes of one kind read and whose elements are all equal (a fresh model's norm
+  /// weights and biases, its layer scales): the dynamo exporter's optimizer merges equal initializers into
+  /// one, so what PyTorch trains as separate params trains here as one, tied (an intended tie, ALBERT's
+  /// shared layers, looks the same). The compile summary says so, and how to export them apart.
+  /// (name, readers: "LayerNormalization x 12")
+  std::vector<std::pair<std::string, std::string>> mergedParams;
+  /// Params the exporter had merged into another (ImportedModel::mergedParams), each an Identity of it in
+  /// the file: name -> the initializer it was read from. `tec export` writes each as an initializer again.
+  std::map<std::string, std::string> mergedCopies;
   /// Owns the memory that `params` point into.
   std::shared_ptr<void> storage;
 };

@@ -130,6 +130,7 @@ def architectures():
     yield "gru", Recurrent(torch.nn.GRU), sequence, "x"
     yield "volumetric", Volumetric(), torch.randn(BATCH, 2, 6, 8, 7, generator=torch.Generator().manual_seed(7)), "x"
     yield "default_init", DefaultInit(), image, "x"
+    yield "fresh_layers", FreshLayers(), features, "x"
 
 
 class ScalarParams(torch.nn.Module):
@@ -224,6 +225,29 @@ class DefaultInit(torch.nn.Module):
         return self.head(self.body(x).mean(dim=(2, 3)))
 
 
+class FreshLayers(torch.nn.Module):
+    """A fresh model as users export it to train (not randomized: KEEP_INIT): its LayerNorms' gains (all ones)
+    and biases (all zeros) and its layer scales (all 0.1) are equal, and the TorchScript exporter merges equal
+    initializers of an eval-mode model into one, read through Identity nodes named for the params it
+    replaced: each of those trains apart, as in torch."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)  # torch's initialization draws from the global generator
+        nn = torch.nn
+        self.inp = nn.Linear(24, 32)
+        self.norms = nn.ModuleList(nn.LayerNorm(32) for _ in range(3))
+        self.fcs = nn.ModuleList(nn.Linear(32, 32) for _ in range(3))
+        self.scales = nn.ParameterList(nn.Parameter(torch.full((32,), 0.1)) for _ in range(3))
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        h = self.inp(x)
+        for norm, fc, scale in zip(self.norms, self.fcs, self.scales):
+            h = h + scale * torch.nn.functional.gelu(fc(norm(h)))
+        return self.head(h)
+
+
 class Volumetric(torch.nn.Module):
     """A 3-D U-Net level as video and medical-imaging nets have it: Conv3d (padded, strided, grouped,
     anisotropic kernels), MaxPool3d, AvgPool3d with ceil mode, ConvTranspose3d (stride 2, output_padding),
@@ -276,10 +300,11 @@ def dynamic_axes(x):
     return axes
 
 
-def export(model, x, name, path, dynamo, dynamic, train_mode=False):
+def export(model, x, name, path, dynamo, dynamic, train_mode=False, optimize=True):
     kwargs = dict(input_names=[name], output_names=["y"], opset_version=18 if dynamo else 17, dynamo=dynamo)
     if dynamo:
         kwargs["external_data"] = False
+        kwargs["optimize"] = optimize
         if dynamic:
             kwargs["dynamic_shapes"] = ({d: torch.export.Dim(n, min=2, max=64) for d, n in dynamic_axes(x).items()},)
     elif dynamic:
@@ -308,7 +333,10 @@ LANGUAGE_MODELS = {"gpt2", "gpt2_untied", "llama", "bloom", "falcon"}
 # Architectures that train in train mode (BatchNormalization on batch statistics), exported that way.
 TRAIN_MODE = {"resnet18_bn"}
 # Trained from torch's own initialization (zero biases), as users start: the others are randomized.
-KEEP_INIT = {"default_init"}
+KEEP_INIT = {"default_init", "fresh_layers"}
+# Exported by dynamo without its optimizer, which merges equal initializers into one param (the TorchScript
+# exporter's merges, through Identity nodes, tec takes apart itself): trained from a fresh model, as users do.
+UNMERGED = {"fresh_layers"}
 # Architectures torch's dynamo exporter cannot export (torch 2.15): TorchScript forms only.
 TORCHSCRIPT_ONLY = {"t5_encoder": "aten.view of T5's transposed attention output fails in torch.export's decomposition"}
 # Eval-mode exports whose convolutions carry BatchNormalization folded in: torch's trained weights (conv and
@@ -418,7 +446,7 @@ def main():
             for dynamic in (False, True):
                 form = f"{'dynamo' if dynamo else 'ts'}_{'dynamic' if dynamic else 'static'}"
                 path = os.path.join(out, f"{arch}_{form}.onnx")
-                export(model, x, name, path, dynamo, dynamic, train_mode)
+                export(model, x, name, path, dynamo, dynamic, train_mode, optimize=arch not in UNMERGED)
                 session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
                 feeds = {session.get_inputs()[0].name: x.numpy()}
                 outputs = session.run(None, feeds)

@@ -646,3 +646,54 @@ def test_fusion_switches_off_and_the_schedule_says_so(tmp_path):
     inputs = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in fused.get_inputs()}
     for name, value in fused.run(inputs).items():
         np.testing.assert_array_equal(value, alone.run(inputs)[name])
+
+
+def stacked_norms(path, merged_through_identity):
+    """x [4, 8] -> two LayerNorms and a Linear, as a fresh PyTorch model has them: both norms' gains all ones and
+    biases all zeros. PyTorch's exporters merge such equal initializers: the TorchScript exporter reads the
+    merged one through an Identity named for each param it replaced (`merged_through_identity`), the dynamo
+    exporter's optimizer lets both norms read the same one."""
+    h = onnx.helper
+    rng = np.random.default_rng(11)
+    inits = {"norms.0.weight": np.ones(8), "norms.0.bias": np.zeros(8), "fc.weight": rng.standard_normal((8, 3)) * 0.3}
+    second = ["norms.1.weight", "norms.1.bias"] if merged_through_identity else ["norms.0.weight", "norms.0.bias"]
+    nodes = [h.make_node("LayerNormalization", ["x", "norms.0.weight", "norms.0.bias"], ["n0"], axis=-1),
+             h.make_node("Relu", ["n0"], ["r"]),
+             h.make_node("LayerNormalization", ["r", *second], ["n1"], axis=-1),
+             h.make_node("MatMul", ["n1", "fc.weight"], ["y"])]
+    if merged_through_identity:
+        nodes = [h.make_node("Identity", ["norms.0.weight"], ["norms.1.weight"]),
+                 h.make_node("Identity", ["norms.0.bias"], ["norms.1.bias"])] + nodes
+    graph = h.make_graph(nodes, "norms", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])],
+                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 3])],
+                         [onnx.numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], producer_name="pytorch")
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def test_params_an_exporter_merged_train_apart_as_in_pytorch(tmp_path):
+    # Through Identity (TorchScript): each Identity of a param is a param of its own, named as in PyTorch, and
+    # `export` writes it as an initializer again; the second norm's gain moves apart from the first's.
+    plan = tec.compile(stacked_norms(tmp_path / "ts.onnx", True), targets="cpu", train=train_options())
+    assert "norms.1.weight" in plan.compile_summary and "tied" not in plan.compile_summary
+    trainer = tec.Trainer(plan, device="cpu")
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        trainer.step({"x": rng.standard_normal((4, 8)).astype(np.float32)},
+                     {"y": rng.standard_normal((4, 3)).astype(np.float32)})
+    trainer.export(str(tmp_path / "trained.onnx"))
+    model = onnx.load(str(tmp_path / "trained.onnx"))
+    weights = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    assert {"norms.0.weight", "norms.1.weight", "norms.0.bias", "norms.1.bias"} <= weights.keys()
+    assert not any(n.op_type == "Identity" for n in model.graph.node)
+    assert not np.array_equal(weights["norms.0.weight"], weights["norms.1.weight"])
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    ort = pytest.importorskip("onnxruntime")
+    want = ort.InferenceSession(str(tmp_path / "trained.onnx")).run(None, {"x": x})[0]
+    np.testing.assert_allclose(trainer.predict({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+    # Read directly by both norms (dynamo's optimizer): one param, and the summary says why it may be two.
+    summary = tec.compile(stacked_norms(tmp_path / "dynamo.onnx", False), targets="cpu",
+                          train=train_options()).compile_summary
+    assert "tied     2 params" in summary and "norms.0.weight (LayerNormalization x 2)" in summary
+    assert "optimize=False" in summary
