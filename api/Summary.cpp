@@ -122,6 +122,10 @@ void printTrainedParams(const CompiledModel &c, llvm::raw_ostream &os) {
        << llvm::join(c.model.scalarConstants, ", ")
        << " (taken as scalar factors: the model is not a PyTorch export, whose parameters are named by module "
           "path; --trainable NAME trains one)\n";
+  for (const auto &[name, row] : c.model.paddingRows)
+    os << "  padding  " << name << " row " << row
+       << " is all zeros, as nn.Embedding's padding_idx: lookups of it pass no gradient, so it stays untrained "
+          "as in PyTorch\n";
   if (!c.model.mergedParams.empty()) {
     std::vector<std::string> merged;
     for (const auto &[name, readers] : c.model.mergedParams)
@@ -163,6 +167,9 @@ void printSummary(const CompiledModel &c, const std::string &modelPath, const st
   int total;
   std::string ops = opsString(c.importedOps, total);
   os << "  imported " << total << " ops: " << ops << "\n";
+  if (model.narrowedDoubles > 0)
+    os << "  float64  " << model.narrowedDoubles
+       << " float64 constants and casts taken as float32 (tec has no float64 kernels)\n";
   ops = opsString(c.compiledOps, total);
   os << "  compiled " << total << " ops: " << ops << "\n";
   os << "  pipeline " << llvm::join(c.passes, " -> ") << "\n";

@@ -315,7 +315,15 @@ private:
   // Values.
   Expected<Value> value(const onnx::NodeProto &node, int i);
   /// An initializer as a param argument (or the transpose of the one it copies).
-  /// out.mergedParams: params of equal elements that several nodes of one kind read.
+  /// tec has no float64 kernels: the model's float64 constants (an exporter's Python floats, BERT's
+  /// attention scale computed in double then cast to float), casts to float64 and value infos are taken as
+  /// float32, counted in out.narrowedDoubles. Graph inputs and outputs of float64 stay refused.
+  void narrowDoubles();
+  /// The one all-zero row of a table `name` (a 2-D float param of a PyTorch export): nn.Embedding zeroes its
+  /// padding_idx row and never trains it, and the export drops padding_idx, so that is how it is known;
+  /// none where no row or several are zero. Recorded in out.paddingRows.
+  std::optional<int64_t> paddingRow(const std::string &name);
+  /// out.mergedParams: params of equal elements that several nodes of one kind read (in a dynamo export).
   void findMergedParams();
   /// PyTorch's TorchScript exporter merges equal initializers of an eval-mode model (a fresh model's norm
   /// weights and biases, its layer scales) into one, read through an Identity named for each param it

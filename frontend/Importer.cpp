@@ -2,6 +2,8 @@
 // inference cross-checked, values and params, the importer table, and run(); the public entry points.
 #include "frontend/GraphImporter.h"
 
+#include <cstring>
+
 namespace tec::importer {
 
 Error GraphImporter::checkOpsetAndOps() {
@@ -287,6 +289,8 @@ void GraphImporter::findMergedCopies(bool fromPyTorch) {
 void GraphImporter::findMergedParams() {
   llvm::StringMap<std::map<std::string, int>> readers; // param -> op type -> nodes
   for (const auto &node : graph.node()) {
+    if (node.op_type() == "Identity" && node.output_size() == 1 && mergedCopies.contains(node.output(0)))
+      continue; // a param of its own now
     llvm::StringSet<> inputs; // a node reading a param twice is one reader
     for (const auto &in : node.input())
       if (inputs.insert(in).second)
@@ -530,9 +534,53 @@ Error GraphImporter::importNode(const onnx::NodeProto &node) {
   return importers().lookup(node.op_type())(*this, node);
 }
 
+void GraphImporter::narrowDoubles() {
+  constexpr int kDouble = onnx::TensorProto::DOUBLE, kFloat = onnx::TensorProto::FLOAT;
+  auto narrow = [&](onnx::TensorProto &t) {
+    if (t.data_type() != kDouble || t.data_location() == onnx::TensorProto::EXTERNAL)
+      return;
+    std::vector<float> values;
+    if (t.has_raw_data()) {
+      const std::string &raw = t.raw_data();
+      for (size_t at = 0; at + 8 <= raw.size(); at += 8) {
+        double v;
+        std::memcpy(&v, raw.data() + at, 8);
+        values.push_back(static_cast<float>(v));
+      }
+    } else {
+      for (double v : t.double_data())
+        values.push_back(static_cast<float>(v));
+    }
+    t.clear_raw_data();
+    t.clear_double_data();
+    t.set_data_type(kFloat);
+    t.set_raw_data(values.data(), values.size() * sizeof(float));
+    ++out.narrowedDoubles;
+  };
+  auto *g = storage.model.mutable_graph();
+  auto isDouble = [&](const onnx::ValueInfoProto &vi) { return vi.type().tensor_type().elem_type() == kDouble; };
+  if (llvm::any_of(g->input(), isDouble) || llvm::any_of(g->output(), isDouble))
+    return; // refused where the inputs and outputs are read, as unsupported
+  for (auto &init : *g->mutable_initializer())
+    narrow(init);
+  for (auto &node : *g->mutable_node())
+    for (auto &a : *node.mutable_attribute()) {
+      if (a.has_t())
+        narrow(*a.mutable_t());
+      if (node.op_type() == "Cast" && a.name() == "to" && a.i() == kDouble) {
+        a.set_i(kFloat);
+        ++out.narrowedDoubles;
+      }
+    }
+  for (auto &vi : *g->mutable_value_info())
+    if (vi.type().tensor_type().elem_type() == kDouble)
+      vi.mutable_type()->mutable_tensor_type()->set_elem_type(kFloat);
+}
+
 Error GraphImporter::run() {
   if (auto err = checkOpsetAndOps())
     return err;
+  narrowDoubles();
   if (graph.output_size() == 0)
     return invalid("the graph has no outputs");
   llvm::StringSet<> inputNames;
@@ -694,7 +742,8 @@ Error GraphImporter::run() {
   for (auto [i, update] : llvm::enumerate(runningStats))
     func.setResultAttr(firstRunningStat + i, kRunningStatAttrName,
                        builder.getI64IntegerAttr(update.first.getArgNumber()));
-  findMergedParams();
+  if (signedByTorch) // TorchScript's merges go through Identity (findMergedCopies): a direct share is intended
+    findMergedParams();
   size_t firstParam = out.inputNames.size();
   for (auto [i, p] : llvm::enumerate(out.params)) {
     func.setArgAttr(firstParam + i, kParamAttrName, builder.getStringAttr(p.name));

@@ -52,6 +52,11 @@ struct ImportedModel {
   /// Params the exporter had merged into another (ImportedModel::mergedParams), each an Identity of it in
   /// the file: name -> the initializer it was read from. `tec export` writes each as an initializer again.
   std::map<std::string, std::string> mergedCopies;
+  /// float64 constants and casts taken as float32 (GraphImporter::narrowDoubles).
+  int64_t narrowedDoubles = 0;
+  /// Embedding tables' padding rows (PyTorch's padding_idx, found as the one all-zero row): the gathers
+  /// pass them no gradient, so they stay untrained as in PyTorch. (param, row)
+  std::vector<std::pair<std::string, int64_t>> paddingRows;
   /// Owns the memory that `params` point into.
   std::shared_ptr<void> storage;
 };

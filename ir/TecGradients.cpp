@@ -715,7 +715,22 @@ LogicalResult CumSumOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVector
 LogicalResult GatherOp::buildGradients(OpBuilder &b, ValueRange dys, SmallVectorImpl<Value> &grads) {
   if (!llvm::isa<FloatType>(getType().getElementType()))
     return emitOpError("expected float data to differentiate, got ") << getType().getElementType();
-  grads.push_back(b.create<ScatterAddOp>(getLoc(), getData().getType(), dys[0], getIndices(), getAxis(),
+  Value dy = dys[0];
+  if (auto padding = getPaddingIndex()) { // positions that gathered the padding slice add nothing to it
+    Location loc = getLoc();
+    auto ids = typeOf(getIndices());
+    auto idType = RankedTensorType::get({}, ids.getElementType());
+    Value row = b.create<ConstantOp>(loc, idType, DenseElementsAttr::get(idType, b.getIntegerAttr(ids.getElementType(), *padding)));
+    Value atRow = b.create<CompareOp>(loc, RankedTensorType::get(ids.getShape(), b.getI1Type()), getIndices(), row,
+                                      b.getStringAttr("eq"));
+    // The mask over the result: 1 for data's dims before and after the gathered axis.
+    shape::Dims dims(getAxis(), 1);
+    llvm::append_range(dims, ids.getShape());
+    dims.append(getType().getRank() - dims.size(), 1);
+    Value mask = b.create<ReshapeOp>(loc, RankedTensorType::get(dims, b.getI1Type()), atRow);
+    dy = b.create<WhereOp>(loc, dy.getType(), mask, scalar(b, loc, getType().getElementType(), 0.0), dy);
+  }
+  grads.push_back(b.create<ScatterAddOp>(getLoc(), getData().getType(), dy, getIndices(), getAxis(),
                                          /*elements=*/false));
   grads.push_back(Value());
   return success();

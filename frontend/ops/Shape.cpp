@@ -279,7 +279,43 @@ Error GraphImporter::gather(const onnx::NodeProto &n) {
   llvm::append_range(dims, typeOf(indices).getShape());
   llvm::append_range(dims, d.getShape().drop_front(axis + 1));
   TRY_ASSIGN(type, checkedType(n, dims, d.getElementType()));
-  return define(n, 0, create<GatherOp>(n, type, data, indices, axis));
+  auto gather = create<GatherOp>(n, type, data, indices, axis);
+  if (auto row = axis == 0 ? paddingRow(n.input(0)) : std::nullopt)
+    gather.getDefiningOp()->setAttr("padding_index", builder.getI64IntegerAttr(*row));
+  return define(n, 0, gather);
+}
+
+std::optional<int64_t> GraphImporter::paddingRow(const std::string &name) {
+  if (storage.model.producer_name() != "pytorch" || frozenParams.contains(name))
+    return std::nullopt;
+  auto merged = mergedCopies.find(name);
+  const onnx::TensorProto *table = initializers.lookup(merged != mergedCopies.end() ? merged->second : name);
+  if (!table || constants.contains(table->name()) || table->dims_size() != 2 || table->dims(0) < 2)
+    return std::nullopt;
+  auto bytes = tensorBytes(*table, "initializer '" + table->name() + "'");
+  if (!bytes) {
+    llvm::consumeError(bytes.takeError());
+    return std::nullopt;
+  }
+  auto type = tensorType(*table, table->name());
+  if (!type || !llvm::isa<FloatType>(type->getElementType())) {
+    if (!type)
+      llvm::consumeError(type.takeError());
+    return std::nullopt;
+  }
+  const size_t rows = table->dims(0), rowBytes = bytes->size() / rows;
+  std::optional<int64_t> zero;
+  for (size_t r = 0; r < rows && rowBytes; ++r) {
+    const char *row = bytes->data() + r * rowBytes;
+    if (std::all_of(row, row + rowBytes, [](char c) { return c == 0; })) {
+      if (zero)
+        return std::nullopt; // several zero rows: no padding row to tell
+      zero = static_cast<int64_t>(r);
+    }
+  }
+  if (zero && !llvm::is_contained(out.paddingRows, std::make_pair(name, *zero)))
+    out.paddingRows.push_back({name, *zero});
+  return zero;
 }
 
 Error GraphImporter::constant(const onnx::NodeProto &n) {

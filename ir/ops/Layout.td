@@ -116,15 +116,21 @@ def Tec_GatherOp : Tec_Op<"gather", [Pure, DeclareOpInterfaceMethods<Tec_Differe
   let summary = "gather slices along an axis by index";
   let description = [{
     ONNX `Gather`: result shape is `data[:axis] ++ indices ++ data[axis+1:]`; negative indices count
-    from the end; an index out of range is a run-time error.
+    from the end; an index out of range is a run-time error. `padding_index` (PyTorch's nn.Embedding
+    `padding_idx`, which its export drops; the importer finds it as the table's one all-zero row): positions
+    that gather that slice pass no gradient to it, so PyTorch's never-trained padding row stays untrained.
 
     Example:
     ```mlir
     %0 = tec.gather %table, %ids {axis = 0 : i64} : (tensor<100x16xf32>, tensor<4x8xi64>) -> tensor<4x8x16xf32>
     ```
   }];
-  let arguments = (ins Tec_Tensor:$data, Tec_IndexTensor:$indices, I64Attr:$axis);
+  let arguments = (ins Tec_Tensor:$data, Tec_IndexTensor:$indices, I64Attr:$axis,
+                       OptionalAttr<I64Attr>:$padding_index);
   let results = (outs Tec_Tensor:$result);
+  let builders = [OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$data, "::mlir::Value":$indices, "int64_t":$axis), [{
+    build($_builder, $_state, result, data, indices, $_builder.getI64IntegerAttr(axis), ::mlir::IntegerAttr());
+  }]>];
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasFolder = 1;

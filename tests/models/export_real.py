@@ -131,6 +131,7 @@ def architectures():
     yield "volumetric", Volumetric(), torch.randn(BATCH, 2, 6, 8, 7, generator=torch.Generator().manual_seed(7)), "x"
     yield "default_init", DefaultInit(), image, "x"
     yield "fresh_layers", FreshLayers(), features, "x"
+    yield "padded_embedding", PaddedEmbedding(), tokens, "x"
 
 
 class ScalarParams(torch.nn.Module):
@@ -248,6 +249,21 @@ class FreshLayers(torch.nn.Module):
         return self.head(h)
 
 
+class PaddedEmbedding(torch.nn.Module):
+    """Token ids through an nn.Embedding with padding_idx 0 as torch initializes it (KEEP_INIT: that row all
+    zeros, and torch never trains it), mean-pooled into a Linear. The export drops padding_idx: tec finds the
+    row as the table's one all-zero row and passes it no gradient, as torch does."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)  # torch's initialization draws from the global generator
+        self.embed = torch.nn.Embedding(64, 16, padding_idx=0)
+        self.head = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        return self.head(self.embed(x).mean(dim=1))
+
+
 class Volumetric(torch.nn.Module):
     """A 3-D U-Net level as video and medical-imaging nets have it: Conv3d (padded, strided, grouped,
     anisotropic kernels), MaxPool3d, AvgPool3d with ceil mode, ConvTranspose3d (stride 2, output_padding),
@@ -333,7 +349,7 @@ LANGUAGE_MODELS = {"gpt2", "gpt2_untied", "llama", "bloom", "falcon"}
 # Architectures that train in train mode (BatchNormalization on batch statistics), exported that way.
 TRAIN_MODE = {"resnet18_bn"}
 # Trained from torch's own initialization (zero biases), as users start: the others are randomized.
-KEEP_INIT = {"default_init", "fresh_layers"}
+KEEP_INIT = {"default_init", "fresh_layers", "padded_embedding"}
 # Exported by dynamo without its optimizer, which merges equal initializers into one param (the TorchScript
 # exporter's merges, through Identity nodes, tec takes apart itself): trained from a fresh model, as users do.
 UNMERGED = {"fresh_layers"}

@@ -667,6 +667,11 @@ def stacked_norms(path, merged_through_identity):
     graph = h.make_graph(nodes, "norms", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])],
                          [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 3])],
                          [onnx.numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    if not merged_through_identity:  # dynamo signs each param in the graph's value infos
+        for name, v in inits.items():
+            info = h.make_tensor_value_info(name, onnx.TensorProto.FLOAT, list(v.shape))
+            info.metadata_props.add(key="pkg.torch.export.graph_signature.InputSpec.kind", value="PARAMETER")
+            graph.value_info.append(info)
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], producer_name="pytorch")
     onnx.save(model, str(path))
     return str(path)
@@ -692,8 +697,36 @@ def test_params_an_exporter_merged_train_apart_as_in_pytorch(tmp_path):
     ort = pytest.importorskip("onnxruntime")
     want = ort.InferenceSession(str(tmp_path / "trained.onnx")).run(None, {"x": x})[0]
     np.testing.assert_allclose(trainer.predict({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
-    # Read directly by both norms (dynamo's optimizer): one param, and the summary says why it may be two.
+    # Read directly by both norms in a dynamo export (its optimizer merged them): one param, and the summary
+    # says why it may be two; in a TorchScript export (no signature) a direct share is meant (ALBERT's layers).
     summary = tec.compile(stacked_norms(tmp_path / "dynamo.onnx", False), targets="cpu",
                           train=train_options()).compile_summary
     assert "tied     2 params" in summary and "norms.0.weight (LayerNormalization x 2)" in summary
     assert "optimize=False" in summary
+
+
+def test_float64_constants_compute_in_float32_as_exporters_write_them(tmp_path):
+    # BERT's attention scale as the TorchScript exporter writes it without constant folding: a DOUBLE
+    # Constant, its Sqrt in double, a Cast to float. tec takes the double as float32 and says so; ONNX
+    # Runtime computes it in double: the same to float32 rounding.
+    h = onnx.helper
+    scale = onnx.numpy_helper.from_array(np.array(0.125, dtype=np.float64))
+    nodes = [h.make_node("Constant", [], ["c"], value=scale), h.make_node("Sqrt", ["c"], ["s"]),
+             h.make_node("Cast", ["s"], ["f"], to=onnx.TensorProto.FLOAT), h.make_node("Mul", ["x", "f"], ["y"])]
+    graph = h.make_graph(nodes, "scale", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 4])],
+                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3, 4])])
+    path = str(tmp_path / "double.onnx")
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), path)
+    plan = tec.compile(path, targets="cpu")
+    assert "float64  1 float64 constants and casts taken as float32" in plan.compile_summary
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    ort = pytest.importorskip("onnxruntime")
+    want = ort.InferenceSession(path).run(None, {"x": x})[0]
+    np.testing.assert_allclose(tec.Session(plan, device="cpu").run({"x": x})["y"], want, rtol=1e-6)
+    # A float64 output stays refused, naming the type.
+    graph = h.make_graph(nodes + [h.make_node("Cast", ["y"], ["y64"], to=onnx.TensorProto.DOUBLE)], "scale",
+                         [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 4])],
+                         [h.make_tensor_value_info("y64", onnx.TensorProto.DOUBLE, [3, 4])])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), path)
+    with pytest.raises(tec.UnsupportedError, match="DOUBLE"):
+        tec.compile(path, targets="cpu")

@@ -38,3 +38,18 @@ func.func @forward(%a: tensor<3xf32> {tec.param = "a"}, %unused: tensor<3xf32> {
   return %0 : tensor<3xf32>
 }
 
+
+// -----
+
+// An embedding lookup with PyTorch's padding row: positions that gathered row 0 pass no gradient to it.
+// CHECK-LABEL: func.func @forward_vjp(
+//       CHECK:   %[[ROW:.+]] = tec.constant dense<0> : tensor<i64>
+//       CHECK:   %[[AT:.+]] = tec.compare %arg1, %[[ROW]] {predicate = "eq"} : (tensor<2x5xi64>, tensor<i64>) -> tensor<2x5xi1>
+//       CHECK:   %[[MASK:.+]] = tec.reshape %[[AT]] : tensor<2x5xi1> -> tensor<2x5x1xi1>
+//       CHECK:   %[[DY:.+]] = tec.where %[[MASK]], %{{.+}}, %arg2 : (tensor<2x5x1xi1>, tensor<f32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+//       CHECK:   %[[DW:.+]] = tec.scatter_add %[[DY]], %arg1 {axis = 0 : i64
+//       CHECK:   return %{{.+}}, %[[DW]]
+func.func @forward(%table: tensor<10x4xf32> {tec.param = "embed.weight"}, %ids: tensor<2x5xi64>) -> tensor<2x5x4xf32> {
+  %0 = tec.gather %table, %ids {axis = 0 : i64, padding_index = 0 : i64} : (tensor<10x4xf32>, tensor<2x5xi64>) -> tensor<2x5x4xf32>
+  return %0 : tensor<2x5x4xf32>
+}
