@@ -327,7 +327,8 @@ private:
   void findMergedParams();
   /// PyTorch's TorchScript exporter merges equal initializers of an eval-mode model (a fresh model's norm
   /// weights and biases, its layer scales) into one, read through an Identity named for each param it
-  /// replaced: each such Identity of a param is a param of its own, with that data, as in PyTorch.
+  /// replaced: each such Identity of a param is a param of its own, with that data, as in PyTorch, where
+  /// it is named by a module path or its elements are all equal (a reused module's folded weights stay one).
   void findMergedCopies(bool fromPyTorch);
   Expected<Value> param(const std::string &name);
   /// Initializers that are transposes of others (torch.onnx's untied copies of tied weights).

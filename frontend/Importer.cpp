@@ -278,11 +278,34 @@ Expected<Value> GraphImporter::param(const std::string &name) {
 void GraphImporter::findMergedCopies(bool fromPyTorch) {
   if (!fromPyTorch)
     return;
+  // The exporter merges the same tensor used twice too (a module called twice, ALBERT's layers: the
+  // transposes of its weight it folded): meant to stay one param. A copy named by a module path, or of equal
+  // elements (what a fresh model's distinct params share: ones, zeros, a layer scale), is a param of its own.
+  auto separate = [&](const std::string &copy, const onnx::TensorProto &source) {
+    if (!isExporterName(copy))
+      return true;
+    auto bytes = tensorBytes(source, source.name());
+    if (!bytes) {
+      llvm::consumeError(bytes.takeError());
+      return false;
+    }
+    auto type = tensorType(source, source.name());
+    if (!type) {
+      llvm::consumeError(type.takeError());
+      return false;
+    }
+    const size_t width = storageBytes(type->getElementType());
+    for (size_t at = width; width && at + width <= bytes->size(); at += width)
+      if (!std::equal(bytes->begin(), bytes->begin() + width, bytes->begin() + at))
+        return false;
+    return true;
+  };
   for (const auto &node : graph.node())
     if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1 &&
         initializers.contains(node.input(0)) && !constants.contains(node.input(0)) &&
         !scalarConstants.contains(node.input(0)) && !frozenParams.contains(node.input(0)) &&
-        !transposedCopies.count(node.input(0)) && !initializers.contains(node.output(0)))
+        !transposedCopies.count(node.input(0)) && !initializers.contains(node.output(0)) &&
+        separate(node.output(0), *initializers.lookup(node.input(0))))
       mergedCopies[node.output(0)] = node.input(0);
 }
 

@@ -132,6 +132,7 @@ def architectures():
     yield "default_init", DefaultInit(), image, "x"
     yield "fresh_layers", FreshLayers(), features, "x"
     yield "padded_embedding", PaddedEmbedding(), tokens, "x"
+    yield "reused_layer", ReusedLayer(), sequence, "x"
 
 
 class ScalarParams(torch.nn.Module):
@@ -262,6 +263,21 @@ class PaddedEmbedding(torch.nn.Module):
 
     def forward(self, x):
         return self.head(self.embed(x).mean(dim=1))
+
+
+class ReusedLayer(torch.nn.Module):
+    """One Linear under two names, applied twice (ALBERT shares its layers so): the TorchScript exporter folds
+    its weight's transpose once per name and merges the two into one read through an Identity, which stays
+    one param (its gradient the sum of both uses), unlike a fresh model's merged params."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Linear(32, 32)  # over [B, T, 32]: a MatMul by the folded transpose
+        self.second = self.first
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.second(torch.tanh(self.first(x)))))
 
 
 class Volumetric(torch.nn.Module):
