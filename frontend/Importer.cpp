@@ -275,6 +275,14 @@ Expected<Value> GraphImporter::param(const std::string &name) {
   return values[name] = arg;
 }
 
+/// Whether every element of `bytes` (`width` bytes each) has the first one's bytes.
+static bool allElementsEqual(ArrayRef<char> bytes, size_t width) {
+  for (size_t at = width; width && at + width <= bytes.size(); at += width)
+    if (!std::equal(bytes.begin(), bytes.begin() + width, bytes.begin() + at))
+      return false;
+  return true;
+}
+
 void GraphImporter::findMergedCopies(bool fromPyTorch) {
   if (!fromPyTorch)
     return;
@@ -294,11 +302,7 @@ void GraphImporter::findMergedCopies(bool fromPyTorch) {
       llvm::consumeError(type.takeError());
       return false;
     }
-    const size_t width = storageBytes(type->getElementType());
-    for (size_t at = width; width && at + width <= bytes->size(); at += width)
-      if (!std::equal(bytes->begin(), bytes->begin() + width, bytes->begin() + at))
-        return false;
-    return true;
+    return allElementsEqual(*bytes, storageBytes(type->getElementType()));
   };
   for (const auto &node : graph.node())
     if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1 &&
@@ -326,11 +330,7 @@ void GraphImporter::findMergedParams() {
     auto most = std::max_element(kinds.begin(), kinds.end(), [](auto &a, auto &b) { return a.second < b.second; });
     if (most == kinds.end() || most->second < 2)
       continue;
-    const size_t width = p.type.getElementType().getIntOrFloatBitWidth() / 8;
-    bool equal = true;
-    for (size_t at = width; equal && at + width <= p.bytes.size(); at += width)
-      equal = std::equal(p.bytes.begin(), p.bytes.begin() + width, p.bytes.begin() + at);
-    if (equal)
+    if (allElementsEqual(p.bytes, storageBytes(p.type.getElementType())))
       out.mergedParams.push_back({p.name, most->first + " x " + std::to_string(most->second)});
   }
 }
