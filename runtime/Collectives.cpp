@@ -106,7 +106,7 @@ Result<ProcessGroup *> ProcessGroup::get() {
 Result<int64_t> ProcessGroup::start(CollectiveKind kind, const void *send, void *receive, int64_t count,
                                     CollectiveOp op, int root) {
   if (size_ == 1) {
-    if (kind == CollectiveKind::AllGather || kind == CollectiveKind::ReduceScatter)
+    if (kind == CollectiveKind::AllGather)
       std::copy_n(static_cast<const float *>(send), count, static_cast<float *>(receive));
     return int64_t(-1);
   }
@@ -163,10 +163,6 @@ Status ProcessGroup::broadcast(void *data, size_t bytes, int root) {
 
 Status ProcessGroup::allGather(const float *mine, float *all, int64_t count) {
   return startAndWait(*this, CollectiveKind::AllGather, mine, all, count);
-}
-
-Status ProcessGroup::reduceScatter(const float *all, float *mine, int64_t count) {
-  return startAndWait(*this, CollectiveKind::ReduceScatter, all, mine, count);
 }
 
 std::string mpiPluginDescription() {

@@ -22,9 +22,9 @@ inline CollectiveOp collectiveOp(const std::string &reduction) {
 }
 /// What a collective does (values of the plugin's C interface): all_reduce `count` floats of `receive` in
 /// place; broadcast `count` bytes of root's `receive`; all_gather every rank's `count` floats of `send` into
-/// `receive` in rank order; reduce_scatter the sum over the ranks of `send` (`count` floats per rank), of
-/// which rank r receives the r-th `count`.
-enum class CollectiveKind { AllReduce = 0, Broadcast = 1, AllGather = 2, ReduceScatter = 3 };
+/// `receive` in rank order. (ZeRO-1's reduce-scatter is an all-reduce of which each rank keeps its part:
+/// Open MPI's MPI_Reduce_scatter_block was 6x slower than its MPI_Allreduce of the same data.)
+enum class CollectiveKind { AllReduce = 0, Broadcast = 1, AllGather = 2 };
 
 /// The plugin's C interface (looked up with dlsym by these names), kept to plain types so that the plugin
 /// and tec agree without sharing C++ classes. Init and wait return 0 on success, else an error code with
@@ -46,17 +46,15 @@ public:
   /// Starts a collective (CollectiveKind says what it does with its arguments); every rank starts the same
   /// ones in the same order. It runs while the caller goes on (MPI's progress on a communication thread)
   /// until wait(), which returns once it is done, or with an error after the timeout. On one process: done
-  /// at once (an all_gather or reduce_scatter copies `send` into `receive`).
+  /// at once (an all_gather copies `send` into `receive`).
   Result<int64_t> start(CollectiveKind kind, const void *send, void *receive, int64_t count,
                         CollectiveOp op = CollectiveOp::Sum, int root = 0);
   Status wait(int64_t ticket);
   /// Blocking forms: in place over every rank's `data` (the same count on each), the elementwise sum, max
-  /// or mean; `bytes` of root's `data` to every rank; every rank's `count` floats, in rank order, into `all`;
-  /// the sum over the ranks of their `all` (count x size floats), of which this rank receives its `count`.
+  /// or mean; `bytes` of root's `data` to every rank; every rank's `count` floats, in rank order, into `all`.
   Status allReduce(float *data, int64_t count, CollectiveOp op);
   Status broadcast(void *data, size_t bytes, int root);
   Status allGather(const float *mine, float *all, int64_t count);
-  Status reduceScatter(const float *all, float *mine, int64_t count);
   /// Runs the collectives on a communication thread from now on, so that they progress while the caller
   /// computes, where there is a core to spare for it (`spareCore`) or TEC_MPI_PROGRESS=thread says so
   /// (TEC_MPI_PROGRESS=inline: never); else a collective runs inside its wait(). Says which in description().

@@ -222,8 +222,11 @@ Status CpuBackend::sharding(const plan::Step &s) {
       for (int64_t q = 0; q < ranks; ++q)
         for (const Tensor &t : tensors)
           takeShard(t.whole, t.elements, ranks, q, all + q * perRank + t.offset);
+    // The reduce-scatter as an all-reduce of the whole bucket, of which each rank keeps its part: Open MPI's
+    // MPI_Reduce_scatter_block (a reduce, then a scatter, by its fixed rules) took 0.84 ms for 1.6 MB on 2
+    // ranks of one machine, its MPI_Allreduce 0.14 (ZeRO-1's MLP step spent 1.0 ms there, 0.36 unsharded).
     auto started = gather ? group->start(CollectiveKind::AllGather, mine, all, perRank)
-                          : group->start(CollectiveKind::ReduceScatter, all, mine, perRank);
+                          : group->start(CollectiveKind::AllReduce, all, all, perRank * ranks);
     if (!started.ok())
       return started.error();
     *ticket = *started;
@@ -232,7 +235,7 @@ Status CpuBackend::sharding(const plan::Step &s) {
   endCollectiveBeforeReader(s, [=] {
     if (Status st = group->wait(*ticket); !st.ok())
       return st;
-    const float *all = packed->data(), *mine = all + perRank * ranks;
+    const float *all = packed->data(), *mine = all + perRank * (gather ? ranks : rank);
     for (const Tensor &t : tensors) {
       const int64_t k = shardElements(t.elements, ranks);
       if (gather)

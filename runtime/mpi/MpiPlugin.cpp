@@ -128,7 +128,7 @@ Watchdog &watchdog() {
 }
 
 const char *mpiName(tec::CollectiveKind kind) {
-  static const char *const names[] = {"MPI_Allreduce", "MPI_Bcast", "MPI_Allgather", "MPI_Reduce_scatter_block"};
+  static const char *const names[] = {"MPI_Allreduce", "MPI_Bcast", "MPI_Allgather"};
   return names[static_cast<int>(kind)];
 }
 
@@ -170,8 +170,7 @@ int run(Job &job, double timeout) {
       done += n;
     }
     return MPI_SUCCESS;
-  case tec::CollectiveKind::AllGather:
-  case tec::CollectiveKind::ReduceScatter: {
+  case tec::CollectiveKind::AllGather: {
     // One message: a bucket's shards are packed by the caller.
     if (job.count > kLargestCount) {
       collectiveFailed = true;
@@ -180,9 +179,7 @@ int run(Job &job, double timeout) {
       return -1;
     }
     const int n = static_cast<int>(job.count);
-    const int code = job.kind == tec::CollectiveKind::AllGather
-                         ? MPI_Allgather(job.send, n, MPI_FLOAT, job.receive, n, MPI_FLOAT, MPI_COMM_WORLD)
-                         : MPI_Reduce_scatter_block(job.send, job.receive, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    const int code = MPI_Allgather(job.send, n, MPI_FLOAT, job.receive, n, MPI_FLOAT, MPI_COMM_WORLD);
     return code == MPI_SUCCESS ? code : fail(code, what, error, errorBytes);
   }
   }
