@@ -3,6 +3,7 @@
 #include "frontend/GraphImporter.h"
 
 #include <cstring>
+#include <set>
 
 namespace tec::importer {
 
@@ -283,33 +284,88 @@ static bool allElementsEqual(ArrayRef<char> bytes, size_t width) {
   return true;
 }
 
+/// The module a TorchScript export's node ran in, as path parts: its name up to the last '/', each part
+/// without the "_N" the exporter appends to the second and later calls of a module ("/first_1/MatMul" ran in
+/// "first"); none where the name says nothing (no path).
+static std::vector<std::string> callingModule(llvm::StringRef nodeName) {
+  const size_t last = nodeName.rfind('/');
+  if (last == llvm::StringRef::npos)
+    return {};
+  llvm::SmallVector<llvm::StringRef, 8> parts;
+  nodeName.take_front(last).split(parts, '/', -1, /*KeepEmpty=*/false);
+  static const llvm::Regex callSuffix("_[0-9]+$");
+  std::vector<std::string> module;
+  for (llvm::StringRef part : parts)
+    module.push_back(callSuffix.sub("", part));
+  return module;
+}
+
+/// Where two modules' paths part: each without the trailing parts they share ("0/layers.0/linear1" and
+/// "0/layers.1/linear1": "0/layers.0" and "0/layers.1"); none for one module.
+static std::optional<std::pair<std::string, std::string>> partingAncestors(const std::vector<std::string> &a,
+                                                                           const std::vector<std::string> &b) {
+  size_t shared = 0;
+  while (shared < a.size() && shared < b.size() && a[a.size() - 1 - shared] == b[b.size() - 1 - shared])
+    ++shared;
+  if (shared == a.size() && shared == b.size())
+    return std::nullopt;
+  auto join = [](const std::vector<std::string> &path, size_t count) {
+    return llvm::join(llvm::ArrayRef(path).take_front(count), "/");
+  };
+  return std::make_pair(join(a, a.size() - shared), join(b, b.size() - shared));
+}
+
 void GraphImporter::findMergedCopies(bool fromPyTorch) {
   if (!fromPyTorch)
     return;
+  auto splat = [&](const onnx::TensorProto &source) {
+    auto bytes = tensorBytes(source, source.name());
+    auto type = tensorType(source, source.name());
+    const bool equal = bytes && type && allElementsEqual(*bytes, storageBytes(type->getElementType()));
+    if (!bytes)
+      llvm::consumeError(bytes.takeError());
+    if (!type)
+      llvm::consumeError(type.takeError());
+    return equal;
+  };
+  auto mergeable = [&](const onnx::NodeProto &node) {
+    return node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1 &&
+           initializers.contains(node.input(0)) && !constants.contains(node.input(0)) &&
+           !scalarConstants.contains(node.input(0)) && !frozenParams.contains(node.input(0)) &&
+           !transposedCopies.count(node.input(0)) && !initializers.contains(node.output(0));
+  };
+  // The modules whose nodes read each value (Identity nodes aside: they only pass it on).
+  std::map<std::string, std::vector<std::vector<std::string>>> readers;
+  for (const auto &node : graph.node())
+    if (node.op_type() != "Identity" && llvm::StringRef(node.name()).contains('/'))
+      for (const auto &in : node.input())
+        readers[in].push_back(callingModule(node.name()));
+  // Modules that are deep copies of others (nn.TransformerEncoder's layers): where the source of a copy named
+  // by a module path, of random (unequal) elements, is read, and where the copy is: independently initialized
+  // params are never equal, so equal ones were copied.
+  std::set<std::pair<std::string, std::string>> copiedModules;
+  for (const auto &node : graph.node())
+    if (mergeable(node) && !isExporterName(node.output(0)) && !splat(*initializers.lookup(node.input(0))))
+      for (const auto &from : readers[node.input(0)])
+        for (const auto &to : readers[node.output(0)])
+          if (auto parting = partingAncestors(from, to))
+            copiedModules.insert(*parting);
   // The exporter merges the same tensor used twice too (a module called twice, ALBERT's layers: the
-  // transposes of its weight it folded): meant to stay one param. A copy named by a module path, or of equal
-  // elements (what a fresh model's distinct params share: ones, zeros, a layer scale), is a param of its own.
+  // transposes of its weight it folded): meant to stay one param. A copy is a param of its own where it is
+  // named by a module path, its elements are all equal (what a fresh model's distinct params share: ones,
+  // zeros, a layer scale), or where a module copied from the one that reads its source reads it (the
+  // transposes the exporter folded of deep-copied layers' weights, exporter-named).
   auto separate = [&](const std::string &copy, const onnx::TensorProto &source) {
     if (!isExporterName(copy))
       return true;
-    auto bytes = tensorBytes(source, source.name());
-    if (!bytes) {
-      llvm::consumeError(bytes.takeError());
-      return false;
-    }
-    auto type = tensorType(source, source.name());
-    if (!type) {
-      llvm::consumeError(type.takeError());
-      return false;
-    }
-    return allElementsEqual(*bytes, storageBytes(type->getElementType()));
+    for (const auto &from : readers[source.name()])
+      for (const auto &to : readers[copy])
+        if (auto parting = partingAncestors(from, to); parting && copiedModules.count(*parting))
+          return true;
+    return splat(source);
   };
   for (const auto &node : graph.node())
-    if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1 &&
-        initializers.contains(node.input(0)) && !constants.contains(node.input(0)) &&
-        !scalarConstants.contains(node.input(0)) && !frozenParams.contains(node.input(0)) &&
-        !transposedCopies.count(node.input(0)) && !initializers.contains(node.output(0)) &&
-        separate(node.output(0), *initializers.lookup(node.input(0))))
+    if (mergeable(node) && separate(node.output(0), *initializers.lookup(node.input(0))))
       mergedCopies[node.output(0)] = node.input(0);
 }
 

@@ -133,6 +133,7 @@ def architectures():
     yield "fresh_layers", FreshLayers(), features, "x"
     yield "padded_embedding", PaddedEmbedding(), tokens, "x"
     yield "reused_layer", ReusedLayer(), sequence, "x"
+    yield "cloned_layers", ClonedLayers(), sequence, "x"
 
 
 class ScalarParams(torch.nn.Module):
@@ -266,18 +267,39 @@ class PaddedEmbedding(torch.nn.Module):
 
 
 class ReusedLayer(torch.nn.Module):
-    """One Linear under two names, applied twice (ALBERT shares its layers so): the TorchScript exporter folds
-    its weight's transpose once per name and merges the two into one read through an Identity, which stays
-    one param (its gradient the sum of both uses), unlike a fresh model's merged params."""
+    """One Linear under two names, applied twice (ALBERT shares its layers so), and a third Linear with the
+    first's weight and a bias of its own: the TorchScript exporter folds the weight's transpose once per use
+    and merges them into one read through Identity nodes, which stays one param (its gradient the sum of its
+    uses), unlike a fresh model's merged params and deep-copied layers' weights."""
 
     def __init__(self):
         super().__init__()
         self.first = torch.nn.Linear(32, 32)  # over [B, T, 32]: a MatMul by the folded transpose
         self.second = self.first
+        self.third = torch.nn.Linear(32, 32)
+        self.third.weight = self.first.weight
         self.head = torch.nn.Linear(32, 10)
 
     def forward(self, x):
-        return self.head(torch.tanh(self.second(torch.tanh(self.first(x)))))
+        return self.head(torch.tanh(self.third(torch.tanh(self.second(torch.tanh(self.first(x)))))))
+
+
+class ClonedLayers(torch.nn.Module):
+    """nn.TransformerEncoder as torch initializes it (KEEP_INIT): its layers are deep copies of one, so their
+    weights start equal, and the TorchScript exporter merges the transposes it folded of them into one, read
+    in the later layers through exporter-named Identity nodes. Other modules read those copies than read
+    their source (a reused module's calls run in one): each is a param of its own and trains apart, as in
+    torch."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)  # torch's initialization draws from the global generator
+        layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
 
 
 class Volumetric(torch.nn.Module):
@@ -365,10 +387,10 @@ LANGUAGE_MODELS = {"gpt2", "gpt2_untied", "llama", "bloom", "falcon"}
 # Architectures that train in train mode (BatchNormalization on batch statistics), exported that way.
 TRAIN_MODE = {"resnet18_bn"}
 # Trained from torch's own initialization (zero biases), as users start: the others are randomized.
-KEEP_INIT = {"default_init", "fresh_layers", "padded_embedding"}
+KEEP_INIT = {"default_init", "fresh_layers", "padded_embedding", "cloned_layers"}
 # Exported by dynamo without its optimizer, which merges equal initializers into one param (the TorchScript
 # exporter's merges, through Identity nodes, tec takes apart itself): trained from a fresh model, as users do.
-UNMERGED = {"fresh_layers"}
+UNMERGED = {"fresh_layers", "cloned_layers"}
 # Architectures torch's dynamo exporter cannot export (torch 2.15): TorchScript forms only.
 TORCHSCRIPT_ONLY = {"t5_encoder": "aten.view of T5's transposed attention output fails in torch.export's decomposition"}
 # Eval-mode exports whose convolutions carry BatchNormalization folded in: torch's trained weights (conv and
