@@ -329,7 +329,7 @@ private:
   /// weights and biases, its layer scales) into one, read through an Identity named for each param it
   /// replaced: each such Identity of a param is a param of its own, with that data, as in PyTorch, where
   /// it is named by a module path, its elements are all equal, or a deep copy of the module reading its
-  /// source reads it (a reused module's or a shared weight's folded transposes stay one).
+  /// source reads it (a reused module's or a shared weight's folded transposes stay one; see deepCopies).
   void findMergedCopies(bool fromPyTorch);
   Expected<Value> param(const std::string &name);
   /// Initializers that are transposes of others (torch.onnx's untied copies of tied weights).

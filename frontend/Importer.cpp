@@ -284,43 +284,51 @@ static bool allElementsEqual(ArrayRef<char> bytes, size_t width) {
   return true;
 }
 
-/// The module a TorchScript export's node ran in, as path parts: its name up to the last '/', each part
-/// without the "_N" the exporter appends to the second and later calls of a module ("/first_1/MatMul" ran in
-/// "first"); none where the name says nothing (no path).
-static std::vector<std::string> callingModule(llvm::StringRef nodeName) {
+/// The module a TorchScript export's node ran in: its name up to the last '/', each part without the "_N"
+/// the exporter appends to the second and later calls of a module ("/first_1/MatMul" ran in "/first"); empty
+/// where the name says nothing (no path).
+static std::string callingModule(llvm::StringRef nodeName) {
   const size_t last = nodeName.rfind('/');
   if (last == llvm::StringRef::npos)
-    return {};
+    return "";
   llvm::SmallVector<llvm::StringRef, 8> parts;
   nodeName.take_front(last).split(parts, '/', -1, /*KeepEmpty=*/false);
   static const llvm::Regex callSuffix("_[0-9]+$");
-  std::vector<std::string> module;
+  std::string module;
   for (llvm::StringRef part : parts)
-    module.push_back(callSuffix.sub("", part));
+    module += "/" + callSuffix.sub("", part);
   return module;
 }
 
-/// Where two modules' paths part: each without the trailing parts they share ("0/layers.0/linear1" and
-/// "0/layers.1/linear1": "0/layers.0" and "0/layers.1"); none for one module.
-static std::optional<std::pair<std::string, std::string>> partingAncestors(const std::vector<std::string> &a,
-                                                                           const std::vector<std::string> &b) {
-  size_t shared = 0;
-  while (shared < a.size() && shared < b.size() && a[a.size() - 1 - shared] == b[b.size() - 1 - shared])
-    ++shared;
-  if (shared == a.size() && shared == b.size())
+/// Where two modules' paths part: each without the trailing parts they share ("/enc/layers.0/linear1" and
+/// "/enc/layers.1/linear1": "/enc/layers.0" and "/enc/layers.1"); none for one module.
+static std::optional<std::pair<std::string, std::string>> partingAncestors(llvm::StringRef a, llvm::StringRef b) {
+  if (a == b)
     return std::nullopt;
-  auto join = [](const std::vector<std::string> &path, size_t count) {
-    return llvm::join(llvm::ArrayRef(path).take_front(count), "/");
-  };
-  return std::make_pair(join(a, a.size() - shared), join(b, b.size() - shared));
+  while (!a.empty() && !b.empty() && a.substr(a.rfind('/')) == b.substr(b.rfind('/')))
+    a = a.take_front(a.rfind('/')), b = b.take_front(b.rfind('/'));
+  return std::make_pair(a.str(), b.str());
+}
+
+/// Whether two modules are entries of one list (nn.ModuleList, nn.Sequential: "/layers.0" and "/layers.1"),
+/// where deep copies of a layer live.
+static bool listSiblings(llvm::StringRef a, llvm::StringRef b) {
+  size_t common = 0;
+  while (common < a.size() && common < b.size() && a[common] == b[common])
+    ++common;
+  while (common > 0 && llvm::isDigit(a[common - 1]))
+    --common;
+  auto index = [&](llvm::StringRef s) { return s.size() > common && llvm::all_of(s.drop_front(common), llvm::isDigit); };
+  return common > 0 && (a[common - 1] == '.' || a[common - 1] == '/') && index(a) && index(b);
 }
 
 void GraphImporter::findMergedCopies(bool fromPyTorch) {
   if (!fromPyTorch)
     return;
-  auto splat = [&](const onnx::TensorProto &source) {
-    auto bytes = tensorBytes(source, source.name());
-    auto type = tensorType(source, source.name());
+  auto splat = [&](const std::string &name) {
+    const onnx::TensorProto &t = *initializers.lookup(name);
+    auto bytes = tensorBytes(t, name);
+    auto type = tensorType(t, name);
     const bool equal = bytes && type && allElementsEqual(*bytes, storageBytes(type->getElementType()));
     if (!bytes)
       llvm::consumeError(bytes.takeError());
@@ -328,45 +336,69 @@ void GraphImporter::findMergedCopies(bool fromPyTorch) {
       llvm::consumeError(type.takeError());
     return equal;
   };
-  auto mergeable = [&](const onnx::NodeProto &node) {
-    return node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1 &&
-           initializers.contains(node.input(0)) && !constants.contains(node.input(0)) &&
-           !scalarConstants.contains(node.input(0)) && !frozenParams.contains(node.input(0)) &&
-           !transposedCopies.count(node.input(0)) && !initializers.contains(node.output(0));
+  std::map<std::string, std::string> identitySource; // an Identity's output -> the initializer it reads
+  for (const auto &node : graph.node())
+    if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1 &&
+        initializers.contains(node.input(0)) && !constants.contains(node.input(0)) &&
+        !scalarConstants.contains(node.input(0)) && !frozenParams.contains(node.input(0)) &&
+        !transposedCopies.count(node.input(0)) && !initializers.contains(node.output(0)))
+      identitySource[node.output(0)] = node.input(0);
+  // The params each module reads, by role (op type and input position), and the modules reading each value.
+  std::map<std::string, std::map<std::string, std::string>> roles; // module -> role -> value
+  std::map<std::string, std::set<std::string>> readers;            // value -> modules
+  for (const auto &node : graph.node()) {
+    const std::string module = callingModule(node.name());
+    if (node.op_type() == "Identity" || module.empty())
+      continue;
+    for (int i = 0; i < node.input_size(); ++i)
+      if (initializers.contains(node.input(i)) || identitySource.count(node.input(i))) {
+        roles[module][node.op_type() + "#" + std::to_string(i)] = node.input(i);
+        readers[node.input(i)].insert(module);
+      }
+  }
+  // Whether the modules under `to` are deep copies of those under `from` (nn.TransformerEncoder's layers,
+  // copy.deepcopy clones), from the params both read in the same role: a random-valued param merged into its
+  // counterpart says so (independently initialized params are never equal), the same initializer read in
+  // both (a module called twice) or two random-valued ones apart (one weight assigned to two modules, each
+  // with its own bias) say not; with neither, entries of one list are taken as copies.
+  auto deepCopies = [&](const std::string &from, const std::string &to) {
+    bool copied = false;
+    for (auto it = roles.lower_bound(from); it != roles.end() && llvm::StringRef(it->first).starts_with(from); ++it) {
+      const std::string below = it->first.substr(from.size()); // "/linear1", "" (not "0/..." of "/layers.10")
+      if (!below.empty() && below[0] != '/')
+        continue;
+      auto other = roles.find(to + below);
+      if (other == roles.end())
+        continue;
+      for (const auto &[role, x] : it->second) {
+        auto y = other->second.find(role);
+        if (y == other->second.end() || identitySource.count(x))
+          continue;
+        auto source = identitySource.find(y->second);
+        if (y->second == x || (source == identitySource.end() && !splat(x) && !splat(y->second)))
+          return false;
+        copied |= source != identitySource.end() && source->second == x && !splat(x);
+      }
+    }
+    return copied || listSiblings(from, to);
   };
-  // The modules whose nodes read each value (Identity nodes aside: they only pass it on).
-  std::map<std::string, std::vector<std::vector<std::string>>> readers;
-  for (const auto &node : graph.node())
-    if (node.op_type() != "Identity" && llvm::StringRef(node.name()).contains('/'))
-      for (const auto &in : node.input())
-        readers[in].push_back(callingModule(node.name()));
-  // Modules that are deep copies of others (nn.TransformerEncoder's layers): where the source of a copy named
-  // by a module path, of random (unequal) elements, is read, and where the copy is: independently initialized
-  // params are never equal, so equal ones were copied.
-  std::set<std::pair<std::string, std::string>> copiedModules;
-  for (const auto &node : graph.node())
-    if (mergeable(node) && !isExporterName(node.output(0)) && !splat(*initializers.lookup(node.input(0))))
-      for (const auto &from : readers[node.input(0)])
-        for (const auto &to : readers[node.output(0)])
-          if (auto parting = partingAncestors(from, to))
-            copiedModules.insert(*parting);
   // The exporter merges the same tensor used twice too (a module called twice, ALBERT's layers: the
   // transposes of its weight it folded): meant to stay one param. A copy is a param of its own where it is
   // named by a module path, its elements are all equal (what a fresh model's distinct params share: ones,
-  // zeros, a layer scale), or where a module copied from the one that reads its source reads it (the
-  // transposes the exporter folded of deep-copied layers' weights, exporter-named).
-  auto separate = [&](const std::string &copy, const onnx::TensorProto &source) {
-    if (!isExporterName(copy))
+  // zeros, a layer scale), or a deep copy of the module reading its source reads it (the transposes the
+  // exporter folded of deep-copied layers' weights, under made-up names).
+  auto separate = [&](const std::string &copy, const std::string &source) {
+    if (!isExporterName(copy) || splat(source))
       return true;
-    for (const auto &from : readers[source.name()])
-      for (const auto &to : readers[copy])
-        if (auto parting = partingAncestors(from, to); parting && copiedModules.count(*parting))
+    for (const std::string &from : readers[source])
+      for (const std::string &to : readers[copy])
+        if (auto parting = partingAncestors(from, to); parting && deepCopies(parting->first, parting->second))
           return true;
-    return splat(source);
+    return false;
   };
-  for (const auto &node : graph.node())
-    if (mergeable(node) && separate(node.output(0), *initializers.lookup(node.input(0))))
-      mergedCopies[node.output(0)] = node.input(0);
+  for (const auto &[copy, source] : identitySource)
+    if (separate(copy, source))
+      mergedCopies[copy] = source;
 }
 
 void GraphImporter::findMergedParams() {

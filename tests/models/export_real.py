@@ -285,21 +285,28 @@ class ReusedLayer(torch.nn.Module):
 
 
 class ClonedLayers(torch.nn.Module):
-    """nn.TransformerEncoder as torch initializes it (KEEP_INIT): its layers are deep copies of one, so their
-    weights start equal, and the TorchScript exporter merges the transposes it folded of them into one, read
-    in the later layers through exporter-named Identity nodes. Other modules read those copies than read
-    their source (a reused module's calls run in one): each is a param of its own and trains apart, as in
+    """nn.TransformerEncoder as torch initializes it (KEEP_INIT), then a list of bias-free Linears cloned with
+    copy.deepcopy: copies of one layer, so their weights start equal, and the TorchScript exporter merges the
+    transposes it folded of them into one, read in the later layers through exporter-named Identity nodes.
+    Deep copies of the module reading the source read them (the encoder's layers: their biases were merged
+    too; the bias-free clones: entries of one list): each is a param of its own and trains apart, as in
     torch."""
 
     def __init__(self):
         super().__init__()
+        import copy
         torch.manual_seed(0)  # torch's initialization draws from the global generator
         layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
         self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        mixer = torch.nn.Linear(32, 32, bias=False)
+        self.mixers = torch.nn.ModuleList(copy.deepcopy(mixer) for _ in range(2))
         self.head = torch.nn.Linear(32, 10)
 
     def forward(self, x):
-        return self.head(self.encoder(x))
+        h = self.encoder(x)
+        for mixer in self.mixers:
+            h = h + torch.tanh(mixer(h))
+        return self.head(h)
 
 
 class Volumetric(torch.nn.Module):
