@@ -325,16 +325,20 @@ static bool listSiblings(llvm::StringRef a, llvm::StringRef b) {
 void GraphImporter::findMergedCopies(bool fromPyTorch) {
   if (!fromPyTorch)
     return;
+  std::map<std::string, bool> splats; // an initializer -> whether its elements are all equal
   auto splat = [&](const std::string &name) {
+    auto [known, added] = splats.try_emplace(name, false);
+    if (!added)
+      return known->second;
     const onnx::TensorProto &t = *initializers.lookup(name);
     auto bytes = tensorBytes(t, name);
     auto type = tensorType(t, name);
-    const bool equal = bytes && type && allElementsEqual(*bytes, storageBytes(type->getElementType()));
+    known->second = bytes && type && allElementsEqual(*bytes, storageBytes(type->getElementType()));
     if (!bytes)
       llvm::consumeError(bytes.takeError());
     if (!type)
       llvm::consumeError(type.takeError());
-    return equal;
+    return known->second;
   };
   std::map<std::string, std::string> identitySource; // an Identity's output -> the initializer it reads
   for (const auto &node : graph.node())
