@@ -347,7 +347,12 @@ void GraphImporter::findMergedCopies(bool fromPyTorch) {
         !scalarConstants.contains(node.input(0)) && !frozenParams.contains(node.input(0)) &&
         !transposedCopies.count(node.input(0)) && !initializers.contains(node.output(0)))
       identitySource[node.output(0)] = node.input(0);
-  // The params each module reads, by role (op type and input position), and the modules reading each value.
+  // The params each module reads (not the shapes, axes or scalar factors among initializers), by role (op
+  // type and input position), and the modules reading each.
+  auto isParam = [&](const std::string &name) {
+    return identitySource.count(name) ||
+           (initializers.contains(name) && !constants.contains(name) && !scalarConstants.contains(name));
+  };
   std::map<std::string, std::map<std::string, std::string>> roles; // module -> role -> value
   std::map<std::string, std::set<std::string>> readers;            // value -> modules
   for (const auto &node : graph.node()) {
@@ -355,7 +360,7 @@ void GraphImporter::findMergedCopies(bool fromPyTorch) {
     if (node.op_type() == "Identity" || module.empty())
       continue;
     for (int i = 0; i < node.input_size(); ++i)
-      if (initializers.contains(node.input(i)) || identitySource.count(node.input(i))) {
+      if (isParam(node.input(i))) {
         roles[module][node.op_type() + "#" + std::to_string(i)] = node.input(i);
         readers[node.input(i)].insert(module);
       }
