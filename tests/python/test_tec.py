@@ -705,6 +705,58 @@ def test_params_an_exporter_merged_train_apart_as_in_pytorch(tmp_path):
     assert "optimize=False" in summary
 
 
+def folded_layers(path, names, biases, shape_constant=False, bias_copied=False):
+    """x [4, 8] through two MatMuls as TorchScript exports two Linears whose weights were equal: the transposes
+    it folded merged into `onnx::MatMul_10`, the second layer reading it through an Identity under a made-up
+    name. `names`: the two layers' module paths (node names carry them); `biases`: each layer's bias (None:
+    bias-free; one name twice: one bias read by both); `bias_copied`: the second bias merged into the first,
+    read through an Identity named for it (deep copies' equal biases); `shape_constant`: both layers reshape by
+    one shape initializer, as exporters share them."""
+    h = onnx.helper
+    rng = np.random.default_rng(12)
+    inits = {"onnx::MatMul_10": rng.standard_normal((8, 8)).astype(np.float32) * 0.3}
+    nodes = [h.make_node("Identity", ["onnx::MatMul_10"], ["onnx::MatMul_11"])]
+    for i, bias in enumerate(biases):
+        if bias and i == 1 and bias_copied:
+            nodes.append(h.make_node("Identity", [biases[0]], [bias]))
+        elif bias and bias not in inits:
+            inits[bias] = rng.standard_normal(8).astype(np.float32) * 0.1
+    value = "x"
+    for i, (name, bias, weight) in enumerate(zip(names, biases, ["onnx::MatMul_10", "onnx::MatMul_11"])):
+        nodes.append(h.make_node("MatMul", [value, weight], [f"m{i}"], name=f"/{name}/MatMul"))
+        value = f"m{i}"
+        if bias:
+            nodes.append(h.make_node("Add", [bias, value], [f"a{i}"], name=f"/{name}/Add"))
+            value = f"a{i}"
+        if shape_constant:
+            nodes.append(h.make_node("Reshape", [value, "onnx::Reshape_5"], [f"r{i}"], name=f"/{name}/Reshape"))
+            value = f"r{i}"
+        nodes.append(h.make_node("Tanh", [value], ["y" if i == 1 else f"t{i}"], name=f"/{name}/Tanh"))
+        value = f"t{i}"
+    tensors = [onnx.numpy_helper.from_array(v, k) for k, v in inits.items()]
+    if shape_constant:
+        tensors.append(onnx.numpy_helper.from_array(np.array([4, 8], dtype=np.int64), "onnx::Reshape_5"))
+    graph = h.make_graph(nodes, "layers", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])],
+                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 8])], tensors)
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], producer_name="pytorch"), str(path))
+    return str(path)
+
+
+def test_deep_copied_layers_train_apart_and_a_shared_weight_stays_one(tmp_path):
+    def summary(*layers, **options):
+        path = folded_layers(tmp_path / "m.onnx", *layers, **options)
+        return tec.compile(path, targets="cpu", train=train_options()).compile_summary
+    # Deep copies (nn.TransformerEncoder's layers): their random biases were merged too, under module paths.
+    copies = summary(["layers.0/fc", "layers.1/fc"], ["layers.0.fc.bias", "layers.1.fc.bias"], bias_copied=True)
+    assert "onnx::MatMul_11" in copies and "layers.1.fc.bias" in copies
+    # Bias-free entries of one list, even where both reshape by one shape initializer: copies.
+    assert "onnx::MatMul_11" in summary(["layers.0", "layers.1"], [None, None], shape_constant=True)
+    # A module called twice (ALBERT's shared layer: "_1" on its second call, one bias read by both): one param.
+    assert "onnx::MatMul_11" not in summary(["first", "first_1"], ["first.bias", "first.bias"])
+    # One weight assigned to two modules, each with its own random bias: one param.
+    assert "onnx::MatMul_11" not in summary(["a", "b"], ["a.bias", "b.bias"])
+
+
 def test_float64_constants_compute_in_float32_as_exporters_write_them(tmp_path):
     # BERT's attention scale as the TorchScript exporter writes it without constant folding: a DOUBLE
     # Constant, its Sqrt in double, a Cast to float. tec takes the double as float32 and says so; ONNX
