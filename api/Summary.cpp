@@ -130,11 +130,12 @@ void printTrainedParams(const CompiledModel &c, llvm::raw_ostream &os) {
     std::vector<std::string> merged;
     for (const auto &[name, readers] : c.model.mergedParams)
       merged.push_back(name + " (" + readers + ")");
-    os << "  tied     " << merged.size() << " params read by several nodes, every element equal: "
-       << llvm::join(merged, ", ")
+    os << "  tied     " << merged.size() << " params read by several nodes, every element equal or in "
+       << "several modules: " << llvm::join(merged, ", ")
        << ". Each trains as one param. torch.onnx.export's dynamo exporter (its optimizer) merges equal "
-          "initializers (a fresh model's norm weights and biases, its layer scales), so these may be separate "
-          "params in PyTorch: to train them apart as it does, export with optimize=False\n";
+          "initializers (a fresh model's norm weights and biases, its layer scales, deep-copied layers' "
+          "weights), so these may be separate params in PyTorch: to train them apart as it does, export with "
+          "optimize=False\n";
   }
   if (c.model.outputNames.size() > 1)
     os << "  outputs  " << llvm::join(c.model.outputNames, ", ")

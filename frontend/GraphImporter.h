@@ -96,17 +96,26 @@ struct TorchOrigin {
   std::vector<std::string> foldedFrom;
 };
 
+/// The metadata_props entries of `message` (ValueInfoProto's field 4, NodeProto's field 9 since ONNX 1.16),
+/// which ONNX 1.12's schema keeps as unknown fields.
+inline std::vector<onnx::StringStringEntryProto> metadataProps(const google::protobuf::Message &message, int field) {
+  std::vector<onnx::StringStringEntryProto> entries;
+  const auto &unknown = message.GetReflection()->GetUnknownFields(message);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    onnx::StringStringEntryProto entry;
+    if (unknown.field(i).number() == field &&
+        unknown.field(i).type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+        entry.ParseFromString(unknown.field(i).length_delimited()))
+      entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
 inline llvm::StringMap<TorchOrigin> torchOrigins(const onnx::GraphProto &graph) {
-  constexpr int kMetadataProps = 4;
+  constexpr int kValueInfoMetadataProps = 4;
   llvm::StringMap<TorchOrigin> origins;
   for (const auto &vi : graph.value_info()) {
-    const auto &unknown = vi.GetReflection()->GetUnknownFields(vi);
-    for (int i = 0; i < unknown.field_count(); ++i) {
-      const auto &field = unknown.field(i);
-      onnx::StringStringEntryProto entry;
-      if (field.number() != kMetadataProps || field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED ||
-          !entry.ParseFromString(field.length_delimited()))
-        continue;
+    for (const auto &entry : metadataProps(vi, kValueInfoMetadataProps)) {
       if (entry.key() == "pkg.torch.export.graph_signature.InputSpec.kind") {
         origins[vi.name()].kind = entry.value();
       } else if (entry.key() == "pkg.onnxscript.optimizer.folded_from") { // a Python list: "['a', 'b']"

@@ -410,15 +410,37 @@ void GraphImporter::findMergedCopies(bool fromPyTorch) {
       mergedCopies[copy] = source;
 }
 
+/// The module a dynamo export's node ran in: the last but one of the name scopes it records
+/// ("['', '0', '0.layers.1', '0.layers.1.linear1', 'linear_6']": "0.layers.1.linear1"); empty without them.
+static std::string dynamoModule(const onnx::NodeProto &node) {
+  constexpr int kNodeMetadataProps = 9;
+  for (const auto &prop : metadataProps(node, kNodeMetadataProps))
+    if (prop.key() == "pkg.torch.onnx.name_scopes") {
+      llvm::SmallVector<llvm::StringRef, 8> scopes;
+      for (llvm::StringRef rest = prop.value(); rest.contains('\'');) {
+        rest = rest.drop_until([](char c) { return c == '\''; }).drop_front();
+        scopes.push_back(rest.take_until([](char c) { return c == '\''; }));
+        rest = rest.drop_until([](char c) { return c == '\''; }).drop_front();
+      }
+      return scopes.size() >= 2 ? scopes[scopes.size() - 2].str() : "";
+    }
+  return "";
+}
+
 void GraphImporter::findMergedParams() {
-  llvm::StringMap<std::map<std::string, int>> readers; // param -> op type -> nodes
+  llvm::StringMap<std::map<std::string, int>> readers;                   // param -> op type -> nodes
+  llvm::StringMap<std::map<std::string, std::set<std::string>>> modules; // param -> op type -> modules
   for (const auto &node : graph.node()) {
     if (node.op_type() == "Identity" && node.output_size() == 1 && mergedCopies.contains(node.output(0)))
       continue; // a param of its own now
+    const std::string module = dynamoModule(node);
     llvm::StringSet<> inputs; // a node reading a param twice is one reader
     for (const auto &in : node.input())
-      if (inputs.insert(in).second)
+      if (inputs.insert(in).second) {
         readers[in][node.op_type()]++;
+        if (!module.empty())
+          modules[in][node.op_type()].insert(module);
+      }
   }
   for (const ParamData &p : out.params) {
     if (frozenParams.contains(p.name) || p.bytes.empty() || !llvm::isa<FloatType>(p.type.getElementType()))
@@ -427,8 +449,15 @@ void GraphImporter::findMergedParams() {
     auto most = std::max_element(kinds.begin(), kinds.end(), [](auto &a, auto &b) { return a.second < b.second; });
     if (most == kinds.end() || most->second < 2)
       continue;
+    // Equal elements (a fresh model's norms), or one kind of node in several modules (deep-copied layers'
+    // equal weights: nn.TransformerEncoder's); a tied embedding is read by a Gather and a GEMM, not flagged.
+    const std::set<std::string> places = modules.lookup(p.name)[most->first];
     if (allElementsEqual(p.bytes, storageBytes(p.type.getElementType())))
       out.mergedParams.push_back({p.name, most->first + " x " + std::to_string(most->second)});
+    else if (places.size() > 1)
+      out.mergedParams.push_back(
+          {p.name, most->first + " in " + *places.begin() + " and " + std::to_string(places.size() - 1) +
+                       (places.size() > 2 ? " other modules" : " other module")});
   }
 }
 

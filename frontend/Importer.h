@@ -44,10 +44,11 @@ struct ImportedModel {
   /// makes one a param.
   std::vector<std::string> scalarConstants;
   /// Params that several nodes of one kind read and whose elements are all equal (a fresh model's norm
-  /// weights and biases, its layer scales): the dynamo exporter's optimizer merges equal initializers into
-  /// one, so what PyTorch trains as separate params trains here as one, tied (an intended tie, ALBERT's
-  /// shared layers, looks the same). The compile summary says so, and how to export them apart.
-  /// (name, readers: "LayerNormalization x 12")
+  /// weights and biases, its layer scales) or that nodes of one kind in several modules read (deep-copied
+  /// layers' weights): the dynamo exporter's optimizer merges equal initializers into one, so what PyTorch
+  /// trains as separate params trains here as one, tied (an intended tie, ALBERT's shared layers, looks the
+  /// same). The compile summary says so, and how to export them apart.
+  /// (name, readers: "LayerNormalization x 12", "MatMul in 0.layers.0.linear1 and 1 other module")
   std::vector<std::pair<std::string, std::string>> mergedParams;
   /// Params the exporter had merged into another (ImportedModel::mergedParams), each an Identity of it in
   /// the file: name -> the initializer it was read from. `tec export` writes each as an initializer again.

@@ -757,6 +757,36 @@ def test_deep_copied_layers_train_apart_and_a_shared_weight_stays_one(tmp_path):
     assert "onnx::MatMul_11" not in summary(["a", "b"], ["a.bias", "b.bias"])
 
 
+def test_a_dynamo_export_says_which_random_params_several_modules_read(tmp_path):
+    # The dynamo exporter's optimizer merges deep-copied layers' equal weights with no trace but the modules
+    # of the nodes reading them (name scopes in each node's metadata): the summary lists such a param as tied.
+    # A tied embedding (a Gather and a MatMul) is meant, and not listed.
+    h = onnx.helper
+    rng = np.random.default_rng(13)
+    inits = {"layers.0.fc.weight": rng.standard_normal((8, 8)) * 0.3, "embed.weight": rng.standard_normal((16, 8))}
+    def scoped(node, *scopes):
+        node.metadata_props.add(key="pkg.torch.onnx.name_scopes", value=repr(["", *scopes, "linear"]))
+        return node
+    nodes = [scoped(h.make_node("Gather", ["embed.weight", "ids"], ["e"]), "embed"),
+             scoped(h.make_node("MatMul", ["e", "layers.0.fc.weight"], ["l0"]), "layers.0", "layers.0.fc"),
+             h.make_node("Tanh", ["l0"], ["t0"]),
+             scoped(h.make_node("MatMul", ["t0", "layers.0.fc.weight"], ["l1"]), "layers.1", "layers.1.fc"),
+             scoped(h.make_node("Transpose", ["embed.weight"], ["et"], perm=[1, 0]), "head"),
+             scoped(h.make_node("MatMul", ["l1", "et"], ["y"]), "head")]
+    graph = h.make_graph(nodes, "layers", [h.make_tensor_value_info("ids", onnx.TensorProto.INT64, [4])],
+                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 16])],
+                         [onnx.numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    for name, v in inits.items():  # dynamo signs each param in the graph's value infos
+        info = h.make_tensor_value_info(name, onnx.TensorProto.FLOAT, list(v.shape))
+        info.metadata_props.add(key="pkg.torch.export.graph_signature.InputSpec.kind", value="PARAMETER")
+        graph.value_info.append(info)
+    path = str(tmp_path / "dynamo.onnx")
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 18)], producer_name="pytorch"), path)
+    summary = tec.compile(path, targets="cpu", train=train_options()).compile_summary
+    assert "tied     1 params" in summary and "layers.0.fc.weight (MatMul in layers.0.fc and 1 other module)" in summary
+    assert "embed.weight (" not in summary and "optimize=False" in summary
+
+
 def test_float64_constants_compute_in_float32_as_exporters_write_them(tmp_path):
     # BERT's attention scale as the TorchScript exporter writes it without constant folding: a DOUBLE
     # Constant, its Sqrt in double, a Cast to float. tec takes the double as float32 and says so; ONNX
