@@ -111,6 +111,20 @@ inline std::vector<onnx::StringStringEntryProto> metadataProps(const google::pro
   return entries;
 }
 
+/// The strings of a Python list's repr, as the exporters write lists into metadata: "['a', 'b']" -> a, b.
+inline llvm::SmallVector<llvm::StringRef> pythonStrings(llvm::StringRef list) {
+  llvm::SmallVector<llvm::StringRef> strings;
+  auto quote = [](char c) { return c == '\'' || c == '"'; };
+  while (true) {
+    list = list.drop_until(quote);
+    if (list.empty())
+      return strings;
+    list = list.drop_front();
+    strings.push_back(list.take_until(quote));
+    list = list.drop_until(quote).drop_front();
+  }
+}
+
 inline llvm::StringMap<TorchOrigin> torchOrigins(const onnx::GraphProto &graph) {
   constexpr int kValueInfoMetadataProps = 4;
   llvm::StringMap<TorchOrigin> origins;
@@ -118,11 +132,9 @@ inline llvm::StringMap<TorchOrigin> torchOrigins(const onnx::GraphProto &graph) 
     for (const auto &entry : metadataProps(vi, kValueInfoMetadataProps)) {
       if (entry.key() == "pkg.torch.export.graph_signature.InputSpec.kind") {
         origins[vi.name()].kind = entry.value();
-      } else if (entry.key() == "pkg.onnxscript.optimizer.folded_from") { // a Python list: "['a', 'b']"
-        llvm::SmallVector<llvm::StringRef> parts;
-        llvm::StringRef(entry.value()).trim("[]").split(parts, ',', -1, false);
-        for (auto part : parts)
-          origins[vi.name()].foldedFrom.push_back(part.trim().trim("'\"").str());
+      } else if (entry.key() == "pkg.onnxscript.optimizer.folded_from") {
+        for (llvm::StringRef name : pythonStrings(entry.value()))
+          origins[vi.name()].foldedFrom.push_back(name.str());
       }
     }
   }

@@ -416,12 +416,7 @@ static std::string dynamoModule(const onnx::NodeProto &node) {
   constexpr int kNodeMetadataProps = 9;
   for (const auto &prop : metadataProps(node, kNodeMetadataProps))
     if (prop.key() == "pkg.torch.onnx.name_scopes") {
-      llvm::SmallVector<llvm::StringRef, 8> scopes;
-      for (llvm::StringRef rest = prop.value(); rest.contains('\'');) {
-        rest = rest.drop_until([](char c) { return c == '\''; }).drop_front();
-        scopes.push_back(rest.take_until([](char c) { return c == '\''; }));
-        rest = rest.drop_until([](char c) { return c == '\''; }).drop_front();
-      }
+      const auto scopes = pythonStrings(prop.value());
       return scopes.size() >= 2 ? scopes[scopes.size() - 2].str() : "";
     }
   return "";
@@ -451,13 +446,13 @@ void GraphImporter::findMergedParams() {
       continue;
     // Equal elements (a fresh model's norms), or one kind of node in several modules (deep-copied layers'
     // equal weights: nn.TransformerEncoder's); a tied embedding is read by a Gather and a GEMM, not flagged.
-    const std::set<std::string> places = modules.lookup(p.name)[most->first];
+    auto read = modules.find(p.name);
+    const size_t places = read == modules.end() || !read->second.count(most->first) ? 0 : read->second[most->first].size();
     if (allElementsEqual(p.bytes, storageBytes(p.type.getElementType())))
       out.mergedParams.push_back({p.name, most->first + " x " + std::to_string(most->second)});
-    else if (places.size() > 1)
-      out.mergedParams.push_back(
-          {p.name, most->first + " in " + *places.begin() + " and " + std::to_string(places.size() - 1) +
-                       (places.size() > 2 ? " other modules" : " other module")});
+    else if (places > 1)
+      out.mergedParams.push_back({p.name, most->first + " in " + *read->second[most->first].begin() + " and " +
+                                              std::to_string(places - 1) + (places > 2 ? " other modules" : " other module")});
   }
 }
 
