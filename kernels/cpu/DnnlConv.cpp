@@ -6,10 +6,12 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <unordered_map>
 #include <vector>
@@ -196,9 +198,41 @@ Window bandWindow(const Window &w, bool columns, int64_t outBegin, int64_t outEn
 
 size_t floatsOf(const dnnl_memory_desc_t &md) { return aligned(oneDnn().dnnl_memory_desc_get_size(&md) / sizeof(float)); }
 
+/// The `nth` (from 0) of oneDNN's implementations of `desc` in its order of preference, or where `name` is
+/// given the one so named (a later band runs what the first runs, reading its weight layout); null where
+/// there is none. Reference implementations are skipped: plain loops, never the fastest (60 ms for a
+/// depthwise conv that a JIT kernel runs in 0.1). So is a name already offered: oneDNN 2 offers the one it
+/// made last for an equal descriptor (its primitive cache) first, and again in its place.
+dnnl_primitive_desc_t offeredImplementation(const dnnl_convolution_desc_t &desc, const_dnnl_primitive_attr_t attr, int nth,
+                                            const std::string &name) {
+  const OneDnn &d = oneDnn();
+  dnnl_primitive_desc_iterator_t it = nullptr;
+  if (d.dnnl_primitive_desc_iterator_create(&it, &desc, attr, d.engine, nullptr) != dnnl_success)
+    return nullptr;
+  std::vector<std::string> offered;
+  dnnl_primitive_desc_t found = nullptr;
+  do {
+    dnnl_primitive_desc_t pd = d.dnnl_primitive_desc_iterator_fetch(it);
+    const char *info = nullptr;
+    if (!pd || d.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &info) != dnnl_success || !info ||
+        std::strncmp(info, "ref", 3) == 0 || std::find(offered.begin(), offered.end(), info) != offered.end()) {
+      if (pd)
+        d.dnnl_primitive_desc_destroy(pd);
+      continue;
+    }
+    offered.emplace_back(info);
+    if (name.empty() ? int(offered.size()) == nth + 1 : name == info)
+      found = pd;
+    else
+      d.dnnl_primitive_desc_destroy(pd);
+  } while (!found && d.dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+  d.dnnl_primitive_desc_iterator_destroy(it);
+  return found;
+}
+
 } // namespace
 
-std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form, bool channelsLast) {
+std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form, bool channelsLast, int alternative) {
   if (!unavailable().empty())
     return nullptr;
   const OneDnn &d = oneDnn();
@@ -279,7 +313,7 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form
                                                               &dst, strides, dilations, padBegin, padEnd) == dnnl_success &&
                  d.dnnl_primitive_attr_create(&attr) == dnnl_success &&
                  d.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
-                 d.dnnl_primitive_desc_create(&pd, &desc, attr, d.engine, nullptr) == dnnl_success &&
+                 (pd = offeredImplementation(desc, attr, alternative, conv->implementation_)) &&
                  d.dnnl_primitive_create(&band.conv, pd) == dnnl_success;
     if (built) {
       band.src = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
@@ -296,6 +330,7 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form
       const char *impl = nullptr;
       if (i == 0 && d.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
         conv->implementation_ = impl;
+      built = built && !conv->implementation_.empty();
       if (built && !d.dnnl_memory_desc_equal(&band.src, &band.userSrc)) {
         band.srcFloats = floatsOf(band.src);
         built = (band.srcIn = reorder(band.userSrc, band.src));
@@ -382,9 +417,16 @@ std::unique_ptr<DnnlConv> DnnlConv::fastest(const Window &w, bool bias, bool cha
            : f == "blocked" ? create(w, bias, Form::Blocked, channelsLast)
                             : nullptr;
   }
-  const std::vector<std::string> candidates{"tec im2col + GEMM", "oneDNN " + std::to_string(DNNL_VERSION_MAJOR) + " plain",
-                                            "oneDNN blocked"};
-  static ChoiceTable table(machineTablePath("conv", candidates), "convolution table v4", candidates);
+  // The candidates: tec's loop, oneDNN's blocked form, and its plain form by each of its first few
+  // implementations (a depthwise conv over NHWC on AVX-512 has six besides its reference one; the fourth,
+  // jit_dw:avx2, ran ConvNeXt's 7x7 over 40 channels fastest).
+  std::vector<std::string> candidates{"tec im2col + GEMM", "oneDNN " + std::to_string(DNNL_VERSION_MAJOR) + " blocked"};
+  for (int k = 0; k < kPlainAlternatives; ++k)
+    candidates.push_back("oneDNN plain " + std::to_string(k));
+  static ChoiceTable table(machineTablePath("conv", candidates), "convolution table v5", candidates);
+  auto oneDnnCandidate = [&](size_t c) {
+    return c == 1 ? create(w, bias, Form::Blocked, channelsLast) : create(w, bias, Form::Plain, channelsLast, int(c) - 2);
+  };
   char key[256];
   std::snprintf(key, sizeof(key), "%ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %d%s",
                 long(w.batch), long(w.channels), long(w.height), long(w.width), long(w.outChannels), long(w.outHeight),
@@ -413,14 +455,14 @@ std::unique_ptr<DnnlConv> DnnlConv::fastest(const Window &w, bool bias, bool cha
     };
     const auto tec = channelsLast ? convChannelsLast : conv;
     std::vector<double> ms{time([&] { tec(w, x.data(), weight.data(), bias ? b.data() : nullptr, y.data()); })};
-    for (Form form : {Form::Plain, Form::Blocked}) {
-      auto candidate = create(w, bias, form, channelsLast);
+    for (size_t c = 1; c < candidates.size(); ++c) {
+      auto candidate = oneDnnCandidate(c);
       ms.push_back(candidate ? time([&] { candidate->run(x.data(), weight.data(), bias ? b.data() : nullptr, y.data()); })
                              : INFINITY);
     }
     return ms;
   });
-  return choice == 0 ? nullptr : create(w, bias, choice == 1 ? Form::Plain : Form::Blocked, channelsLast);
+  return choice == 0 ? nullptr : oneDnnCandidate(choice);
 }
 
 #else
@@ -434,7 +476,7 @@ const std::string &DnnlConv::unavailable() {
   return why;
 }
 
-std::unique_ptr<DnnlConv> DnnlConv::create(const Window &, bool, Form, bool) { return nullptr; }
+std::unique_ptr<DnnlConv> DnnlConv::create(const Window &, bool, Form, bool, int) { return nullptr; }
 
 void DnnlConv::fixWeight(const float *) {}
 

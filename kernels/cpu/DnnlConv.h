@@ -22,11 +22,15 @@ namespace tec::kernels::cpu {
 class DnnlConv {
 public:
   enum class Form { Plain, Blocked };
+  /// How many of oneDNN's implementations of the plain form fastest() measures.
+  static constexpr int kPlainAlternatives = 4;
   /// Why no convolution can run on oneDNN here (not loaded, no headers), or empty when one can.
   static const std::string &unavailable();
-  /// The convolution `w` (with a bias or not) in `form` over NCHW or (channelsLast) NHWC images; null where
-  /// unavailable() or oneDNN takes no such one.
-  static std::unique_ptr<DnnlConv> create(const Window &w, bool bias, Form form, bool channelsLast = false);
+  /// The convolution `w` (with a bias or not) in `form` over NCHW or (channelsLast) NHWC images, run by the
+  /// `alternative`th of the implementations oneDNN offers for it, in its order of preference (0: its first
+  /// choice; its reference loops are never offered); null where unavailable() or oneDNN has no such one.
+  static std::unique_ptr<DnnlConv> create(const Window &w, bool bias, Form form, bool channelsLast = false,
+                                          int alternative = 0);
   ~DnnlConv();
   DnnlConv(const DnnlConv &) = delete;
   DnnlConv &operator=(const DnnlConv &) = delete;
@@ -42,9 +46,11 @@ public:
   /// oneDNN's name for the kernel it runs ("brdgmm_dw:avx512_core").
   const std::string &implementation() const { return implementation_; }
 
-  /// The fastest way to run `w` here: a DnnlConv, or null for tec's im2col + GEMM (conv() in CpuKernels.h),
+  /// The fastest way to run `w` here: a DnnlConv (either form; Plain by any of oneDNN's first few
+  /// implementations, since its first choice is not always its fastest: for a depthwise 3x3 over NHWC on
+  /// AVX-512, brdgmm_dw takes 1.3x jit_dw's time), or null for tec's im2col + GEMM (conv() in CpuKernels.h),
   /// measured on the first convolution of each shape and kept on disk. TEC_CPU_CONV=tec|plain|blocked forces
-  /// one (where oneDNN takes the shape).
+  /// one (oneDNN's first choice, where it takes the shape).
   static std::unique_ptr<DnnlConv> fastest(const Window &w, bool bias, bool channelsLast = false);
 
 private:

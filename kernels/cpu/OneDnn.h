@@ -17,6 +17,8 @@ struct OneDnn {
   X(dnnl_memory_desc_equal) X(dnnl_memory_create) X(dnnl_memory_destroy) X(dnnl_memory_set_data_handle)                \
   X(dnnl_matmul_desc_init) X(dnnl_dilated_convolution_forward_desc_init) X(dnnl_primitive_attr_create)                 \
   X(dnnl_primitive_attr_destroy) X(dnnl_primitive_attr_set_scratchpad_mode) X(dnnl_primitive_desc_create)              \
+  X(dnnl_primitive_desc_iterator_create) X(dnnl_primitive_desc_iterator_next) X(dnnl_primitive_desc_iterator_fetch)    \
+  X(dnnl_primitive_desc_iterator_destroy)                                                                              \
   X(dnnl_primitive_desc_destroy) X(dnnl_primitive_desc_query) X(dnnl_primitive_desc_query_md)                          \
   X(dnnl_reorder_primitive_desc_create) X(dnnl_primitive_create) X(dnnl_primitive_destroy) X(dnnl_primitive_execute)
 #define TEC_DNNL_MEMBER(name) decltype(&::name) name = nullptr;
