@@ -83,6 +83,7 @@ class TrainOptions:
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
+    #: Decoupled for AdamW, L2 for SGD; 0 unless given, for AdamW too (torch.optim.AdamW's default is 0.01).
     weight_decay: float = 0.0
     clip_norm: float = 0.0
     frozen: str = ""

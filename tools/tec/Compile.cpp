@@ -164,7 +164,10 @@ cl::opt<double> beta2("beta2", cl::desc("adamw beta2"), cl::init(0.999), cl::cat
 
 cl::opt<double> adamEps("eps", cl::desc("adamw epsilon"), cl::init(1e-8), cl::cat(category()));
 
-cl::opt<double> weightDecay("weight-decay", cl::desc("weight decay (decoupled for adamw, L2 for sgd)"), cl::init(0.0),
+cl::opt<double> weightDecay("weight-decay",
+                            cl::desc("weight decay (decoupled for adamw, L2 for sgd); 0 unless given "
+                                     "(torch.optim.AdamW's default is 0.01)"),
+                            cl::init(0.0),
                             cl::cat(category()));
 
 cl::list<std::string> disabledPasses("disable-pass", cl::desc("leave a pass out of the pipeline (repeatable)"),
