@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -434,8 +433,9 @@ std::unique_ptr<DnnlConv> DnnlConv::fastest(const Window &w, bool bias, bool cha
                 long(w.padLeft), long(w.padBottom), long(w.padRight), long(w.dilationH * 1000 + w.dilationW),
                 long(w.groups), int(bias), channelsLast ? " nhwc" : "");
   const int choice = table.choose(key, [&] {
-    // Each form on seeded data: the best of 3 runs after a warm-up, on this thread alone (the choice must not
-    // depend on the thread count: each form's bits differ).
+    // Each candidate on seeded data: the best of 3 runs after a warm-up, candidates alternating run by run (a
+    // busy machine drifts; six candidates measured one after another met different moments of it), on this
+    // thread alone (the choice must not depend on the thread count: each form's bits differ).
     SerialScope serial;
     std::vector<float> x(w.batch * w.channels * w.height * w.width), weight(w.outChannels * w.groupChannels() * w.kernelH * w.kernelW),
         b(w.outChannels), y(w.batch * w.outChannels * w.outHeight * w.outWidth);
@@ -443,23 +443,27 @@ std::unique_ptr<DnnlConv> DnnlConv::fastest(const Window &w, bool bias, bool cha
       x[i] = static_cast<float>((i * 7919) % 17) / 17.0f - 0.5f;
     for (size_t i = 0; i < weight.size(); ++i)
       weight[i] = static_cast<float>((i * 104729) % 13) / 13.0f - 0.5f;
-    auto time = [&](const std::function<void()> &run) {
-      run();
-      double best = INFINITY;
-      for (int r = 0; r < 3; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        run();
-        best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return best;
-    };
+    const float *bp = bias ? b.data() : nullptr;
+    std::vector<std::unique_ptr<DnnlConv>> oneDnn(candidates.size());
+    for (size_t c = 1; c < candidates.size(); ++c)
+      oneDnn[c] = oneDnnCandidate(c);
     const auto tec = channelsLast ? convChannelsLast : conv;
-    std::vector<double> ms{time([&] { tec(w, x.data(), weight.data(), bias ? b.data() : nullptr, y.data()); })};
-    for (size_t c = 1; c < candidates.size(); ++c) {
-      auto candidate = oneDnnCandidate(c);
-      ms.push_back(candidate ? time([&] { candidate->run(x.data(), weight.data(), bias ? b.data() : nullptr, y.data()); })
-                             : INFINITY);
-    }
+    auto run = [&](size_t c) {
+      if (c == 0)
+        tec(w, x.data(), weight.data(), bp, y.data());
+      else
+        oneDnn[c]->run(x.data(), weight.data(), bp, y.data());
+    };
+    std::vector<double> ms(candidates.size(), INFINITY);
+    for (int round = -1; round < 3; ++round)
+      for (size_t c = 0; c < candidates.size(); ++c) {
+        if (c > 0 && !oneDnn[c])
+          continue;
+        auto t0 = std::chrono::steady_clock::now();
+        run(c);
+        if (round >= 0) // round -1 warms up
+          ms[c] = std::min(ms[c], std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
     return ms;
   });
   return choice == 0 ? nullptr : oneDnnCandidate(choice);
