@@ -153,6 +153,8 @@ std::string describeSchedule(const Session &session) {
     os << llvm::formatv("  {0,4}  {1,-14}", i, st.kernel());
     if (const int by = session.computedBy(i); by != i)
       os << " in step " << by << ": " << session.foldedAs(i);
+    if (const std::string kernel = session.chosenKernel(i); !kernel.empty())
+      os << " on " << kernel;
     if (!st.source().empty())
       os << "   (" << st.source() << ")";
     os << "\n";

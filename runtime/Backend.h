@@ -76,6 +76,10 @@ public:
   /// How computedBy(step) took plan step `step` in after prepare ("its epilogue", "an elementwise chain", ...),
   /// for people (`tec inspect --schedule`); "" for a step that is its own launch.
   virtual std::string foldedAs(int) const { return ""; }
+  /// Which kernel runs plan step `step`, where the backend chose among several by measurement (a
+  /// convolution's oneDNN implementation or tec's loop), for people (`tec inspect --schedule`, profiles);
+  /// "" where there was no choice.
+  virtual std::string chosenKernel(int) const { return ""; }
 
 protected:
   void releaseData(int64_t offset, int64_t bytes) const {

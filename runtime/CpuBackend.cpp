@@ -93,6 +93,7 @@ Status CpuBackend::prepare(const plan::Variant &v, const char *data) {
   computingStep.resize(v.steps_size());
   std::iota(computingStep.begin(), computingStep.end(), 0);
   foldedHow.assign(v.steps_size(), "");
+  chosen.assign(v.steps_size(), "");
   for (currentStep = 0; currentStep < v.steps_size(); ++currentStep) {
     const plan::Step &step = v.steps(currentStep);
     if (folded(currentStep)) // computed by an earlier step's closure, which ended its collectives (fold)

@@ -49,6 +49,7 @@ public:
   const char *name() const override { return "cpu"; }
   int computedBy(int step) const override { return computingStep[step]; }
   std::string foldedAs(int step) const override { return foldedHow[step]; }
+  std::string chosenKernel(int step) const override { return chosen[step]; }
   Status supports(const plan::Variant &variant, const plan::Step &step) const override;
   Status prepare(const plan::Variant &variant, const char *data) override;
   void *hostData(int buffer) override { return pointers[buffer]; }
@@ -129,6 +130,7 @@ private:
   /// Per plan step, the step whose closure computes it: itself, or the GEMM or chain it was folded into.
   std::vector<int> computingStep;
   std::vector<const char *> foldedHow; // per step: how computingStep took it in ("" where it runs alone)
+  std::vector<std::string> chosen;     // per step: the kernel measured fastest for it (Backend::chosenKernel)
   bool folded(int step) const { return computingStep[step] != step; }
   void fold(int step, int into, const char *how) {
     computingStep[step] = into;

@@ -719,8 +719,12 @@ Status CpuBackend::window(const plan::Step &s) {
   float *out = floatOut(w.out);
   // A convolution runs where it runs fastest on this machine (oneDNN's kernels or tec's), measured now.
   std::shared_ptr<k::DnnlConv> dnnl;
-  if (w.kind == k::WindowKind::Conv)
+  if (w.kind == k::WindowKind::Conv) {
     dnnl = k::DnnlConv::fastest(g, bias != nullptr, w.channelsLast);
+    chosen[currentStep] = !dnnl ? "tec im2col + GEMM"
+                          : "oneDNN " + dnnl->implementation() +
+                                (dnnl->form() == k::DnnlConv::Form::Blocked ? ", blocked layout (reorders around it)" : "");
+  }
   if (dnnl && constantWeight(w.b))
     dnnl->fixWeight(b);
   const auto tecConv = w.channelsLast ? k::convChannelsLast : k::conv;

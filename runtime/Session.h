@@ -118,6 +118,8 @@ public:
   int computedBy(int step) const { return backend->computedBy(step); }
   /// How computedBy(step) took `step` in (Backend::foldedAs); "" where it is its own launch.
   std::string foldedAs(int step) const { return backend->foldedAs(step); }
+  /// The kernel the backend chose for `step` (Backend::chosenKernel); "" where there was no choice.
+  std::string chosenKernel(int step) const { return backend->chosenKernel(step); }
   const void *outputData(size_t index) { return backend->hostData(outputInfo[index].buffer); }
   /// Copies buffer `index` of the running variant out or in (state: to save it, or to restore it).
   Status readBuffer(int index, void *destination) { return backend->readBuffer(index, destination); }

@@ -237,6 +237,7 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const Window &w, bool bias, Form form
   const OneDnn &d = oneDnn();
   std::unique_ptr<DnnlConv> conv(new DnnlConv);
   conv->window_ = w;
+  conv->form_ = form;
   conv->p_ = std::make_unique<Primitives>();
   Primitives &p = *conv->p_;
   // oneDNN fixes a primitive's thread count when it is made: one, as it then runs inside tec's pool.
@@ -444,20 +445,20 @@ std::unique_ptr<DnnlConv> DnnlConv::fastest(const Window &w, bool bias, bool cha
     for (size_t i = 0; i < weight.size(); ++i)
       weight[i] = static_cast<float>((i * 104729) % 13) / 13.0f - 0.5f;
     const float *bp = bias ? b.data() : nullptr;
-    std::vector<std::unique_ptr<DnnlConv>> oneDnn(candidates.size());
+    std::vector<std::unique_ptr<DnnlConv>> made(candidates.size()); // oneDNN's, where it takes the shape
     for (size_t c = 1; c < candidates.size(); ++c)
-      oneDnn[c] = oneDnnCandidate(c);
+      made[c] = oneDnnCandidate(c);
     const auto tec = channelsLast ? convChannelsLast : conv;
     auto run = [&](size_t c) {
       if (c == 0)
         tec(w, x.data(), weight.data(), bp, y.data());
       else
-        oneDnn[c]->run(x.data(), weight.data(), bp, y.data());
+        made[c]->run(x.data(), weight.data(), bp, y.data());
     };
     std::vector<double> ms(candidates.size(), INFINITY);
     for (int round = -1; round < 3; ++round)
       for (size_t c = 0; c < candidates.size(); ++c) {
-        if (c > 0 && !oneDnn[c])
+        if (c > 0 && !made[c])
           continue;
         auto t0 = std::chrono::steady_clock::now();
         run(c);

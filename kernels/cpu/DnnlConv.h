@@ -45,6 +45,7 @@ public:
   void fixWeight(const float *weight);
   /// oneDNN's name for the kernel it runs ("brdgmm_dw:avx512_core").
   const std::string &implementation() const { return implementation_; }
+  Form form() const { return form_; }
 
   /// The fastest way to run `w` here: a DnnlConv (either form; Plain by any of oneDNN's first few
   /// implementations, since its first choice is not always its fastest: for a depthwise 3x3 over NHWC on
@@ -60,6 +61,7 @@ private:
   Window window_;
   std::unique_ptr<Primitives> p_;
   std::string implementation_;
+  Form form_ = Form::Plain;
   bool weightFixed_ = false;
   const float *fixedWeight_ = nullptr; // the constant weight where oneDNN reads tec's layout
 };

@@ -53,9 +53,10 @@ void printProfile(const tec::Session &s, const std::vector<double> &stepMillis, 
   for (int i = 0; i < v.steps_size(); ++i) {
     const int by = s.computedBy(i); // a fused step's time is its launch's
     const std::string fused = by == i ? "" : llvm::formatv("[in step {0}] ", by).str();
-    llvm::outs() << llvm::formatv("{0,4}  {1,-14} {2,10:f4} {3,6:f1}%  {4}{5}\n", i, v.steps(i).kernel(),
+    const std::string kernel = s.chosenKernel(i);
+    llvm::outs() << llvm::formatv("{0,4}  {1,-14} {2,10:f4} {3,6:f1}%  {4}{5}{6}\n", i, v.steps(i).kernel(),
                                   stepMillis[i] / std::max<size_t>(runs, 1), sum ? 100 * stepMillis[i] / sum : 0, fused,
-                                  v.steps(i).source());
+                                  v.steps(i).source(), kernel.empty() ? "" : " [" + kernel + "]");
   }
 }
 
