@@ -77,8 +77,8 @@ public:
   /// for people (`tec inspect --schedule`); "" for a step that is its own launch.
   virtual std::string foldedAs(int) const { return ""; }
   /// Which kernel runs plan step `step`, where the backend chose among several by measurement (a
-  /// convolution's oneDNN implementation or tec's loop), for people (`tec inspect --schedule`, profiles);
-  /// "" where there was no choice.
+  /// convolution's oneDNN implementation or tec's loop, a GEMM's library or its packed weight), for people
+  /// (`tec inspect --schedule`, profiles); "" where there was no choice.
   virtual std::string chosenKernel(int) const { return ""; }
 
 protected:

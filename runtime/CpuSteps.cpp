@@ -566,8 +566,11 @@ Status CpuBackend::linear(const plan::Step &s) {
   float *r = next.residual >= 0 ? ptr<float>(next.residual) : nullptr;
   float *out = next.step >= 0 ? ptr<float>(next.out) : nullptr;
   float *y = floatOut(s.outputs(0));
-  if (!packed)
-    k::gemmLibrary({transA, transB, m, n, kk, false}); // planSgemm's choice, measured now
+  if (packed)
+    chosen[currentStep] = "oneDNN matmul, B packed once";
+  else if (const int library = k::gemmLibrary({transA, transB, m, n, kk, false}); // planSgemm's choice, measured now
+           k::blas().libraries.size() > 1)
+    chosen[currentStep] = k::blas().libraries[library].name + " SGEMM";
   emit([=] {
     k::linear(x, w, b, y, m, n, kk, transA, transB, e, r, out, packed.get());
     return Status::success();
