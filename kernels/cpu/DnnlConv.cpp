@@ -200,32 +200,40 @@ size_t floatsOf(const dnnl_memory_desc_t &md) { return aligned(oneDnn().dnnl_mem
 /// The `nth` (from 0) of oneDNN's implementations of `desc` in its order of preference, or where `name` is
 /// given the one so named (a later band runs what the first runs, reading its weight layout); null where
 /// there is none. Reference implementations are skipped: plain loops, never the fastest (60 ms for a
-/// depthwise conv that a JIT kernel runs in 0.1). So is a name already offered: oneDNN 2 offers the one it
-/// made last for an equal descriptor (its primitive cache) first, and again in its place.
+/// depthwise conv that a JIT kernel runs in 0.1). oneDNN 2's iterator also offers, ahead of their places in
+/// its list, the implementations its primitive cache holds for an equal descriptor (brdgmm_dw, brdgmm_dw,
+/// jit_dw, jit_dw:avx2, jit:avx512_core, jit_dw:avx2, ... once two were made): each name counts at its last
+/// offer, so that the nth is the same whatever this process made before.
 dnnl_primitive_desc_t offeredImplementation(const dnnl_convolution_desc_t &desc, const_dnnl_primitive_attr_t attr, int nth,
                                             const std::string &name) {
   const OneDnn &d = oneDnn();
   dnnl_primitive_desc_iterator_t it = nullptr;
   if (d.dnnl_primitive_desc_iterator_create(&it, &desc, attr, d.engine, nullptr) != dnnl_success)
     return nullptr;
-  std::vector<std::string> offered;
-  dnnl_primitive_desc_t found = nullptr;
+  std::vector<std::pair<std::string, dnnl_primitive_desc_t>> offers; // in the order of their last offer
   do {
     dnnl_primitive_desc_t pd = d.dnnl_primitive_desc_iterator_fetch(it);
     const char *info = nullptr;
     if (!pd || d.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &info) != dnnl_success || !info ||
-        std::strncmp(info, "ref", 3) == 0 || std::find(offered.begin(), offered.end(), info) != offered.end()) {
+        std::strncmp(info, "ref", 3) == 0) {
       if (pd)
         d.dnnl_primitive_desc_destroy(pd);
       continue;
     }
-    offered.emplace_back(info);
-    if (name.empty() ? int(offered.size()) == nth + 1 : name == info)
-      found = pd;
-    else
-      d.dnnl_primitive_desc_destroy(pd);
-  } while (!found && d.dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+    auto earlier = std::find_if(offers.begin(), offers.end(), [&](const auto &offer) { return offer.first == info; });
+    if (earlier != offers.end()) {
+      d.dnnl_primitive_desc_destroy(earlier->second);
+      offers.erase(earlier);
+    }
+    offers.emplace_back(info, pd);
+  } while (d.dnnl_primitive_desc_iterator_next(it) == dnnl_success);
   d.dnnl_primitive_desc_iterator_destroy(it);
+  dnnl_primitive_desc_t found = nullptr;
+  for (size_t i = 0; i < offers.size(); ++i)
+    if (!found && (name.empty() ? int(i) == nth : offers[i].first == name))
+      found = offers[i].second;
+    else
+      d.dnnl_primitive_desc_destroy(offers[i].second);
   return found;
 }
 

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <map>
+#include <set>
 #include <vector>
 
 using namespace tec::kernels;
@@ -213,6 +215,29 @@ TEST_P(Convolutions, ChannelsLastMatchesADirectConvolutionAtAnyThreadCount) {
     dnnl->run(xLast.data(), garbage.data(), b, y.data());
     check(y, name + " with its weight fixed");
   }
+}
+
+// oneDNN 2 offers the implementations its primitive cache holds ahead of their places in its list: the nth
+// implementation must not depend on what the process made before, or a choice measured once (and kept on
+// disk) would run another kernel for a later conv of the same shape.
+TEST(Convolution, TheNthImplementationIsTheSameWhateverWasMadeBefore) {
+  const Window w = window(1, 144, 20, 20, 144, 3, 1, 1, 1, 1, 1, 1, 144);
+  if (!DnnlConv::unavailable().empty())
+    GTEST_SKIP() << "oneDNN: " << DnnlConv::unavailable();
+  auto implementation = [&](int k) {
+    auto conv = DnnlConv::create(w, true, DnnlConv::Form::Plain, /*channelsLast=*/true, k);
+    return conv ? conv->implementation() : std::string("none");
+  };
+  // Made out of order (oneDNN 2.6 then offered jit_dw:avx2, cached, ahead of jit:avx512_core), then in order.
+  std::map<int, std::string> outOfOrder;
+  for (int k : {3, 0, 2, 1})
+    outOfOrder[k] = implementation(k);
+  std::set<std::string> distinct;
+  for (const auto &[k, name] : outOfOrder)
+    distinct.insert(name);
+  EXPECT_EQ(distinct.size(), outOfOrder.size()) << "each alternative a different implementation";
+  for (int k = 0; k < DnnlConv::kPlainAlternatives; ++k)
+    EXPECT_EQ(implementation(k), outOfOrder[k]) << "alternative " << k;
 }
 
 // A depthwise conv's weight is read once per band, no more than the band's input: a small image with many
