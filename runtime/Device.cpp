@@ -115,6 +115,9 @@ std::vector<LibraryProbe> probeCudaLibraries() {
         size_t v = reinterpret_cast<size_t (*)()>(symbol)(); // major*10000 + minor*100 + patch (cuBLASLt 12+), cuDNN 9: 90xxx
         probe.version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
       }
+      // Looked at, not kept: a library the probe left loaded would satisfy by soname whatever the process
+      // loads later (an older NCCL of the toolkit's made PyTorch's import fail after tec.doctor()).
+      dlclose(lib);
       break;
     }
     found.push_back(probe);

@@ -544,6 +544,24 @@ def test_doctor_reports_the_machine_as_a_dict():
     assert "single-threaded in tec's pool" in report["CPU BLAS"]
 
 
+def test_doctor_leaves_no_library_it_probed_loaded():
+    """What the doctor only looked at stays out of the process: a library left loaded satisfies by soname what
+    the process loads later (the toolkit's older NCCL made `import torch` fail after tec.doctor())."""
+    script = """
+import os, re, sys, tec
+report = tec.doctor()
+maps = open("/proc/self/maps").read()
+files = [re.search(r"\\((/[^)]+)\\)", report.get(name, "")) for name in ("NCCL", "NVRTC", "cuDNN")]
+files = [os.path.realpath(f.group(1)) for f in files if f]  # maps names the file a symlink points to
+print(len(files))
+sys.exit(any(f in maps for f in files))
+"""
+    run = subprocess.run([os.sys.executable, "-c", script], capture_output=True, text=True)
+    assert run.returncode == 0, f"probed libraries left loaded: {run.stdout} {run.stderr}"
+    if run.stdout.strip() == "0":
+        pytest.skip("none of NCCL, NVRTC and cuDNN is on this machine")
+
+
 def test_a_plan_inspects_as_text_and_data(tmp_path):
     plan = tec.compile(MLP, targets=["sm_90", "cpu"], train=train_options())
     variants = plan.variants()
