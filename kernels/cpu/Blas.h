@@ -17,6 +17,7 @@
 #include "kernels/cpu/FunctionRef.h"
 #include "kernels/cpu/GemmTable.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,11 +52,19 @@ std::string gemmTableDescription();
 /// [j0, j1) (a GEMM epilogue: bias, activation).
 using GemmChunkEpilogue = FunctionRef<void(int64_t i0, int64_t i1, int64_t j0, int64_t j1)>;
 
-/// How a GEMM spreads over tec's pool: whole below the work a split pays back, else chunks of `chunk` columns
-/// of C (a GEMM of few rows: a small batch) or rows. Fixed by the shape, not the thread count.
+/// How a GEMM spreads over tec's pool: whole below the work a split pays back, else `count` chunks of C's
+/// columns (a GEMM of few rows: a small batch) or rows, each a whole number of 16-element blocks but the
+/// last, their sizes within a block of each other. Fixed by the shape, not the thread count.
 struct GemmSplit {
+  static constexpr int64_t kAlign = 16; // a vector of floats; packed B's panels
   enum By { Whole, Columns, Rows } by;
-  int64_t chunk;
+  int64_t count;
+  int64_t along; // the split dim's length (n where Whole)
+  /// Where chunk c starts along the split dim (c = count: its end).
+  int64_t start(int64_t c) const {
+    const int64_t blocks = (along + kAlign - 1) / kAlign;
+    return std::min(along, blocks * c / count * kAlign);
+  }
 };
 GemmSplit gemmSplit(int64_t m, int64_t n, int64_t k);
 /// call(i0, i1, j0, j1) on each chunk of C the split makes, over the pool, each followed by `epilogue`.

@@ -147,9 +147,10 @@ bool execute(dnnl_primitive_t p, std::initializer_list<std::tuple<int, const dnn
 /// 1-D convolution's image (one row: H = 1) is cut into bands of columns instead, as contiguous.
 /// Every band reads the whole weight, so a band's output must outweigh it (the late 1x1 convs of a net, a
 /// 7x7 image by a 1152x320 weight, stay whole), but for a depthwise weight, which is no more than a band's
-/// input (EfficientNet's 7x7 stage: 3 bands). It depends on the shape alone (about 2^20 multiply-adds per
+/// input (EfficientNet's 7x7 stage: 2 bands). It depends on the shape alone (about 2^20 multiply-adds per
 /// band, each float of the image read or written counting as 32: a depthwise conv is memory-bound; at most 8
-/// bands, each at least 2 rows or columns), never on the thread count: the sums are the same at any count.
+/// bands, each at least 2 rows or columns, an even count), never on the thread count: the sums are the same
+/// at any count.
 struct Banding {
   int64_t count = 1;
   bool columns = false; // bands of columns of a single-row image
@@ -163,7 +164,8 @@ Banding bandsOf(const Window &w, bool channelsLast) {
   const int64_t work = macs + 32 * (output + w.height * w.width * w.channels);
   const int64_t along = columns ? w.outWidth : w.outHeight;
   const int64_t weightBound = w.groupChannels() == 1 && w.groups == w.channels ? 8 : output / weight;
-  return {std::max<int64_t>(1, std::min<int64_t>({8, along / 2, work >> 20, weightBound})), columns};
+  const int64_t count = std::max<int64_t>(1, std::min<int64_t>({8, along / 2, work >> 20, weightBound}));
+  return {count > 1 ? count - count % 2 : 1, columns}; // even: 3 bands left 2 threads at 2:1
 }
 
 /// The output channels of each slice of a channels-last convolution too weight-heavy for bands (ResNet's
@@ -174,7 +176,8 @@ int64_t sliceChannels(const Window &w, bool channelsLast, const Banding &banding
   if (!channelsLast || w.groups != 1 || banding.count > 1)
     return w.outChannels;
   const int64_t macs = w.outHeight * w.outWidth * w.outChannels * w.channels * w.kernelH * w.kernelW;
-  const int64_t slices = std::min<int64_t>({8, w.outChannels / 16, macs >> 20});
+  int64_t slices = std::min<int64_t>({8, w.outChannels / 16, macs >> 20});
+  slices -= slices > 2 ? slices % 2 : 0; // even, as the bands
   return slices < 2 ? w.outChannels : ((w.outChannels + slices - 1) / slices + 15) / 16 * 16;
 }
 

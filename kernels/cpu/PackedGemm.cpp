@@ -56,13 +56,14 @@ std::unique_ptr<PackedGemm> PackedGemm::create(bool transB, int64_t m, int64_t n
   const OneDnn &d = oneDnn();
   std::unique_ptr<PackedGemm> gemm(new PackedGemm);
   gemm->m = m;
+  gemm->split = split;
   // oneDNN runs on OpenMP: one thread, inside tec's pool (the setting is per thread).
   const int previous = omp_get_max_threads();
   omp_set_num_threads(1);
   bool ok = true;
-  for (int64_t j0 = 0; j0 < n && ok; j0 += split.chunk) {
+  for (int64_t i = 0; i < split.count && ok; ++i) {
     auto c = std::make_unique<Chunk>();
-    c->j0 = j0, c->j1 = std::min(n, j0 + split.chunk);
+    c->j0 = split.start(i), c->j1 = split.start(i + 1);
     const int64_t width = c->j1 - c->j0;
     const dnnl_memory_desc_t aMd = matrix(m, k, k, 1), cMd = matrix(m, width, n, 1);
     const dnnl_memory_desc_t bMd = transB ? matrix(k, width, 1, ldb) : matrix(k, width, ldb, 1);
@@ -112,10 +113,9 @@ PackedGemm::~PackedGemm() = default;
 
 void PackedGemm::run(const float *a, float *c, const GemmChunkEpilogue &epilogue) const {
   const OneDnn &d = oneDnn();
-  const int64_t n = chunks.back()->j1, width = chunks.front()->j1;
-  const GemmSplit split{chunks.size() == 1 ? GemmSplit::Whole : GemmSplit::Columns, width};
+  const int64_t n = chunks.back()->j1;
   runSplit(split, m, n, [&](int64_t, int64_t, int64_t j0, int64_t) {
-    const Chunk &chunk = *chunks[j0 / width];
+    const Chunk &chunk = **std::partition_point(chunks.begin(), chunks.end(), [&](auto &c) { return c->j1 <= j0; });
     const int previous = omp_get_max_threads();
     omp_set_num_threads(1);
     d.dnnl_memory_set_data_handle(chunk.a, const_cast<float *>(a));

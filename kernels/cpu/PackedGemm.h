@@ -39,6 +39,7 @@ private:
   struct Chunk;
   PackedGemm() = default;
   int64_t m = 0;
+  GemmSplit split{GemmSplit::Whole, 1, 1};
   std::vector<std::unique_ptr<Chunk>> chunks;
 };
 

@@ -99,17 +99,21 @@ void reduce(ReduceKind kind, const T *x, const Shape &shape, const std::vector<i
   if (middle) {
     const int64_t cols = merged.back(), rows = merged[merged.size() - 2], outer = merged.size() == 3 ? merged[0] : 1;
     const int64_t blocks = (cols + kSumColumns - 1) / kSumColumns;
-    const int64_t bandRows = std::max<int64_t>(64, kParallelThreshold / cols), bands = (rows + bandRows - 1) / bandRows;
+    // Bands of about max(64, kParallelThreshold / cols) rows, near-equal and an even count: 196 rows in bands
+    // of 64 (64, 64, 64, 4) left 2 threads at 128:68.
+    const int64_t bandRows = std::max<int64_t>(64, kParallelThreshold / cols);
+    int64_t bands = (rows + bandRows - 1) / bandRows;
+    bands += bands > 1 ? bands % 2 : 0;
+    auto bandStart = [&](int64_t band) { return rows * band / bands; };
     thread_local std::vector<double> partial;
     partial.assign(outer * bands * cols, 0.0);
     double *sums = partial.data(); // [outer, band, cols]
     parallelFor(outer * blocks * bands, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t o = t / (blocks * bands), c0 = t % blocks * kSumColumns, c1 = std::min(cols, c0 + kSumColumns);
-        const int64_t band = t / blocks % bands, r1 = std::min(rows, (band + 1) * bandRows);
+        const int64_t band = t / blocks % bands, r0 = bandStart(band), r1 = bandStart(band + 1);
         if constexpr (std::is_same_v<T, float>)
-          addRows(x + (o * rows + band * bandRows) * cols + c0, r1 - band * bandRows, cols, c1 - c0,
-                  sums + (o * bands + band) * cols + c0);
+          addRows(x + (o * rows + r0) * cols + c0, r1 - r0, cols, c1 - c0, sums + (o * bands + band) * cols + c0);
       }
     });
     for (int64_t o = 0; o < outer; ++o)

@@ -253,7 +253,7 @@ TEST(Convolution, ADepthwiseConvOverASmallImageStillBands) {
   std::vector<float> y(w.outChannels * w.outHeight * w.outWidth, NAN);
   int parts = 0;
   dnnl->run(o.x.data(), o.weight.data(), o.bias.data(), y.data(), [&](int64_t, int64_t, int64_t, int64_t) { ++parts; });
-  EXPECT_EQ(parts, 3); // 7 rows: at most along / 2 bands
+  EXPECT_EQ(parts, 2); // 7 rows: at most along / 2 bands, an even count (3 left 2 threads at 2:1)
 }
 
 const ConvCase kCases[] = {
@@ -269,7 +269,7 @@ const ConvCase kCases[] = {
     {"conv1d_stride2_long", window(1, 32, 1, 3001, 48, 1, 2, 0, 4, 0, 3, 1, 1, 9), true},
     {"conv1d_depthwise_dilated", window(2, 64, 1, 999, 64, 1, 1, 0, 6, 0, 5, 3, 64, 5), false},
     {"banded_depthwise_dilated", window(2, 128, 48, 48, 128, 3, 1, 2, 2, 2, 2, 2, 128), false},
-    // A depthwise weight outweighing the image's rows (EfficientNet's 7x7 stage) still bands: 3 bands of rows.
+    // A depthwise weight outweighing the image's rows (EfficientNet's 7x7 stage) still bands: 2 bands of rows.
     {"banded_depthwise_small_image", window(1, 1152, 7, 7, 1152, 5, 1, 2, 2, 2, 2, 1, 1152), true},
     // Too weight-heavy for bands: slices of output channels (the last one narrower), each its own weight.
     {"sliced_3x3", window(1, 64, 7, 7, 96, 3, 1, 1, 1, 1, 1, 1, 1), true},

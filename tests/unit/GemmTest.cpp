@@ -112,7 +112,43 @@ INSTANTIATE_TEST_SUITE_P(
                       LinearCase{640, 96, 40, false, false, false, Epilogue::None},
                       LinearCase{640, 96, 40, false, true, true, Epilogue::Silu},
                       LinearCase{7, 5, 3, true, false, true, Epilogue::HardSwish},
+                      // Splits whose last chunk is part of a block: 196 rows, 200 columns.
+                      LinearCase{196, 112, 640, false, false, true, Epilogue::Silu},
+                      LinearCase{49, 200, 96, false, true, true, Epilogue::Relu},
                       LinearCase{5, 300, 0, false, true, true, Epilogue::Relu}));
+
+/// The chunks of a split cover C's split dim once, in order: an even count (two threads get equal halves),
+/// whole 16-element blocks but the last, sizes within a block of each other and at least 32 wide.
+TEST(GemmSplit, CutsEvenChunksOfWholeBlocks) {
+  int splits = 0;
+  for (int64_t m : {1, 7, 49, 64, 196, 784, 3136, 12544})
+    for (int64_t n : {1, 16, 96, 192, 200, 480, 672, 1000, 1152})
+      for (int64_t k : {16, 112, 1152}) {
+        const GemmSplit split = gemmSplit(m, n, k);
+        const int64_t along = split.by == GemmSplit::Rows ? m : n;
+        EXPECT_EQ(split.along, split.by == GemmSplit::Whole ? n : along);
+        if (split.by == GemmSplit::Whole) {
+          EXPECT_EQ(split.count, 1);
+          continue;
+        }
+        ++splits;
+        EXPECT_EQ(split.count % 2, 0) << m << "x" << n << "x" << k;
+        EXPECT_LE(split.count, 8);
+        EXPECT_EQ(split.start(0), 0);
+        EXPECT_EQ(split.start(split.count), along);
+        int64_t smallest = along, largest = 0;
+        for (int64_t c = 0; c < split.count; ++c) {
+          const int64_t size = split.start(c + 1) - split.start(c);
+          if (c + 1 < split.count)
+            EXPECT_EQ(size % GemmSplit::kAlign, 0) << m << "x" << n << "x" << k << " chunk " << c;
+          smallest = std::min(smallest, size), largest = std::max(largest, size);
+        }
+        EXPECT_GE(smallest, 16) << m << "x" << n << "x" << k;
+        EXPECT_LE(largest - smallest, GemmSplit::kAlign) << m << "x" << n << "x" << k;
+        EXPECT_GE(along / split.count, 32) << m << "x" << n << "x" << k;
+      }
+  EXPECT_GT(splits, 20); // the cases reach the splits
+}
 
 /// A single row or column of C (a batch of one: the matrix-vector products that a CBLAS library's SGEMV
 /// runs) in every loaded library, against double: both transposes, leading dims past the shape, alpha, and
