@@ -137,6 +137,12 @@ void printTrainedParams(const CompiledModel &c, llvm::raw_ostream &os) {
           "weights), so these may be separate params in PyTorch: to train them apart as it does, export with "
           "optimize=False\n";
   }
+  for (const auto &[name, counts] : c.model.foldedTables)
+    if (llvm::is_contained(trained, name))
+      os << "  folded   " << name << " repeats its values (" << counts
+       << "), as a table that the exporter gathered and folded into a constant (Swin's relative position bias): "
+          "each copy trains apart here, where PyTorch trains the table with their gradients summed. To train "
+          "the table, export with do_constant_folding=False\n";
   if (c.model.outputNames.size() > 1)
     os << "  outputs  " << llvm::join(c.model.outputNames, ", ")
        << ": each with a loss term; tec train trains on those given a --target and ignores the others\n";

@@ -214,8 +214,19 @@ inline InitializerRole initializerRole(const onnx::TensorProto &init, Type elt, 
       return {false, false, "a " + llvm::StringRef(o.kind).lower() + " in torch.export's signature, not a parameter"};
     if (!sources.empty() && llvm::none_of(sources, isComputingFxNode))
       return {};
-    if (!sources.empty())
-      return {false, false, "a value the exporter computed from " + llvm::join(sources, ", ")};
+    if (!sources.empty()) {
+      // Module tensors (dotted paths; FX nodes have none) folded away: buffers (a causal mask, position ids)
+      // or parameters (a BERT export's position and token type tables, looked up at fixed positions), which
+      // PyTorch trains and which are gone from the file.
+      std::vector<std::string> moduleTensors;
+      llvm::copy_if(sources, std::back_inserter(moduleTensors), [](llvm::StringRef f) { return f.contains('.'); });
+      std::string why = "a value the exporter computed from " + llvm::join(sources, ", ");
+      if (!moduleTensors.empty())
+        why += " (where " + std::string(moduleTensors.size() > 1 ? "one of " : "") + llvm::join(moduleTensors, ", ") +
+               " is a parameter, PyTorch trains it and tec cannot: it is not in the model; export with "
+               "optimize=False or with dynamic shapes to keep it)";
+      return {false, false, why};
+    }
     if (!o.foldedFrom.empty() || isExporterName(init.name()))
       return {false, false, std::string("a value the exporter computed")};
     return {};
@@ -346,6 +357,8 @@ private:
   std::optional<int64_t> paddingRow(const std::string &name);
   /// out.mergedParams: params of equal elements that several nodes of one kind read (in a dynamo export).
   void findMergedParams();
+  /// out.foldedTables: trained params of a TorchScript export with exporter-made names whose values repeat.
+  void findFoldedTables();
   /// PyTorch's TorchScript exporter merges equal initializers of an eval-mode model (a fresh model's norm
   /// weights and biases, its layer scales) into one, read through an Identity named for each param it
   /// replaced: each such Identity of a param is a param of its own, with that data, as in PyTorch, where

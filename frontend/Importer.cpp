@@ -2,6 +2,8 @@
 // inference cross-checked, values and params, the importer table, and run(); the public entry points.
 #include "frontend/GraphImporter.h"
 
+#include "llvm/ADT/DenseSet.h"
+
 #include <cstring>
 #include <set>
 
@@ -456,6 +458,41 @@ void GraphImporter::findMergedParams() {
   }
 }
 
+/// Whether a random-valued tensor looks gathered from a smaller table: among its first elements (enough to
+/// cover several copies of a table, few enough to bound the cost on large weights) half or more of the
+/// nonzero ones repeat another's bits. A weight's random values practically never repeat; zeros (pruning,
+/// padding) are left out.
+static std::optional<std::pair<size_t, size_t>> repeatedValues(ArrayRef<char> bytes, size_t width) {
+  constexpr size_t kLooked = 1 << 16, kFewest = 64;
+  if (width == 0 || width > sizeof(uint64_t))
+    return std::nullopt;
+  llvm::DenseSet<uint64_t> distinct;
+  size_t nonzero = 0;
+  for (size_t at = 0; at + width <= bytes.size() && at / width < kLooked; at += width) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, bytes.data() + at, width);
+    const uint64_t magnitude = bits & ~(uint64_t(1) << (8 * width - 1)); // -0 is a zero too
+    if (magnitude == 0)
+      continue;
+    ++nonzero;
+    distinct.insert(bits);
+  }
+  if (nonzero < kFewest || distinct.size() * 2 > nonzero)
+    return std::nullopt;
+  return std::make_pair(nonzero, distinct.size());
+}
+
+void GraphImporter::findFoldedTables() {
+  for (const ParamData &p : out.params) {
+    if (frozenParams.contains(p.name) || mergedCopies.contains(p.name) || !isExporterName(p.name) ||
+        !llvm::isa<FloatType>(p.type.getElementType()))
+      continue;
+    if (auto counts = repeatedValues(p.bytes, storageBytes(p.type.getElementType())))
+      out.foldedTables.push_back({p.name, std::to_string(counts->first) + " nonzero values, " +
+                                              std::to_string(counts->second) + " distinct"});
+  }
+}
+
 Error GraphImporter::define(const onnx::NodeProto &node, unsigned i, Value v) {
   if (static_cast<int>(i) >= node.output_size() || node.output(i).empty())
     return Error::success();
@@ -888,6 +925,8 @@ Error GraphImporter::run() {
                        builder.getI64IntegerAttr(update.first.getArgNumber()));
   if (signedByTorch) // TorchScript's merges go through Identity (findMergedCopies): a direct share is intended
     findMergedParams();
+  else if (storage.model.producer_name() == "pytorch")
+    findFoldedTables();
   size_t firstParam = out.inputNames.size();
   for (auto [i, p] : llvm::enumerate(out.params)) {
     func.setArgAttr(firstParam + i, kParamAttrName, builder.getStringAttr(p.name));

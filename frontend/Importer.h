@@ -58,6 +58,12 @@ struct ImportedModel {
   /// Embedding tables' padding rows (PyTorch's padding_idx, found as the one all-zero row): the gathers
   /// pass them no gradient, so they stay untrained as in PyTorch. (param, row)
   std::vector<std::pair<std::string, int64_t>> paddingRows;
+  /// Params of a TorchScript export named by the exporter whose values repeat as a table's read through an
+  /// index: torch.onnx's constant folding computed them from a param in eval mode (Swin's relative position
+  /// bias, `table[index]`), so the table is gone from the file and each of its copies trains apart here,
+  /// where PyTorch trains the table with the copies' gradients summed. The summary says so and how to export
+  /// the table (do_constant_folding=False). (name, "512 values, 98 distinct")
+  std::vector<std::pair<std::string, std::string>> foldedTables;
   /// Owns the memory that `params` point into.
   std::shared_ptr<void> storage;
 };

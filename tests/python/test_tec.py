@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import tempfile
+import warnings
 
 import numpy as np
 import onnx
@@ -642,13 +643,26 @@ def test_from_torch_says_which_parameters_the_exporter_kept_from_training():
         def forward(self, x):
             return self.b(self.a(x))
 
+    class ConvBatchNorm(torch.nn.Module):  # in eval mode the exporter folds the norm into the conv
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)
+
+        def forward(self, x):
+            return self.bn(self.conv(x))
+
     torch.manual_seed(0)
-    with pytest.warns(UserWarning, match="PyTorch parameters the plan will not train"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the merge is taken apart (an Identity per param): no warning
         plan = tec.from_torch(Twins().eval(), torch.randn(2, 8), input_names=["x"], output_names=["y"],
                               exporter="torchscript", targets=["cpu"], train=train_options())
-    assert plan.untrained_parameters == [("b.weight", "merged by the exporter with the equal parameter 'a.weight': "
-                                                      "it trains as that one")]
-    assert "b.weight: merged by the exporter" in plan.compile_summary
+    assert plan.untrained_parameters == []
+    with pytest.warns(UserWarning, match="PyTorch parameters the plan will not train"):
+        plan = tec.from_torch(ConvBatchNorm().eval(), torch.randn(2, 3, 6, 6), input_names=["x"],
+                              output_names=["y"], exporter="torchscript", targets=["cpu"], train=train_options())
+    folded = "folded into a constant by the exporter: it is not in the ONNX model"
+    assert plan.untrained_parameters == [(name, folded) for name in ("conv.weight", "conv.bias", "bn.weight", "bn.bias")]
+    assert "bn.weight: folded into a constant" in plan.compile_summary
     with pytest.raises(tec.BadInputError, match="exporter='onnxscript'"):
         tec.from_torch(Twins(), torch.randn(2, 8), exporter="onnxscript")
 

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 
 using namespace tec;
 using tec::testing::OnnxBuilder;
@@ -272,6 +273,49 @@ TEST(Importer, OneElementParamsOfAPyTorchExportAreParams) {
   EXPECT_TRUE(m->model.scalarConstants.empty());
 }
 
+/// x + each initializer, [2, 64] floats of the given values.
+OnnxBuilder addedTensors(const std::vector<std::pair<std::string, std::vector<float>>> &tensors) {
+  OnnxBuilder b;
+  b.input("x", {2, 64});
+  std::string last = "x";
+  for (const auto &[name, values] : tensors) {
+    b.initF32(name, {2, 64}, values);
+    b.node("Add", {last, name}, {last + "+"});
+    last += "+";
+  }
+  b.output(last);
+  b.model.set_producer_name("pytorch");
+  return b;
+}
+
+TEST(Importer, ATableTheExporterGatheredAndFoldedIsNamed) {
+  // Swin's relative position bias as torch.onnx's constant folding writes it: table[index] under a made-up
+  // name, its 128 values copies of a 16-entry table. A random weight, a named param that repeats (a
+  // module's own tensor: trained as PyTorch does) and a pruned one (zeros) are not flagged.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<float> table(16), gathered(128), random(128), repeatingParam(128), pruned(128, 0.0f);
+  for (float &v : table)
+    v = normal(rng);
+  for (size_t i = 0; i < gathered.size(); ++i)
+    gathered[i] = table[(i * 7 + i / 16) % table.size()], random[i] = normal(rng);
+  repeatingParam = gathered;
+  for (size_t i = 0; i < pruned.size(); i += 4) // three in four zeros: they repeat, yet say nothing
+    pruned[i] = normal(rng);
+  auto b = addedTensors({{"onnx::Add_759", gathered}, {"onnx::Add_12", random}, {"blocks.0.bias_grid", repeatingParam},
+                         {"onnx::Add_31", pruned}});
+  auto m = importOk(b);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->model.foldedTables.size(), 1u);
+  EXPECT_EQ(m->model.foldedTables[0].first, "onnx::Add_759");
+  EXPECT_EQ(m->model.foldedTables[0].second, "128 nonzero values, 16 distinct");
+  // Another producer's names say nothing of an exporter's folding.
+  b.model.set_producer_name("hand-built");
+  auto other = importOk(b);
+  ASSERT_TRUE(other);
+  EXPECT_TRUE(other->model.foldedTables.empty());
+}
+
 TEST(Importer, OneElementInitializersOfOtherProducersAreListedConstantsUnlessTrainable) {
   // A hand-built graph names its scalar factors as it likes ("inv_sqrt_hd"): constants that passes can fold,
   // each listed for the compile summary, and --trainable makes one a param.
@@ -344,7 +388,9 @@ TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   EXPECT_EQ(frozen(1), "trained");
   EXPECT_EQ(frozen(2), "a buffer in torch.export's signature, not a parameter");
   EXPECT_EQ(frozen(3), "trained");
-  EXPECT_EQ(frozen(4), "a value the exporter computed from arange_2, mask.bias");
+  EXPECT_EQ(frozen(4), "a value the exporter computed from arange_2, mask.bias (where mask.bias is a parameter, "
+                       "PyTorch trains it and tec cannot: it is not in the model; export with optimize=False or "
+                       "with dynamic shapes to keep it)");
   EXPECT_EQ(frozen(5), "the exporter folded logit_scale into this value, so the parameter itself is not in the model "
                        "(export with optimize=False to train it)");
   EXPECT_EQ(frozen(6), "a value the exporter computed"); // no record, a made-up name: GroupNorm's unit gains
