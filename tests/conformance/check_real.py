@@ -87,6 +87,26 @@ KNOWN = {
                                     "turns noise into full-size steps of opposite signs (SGD matches)",
 }
 
+# The held-out families (export_real.py --held-out), likewise.
+FOLDED_LOOKUPS = ("the dynamo exporter folds the position and token type lookups at fixed positions into a "
+                  "constant: those tables are not in the export (tec lists the value as frozen, saying why)")
+BATCH_NORM_FOLDED = ("the exporter folds BatchNormalization into the convolutions (eval mode): torch trains "
+                     "convolution and BatchNormalization apart")
+KNOWN.update({
+    ("opt", "dynamo_static"): FOLDED_LOOKUPS,
+    ("electra", "dynamo_static"): FOLDED_LOOKUPS,
+    ("albert", "dynamo_static"): FOLDED_LOOKUPS,
+    ("deberta", "dynamo_static"): FOLDED_LOOKUPS,
+    ("swin", "ts_static"): "the exporter folds the relative position bias table[index] into a constant, whose "
+                           "copies train apart (tec's summary says 'folded'; do_constant_folding=False trains equal)",
+    ("swin_timm", "ts_static"): "the exporter folds the relative position bias table[index] into a constant, whose "
+                                "copies train apart (tec's summary says 'folded'; do_constant_folding=False trains equal)",
+    ("whisper_encoder", "ts_static"): "torch keeps the sinusoidal positions frozen (requires_grad=False), which ONNX "
+                                      "cannot say: tec trains them unless --frozen names them",
+    ("mobilenetv3", "ts_static"): BATCH_NORM_FOLDED, ("mobilenetv3", "dynamo_static"): BATCH_NORM_FOLDED,
+    ("efficientnet", "ts_static"): BATCH_NORM_FOLDED, ("efficientnet", "dynamo_static"): BATCH_NORM_FOLDED,
+})
+
 # Trained tensors tec cannot follow torch on for a reason the export does not carry; not compared, listed.
 KNOWN_WEIGHTS = {
     "model.embeddings.word_embeddings.weight": "torch skips the padding row's gradient (padding_idx 0), which "

@@ -29,6 +29,12 @@ outputs. Rerun (with torch, transformers, timm, onnxscript and onnxruntime insta
 
   python tests/models/export_real.py [folder] [--only arch,...]
 
+`--held-out FOLDER` exports, in the same forms and files, the families checked by hand rather than committed
+(GPT-NeoX, OPT, Phi, ELECTRA, ALBERT, DeBERTa-v2, CLIP vision and text, a Whisper encoder, HF and timm Swin,
+timm MobileNetV3, EfficientNet-B0 and ConvNeXt at 32x32; ~60 MB), for `check_real.py --models FOLDER`: their
+embeddings' padding rows zero, as torch initializes them (torch never trains that row, and the export cannot
+say which it is).
+
 GPT-2 comes tied (lm_head is the token embedding, as Hugging Face ties it) and untied (`gpt2_untied`);
 ResNet-18 in eval mode (the exporter folds BatchNormalization into the convolutions) and in train mode
 (`resnet18_bn`, exported with TrainingMode.TRAINING: BatchNormalization with training_mode = 1).
@@ -134,6 +140,55 @@ def architectures():
     yield "padded_embedding", PaddedEmbedding(), tokens, "x"
     yield "reused_layer", ReusedLayer(), sequence, "x"
     yield "cloned_layers", ClonedLayers(), sequence, "x"
+
+
+def held_out_architectures():
+    import timm
+    import transformers as T
+
+    tokens = torch.randint(0, 64, (BATCH, SEQ), generator=torch.Generator().manual_seed(1))
+    image = torch.randn(BATCH, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    mels = torch.randn(BATCH, 8, 16, generator=torch.Generator().manual_seed(3))
+    small = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64)
+    text = dict(vocab_size=64, max_position_embeddings=32, **small)
+    yield "gpt_neox", Wrapped(T.GPTNeoXForCausalLM(T.GPTNeoXConfig(attn_implementation="eager", **text)),
+                              "causal_lm"), tokens, "input_ids"
+    yield "opt", Wrapped(T.OPTForCausalLM(T.OPTConfig(vocab_size=64, max_position_embeddings=32, num_hidden_layers=2,
+                                                      hidden_size=32, num_attention_heads=4, ffn_dim=64,
+                                                      word_embed_proj_dim=32, attn_implementation="eager")),
+                         "causal_lm"), tokens, "input_ids"
+    yield "phi", Wrapped(T.PhiForCausalLM(T.PhiConfig(attn_implementation="eager", **text)), "causal_lm"), tokens, \
+        "input_ids"
+    yield "electra", Wrapped(T.ElectraForPreTraining(T.ElectraConfig(embedding_size=16, **text)), "hf"), tokens, \
+        "input_ids"
+    yield "albert", Wrapped(T.AlbertModel(T.AlbertConfig(embedding_size=16, **text)), "hf"), tokens, "input_ids"
+    yield "deberta", Wrapped(T.DebertaV2Model(T.DebertaV2Config(relative_attention=True, position_buckets=8,
+                                                                max_relative_positions=16,
+                                                                pos_att_type=["p2c", "c2p"], **text)), "hf"), \
+        tokens, "input_ids"
+    yield "clip_vision", Wrapped(T.CLIPVisionModel(T.CLIPVisionConfig(image_size=32, patch_size=8, **small)), "hf"), \
+        image, "pixel_values"
+    yield "clip_text", Wrapped(T.CLIPTextModel(T.CLIPTextConfig(**text)), "hf"), tokens, "input_ids"
+    whisper = T.WhisperConfig(vocab_size=64, num_mel_bins=8, encoder_layers=2, decoder_layers=2, d_model=32,
+                              encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+                              decoder_ffn_dim=64, max_source_positions=8, pad_token_id=1, bos_token_id=2,
+                              eos_token_id=3, decoder_start_token_id=2)
+    yield "whisper_encoder", Wrapped(T.WhisperModel(whisper).encoder, "hf"), mels, "input_features"
+    yield "swin", Wrapped(T.SwinModel(T.SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
+                                                   num_heads=[2, 4], window_size=4)), "hf"), image, "pixel_values"
+    yield "swin_timm", timm.create_model("swin_tiny_patch4_window7_224", img_size=32, window_size=4, embed_dim=16,
+                                         depths=(1, 1), num_heads=(2, 4), num_classes=10), image, "x"
+    yield "mobilenetv3", timm.create_model("mobilenetv3_small_050", num_classes=10), image, "x"
+    yield "efficientnet", timm.create_model("efficientnet_b0", num_classes=10), image, "x"
+    yield "convnext", timm.create_model("convnext_atto", num_classes=10), image, "x"
+
+
+def zero_padding_rows(model):
+    """Each nn.Embedding's padding_idx row zero, as torch initializes it."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Embedding) and m.padding_idx is not None:
+                m.weight[m.padding_idx].zero_()
 
 
 class ScalarParams(torch.nn.Module):
@@ -399,12 +454,14 @@ KEEP_INIT = {"default_init", "fresh_layers", "padded_embedding", "cloned_layers"
 # exporter's merges, through Identity nodes, tec takes apart itself): trained from a fresh model, as users do.
 UNMERGED = {"fresh_layers", "cloned_layers"}
 # Architectures torch's dynamo exporter cannot export (torch 2.15): TorchScript forms only.
-TORCHSCRIPT_ONLY = {"t5_encoder": "aten.view of T5's transposed attention output fails in torch.export's decomposition"}
+TORCHSCRIPT_ONLY = {"t5_encoder": "aten.view of T5's transposed attention output fails in torch.export's decomposition",
+                    "swin": "torch.export fails on HF Swin's window partition",
+                    "swin_timm": "torch.export fails on timm Swin's window partition"}
 # Eval-mode exports whose convolutions carry BatchNormalization folded in: torch's trained weights (conv and
 # BatchNormalization apart) have no counterpart in the export, so none are written.
-FOLDS_BATCH_NORM = {"resnet18"}
+FOLDS_BATCH_NORM = {"resnet18", "mobilenetv3", "efficientnet"}
 # SGD's learning rate where 0.05 diverges in torch itself (ResNet's loss starts at ~25).
-SGD_LR = {"resnet18": 1e-3, "resnet18_bn": 0.01}
+SGD_LR = {"resnet18": 1e-3, "resnet18_bn": 0.01, "electra": 1e-3, "mobilenetv3": 1e-3, "efficientnet": 1e-3}
 
 TRAIN_STEPS = 4
 OPTIMIZERS = {"sgd": lambda p, lr: torch.optim.SGD(p, lr=lr or 0.05),
@@ -477,19 +534,23 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", nargs="?", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "real"))
     parser.add_argument("--only", help="comma-separated architectures to export again; the manifest keeps the others")
+    parser.add_argument("--held-out", metavar="FOLDER", help="export the families checked by hand into FOLDER")
     args = parser.parse_args()
-    out, only = args.folder, set(args.only.split(",")) if args.only else None
+    out, only = args.held_out or args.folder, set(args.only.split(",")) if args.only else None
+    families = held_out_architectures if args.held_out else architectures
     os.makedirs(out, exist_ok=True)
     manifest = []
     kept = []
     if only and os.path.exists(os.path.join(out, "manifest.json")):
         with open(os.path.join(out, "manifest.json")) as f:
             kept = [e for e in json.load(f) if e["arch"] not in only]
-    for seed, (arch, model, x, name) in enumerate(architectures()):  # seeds by position, whatever --only says
+    for seed, (arch, model, x, name) in enumerate(families()):  # seeds by position, whatever --only says
         if only and arch not in only:
             continue
         if arch not in KEEP_INIT:
             randomize(model, 100 + seed)
+        if args.held_out:
+            zero_padding_rows(model)
         model.train(arch in TRAIN_MODE)
         np.savez(os.path.join(out, f"{arch}_inputs.npz"), **{name: x.numpy()})
         target, losses, weights = training_reference(model, x, 200 + seed, arch, name)
@@ -519,7 +580,7 @@ def main():
                                  "reference": f"{arch}_f64.npz" if train_mode else f"{arch}_{form}_ort.npz",
                                  "shape": ",".join(f"{d}={DIMS.get(d, -1)}" for d in shapes)})
                 print(f"{arch:10s} {form:15s} {os.path.getsize(path):8d} bytes  dynamic dims: {shapes or '-'}")
-    order = [arch for arch, *_ in architectures()]
+    order = [arch for arch, *_ in families()]
     manifest = sorted(kept + manifest, key=lambda e: order.index(e["arch"]) if e["arch"] in order else len(order))
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
