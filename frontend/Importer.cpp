@@ -2,10 +2,9 @@
 // inference cross-checked, values and params, the importer table, and run(); the public entry points.
 #include "frontend/GraphImporter.h"
 
-#include "llvm/ADT/DenseSet.h"
-
 #include <cstring>
 #include <set>
+#include <unordered_set>
 
 namespace tec::importer {
 
@@ -466,7 +465,7 @@ static std::optional<std::pair<size_t, size_t>> repeatedValues(ArrayRef<char> by
   constexpr size_t kLooked = 1 << 16, kFewest = 64;
   if (width == 0 || width > sizeof(uint64_t))
     return std::nullopt;
-  llvm::DenseSet<uint64_t> distinct;
+  std::unordered_set<uint64_t> distinct; // any bits: DenseSet reserves two keys, NaN patterns of a double
   size_t nonzero = 0;
   for (size_t at = 0; at + width <= bytes.size() && at / width < kLooked; at += width) {
     uint64_t bits = 0;

@@ -62,7 +62,7 @@ struct ImportedModel {
   /// index: torch.onnx's constant folding computed them from a param in eval mode (Swin's relative position
   /// bias, `table[index]`), so the table is gone from the file and each of its copies trains apart here,
   /// where PyTorch trains the table with the copies' gradients summed. The summary says so and how to export
-  /// the table (do_constant_folding=False). (name, "512 values, 98 distinct")
+  /// the table (do_constant_folding=False). (name, "512 nonzero values, 98 distinct")
   std::vector<std::pair<std::string, std::string>> foldedTables;
   /// Owns the memory that `params` point into.
   std::shared_ptr<void> storage;
