@@ -46,9 +46,32 @@ ElementwiseChain::ElementwiseChain(Shape shape, std::vector<Op> ops) : shape_(st
     inner_ *= out[d];
   for (size_t i = 0; i < strides.size(); ++i) {
     const Operand &o = i % 2 ? ops_[i / 2].b : ops_[i / 2].a;
-    access_.push_back({o.data, Dims(strides[i].begin(), strides[i].begin() + first),
-                       out.size() ? trailingAccess(strides[i], out, first) : 0});
+    const Dims outerStrides(strides[i].begin(), strides[i].begin() + first);
+    access_.push_back({o.data, outerStrides, out.size() ? trailingAccess(strides[i], out, first) : 0,
+                       std::all_of(outerStrides.begin(), outerStrides.end(), [](int64_t s) { return s == 0; })});
   }
+}
+
+// A chain over short rows (NHWC's channels: ConvNeXt's layer scale and residual add over 3,136 rows of 40)
+// ran every op once per row, and fused it took 1.4x the time of its ops run one by one. Several rows make one
+// span where each tensor operand's row r lies at r * inner (the output's layout) or is one row (or a scalar)
+// for every r, laid out along the span once per task.
+int64_t ElementwiseChain::rowsPerSpan() const {
+  if (2 * inner_ > kSpan)
+    return 1;
+  for (const Access &a : access_) {
+    if (!a.data || a.sameRowEveryRow)
+      continue;
+    if (a.innerStride != 1)
+      return 1;
+    int64_t contiguous = inner_;
+    bool layout = true;
+    for (size_t d = outer_.size(); d-- > 0; contiguous *= outer_[d])
+      layout = layout && (outer_[d] == 1 || a.outerStrides[d] == contiguous);
+    if (!layout)
+      return 1;
+  }
+  return kSpan / inner_;
 }
 
 void ElementwiseChain::run() const {
@@ -66,10 +89,63 @@ void ElementwiseChain::run() const {
   const int64_t pieces = rowsPerTask == 1 ? (inner_ + pieceLength - 1) / pieceLength : 1;
   const int64_t columns = pieces == 1 ? inner_ : pieceLength;
   const int64_t tasks = (rows + rowsPerTask - 1) / rowsPerTask * pieces;
+  const int64_t spanRows = rowsPerSpan();
   parallelLoop(tasks, rows * inner_ * n, [&](int64_t t) {
     const int64_t begin = t / pieces * rowsPerTask, end = std::min(rows, begin + rowsPerTask);
     const int64_t firstColumn = t % pieces * columns, endColumn = std::min(inner_, firstColumn + columns);
     float *scratch = threadScratch(n * kSpan); // a span per op
+    auto apply = [&](int64_t i, const float *a, int64_t sa, const float *b, int64_t sb, int64_t len, int64_t at) {
+      const Op &op = ops_[i];
+      float *y = op.out ? op.out + at : scratch + i * kSpan;
+      switch (op.kind) {
+      case Kind::Unary:
+        if (sa == 0) { // one value for the whole span
+          std::fill(y, y + len, *a);
+          a = y;
+        }
+        unarySpan(op.unary, a, y, len);
+        break;
+      case Kind::Binary:
+        binarySpan(op.binary, a, sa, b, sb, y, len);
+        break;
+      case Kind::ActivationGrad:
+        if (sa == 1 && sb == 1)
+          activationGradSpan(op.grad, a, b, y, len);
+        else
+          for (int64_t j = 0; j < len; ++j)
+            activationGradSpan(op.grad, a + j * sa, b + j * sb, y + j, 1);
+        break;
+      }
+    };
+    auto value = [&](int64_t op, int64_t at) -> const float * {
+      return ops_[op].out ? ops_[op].out + at : scratch + op * kSpan;
+    };
+    if (spanRows > 1) {
+      thread_local std::vector<float> tiles; // per operand of the same row for every row: the row repeated
+      tiles.resize(slots * spanRows * inner_);
+      for (int64_t k = 0; k < slots; ++k)
+        if (access_[k].data && access_[k].sameRowEveryRow)
+          for (int64_t r = 0; r < spanRows; ++r) {
+            float *tile = tiles.data() + (k * spanRows + r) * inner_;
+            if (access_[k].innerStride)
+              std::copy(access_[k].data, access_[k].data + inner_, tile);
+            else // a scalar
+              std::fill(tile, tile + inner_, *access_[k].data);
+          }
+      auto operand = [&](const Operand &o, int64_t slot, int64_t at) -> const float * {
+        if (o.op >= 0)
+          return value(o.op, at);
+        if (!o.data)
+          return nullptr;
+        return access_[slot].sameRowEveryRow ? tiles.data() + slot * spanRows * inner_ : o.data + at;
+      };
+      for (int64_t row = begin; row < end; row += spanRows) {
+        const int64_t len = std::min(spanRows, end - row) * inner_, at = row * inner_;
+        for (int64_t i = 0; i < n; ++i)
+          apply(i, operand(ops_[i].a, 2 * i, at), 1, operand(ops_[i].b, 2 * i + 1, at), 1, len, at);
+      }
+      return;
+    }
     thread_local std::vector<int64_t> walk;     // each tensor's offset at the row, then the row's coordinates
     walk.assign(slots + rank, 0);               // no allocation once it has grown
     int64_t *offset = walk.data(), *coord = offset + slots;
@@ -83,41 +159,18 @@ void ElementwiseChain::run() const {
       for (int64_t c0 = firstColumn; c0 < endColumn; c0 += kSpan) {
         const int64_t len = std::min(kSpan, endColumn - c0), at = row * inner_ + c0;
         auto operand = [&](const Operand &o, int64_t slot, int64_t &stride) -> const float * {
-          if (o.op >= 0) {
-            stride = 1;
-            return ops_[o.op].out ? ops_[o.op].out + at : scratch + o.op * kSpan;
-          }
+          stride = 1;
+          if (o.op >= 0)
+            return value(o.op, at);
+          if (!o.data)
+            return nullptr;
           stride = access_[slot].innerStride;
           return access_[slot].data + offset[slot] + c0 * stride;
         };
         for (int64_t i = 0; i < n; ++i) {
-          const Op &op = ops_[i];
           int64_t sa = 1, sb = 1;
-          const float *a = operand(op.a, 2 * i, sa);
-          float *y = op.out ? op.out + at : scratch + i * kSpan;
-          switch (op.kind) {
-          case Kind::Unary:
-            if (sa == 0) { // one value for the whole span
-              std::fill(y, y + len, *a);
-              a = y;
-            }
-            unarySpan(op.unary, a, y, len);
-            break;
-          case Kind::Binary: {
-            const float *b = operand(op.b, 2 * i + 1, sb);
-            binarySpan(op.binary, a, sa, b, sb, y, len);
-            break;
-          }
-          case Kind::ActivationGrad: {
-            const float *b = operand(op.b, 2 * i + 1, sb);
-            if (sa == 1 && sb == 1)
-              activationGradSpan(op.grad, a, b, y, len);
-            else
-              for (int64_t j = 0; j < len; ++j)
-                activationGradSpan(op.grad, a + j * sa, b + j * sb, y + j, 1);
-            break;
-          }
-          }
+          const float *a = operand(ops_[i].a, 2 * i, sa), *b = operand(ops_[i].b, 2 * i + 1, sb);
+          apply(i, a, sa, b, sb, len, at);
         }
       }
       for (int64_t d = rank - 1; d >= 0; --d) {

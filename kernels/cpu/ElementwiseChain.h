@@ -45,7 +45,11 @@ private:
     const float *data;
     Dims outerStrides;
     int64_t innerStride;
+    bool sameRowEveryRow; // outer strides all 0: one row (a per-channel scale over NHWC pixels) or a scalar
   };
+  /// Whole rows a span takes at once: several where rows are short and every tensor operand reads the
+  /// output's layout or the same row for each, else 1.
+  int64_t rowsPerSpan() const;
   Shape shape_;
   std::vector<Op> ops_;
   /// The shape as rows: the trailing dims every tensor operand reads either whole or as one value per row.

@@ -1,7 +1,7 @@
 // The CPU backend's fused elementwise chains against the same ops run one at a time by the unfused kernels:
 // every element equal in every bit (broadcasts of each kind, spans across a row's chunk, values kept for
-// readers outside the chain, a result written in place over an operand, one long row cut into pieces, one
-// thread and two).
+// readers outside the chain, a result written in place over an operand, one long row cut into pieces, short
+// rows several to a span, one thread and two).
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/ElementwiseChain.h"
 
@@ -105,6 +105,28 @@ TEST_P(ElementwiseChainThreads, ReadsOneValuePerRowOfShortRows) {
                       binaryOp(BinaryKind::Div, Operand::value(0), Operand::tensor(g.data(), {24}))};
   ops[1].out = got.data();
   ElementwiseChain(shape, ops).run();
+  EXPECT_TRUE(sameBits(got, want));
+}
+
+/// Rows of 40 (NHWC channels) taken several to a span: ConvNeXt's layer scale (a row for every pixel) and
+/// residual add, a scalar, a value kept for readers outside; 3,193 rows, so that spans and tasks end ragged.
+TEST_P(ElementwiseChainThreads, TakesShortRowsSeveralToASpan) {
+  const Shape shape{1, 31, 103, 40};
+  const auto x = randomTensor(shape, 11), gamma = randomTensor({40}, 12), residual = randomTensor(shape, 13);
+  const std::vector<float> half{0.5f};
+  const int64_t n = numElements(shape);
+  std::vector<float> a(n), b(n), want(n);
+  binary(BinaryKind::Mul, x.data(), shape, gamma.data(), Shape{40}, a.data(), shape);
+  binary(BinaryKind::Add, a.data(), shape, residual.data(), shape, b.data(), shape);
+  binary(BinaryKind::Mul, half.data(), Shape{}, b.data(), shape, want.data(), shape);
+  std::vector<float> keptA(n, -1.0f), got(n, -1.0f);
+  std::vector<Op> ops{binaryOp(BinaryKind::Mul, Operand::tensor(x.data(), shape), Operand::tensor(gamma.data(), {40})),
+                      binaryOp(BinaryKind::Add, Operand::value(0), Operand::tensor(residual.data(), shape)),
+                      binaryOp(BinaryKind::Mul, Operand::tensor(half.data(), {}), Operand::value(1))};
+  ops[0].out = keptA.data();
+  ops[2].out = got.data();
+  ElementwiseChain(shape, ops).run();
+  EXPECT_TRUE(sameBits(keptA, a));
   EXPECT_TRUE(sameBits(got, want));
 }
 
