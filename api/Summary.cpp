@@ -34,6 +34,15 @@ std::string opsString(const std::map<std::string, int> &counts, int &total) {
 }
 
 /// Which source nodes became which op, for every op built from more than one node.
+/// The first few names and how many more: a net's dozens of convolutions in one line.
+std::string fewNames(const std::vector<std::string> &names) {
+  constexpr size_t kShown = 4;
+  if (names.size() <= kShown)
+    return llvm::join(names, ", ");
+  return llvm::join(llvm::ArrayRef(names).take_front(kShown), ", ") + " and " +
+         std::to_string(names.size() - kShown) + " more";
+}
+
 void printFusions(func::FuncOp forward, llvm::raw_ostream &os) {
   std::vector<std::string> lines;
   forward.walk([&](Operation *op) {
@@ -143,6 +152,23 @@ void printTrainedParams(const CompiledModel &c, llvm::raw_ostream &os) {
        << "), as a table that the exporter gathered and folded into a constant (Swin's relative position bias): "
           "each copy trains apart here, where PyTorch trains the table with their gradients summed. To train "
           "the table, export with do_constant_folding=False\n";
+  for (const auto &[name, op] : c.model.foldedOps)
+    if (llvm::is_contained(trained, name))
+      os << "  folded   " << name << " is the exporter's " << op
+         << ", folded into a constant for the export's static shapes: it trains in place of what it was computed "
+            "from, each copy apart, where PyTorch trains that with the copies' gradients summed. To train it, "
+            "export with optimize=False\n";
+  std::vector<std::string> computed;
+  for (const std::string &name : c.model.computedConvParams)
+    if (llvm::is_contained(trained, name))
+      computed.push_back(name);
+  if (!computed.empty())
+    os << "  computed " << computed.size() << " convolution weights and biases that the exporter computed ("
+       << fewNames(computed)
+       << "): a BatchNormalization folded into the convolution before it (eval mode) or a weight_norm's "
+          "product, written as one tensor. tec trains that tensor; PyTorch trains the BatchNorm's scale and "
+          "shift or weight_norm's g and v, which moves it otherwise. To train those params, export with "
+          "do_constant_folding=False (TorchScript) or optimize=False (dynamo)\n";
   if (c.model.outputNames.size() > 1)
     os << "  outputs  " << llvm::join(c.model.outputNames, ", ")
        << ": each with a loss term; tec train trains on those given a --target and ignores the others\n";

@@ -166,6 +166,13 @@ inline bool isComputingFxNode(llvm::StringRef name) {
   return computing.contains(base);
 }
 
+/// Whether a name in a folded_from list is an FX node that reads a shape or picks from a tuple (`getitem`,
+/// `sym_size_int_3`): no module tensor (timm ViT's attention scale, head_dim ** -0.5, is folded from one).
+inline bool isShapeFxNode(llvm::StringRef name) {
+  static const llvm::Regex shape("^(getitem|sym_size_int|sym_numel|sym_stride_int|size)(_[0-9]+)?$");
+  return shape.match(name);
+}
+
 /// How an initializer enters the IR: as a constant (shapes, axes, indices, masks and scalar factors such
 /// as 1/sqrt(d), which passes fold and patterns match), or as a param, trained unless `frozen` says why not.
 /// Element count alone decides nothing about a float: a one-element parameter (a Linear(8, 1)'s bias,
@@ -176,6 +183,8 @@ inline bool isComputingFxNode(llvm::StringRef name) {
 struct InitializerRole {
   bool constant = false, scalarConstant = false;
   std::optional<std::string> frozen;
+  /// A param the exporter computed from module tensors through an op of its own (ImportedModel::foldedOps).
+  std::optional<std::string> foldedOp;
 };
 
 inline InitializerRole initializerRole(const onnx::TensorProto &init, Type elt, const llvm::StringMap<TorchOrigin> &origins,
@@ -199,7 +208,7 @@ inline InitializerRole initializerRole(const onnx::TensorProto &init, Type elt, 
       return {};
     std::vector<std::string> sources;
     for (const auto &f : o.foldedFrom)
-      if (!isExporterName(f))
+      if (!isExporterName(f) && !isShapeFxNode(f))
         sources.push_back(f);
     // A scalar folded from a parameter (exp(logit_scale)) is no parameter, but the parameter is gone from
     // the export: fixed, and listed with why, never silently.
@@ -212,8 +221,14 @@ inline InitializerRole initializerRole(const onnx::TensorProto &init, Type elt, 
       return {true};
     if (!o.kind.empty())
       return {false, false, "a " + llvm::StringRef(o.kind).lower() + " in torch.export's signature, not a parameter"};
-    if (!sources.empty() && llvm::none_of(sources, isComputingFxNode))
-      return {};
+    if (!sources.empty() && llvm::none_of(sources, isComputingFxNode)) {
+      // The tensor's own name may be the FX node that made it: `expand` folded from ViT's cls_token is the
+      // token copied over a static batch. It trains in the tensors' place, listed (the summary's `folded`).
+      InitializerRole role;
+      if (isComputingFxNode(init.name()))
+        role.foldedOp = init.name() + " of " + llvm::join(sources, ", ");
+      return role;
+    }
     if (!sources.empty()) {
       // Module tensors (dotted paths; FX nodes have none) folded away: buffers (a causal mask, position ids)
       // or parameters (a BERT export's position and token type tables, looked up at fixed positions), which
@@ -359,6 +374,9 @@ private:
   void findMergedParams();
   /// out.foldedTables: trained params of a TorchScript export with exporter-made names whose values repeat.
   void findFoldedTables();
+  /// out.computedConvParams: a PyTorch export's convolution weights and biases named as its exporter names
+  /// what it computed.
+  void findComputedConvParams();
   /// PyTorch's TorchScript exporter merges equal initializers of an eval-mode model (a fresh model's norm
   /// weights and biases, its layer scales) into one, read through an Identity named for each param it
   /// replaced: each such Identity of a param is a param of its own, with that data, as in PyTorch, where
@@ -592,6 +610,9 @@ private:
   llvm::StringMap<std::string> transposedCopies;
   /// An Identity's output -> the param initializer it reads (findMergedCopies).
   llvm::StringMap<std::string> mergedCopies;
+  /// An initializer, or a merged copy of one, which is a param of its own (a running statistic the
+  /// TorchScript exporter merged with another layer's equal one is that layer's buffer all the same).
+  bool isInitializer(llvm::StringRef name) const { return initializers.contains(name) || mergedCopies.contains(name); }
   /// One-element initializers taken as constants for the summary (ImportedModel::scalarConstants).
   llvm::StringSet<> scalarConstants;
   /// Params that training must leave alone, and why (tec.frozen).

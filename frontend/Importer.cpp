@@ -492,6 +492,29 @@ void GraphImporter::findFoldedTables() {
   }
 }
 
+void GraphImporter::findComputedConvParams() {
+  llvm::StringSet<> computed;
+  for (const auto &node : graph.node()) {
+    const bool conv = node.op_type() == "Conv" || node.op_type() == "ConvTranspose";
+    if (!conv && node.op_type() != "Gemm")
+      continue;
+    // onnxscript's BatchNorm fusion (the dynamo exporter's optimizer) keeps the weight's name and names the
+    // bias it makes for a bias-less convolution or Gemm after it.
+    if (node.input_size() > 2 && node.input(2) == node.input(1) + "_bias") {
+      computed.insert(node.input(1));
+      computed.insert(node.input(2));
+    }
+    // TorchScript's constant folding names what it computed after the node reading it.
+    for (int i = 1; conv && i < node.input_size(); ++i)
+      if (isExporterName(node.input(i)))
+        computed.insert(node.input(i));
+  }
+  for (const ParamData &p : out.params)
+    if (computed.contains(p.name) && !frozenParams.contains(p.name) && !mergedCopies.contains(p.name) &&
+        llvm::isa<FloatType>(p.type.getElementType()))
+      out.computedConvParams.push_back(p.name);
+}
+
 Error GraphImporter::define(const onnx::NodeProto &node, unsigned i, Value v) {
   if (static_cast<int>(i) >= node.output_size() || node.output(i).empty())
     return Error::success();
@@ -789,6 +812,8 @@ Error GraphImporter::run() {
       scalarConstants.insert(init.name());
     else if (role.frozen)
       frozenParams[init.name()] = *role.frozen;
+    if (role.foldedOp)
+      out.foldedOps.push_back({init.name(), *role.foldedOp});
   }
   findTransposedCopies();
   findMergedCopies(fromPyTorch);
@@ -926,6 +951,8 @@ Error GraphImporter::run() {
     findMergedParams();
   else if (storage.model.producer_name() == "pytorch")
     findFoldedTables();
+  if (storage.model.producer_name() == "pytorch")
+    findComputedConvParams();
   size_t firstParam = out.inputNames.size();
   for (auto [i, p] : llvm::enumerate(out.params)) {
     func.setArgAttr(firstParam + i, kParamAttrName, builder.getStringAttr(p.name));

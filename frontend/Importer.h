@@ -64,6 +64,19 @@ struct ImportedModel {
   /// where PyTorch trains the table with the copies' gradients summed. The summary says so and how to export
   /// the table (do_constant_folding=False). (name, "512 nonzero values, 98 distinct")
   std::vector<std::pair<std::string, std::string>> foldedTables;
+  /// Params of a dynamo export that its optimizer computed through an op of its own from module tensors
+  /// absent from the file (timm's and HF's ViT: cls_token expanded over a static batch, named `expand`):
+  /// each copy trains apart here, where PyTorch trains the tensor with their gradients summed. The summary
+  /// says so and how to export the tensor (optimize=False). (name, "expand of cls_token")
+  std::vector<std::pair<std::string, std::string>> foldedOps;
+  /// Convolution (and Gemm) weights and biases of a PyTorch export named as its exporter names what it
+  /// computed: TorchScript's constant folding "onnx::Conv_12", the dynamo exporter's BatchNorm fusion
+  /// "conv.weight" with "conv.weight_bias". They hold a BatchNormalization folded into the convolution
+  /// before it (eval mode), or a weight_norm's g * v / |v|; the module's params are gone from the file, and
+  /// training these is not training them: PyTorch's steps on a BatchNorm's scale or on g and v move the
+  /// product otherwise. The summary says so and how to export the params (do_constant_folding=False,
+  /// optimize=False).
+  std::vector<std::string> computedConvParams;
   /// Owns the memory that `params` point into.
   std::shared_ptr<void> storage;
 };

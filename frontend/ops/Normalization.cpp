@@ -97,7 +97,7 @@ Error GraphImporter::batchNorm(const onnx::NodeProto &n) {
     raw.push_back(v);
     if (typeOf(v).getShape() != ArrayRef<int64_t>{xt.getDimSize(1)} || typeOf(v).getElementType() != elt)
       return nodeInvalid(n, "input '" + n.input(i) + "' must be [" + llvm::Twine(xt.getDimSize(1)) + "] of the input's type");
-    if (i >= 3 && initializers.contains(n.input(i)))
+    if (i >= 3 && isInitializer(n.input(i)))
       frozenParams[n.input(i)] = "a BatchNormalization running statistic";
     perChannel.push_back(create<ReshapeOp>(n, channelType, v));
   }
@@ -125,7 +125,7 @@ Error GraphImporter::batchNorm(const onnx::NodeProto &n) {
       if (auto err = define(n, output, moved))
         return err;
       // A running statistic that is an initializer moves in training, as the framework's buffer does.
-      if (auto arg = llvm::dyn_cast<BlockArgument>(running); arg && initializers.contains(n.input(output + 2)))
+      if (auto arg = llvm::dyn_cast<BlockArgument>(running); arg && isInitializer(n.input(output + 2)))
         if (!runningStats.insert({arg, moved}).second)
           return nodeUnsupported(n, "running statistic '" + n.input(output + 2) +
                                         "' is updated by more than one training-mode BatchNormalization");

@@ -105,6 +105,11 @@ KNOWN.update({
                                       "cannot say: tec trains them unless --frozen names them",
     ("mobilenetv3", "ts_static"): BATCH_NORM_FOLDED, ("mobilenetv3", "dynamo_static"): BATCH_NORM_FOLDED,
     ("efficientnet", "ts_static"): BATCH_NORM_FOLDED, ("efficientnet", "dynamo_static"): BATCH_NORM_FOLDED,
+    ("wav2vec2", "ts_static"): "the exporter's constant folding writes the positional convolution's weight_norm "
+                               "(g * v / |v|) as one weight, which tec trains (the summary's 'computed' line; "
+                               "do_constant_folding=False trains equal)",
+    ("vit_timm", "dynamo_static"): "the dynamo exporter folds cls_token expanded over the static batch into a "
+                                   "constant, whose copies train apart (tec's summary says 'folded')",
 })
 
 # Trained tensors tec cannot follow torch on for a reason the export does not carry; not compared, listed.

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Exports the model families users bring (Hugging Face GPT-2, BERT, Llama, ViT, BLOOM, Falcon and a T5 encoder, a
 ResNet-18-shaped timm ResNet, torch's TransformerEncoderLayer, two MLPs, a model with one-element parameters,
-Swin's patch merging, a depthwise/squeeze-excite conv net, a U-Net, a 3-D U-Net level, LSTM and GRU stacks) with
+Swin's patch merging, a depthwise/squeeze-excite conv net, an eval-mode BatchNorm net exported with its
+BatchNormalizations kept, a U-Net, a 3-D U-Net level, LSTM and GRU stacks) with
 torch.onnx.export, four ways each: the TorchScript exporter at opset 17 and the dynamo exporter at opset 18,
 each with static and with dynamic batch/sequence axes (TorchScript only where torch's dynamo exporter fails). Tiny configs, random init with fixed seeds, nothing downloaded. Writes into the folder given (default:
 tests/models/real):
@@ -31,7 +32,9 @@ outputs. Rerun (with torch, transformers, timm, onnxscript and onnxruntime insta
 
 `--held-out FOLDER` exports, in the same forms and files, the families checked by hand rather than committed
 (GPT-NeoX, OPT, Phi, ELECTRA, ALBERT, DeBERTa-v2, CLIP vision and text, a Whisper encoder, HF and timm Swin,
-timm MobileNetV3, EfficientNet-B0 and ConvNeXt at 32x32; ~60 MB), for `check_real.py --models FOLDER`: their
+timm MobileNetV3, EfficientNet-B0 and ConvNeXt at 32x32; Mistral, Qwen2, Gemma, RoBERTa, DistilBERT, GPT-J,
+wav2vec2, DINOv2, SegFormer, timm ViT, and timm's RegNetX, MobileViT, GhostNet and DenseNet with their
+BatchNormalizations kept; ~110 MB), for `check_real.py --models FOLDER`: their
 embeddings' padding rows zero, as torch initializes them (torch never trains that row, and the export cannot
 say which it is).
 
@@ -140,6 +143,7 @@ def architectures():
     yield "padded_embedding", PaddedEmbedding(), tokens, "x"
     yield "reused_layer", ReusedLayer(), sequence, "x"
     yield "cloned_layers", ClonedLayers(), sequence, "x"
+    yield "batchnorm_eval", batch_norm_net(), image, "x"
 
 
 def held_out_architectures():
@@ -181,6 +185,39 @@ def held_out_architectures():
     yield "mobilenetv3", timm.create_model("mobilenetv3_small_050", num_classes=10), image, "x"
     yield "efficientnet", timm.create_model("efficientnet_b0", num_classes=10), image, "x"
     yield "convnext", timm.create_model("convnext_atto", num_classes=10), image, "x"
+    yield "mistral", Wrapped(T.MistralForCausalLM(T.MistralConfig(num_key_value_heads=2, attn_implementation="eager",
+                                                                  **text)), "causal_lm"), tokens, "input_ids"
+    yield "qwen2", Wrapped(T.Qwen2ForCausalLM(T.Qwen2Config(num_key_value_heads=2, attn_implementation="eager",
+                                                            **text)), "causal_lm"), tokens, "input_ids"
+    yield "gemma", Wrapped(T.GemmaForCausalLM(T.GemmaConfig(num_key_value_heads=1, head_dim=8,
+                                                            attn_implementation="eager", **text)), "causal_lm"), \
+        tokens, "input_ids"
+    yield "roberta", Wrapped(T.RobertaModel(T.RobertaConfig(pad_token_id=1, **dict(text, max_position_embeddings=40))),
+                             "hf"), tokens, "input_ids"
+    yield "distilbert", Wrapped(T.DistilBertModel(T.DistilBertConfig(vocab_size=64, max_position_embeddings=32,
+                                                                     n_layers=2, dim=32, n_heads=4, hidden_dim=64)),
+                                "hf"), tokens, "input_ids"
+    yield "gptj", Wrapped(T.GPTJForCausalLM(T.GPTJConfig(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=4,
+                                                         rotary_dim=4, attn_implementation="eager")), "causal_lm"), \
+        tokens, "input_ids"
+    audio = torch.randn(BATCH, 400, generator=torch.Generator().manual_seed(4))
+    yield "wav2vec2", Wrapped(T.Wav2Vec2Model(T.Wav2Vec2Config(conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+                                                               num_conv_pos_embeddings=8,
+                                                               num_conv_pos_embedding_groups=4, mask_time_prob=0.0,
+                                                               **small)), "hf"), audio, "input_values"
+    yield "dinov2", Wrapped(T.Dinov2Model(T.Dinov2Config(image_size=32, patch_size=8, **small)), "hf"), image, \
+        "pixel_values"
+    yield "segformer", Wrapped(T.SegformerModel(T.SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+                                                                  hidden_sizes=[16, 32], num_attention_heads=[1, 2],
+                                                                  patch_sizes=[7, 3], strides=[4, 2],
+                                                                  mlp_ratios=[2, 2])), "hf"), image, "pixel_values"
+    yield "vit_timm", timm.create_model("vit_tiny_patch16_224", img_size=32, patch_size=8, embed_dim=32, depth=2,
+                                        num_heads=4, num_classes=10), image, "x"
+    yield "regnet", timm.create_model("regnetx_002", num_classes=10), image, "x"
+    yield "mobilevit", timm.create_model("mobilevit_xxs", num_classes=10), image, "x"
+    yield "ghostnet", timm.create_model("ghostnet_050", num_classes=10), image, "x"
+    yield "densenet", timm.create_model("densenet121", num_classes=10, growth_rate=8, block_config=(2, 2, 2, 2)), \
+        image, "x"
 
 
 def zero_padding_rows(model):
@@ -398,6 +435,18 @@ class SqueezeExcite(torch.nn.Module):
         return x * torch.nn.functional.hardsigmoid(self.expand(torch.relu(self.reduce(s))))
 
 
+def batch_norm_net():
+    """Pre-activation convolutions (DenseNet's and ResNet-v2's BatchNorm, ReLU, Conv) in eval mode, exported
+    with the BatchNormalizations kept (KEEP_BATCH_NORM), as for fine-tuning with frozen statistics: three of
+    8 channels whose running statistics are torch's initial ones, equal, which the TorchScript exporter merges
+    into the first layer's, read by the others through Identity nodes."""
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1),
+                         nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1),
+                         nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 1),
+                         nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+
+
 def depthwise_net():
     """MobileNetV3's pieces without BatchNormalization: a strided stem, a depthwise 3x3 with hardswish, squeeze
     and excite, a pointwise projection, a 5x5 depthwise with stride 2, pooling and a classifier."""
@@ -416,8 +465,13 @@ def dynamic_axes(x):
     return axes
 
 
-def export(model, x, name, path, dynamo, dynamic, train_mode=False, optimize=True):
+def export(model, x, name, path, dynamo, dynamic, train_mode=False, optimize=True, keep_batch_norm=False):
     kwargs = dict(input_names=[name], output_names=["y"], opset_version=18 if dynamo else 17, dynamo=dynamo)
+    if keep_batch_norm:  # eval mode, BatchNormalization not folded into the convolutions
+        if dynamo:
+            optimize = False
+        else:
+            kwargs["training"] = torch.onnx.TrainingMode.PRESERVE
     if dynamo:
         kwargs["external_data"] = False
         kwargs["optimize"] = optimize
@@ -453,6 +507,9 @@ KEEP_INIT = {"default_init", "fresh_layers", "padded_embedding", "cloned_layers"
 # Exported by dynamo without its optimizer, which merges equal initializers into one param (the TorchScript
 # exporter's merges, through Identity nodes, tec takes apart itself): trained from a fresh model, as users do.
 UNMERGED = {"fresh_layers", "cloned_layers"}
+# Eval-mode exports whose BatchNormalizations are kept, not folded into the convolutions: TorchScript with
+# TrainingMode.PRESERVE, dynamo without its optimizer (which fuses them).
+KEEP_BATCH_NORM = {"batchnorm_eval", "regnet", "mobilevit", "ghostnet", "densenet"}
 # Architectures torch's dynamo exporter cannot export (torch 2.15): TorchScript forms only.
 TORCHSCRIPT_ONLY = {"t5_encoder": "aten.view of T5's transposed attention output fails in torch.export's decomposition",
                     "swin": "torch.export fails on HF Swin's window partition",
@@ -461,7 +518,8 @@ TORCHSCRIPT_ONLY = {"t5_encoder": "aten.view of T5's transposed attention output
 # BatchNormalization apart) have no counterpart in the export, so none are written.
 FOLDS_BATCH_NORM = {"resnet18", "mobilenetv3", "efficientnet"}
 # SGD's learning rate where 0.05 diverges in torch itself (ResNet's loss starts at ~25).
-SGD_LR = {"resnet18": 1e-3, "resnet18_bn": 0.01, "electra": 1e-3, "mobilenetv3": 1e-3, "efficientnet": 1e-3}
+SGD_LR = {"resnet18": 1e-3, "resnet18_bn": 0.01, "electra": 1e-3, "mobilenetv3": 1e-3, "efficientnet": 1e-3,
+          "mobilevit": 1e-3, "densenet": 1e-3, "regnet": 1e-5, "ghostnet": 1e-5}
 
 TRAIN_STEPS = 4
 OPTIMIZERS = {"sgd": lambda p, lr: torch.optim.SGD(p, lr=lr or 0.05),
@@ -495,7 +553,8 @@ def training_reference(model, x, seed, arch, name):
         losses[opt] = np.array(history, np.float64)
         with tempfile.TemporaryDirectory() as work:
             path = os.path.join(work, "trained.onnx")
-            export(trained, x, name, path, dynamo=False, dynamic=False, train_mode=train_mode)
+            export(trained, x, name, path, dynamo=False, dynamic=False, train_mode=train_mode,
+                   keep_batch_norm=arch in KEEP_BATCH_NORM)
             for init in onnx.load(path).graph.initializer:
                 w = numpy_helper.to_array(init)
                 if w.dtype == np.float32:  # one-element ones too: a [1] bias or a 0-D scale trains as any
@@ -568,7 +627,8 @@ def main():
             for dynamic in (False, True):
                 form = f"{'dynamo' if dynamo else 'ts'}_{'dynamic' if dynamic else 'static'}"
                 path = os.path.join(out, f"{arch}_{form}.onnx")
-                export(model, x, name, path, dynamo, dynamic, train_mode, optimize=arch not in UNMERGED)
+                export(model, x, name, path, dynamo, dynamic, train_mode, optimize=arch not in UNMERGED,
+                       keep_batch_norm=arch in KEEP_BATCH_NORM)
                 session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
                 feeds = {session.get_inputs()[0].name: x.numpy()}
                 outputs = session.run(None, feeds)

@@ -11,7 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <random>
 
 using namespace tec;
@@ -316,6 +318,93 @@ TEST(Importer, ATableTheExporterGatheredAndFoldedIsNamed) {
   EXPECT_TRUE(other->model.foldedTables.empty());
 }
 
+/// Two BatchNormalizations over 2 channels whose running statistics are equal, as a fresh model's are: the
+/// TorchScript exporter keeps the first layer's and reads it for the second through Identity nodes named
+/// for the second's buffers.
+OnnxBuilder mergedRunningStatistics(bool training) {
+  OnnxBuilder b;
+  b.model.set_producer_name("pytorch");
+  b.input("x", {4, 2, 3, 3});
+  for (const std::string layer : {"bn1", "bn2"}) {
+    b.initF32(layer + ".weight", {2}, {1.5f, 0.5f});
+    b.initF32(layer + ".bias", {2}, {0.25f, -0.25f});
+  }
+  b.initF32("bn1.running_mean", {2}, {0.0f, 0.0f});
+  b.initF32("bn1.running_var", {2}, {1.0f, 1.0f});
+  b.node("Identity", {"bn1.running_mean"}, {"bn2.running_mean"});
+  b.node("Identity", {"bn1.running_var"}, {"bn2.running_var"});
+  std::string in = "x";
+  for (const std::string layer : {"bn1", "bn2"}) {
+    std::vector<std::string> outputs{layer + "_y"};
+    if (training)
+      outputs.insert(outputs.end(), {layer + "_mean", layer + "_var"});
+    auto &n = b.node("BatchNormalization", {in, layer + ".weight", layer + ".bias", layer + ".running_mean",
+                                            layer + ".running_var"},
+                     outputs);
+    OnnxBuilder::setInt(n, "training_mode", training);
+    in = layer + "_y";
+  }
+  b.output(in);
+  return b;
+}
+
+TEST(Importer, AMergedRunningStatisticIsARunningStatistic) {
+  // The second layer's statistics are params of their own (separate buffers in PyTorch) and as much running
+  // statistics as the first's: never trained by the optimizer (they were, by their gradient, in DenseNet's
+  // eval-mode export), and in training mode each moves with its own layer's batch.
+  auto eval = mergedRunningStatistics(false);
+  auto m = importOk(eval);
+  ASSERT_TRUE(m);
+  auto f = m->forward();
+  std::map<std::string, std::string> reasons;
+  for (auto [i, p] : llvm::enumerate(m->model.params)) {
+    auto why = f.getArgAttrOfType<mlir::StringAttr>(1 + i, kFrozenAttrName);
+    reasons[p.name] = why ? why.str() : "trained";
+  }
+  const std::string statistic = "a BatchNormalization running statistic";
+  EXPECT_EQ(reasons, (std::map<std::string, std::string>{
+                         {"bn1.weight", "trained"}, {"bn1.bias", "trained"}, {"bn1.running_mean", statistic},
+                         {"bn1.running_var", statistic}, {"bn2.weight", "trained"}, {"bn2.bias", "trained"},
+                         {"bn2.running_mean", statistic}, {"bn2.running_var", statistic}}));
+  auto train = mergedRunningStatistics(true);
+  auto t = importOk(train);
+  ASSERT_TRUE(t);
+  std::vector<std::string> moved;
+  auto tf = t->forward();
+  for (unsigned r = 0; r < tf.getNumResults(); ++r)
+    if (auto arg = tf.getResultAttrOfType<mlir::IntegerAttr>(r, kRunningStatAttrName))
+      moved.push_back(t->model.params[arg.getInt() - 1].name);
+  std::sort(moved.begin(), moved.end());
+  EXPECT_EQ(moved, (std::vector<std::string>{"bn1.running_mean", "bn1.running_var", "bn2.running_mean",
+                                             "bn2.running_var"}));
+}
+
+TEST(Importer, ConvWeightsTheExporterComputedAreNamed) {
+  // A BatchNormalization folded into the convolution before it: TorchScript names the computed weight and
+  // bias "onnx::Conv_N", the dynamo exporter's optimizer keeps the weight's name and adds "<weight>_bias".
+  // A convolution of the module's own weight and bias is not listed, nor another producer's.
+  OnnxBuilder b;
+  b.model.set_producer_name("pytorch");
+  b.input("x", {1, 2, 4, 4});
+  std::string in = "x";
+  for (const auto &[w, bias] : {std::pair{"onnx::Conv_12", "onnx::Conv_13"}, std::pair{"c2.weight", "c2.bias"},
+                                std::pair{"c3.weight", "c3.weight_bias"}}) {
+    b.initF32(w, {2, 2, 1, 1}, {1.0f, 0.5f, -0.5f, 2.0f});
+    b.initF32(bias, {2}, {0.1f, -0.1f});
+    b.node("Conv", {in, w, bias}, {in + "+"});
+    in += "+";
+  }
+  b.output(in);
+  auto m = importOk(b);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->model.computedConvParams,
+            (std::vector<std::string>{"onnx::Conv_12", "onnx::Conv_13", "c3.weight", "c3.weight_bias"}));
+  b.model.set_producer_name("hand-built");
+  auto other = importOk(b);
+  ASSERT_TRUE(other);
+  EXPECT_TRUE(other->model.computedConvParams.empty());
+}
+
 TEST(Importer, OneElementInitializersOfOtherProducersAreListedConstantsUnlessTrainable) {
   // A hand-built graph names its scalar factors as it likes ("inv_sqrt_hd"): constants that passes can fold,
   // each listed for the compile summary, and --trainable makes one a param.
@@ -347,8 +436,9 @@ TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   // With torch.export's signature only PARAMETERs train: a one-element parameter named like a made-up value
   // ("zeros" is an FX node's name too) trains, a buffer stays fixed, and a tensor the exporter folded from
   // weights through layout ops (an LSTM's two directions packed into one W) is those weights, one folded
-  // through a computing op (arange) a computed value; a scalar folded from a parameter (exp(logit_scale)) is
-  // fixed and says why.
+  // through a computing op (arange) a computed value; one the exporter's own node computed from a parameter
+  // (ViT's cls_token expanded over a static batch, named `expand`) trains in its place, listed; a scalar
+  // folded from a parameter (exp(logit_scale)) is fixed and says why, one folded from shapes is a constant.
   OnnxBuilder b;
   b.model.set_producer_name("pytorch");
   b.input("x", {2, 2});
@@ -357,17 +447,21 @@ TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   b.initF32("val_12", {2, 2}, {1, 2, 3, 4});
   b.initF32("where", {2, 2}, {0, -1e9f, 0, 0});
   b.initF32("val_3", {}, {2.0f});
+  b.initF32("val_57", {1}, {0.35f});
   b.initF32("exp", {}, {1.35f});
   b.initF32("val_48", {2}, {1.0f, 1.0f});
   b.initF32("conv.weight_bias", {2}, {0.5f, 0.25f});
+  b.initF32("expand", {2, 2}, {0.75f, -0.5f, 0.75f, -0.5f});
   b.node("Mul", {"x", "zeros"}, {"a"});
   b.node("Mul", {"a", "scale_buffer"}, {"b"});
   b.node("MatMul", {"b", "val_12"}, {"c"});
   b.node("Add", {"c", "where"}, {"d"});
-  b.node("Mul", {"d", "val_3"}, {"e"});
+  b.node("Mul", {"d", "val_3"}, {"d3"});
+  b.node("Mul", {"d3", "val_57"}, {"e"});
   b.node("Mul", {"e", "exp"}, {"f"});
   b.node("Mul", {"f", "val_48"}, {"g"});
-  b.node("Add", {"g", "conv.weight_bias"}, {"y"});
+  b.node("Add", {"g", "conv.weight_bias"}, {"h"});
+  b.node("Add", {"h", "expand"}, {"y"});
   b.output("y");
   const std::string kind = "pkg.torch.export.graph_signature.InputSpec.kind";
   const std::string folded = "pkg.onnxscript.optimizer.folded_from";
@@ -376,10 +470,12 @@ TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
   torchMetadata(b, "val_12", folded, "['rnn.weight_ih_l0', 'rnn.weight_ih_l0_reverse', 'zeros', 'val_10']");
   torchMetadata(b, "where", folded, "['arange_2', 'mask.bias']");
   torchMetadata(b, "exp", folded, "['logit_scale']");
+  torchMetadata(b, "expand", folded, "['cls_token', 'val_6', 'val_7']");
+  torchMetadata(b, "val_57", folded, "['getitem', 'val_34', 'sym_size_int_2']"); // an attention scale
   auto m = importOk(b);
   ASSERT_TRUE(m);
   EXPECT_EQ(paramNames(*m), (std::vector<std::string>{"zeros", "scale_buffer", "val_12", "where", "exp", "val_48",
-                                                      "conv.weight_bias"}));
+                                                      "conv.weight_bias", "expand"}));
   auto f = m->forward();
   auto frozen = [&](unsigned arg) {
     auto why = f.getArgAttrOfType<mlir::StringAttr>(arg, kFrozenAttrName);
@@ -395,7 +491,9 @@ TEST(Importer, TorchExportSignatureDecidesWhatTrains) {
                        "(export with optimize=False to train it)");
   EXPECT_EQ(frozen(6), "a value the exporter computed"); // no record, a made-up name: GroupNorm's unit gains
   EXPECT_EQ(frozen(7), "trained");                       // no record, a module's name: a folded weight
-  EXPECT_EQ(m->ops<ConstantOp>().size(), 1u); // val_3
+  EXPECT_EQ(frozen(8), "trained"); // in cls_token's place, listed
+  EXPECT_EQ(m->model.foldedOps, (std::vector<std::pair<std::string, std::string>>{{"expand", "expand of cls_token"}}));
+  EXPECT_EQ(m->ops<ConstantOp>().size(), 2u); // val_3, val_57
 }
 
 TEST(Importer, ShapeOptionFixesDynamicDims) {
