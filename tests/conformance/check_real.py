@@ -108,6 +108,8 @@ KNOWN.update({
     ("wav2vec2", "ts_static"): "the exporter's constant folding writes the positional convolution's weight_norm "
                                "(g * v / |v|) as one weight, which tec trains (the summary's 'computed' line; "
                                "do_constant_folding=False trains equal)",
+    ("wav2vec2", "dynamo_static"): "the dynamo exporter folds the positional convolution's weight_norm into a "
+                                   "constant (tec lists it as frozen, saying why; optimize=False trains equal)",
     ("vit_timm", "dynamo_static"): "the dynamo exporter folds cls_token expanded over the static batch into a "
                                    "constant, whose copies train apart (tec's summary says 'folded')",
 })
