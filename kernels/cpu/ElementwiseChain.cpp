@@ -50,6 +50,7 @@ ElementwiseChain::ElementwiseChain(Shape shape, std::vector<Op> ops) : shape_(st
     access_.push_back({o.data, outerStrides, out.size() ? trailingAccess(strides[i], out, first) : 0,
                        std::all_of(outerStrides.begin(), outerStrides.end(), [](int64_t s) { return s == 0; })});
   }
+  spanRows_ = rowsPerSpan();
 }
 
 // A chain over short rows (NHWC's channels: ConvNeXt's layer scale and residual add over 3,136 rows of 40)
@@ -89,7 +90,6 @@ void ElementwiseChain::run() const {
   const int64_t pieces = rowsPerTask == 1 ? (inner_ + pieceLength - 1) / pieceLength : 1;
   const int64_t columns = pieces == 1 ? inner_ : pieceLength;
   const int64_t tasks = (rows + rowsPerTask - 1) / rowsPerTask * pieces;
-  const int64_t spanRows = rowsPerSpan();
   parallelLoop(tasks, rows * inner_ * n, [&](int64_t t) {
     const int64_t begin = t / pieces * rowsPerTask, end = std::min(rows, begin + rowsPerTask);
     const int64_t firstColumn = t % pieces * columns, endColumn = std::min(inner_, firstColumn + columns);
@@ -120,13 +120,13 @@ void ElementwiseChain::run() const {
     auto value = [&](int64_t op, int64_t at) -> const float * {
       return ops_[op].out ? ops_[op].out + at : scratch + op * kSpan;
     };
-    if (spanRows > 1) {
+    if (spanRows_ > 1) {
       thread_local std::vector<float> tiles; // per operand of the same row for every row: the row repeated
-      tiles.resize(slots * spanRows * inner_);
+      tiles.resize(slots * spanRows_ * inner_);
       for (int64_t k = 0; k < slots; ++k)
         if (access_[k].data && access_[k].sameRowEveryRow)
-          for (int64_t r = 0; r < spanRows; ++r) {
-            float *tile = tiles.data() + (k * spanRows + r) * inner_;
+          for (int64_t r = 0; r < spanRows_; ++r) {
+            float *tile = tiles.data() + (k * spanRows_ + r) * inner_;
             if (access_[k].innerStride)
               std::copy(access_[k].data, access_[k].data + inner_, tile);
             else // a scalar
@@ -137,10 +137,10 @@ void ElementwiseChain::run() const {
           return value(o.op, at);
         if (!o.data)
           return nullptr;
-        return access_[slot].sameRowEveryRow ? tiles.data() + slot * spanRows * inner_ : o.data + at;
+        return access_[slot].sameRowEveryRow ? tiles.data() + slot * spanRows_ * inner_ : o.data + at;
       };
-      for (int64_t row = begin; row < end; row += spanRows) {
-        const int64_t len = std::min(spanRows, end - row) * inner_, at = row * inner_;
+      for (int64_t row = begin; row < end; row += spanRows_) {
+        const int64_t len = std::min(spanRows_, end - row) * inner_, at = row * inner_;
         for (int64_t i = 0; i < n; ++i)
           apply(i, operand(ops_[i].a, 2 * i, at), 1, operand(ops_[i].b, 2 * i + 1, at), 1, len, at);
       }

@@ -56,6 +56,7 @@ private:
   Dims outer_;
   int64_t inner_ = 1;
   std::vector<Access> access_; // per op, a's then b's; unused for values of ops
+  int64_t spanRows_ = 1; // rowsPerSpan(), fixed by the shape and operands
 };
 
 } // namespace tec::kernels::cpu
