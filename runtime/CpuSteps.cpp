@@ -522,9 +522,12 @@ Status CpuBackend::linear(const plan::Step &s) {
   // A weight packed as it lies needs no other copy.
   const bool constant = constantWeight(s.inputs(1)) && !transA;
   std::shared_ptr<k::PackedGemm> packed;
-  auto packIfChosen = [&](const k::PackedGemm::SourcePacked &sourcePacked) {
-    if (constant && k::gemmLibrary({transA, transB, m, n, kk, true}) == k::packedGemmChoice())
-      packed = k::PackedGemm::create(transB, m, n, kk, w, transB ? kk : n, sourcePacked);
+  // B packed for the kernel measured fastest for the GEMM `asTransB` (a constant's choice), where that is one.
+  auto packIfChosen = [&](bool asTransB, const k::PackedGemm::SourcePacked &sourcePacked) {
+    if (!constant)
+      return;
+    if (const auto kernel = k::PackedGemm::ofChoice(k::gemmLibrary({transA, asTransB, m, n, kk, true})))
+      packed = k::PackedGemm::create(*kernel, transB, m, n, kk, w, transB ? kk : n, sourcePacked);
   };
   // A weight only this GEMM reads leaves memory as it is packed or laid out, a piece at a time (the plan file
   // maps it): the mapped weight and its copy are never both resident.
@@ -533,14 +536,13 @@ Status CpuBackend::linear(const plan::Step &s) {
     if (soleReader)
       releaseData(reinterpret_cast<const char *>(first) - mappedData, count * static_cast<int64_t>(sizeof(float)));
   };
-  packIfChosen(releaseSource);
+  packIfChosen(transB, releaseSource);
   // Else a constant [N, K] weight runs as a [K, N] one: OpenBLAS's NN GEMM runs 5-25% faster than its NT one
   // at the batch sizes of inference (no transposed panel to pack on every call). Not for one row, a GEMV:
   // its dot products read [N, K] rows contiguously (~20% faster than across [K, N]). Where the NN GEMM is
   // the packed one, the packing lays the weight out itself; else it is laid out once, at prepare.
   if (!packed && transB && constantWeight(s.inputs(1)) && ws.size() == 2 && m > 1) {
-    if (constant && k::gemmLibrary({transA, false, m, n, kk, true}) == k::packedGemmChoice())
-      packed = k::PackedGemm::create(true, m, n, kk, w, kk, releaseSource);
+    packIfChosen(false, releaseSource);
     if (!packed) {
       auto &laidOut = scratch.emplace_back(ws[0] * ws[1]);
       const int64_t rows = ws[0], cols = ws[1], blockRows = 1024;
@@ -567,7 +569,7 @@ Status CpuBackend::linear(const plan::Step &s) {
   float *out = next.step >= 0 ? ptr<float>(next.out) : nullptr;
   float *y = floatOut(s.outputs(0));
   if (packed)
-    chosen[currentStep] = "oneDNN matmul, B packed once";
+    chosen[currentStep] = k::PackedGemm::name(packed->kernel());
   else if (const int library = k::gemmLibrary({transA, transB, m, n, kk, false}); // planSgemm's choice, measured now
            k::blas().libraries.size() > 1)
     chosen[currentStep] = k::blas().libraries[library].name + " SGEMM";

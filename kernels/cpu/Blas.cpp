@@ -284,33 +284,37 @@ std::vector<double> measure(const GemmShape &shape) {
     a[i] = static_cast<float>(i % 7) * 0.125f - 0.375f;
   for (size_t i = 0; i < sizeB; ++i)
     b[i] = static_cast<float>(i % 5) * 0.125f - 0.25f;
-  const size_t libraries = sgemmFns.size();
-  // B packed once, where it is constant and packing can be had: one more candidate.
-  std::unique_ptr<PackedGemm> packed;
-  if (s.constantB && !s.transA && packedGemmChoice() >= 0)
-    packed = PackedGemm::create(s.transB, s.m, s.n, s.k, b.data(), s.transB ? s.k : s.n);
-  const size_t candidates = libraries + (packedGemmChoice() >= 0);
-  std::vector<double> best(candidates, packed ? 1e300 : std::numeric_limits<double>::infinity());
-  std::fill(best.begin(), best.begin() + libraries, 1e300);
-  auto once = [&](size_t library) {
+  const size_t libraries = sgemmFns.size(), kernels = PackedGemm::kernelCount();
+  // B packed once by each of oneDNN's primitives, where it is constant: more candidates.
+  std::vector<std::unique_ptr<PackedGemm>> packed(kernels);
+  if (s.constantB && !s.transA)
+    for (size_t i = 0; i < kernels; ++i)
+      packed[i] = PackedGemm::create(PackedGemm::kKernels[i], s.transB, s.m, s.n, s.k, b.data(), s.transB ? s.k : s.n);
+  std::vector<double> best(libraries + kernels, 1e300);
+  for (size_t i = 0; i < kernels; ++i)
+    if (!packed[i])
+      best[libraries + i] = std::numeric_limits<double>::infinity();
+  auto once = [&](size_t candidate) {
     auto start = std::chrono::steady_clock::now();
-    if (library == libraries)
-      packed->run(a.data(), c.data());
+    if (candidate >= libraries)
+      packed[candidate - libraries]->run(a.data(), c.data());
     else
-      sgemm(static_cast<int>(library), s.transA, s.transB, s.m, s.n, s.k, 1.0f, a.data(), s.transA ? s.m : s.k,
+      sgemm(static_cast<int>(candidate), s.transA, s.transB, s.m, s.n, s.k, 1.0f, a.data(), s.transA ? s.m : s.k,
             b.data(), s.transB ? s.k : s.n, 0.0f, c.data(), s.n);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   };
-  const size_t measured = libraries + (packed != nullptr);
-  for (size_t library = 0; library < measured; ++library)
-    once(library); // warm: packing buffers, pages
+  auto runs = [&](size_t candidate) { return candidate < libraries || packed[candidate - libraries]; };
+  for (size_t candidate = 0; candidate < best.size(); ++candidate)
+    if (runs(candidate))
+      once(candidate); // warm: packing buffers, pages
   double spent = 0;
   for (int round = 0; round < 15 && (round < 3 || spent < 50.0); ++round)
-    for (size_t library = 0; library < measured; ++library) {
-      const double ms = once(library);
-      best[library] = std::min(best[library], ms);
-      spent += ms;
-    }
+    for (size_t candidate = 0; candidate < best.size(); ++candidate)
+      if (runs(candidate)) {
+        const double ms = once(candidate);
+        best[candidate] = std::min(best[candidate], ms);
+        spent += ms;
+      }
   return best;
 }
 
@@ -320,8 +324,8 @@ GemmTable &table() {
     std::vector<std::string> names;
     for (const auto &l : info.libraries)
       names.push_back(l.name + " " + l.config);
-    if (packedGemmChoice() >= 0)
-      names.push_back("oneDNN matmul, B packed once");
+    for (size_t i = 0; i < PackedGemm::kernelCount(); ++i)
+      names.push_back(PackedGemm::name(PackedGemm::kKernels[i]));
     return GemmTable(names.size() > 1 ? machineTablePath("gemm", names) : "", names, measure);
   }();
   return instance;
@@ -347,17 +351,12 @@ std::string machineTablePath(const std::string &kind, const std::vector<std::str
 }
 
 int gemmLibrary(const GemmShape &shape) {
-  return blas().libraries.size() + (packedGemmChoice() >= 0) < 2 ? 0 : table().choose(shape);
+  return blas().libraries.size() + PackedGemm::kernelCount() < 2 ? 0 : table().choose(shape);
 }
 
 void *oneDnnHandle() {
   blas();
   return oneDnn;
-}
-
-int packedGemmChoice() {
-  static const int choice = PackedGemm::unavailable().empty() ? static_cast<int>(blas().libraries.size()) : -1;
-  return choice;
 }
 
 GemmSplit gemmSplit(int64_t m, int64_t n, int64_t k) {
@@ -382,9 +381,7 @@ void runSplit(const GemmSplit &split, int64_t m, int64_t n, FunctionRef<void(int
               const GemmChunkEpilogue &epilogue) {
   auto chunk = [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      const int64_t begin = split.start(c), end = split.start(c + 1);
-      const bool columns = split.by == GemmSplit::Columns;
-      const int64_t i0 = columns ? 0 : begin, i1 = columns ? m : end, j0 = columns ? begin : 0, j1 = columns ? end : n;
+      const auto [i0, i1, j0, j1] = split.chunk(c, m, n);
       call(i0, i1, j0, j1);
       if (epilogue)
         epilogue(i0, i1, j0, j1);
@@ -399,7 +396,7 @@ void runSplit(const GemmSplit &split, int64_t m, int64_t n, FunctionRef<void(int
 }
 
 std::string gemmTableDescription() {
-  if (blas().libraries.size() + (packedGemmChoice() >= 0) < 2)
+  if (blas().libraries.size() + PackedGemm::kernelCount() < 2)
     return "one library: nothing to choose";
   if (!table().problem().empty())
     return table().problem();

@@ -65,6 +65,16 @@ struct GemmSplit {
     const int64_t blocks = (along + kAlign - 1) / kAlign;
     return std::min(along, blocks * c / count * kAlign);
   }
+  /// Chunk c of an m x n C: rows [i0, i1), columns [j0, j1).
+  struct Bounds {
+    int64_t i0, i1, j0, j1;
+  };
+  Bounds chunk(int64_t c, int64_t m, int64_t n) const {
+    if (by == Whole)
+      return {0, m, 0, n};
+    const int64_t begin = start(c), end = start(c + 1);
+    return by == Columns ? Bounds{0, m, begin, end} : Bounds{begin, end, 0, n};
+  }
 };
 GemmSplit gemmSplit(int64_t m, int64_t n, int64_t k);
 /// call(i0, i1, j0, j1) on each chunk of C the split makes, over the pool, each followed by `epilogue`.
@@ -75,9 +85,6 @@ void runSplit(const GemmSplit &split, int64_t m, int64_t n, FunctionRef<void(int
 std::string machineTablePath(const std::string &kind, const std::vector<std::string> &candidates);
 /// The oneDNN library tec loaded (dlopen's handle), or null.
 void *oneDnnHandle();
-/// The index gemmLibrary gives a GEMM whose B is best packed once (PackedGemm.h), past blas().libraries;
-/// -1 where packing is unavailable.
-int packedGemmChoice();
 
 /// Row-major C = alpha op(A) op(B) + beta C with `library` (blas().libraries). Large GEMMs split the longer of
 /// C's dims into chunks fixed by the shape (not the thread count), one BLAS call each, over the pool: a GEMM

@@ -4,7 +4,9 @@
 #include <dlfcn.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 #if TEC_HAVE_ONEDNN_HEADERS
 #include "kernels/cpu/OneDnn.h"
@@ -12,123 +14,219 @@
 
 namespace tec::kernels::cpu {
 
+const char *PackedGemm::name(Kernel kernel) {
+  return kernel == Kernel::Matmul ? "oneDNN matmul, B packed once" : "oneDNN 1x1 convolution, B packed once";
+}
+
+std::optional<PackedGemm::Kernel> PackedGemm::ofChoice(int choice) {
+  const int kernel = choice - static_cast<int>(blas().libraries.size());
+  if (kernel < 0 || kernel >= static_cast<int>(kernelCount()))
+    return std::nullopt;
+  return kKernels[kernel];
+}
+
 #if TEC_HAVE_ONEDNN_HEADERS
 
 namespace {
 
-/// dims and strides of a row-major matrix view.
-dnnl_memory_desc_t matrix(int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride) {
+/// A tensor view of `rank` dims and strides.
+dnnl_memory_desc_t view(std::initializer_list<int64_t> dims, std::initializer_list<int64_t> strides) {
   dnnl_memory_desc_t md;
-  const dnnl_dims_t dims = {rows, cols}, strides = {rowStride, colStride};
-  oneDnn().dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_f32, strides);
+  dnnl_dims_t d = {}, s = {};
+  std::copy(dims.begin(), dims.end(), d);
+  std::copy(strides.begin(), strides.end(), s);
+  oneDnn().dnnl_memory_desc_init_by_strides(&md, static_cast<int>(dims.size()), d, dnnl_f32, s);
   return md;
+}
+
+/// oneDNN runs on OpenMP: one thread while it lives, inside a chunk of tec's pool (the setting is per thread).
+class SingleOmpThread {
+public:
+  SingleOmpThread() : previous(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~SingleOmpThread() { omp_set_num_threads(previous); }
+
+private:
+  int previous;
+};
+
+/// The views of one chunk's A (rows x k), B (k x width, from the chunk's first column) and C (rows x width of
+/// C's n columns) that `kernel`'s primitive reads: matrices for the matmul; for the convolution a 1 x rows
+/// NHWC image of k channels, an OIHW 1x1 weight and an NHWC image of width channels.
+struct Views {
+  dnnl_memory_desc_t a, b, c;
+};
+Views viewsOf(PackedGemm::Kernel kernel, bool transB, int64_t rows, int64_t width, int64_t n, int64_t k, int64_t ldb) {
+  if (kernel == PackedGemm::Kernel::Matmul)
+    return {view({rows, k}, {k, 1}), transB ? view({k, width}, {1, ldb}) : view({k, width}, {ldb, 1}),
+            view({rows, width}, {n, 1})};
+  return {view({1, k, 1, rows}, {rows * k, 1, rows * k, k}),
+          transB ? view({width, k, 1, 1}, {ldb, 1, 1, 1}) : view({width, k, 1, 1}, {1, ldb, 1, 1}),
+          view({1, width, 1, rows}, {rows * n, 1, rows * n, n})};
+}
+
+/// The primitive's description for `views` with its weight in the layout it prefers; null where oneDNN has
+/// no such primitive or only its reference loops (plain loops, never the fastest).
+dnnl_primitive_desc_t describe(PackedGemm::Kernel kernel, const Views &views) {
+  const OneDnn &d = oneDnn();
+  dnnl_memory_desc_t anyB = views.b;
+  if (d.dnnl_memory_desc_init_by_tag(&anyB, views.b.ndims, views.b.dims, dnnl_f32, dnnl_format_tag_any) != dnnl_success)
+    return nullptr;
+  dnnl_primitive_desc_t pd = nullptr;
+  if (kernel == PackedGemm::Kernel::Matmul) {
+    dnnl_matmul_desc_t desc;
+    if (d.dnnl_matmul_desc_init(&desc, &views.a, &anyB, nullptr, &views.c) != dnnl_success ||
+        d.dnnl_primitive_desc_create(&pd, &desc, nullptr, d.engine, nullptr) != dnnl_success)
+      return nullptr;
+  } else {
+    dnnl_convolution_desc_t desc;
+    const dnnl_dims_t ones = {1, 1}, zeros = {0, 0};
+    if (d.dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_direct,
+                                                     &views.a, &anyB, nullptr, &views.c, ones, zeros, zeros,
+                                                     zeros) != dnnl_success ||
+        d.dnnl_primitive_desc_create(&pd, &desc, nullptr, d.engine, nullptr) != dnnl_success)
+      return nullptr;
+  }
+  const char *info = nullptr;
+  if (d.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &info) != dnnl_success || !info ||
+      std::strncmp(info, "ref", 3) == 0) {
+    d.dnnl_primitive_desc_destroy(pd);
+    return nullptr;
+  }
+  return pd;
 }
 
 } // namespace
 
-/// Columns [j0, j1) of C: the primitive, its packed slice of B, and memory objects for A and C's views.
-struct PackedGemm::Chunk {
-  int64_t j0 = 0, j1 = 0;
+/// One primitive and its packed B, for the chunks of one height and columns.
+struct PackedGemm::Prepared {
+  int64_t rows = 0, j0 = 0, j1 = 0;
   dnnl_primitive_t primitive = nullptr;
+  dnnl_memory_desc_t packedMd{};
+  std::shared_ptr<float> packed; // shared with an earlier height's primitive that reads the same layout
+  ~Prepared() {
+    if (primitive)
+      oneDnn().dnnl_primitive_destroy(primitive);
+  }
+};
+
+/// A chunk of C: its prepared primitive, and memory objects and a stream of its own (chunks run at once).
+struct PackedGemm::Chunk {
+  GemmSplit::Bounds bounds{};
+  const Prepared *prepared = nullptr;
   dnnl_stream_t stream = nullptr;
   dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
-  float *packed = nullptr;
   ~Chunk() {
     const OneDnn &d = oneDnn();
     for (dnnl_memory_t mem : {a, b, c})
       if (mem)
         d.dnnl_memory_destroy(mem);
-    if (primitive)
-      d.dnnl_primitive_destroy(primitive);
     if (stream)
       d.dnnl_stream_destroy(stream);
-    std::free(packed);
   }
 };
 
 const std::string &PackedGemm::unavailable() { return oneDnn().problem; }
 
-std::unique_ptr<PackedGemm> PackedGemm::create(bool transB, int64_t m, int64_t n, int64_t k, const float *b,
-                                               int64_t ldb, const SourcePacked &sourcePacked) {
-  const GemmSplit split = gemmSplit(m, n, k);
-  if (!unavailable().empty() || split.by == GemmSplit::Rows || m <= 0 || n <= 0 || k <= 0)
+std::unique_ptr<PackedGemm> PackedGemm::create(Kernel kernel, bool transB, int64_t m, int64_t n, int64_t k,
+                                               const float *b, int64_t ldb, const SourcePacked &sourcePacked) {
+  if (!unavailable().empty() || m <= 0 || n <= 0 || k <= 0)
     return nullptr;
   const OneDnn &d = oneDnn();
   std::unique_ptr<PackedGemm> gemm(new PackedGemm);
-  gemm->m = m;
-  gemm->split = split;
-  // oneDNN runs on OpenMP: one thread, inside tec's pool (the setting is per thread).
-  const int previous = omp_get_max_threads();
-  omp_set_num_threads(1);
-  bool ok = true;
-  for (int64_t i = 0; i < split.count && ok; ++i) {
-    auto c = std::make_unique<Chunk>();
-    c->j0 = split.start(i), c->j1 = split.start(i + 1);
-    const int64_t width = c->j1 - c->j0;
-    const dnnl_memory_desc_t aMd = matrix(m, k, k, 1), cMd = matrix(m, width, n, 1);
-    const dnnl_memory_desc_t bMd = transB ? matrix(k, width, 1, ldb) : matrix(k, width, ldb, 1);
-    dnnl_memory_desc_t anyB;
-    const dnnl_dims_t bDims = {k, width};
-    dnnl_matmul_desc_t desc;
-    dnnl_primitive_desc_t pd = nullptr, reorderPd = nullptr;
+  gemm->kernel_ = kernel;
+  gemm->m = m, gemm->n = n, gemm->k = k;
+  gemm->split = gemmSplit(m, n, k);
+  SingleOmpThread single;
+  // B into `p`'s layout, from its first column; shared with a primitive of the same columns reading it so.
+  auto pack = [&](Prepared &p, const dnnl_memory_desc_t &source) {
+    for (const auto &earlier : gemm->prepared)
+      if (earlier->j0 == p.j0 && earlier->j1 == p.j1 && d.dnnl_memory_desc_equal(&earlier->packedMd, &p.packedMd))
+        return (p.packed = earlier->packed), true;
+    const size_t bytes = d.dnnl_memory_desc_get_size(&p.packedMd);
+    p.packed.reset(static_cast<float *>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)), std::free);
+    dnnl_memory_t from = nullptr, to = nullptr;
+    dnnl_primitive_desc_t reorderPd = nullptr;
     dnnl_primitive_t reorder = nullptr;
-    dnnl_memory_t source = nullptr;
-    ok = d.dnnl_memory_desc_init_by_tag(&anyB, 2, bDims, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
-         d.dnnl_matmul_desc_init(&desc, &aMd, &anyB, nullptr, &cMd) == dnnl_success &&
-         d.dnnl_primitive_desc_create(&pd, &desc, nullptr, d.engine, nullptr) == dnnl_success;
-    const dnnl_memory_desc_t *packedMd = ok ? d.dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : nullptr;
-    const size_t bytes = packedMd ? d.dnnl_memory_desc_get_size(packedMd) : 0;
-    ok = ok && packedMd && (c->packed = static_cast<float *>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-    ok = ok && d.dnnl_primitive_create(&c->primitive, pd) == dnnl_success &&
-         d.dnnl_stream_create(&c->stream, d.engine, dnnl_stream_default_flags) == dnnl_success &&
-         d.dnnl_memory_create(&c->a, &aMd, d.engine, DNNL_MEMORY_NONE) == dnnl_success &&
-         d.dnnl_memory_create(&c->c, &cMd, d.engine, DNNL_MEMORY_NONE) == dnnl_success &&
-         d.dnnl_memory_create(&c->b, packedMd, d.engine, c->packed) == dnnl_success &&
-         d.dnnl_memory_create(&source, &bMd, d.engine, const_cast<float *>(b + (transB ? c->j0 * ldb : c->j0))) ==
-             dnnl_success &&
-         d.dnnl_reorder_primitive_desc_create(&reorderPd, &bMd, d.engine, packedMd, d.engine, nullptr) ==
-             dnnl_success &&
-         d.dnnl_primitive_create(&reorder, reorderPd) == dnnl_success;
-    if (ok) { // B into the packed layout, once
-      dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, source}, {DNNL_ARG_TO, c->b}};
-      ok = d.dnnl_primitive_execute(reorder, c->stream, 2, args) == dnnl_success &&
-           d.dnnl_stream_wait(c->stream) == dnnl_success;
+    dnnl_stream_t stream = nullptr;
+    bool ok = p.packed && d.dnnl_stream_create(&stream, d.engine, dnnl_stream_default_flags) == dnnl_success &&
+              d.dnnl_memory_create(&from, &source, d.engine, const_cast<float *>(b + (transB ? p.j0 * ldb : p.j0))) ==
+                  dnnl_success &&
+              d.dnnl_memory_create(&to, &p.packedMd, d.engine, p.packed.get()) == dnnl_success &&
+              d.dnnl_reorder_primitive_desc_create(&reorderPd, &source, d.engine, &p.packedMd, d.engine, nullptr) ==
+                  dnnl_success &&
+              d.dnnl_primitive_create(&reorder, reorderPd) == dnnl_success;
+    if (ok) {
+      dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+      ok = d.dnnl_primitive_execute(reorder, stream, 2, args) == dnnl_success &&
+           d.dnnl_stream_wait(stream) == dnnl_success;
     }
     if (reorder)
       d.dnnl_primitive_destroy(reorder);
-    if (source)
-      d.dnnl_memory_destroy(source);
-    for (dnnl_primitive_desc_t p : {pd, reorderPd})
-      if (p)
-        d.dnnl_primitive_desc_destroy(p);
-    if (ok && transB && sourcePacked) // the chunk's rows of B, contiguous
-      sourcePacked(b + c->j0 * ldb, (c->j1 - c->j0 - 1) * ldb + k);
-    gemm->chunks.push_back(std::move(c));
+    if (reorderPd)
+      d.dnnl_primitive_desc_destroy(reorderPd);
+    for (dnnl_memory_t mem : {from, to})
+      if (mem)
+        d.dnnl_memory_destroy(mem);
+    if (stream)
+      d.dnnl_stream_destroy(stream);
+    if (ok && transB && sourcePacked && gemm->split.by == GemmSplit::Columns) // the chunk's rows of B, contiguous
+      sourcePacked(b + p.j0 * ldb, (p.j1 - p.j0 - 1) * ldb + k);
+    return ok;
+  };
+  for (int64_t i = 0; i < gemm->split.count; ++i) {
+    auto chunk = std::make_unique<Chunk>();
+    chunk->bounds = gemm->split.chunk(i, m, n);
+    const auto [i0, i1, j0, j1] = chunk->bounds;
+    const Views views = viewsOf(kernel, transB, i1 - i0, j1 - j0, n, k, ldb);
+    auto same = std::find_if(gemm->prepared.begin(), gemm->prepared.end(),
+                             [&](const auto &p) { return p->rows == i1 - i0 && p->j0 == j0 && p->j1 == j1; });
+    if (same == gemm->prepared.end()) {
+      auto p = std::make_unique<Prepared>();
+      p->rows = i1 - i0, p->j0 = j0, p->j1 = j1;
+      dnnl_primitive_desc_t pd = describe(kernel, views);
+      bool ok = pd != nullptr;
+      if (ok) {
+        p->packedMd = *d.dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        ok = d.dnnl_primitive_create(&p->primitive, pd) == dnnl_success && pack(*p, views.b);
+        d.dnnl_primitive_desc_destroy(pd);
+      }
+      if (!ok)
+        return nullptr;
+      same = gemm->prepared.insert(gemm->prepared.end(), std::move(p));
+    }
+    chunk->prepared = same->get();
+    if (d.dnnl_stream_create(&chunk->stream, d.engine, dnnl_stream_default_flags) != dnnl_success ||
+        d.dnnl_memory_create(&chunk->a, &views.a, d.engine, DNNL_MEMORY_NONE) != dnnl_success ||
+        d.dnnl_memory_create(&chunk->c, &views.c, d.engine, DNNL_MEMORY_NONE) != dnnl_success ||
+        d.dnnl_memory_create(&chunk->b, &chunk->prepared->packedMd, d.engine, chunk->prepared->packed.get()) !=
+            dnnl_success)
+      return nullptr;
+    gemm->chunks.push_back(std::move(chunk));
   }
-  omp_set_num_threads(previous);
-  return ok ? std::move(gemm) : nullptr;
+  if (transB && sourcePacked && gemm->split.by != GemmSplit::Columns) // every chunk read all of B
+    sourcePacked(b, (n - 1) * ldb + k);
+  return gemm;
 }
 
 PackedGemm::~PackedGemm() = default;
 
 void PackedGemm::run(const float *a, float *c, const GemmChunkEpilogue &epilogue) const {
   const OneDnn &d = oneDnn();
-  const int64_t n = chunks.back()->j1;
-  runSplit(split, m, n, [&](int64_t, int64_t, int64_t j0, int64_t) {
-    const Chunk &chunk = **std::partition_point(chunks.begin(), chunks.end(), [&](auto &c) { return c->j1 <= j0; });
-    const int previous = omp_get_max_threads();
-    omp_set_num_threads(1);
-    d.dnnl_memory_set_data_handle(chunk.a, const_cast<float *>(a));
-    d.dnnl_memory_set_data_handle(chunk.c, c + chunk.j0);
+  runSplit(split, m, n, [&](int64_t i0, int64_t, int64_t j0, int64_t) {
+    const Chunk &chunk = **std::find_if(chunks.begin(), chunks.end(),
+                                        [&](const auto &ch) { return ch->bounds.i0 == i0 && ch->bounds.j0 == j0; });
+    SingleOmpThread single;
+    d.dnnl_memory_set_data_handle(chunk.a, const_cast<float *>(a + i0 * k));
+    d.dnnl_memory_set_data_handle(chunk.c, c + i0 * n + j0);
     dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, chunk.a}, {DNNL_ARG_WEIGHTS, chunk.b}, {DNNL_ARG_DST, chunk.c}};
-    d.dnnl_primitive_execute(chunk.primitive, chunk.stream, 3, args);
+    d.dnnl_primitive_execute(chunk.prepared->primitive, chunk.stream, 3, args);
     d.dnnl_stream_wait(chunk.stream);
-    omp_set_num_threads(previous);
   }, epilogue);
 }
 
 #else
 
+struct PackedGemm::Prepared {};
 struct PackedGemm::Chunk {};
 
 const std::string &PackedGemm::unavailable() {
@@ -136,7 +234,7 @@ const std::string &PackedGemm::unavailable() {
   return why;
 }
 
-std::unique_ptr<PackedGemm> PackedGemm::create(bool, int64_t, int64_t, int64_t, const float *, int64_t,
+std::unique_ptr<PackedGemm> PackedGemm::create(Kernel, bool, int64_t, int64_t, int64_t, const float *, int64_t,
                                                const SourcePacked &) {
   return nullptr;
 }

@@ -52,7 +52,8 @@ class LinearKernel : public ::testing::TestWithParam<LinearCase> {};
 
 /// y = act(op(x) op(W) + b) against the same in double: both transposes, with and without a bias, every
 /// epilogue, GEMMs small enough to run whole and large enough to split over the pool (64 rows: by columns);
-/// where oneDNN's matmul can pack the weight once, the packed GEMM too (not for a split by rows).
+/// where oneDNN can pack the weight once, the GEMM packed for its matmul and (but for a split by columns, whose
+/// strided chunks of C oneDNN convolves with its reference loops only) for its 1x1 convolution too.
 TEST_P(LinearKernel, MatchesADoublePrecisionProduct) {
   ASSERT_TRUE(blas().loaded) << blas().library;
   const auto c = GetParam();
@@ -62,16 +63,21 @@ TEST_P(LinearKernel, MatchesADoublePrecisionProduct) {
   for (auto *v : {&x, &w, &b})
     for (float &e : *v)
       e = normal(rng);
-  std::unique_ptr<PackedGemm> packed;
-  if (!c.transA && c.k > 0) {
-    packed = PackedGemm::create(c.transB, c.m, c.n, c.k, w.data(), c.transB ? c.k : c.n);
-    EXPECT_EQ(packed != nullptr, PackedGemm::unavailable().empty() && gemmSplit(c.m, c.n, c.k).by != GemmSplit::Rows)
-        << PackedGemm::unavailable();
-  }
-  for (const PackedGemm *form : {static_cast<const PackedGemm *>(nullptr), static_cast<const PackedGemm *>(packed.get())})
+  std::vector<std::unique_ptr<PackedGemm>> packed;
+  if (!c.transA && c.k > 0)
+    for (PackedGemm::Kernel kernel : PackedGemm::kKernels) {
+      packed.push_back(PackedGemm::create(kernel, c.transB, c.m, c.n, c.k, w.data(), c.transB ? c.k : c.n));
+      const bool columns = gemmSplit(c.m, c.n, c.k).by == GemmSplit::Columns;
+      EXPECT_EQ(packed.back() != nullptr,
+                PackedGemm::unavailable().empty() && (kernel == PackedGemm::Kernel::Matmul || !columns))
+          << PackedGemm::name(kernel) << ": " << PackedGemm::unavailable();
+    }
+  std::vector<const PackedGemm *> forms = {nullptr};
+  for (const auto &p : packed)
+    if (p)
+      forms.push_back(p.get());
+  for (const PackedGemm *form : forms)
     for (int threads : {1, 2}) {
-      if (form == nullptr && packed && threads == 1)
-        continue; // the unpacked GEMM ran in the first pass
       setThreads(threads);
       std::fill(y.begin(), y.end(), NAN);
       linear(x.data(), w.data(), c.bias ? b.data() : nullptr, y.data(), c.m, c.n, c.k, c.transA, c.transB,
@@ -85,20 +91,28 @@ TEST_P(LinearKernel, MatchesADoublePrecisionProduct) {
           worst = std::max(worst, std::abs(activate(c.epilogue, z) - y[i * c.n + j]) / (1 + std::abs(z)));
         }
       EXPECT_LT(worst, 2e-5) << c.m << "x" << c.n << "x" << c.k << " transA " << c.transA << " transB " << c.transB
-                             << " on " << threads << " threads" << (form ? ", B packed" : "");
+                             << " on " << threads << " threads"
+                             << (form ? std::string(", ") + PackedGemm::name(form->kernel()) : "");
     }
   setThreads(0);
 }
 
-/// Where oneDNN 2 is loaded (./dev installs it), a weight packs once and the GEMM of a small batch reads it.
+/// Where oneDNN 2 is loaded (./dev installs it), a weight packs once for the GEMM of a small batch (split by
+/// columns: for the matmul) and of many rows (split by rows: for either primitive), and the GEMM table names
+/// both.
 TEST(PackedGemm, PacksAConstantWeightWhereOneDnnIsLoaded) {
   if (!PackedGemm::unavailable().empty())
     GTEST_SKIP() << PackedGemm::unavailable();
   std::vector<float> w(1024 * 1024, 0.5f);
-  EXPECT_NE(PackedGemm::create(false, 64, 1024, 1024, w.data(), 1024), nullptr);
-  EXPECT_NE(PackedGemm::create(true, 8, 256, 512, w.data(), 512), nullptr);
-  EXPECT_EQ(PackedGemm::create(false, 4096, 512, 1024, w.data(), 512), nullptr); // split by rows: not packed
-  EXPECT_GE(packedGemmChoice(), static_cast<int>(blas().libraries.size()));
+  ASSERT_EQ(gemmSplit(4096, 512, 1024).by, GemmSplit::Rows);
+  EXPECT_NE(PackedGemm::create(PackedGemm::Kernel::Matmul, false, 64, 1024, 1024, w.data(), 1024), nullptr);
+  EXPECT_NE(PackedGemm::create(PackedGemm::Kernel::Matmul, true, 8, 256, 512, w.data(), 512), nullptr);
+  for (PackedGemm::Kernel kernel : PackedGemm::kKernels)
+    EXPECT_NE(PackedGemm::create(kernel, false, 4096, 512, 1024, w.data(), 512), nullptr) << PackedGemm::name(kernel);
+  const int libraries = static_cast<int>(blas().libraries.size());
+  EXPECT_EQ(PackedGemm::ofChoice(libraries - 1), std::nullopt);
+  EXPECT_EQ(PackedGemm::ofChoice(libraries), PackedGemm::Kernel::Matmul);
+  EXPECT_EQ(PackedGemm::ofChoice(libraries + 1), PackedGemm::Kernel::Convolution);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -114,6 +128,8 @@ INSTANTIATE_TEST_SUITE_P(
                       LinearCase{7, 5, 3, true, false, true, Epilogue::HardSwish},
                       // Splits whose last chunk is part of a block: 196 rows, 200 columns.
                       LinearCase{196, 112, 640, false, false, true, Epilogue::Silu},
+                      // Split by rows into chunks of two heights (496 and 504), as a pointwise conv's.
+                      LinearCase{1000, 40, 24, false, true, true, Epilogue::HardSwish},
                       LinearCase{49, 200, 96, false, true, true, Epilogue::Relu},
                       LinearCase{5, 300, 0, false, true, true, Epilogue::Relu}));
 
