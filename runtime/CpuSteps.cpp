@@ -518,16 +518,26 @@ Status CpuBackend::linear(const plan::Step &s) {
   const auto folded = transposedInput.find(currentStep);
   const bool transA = folded != transposedInput.end();
   float *x = transA ? ptr<float>(folded->second) : floatIn(s.inputs(0)), *w = floatIn(s.inputs(1));
+  float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
+  const FoldedStep next = foldIntoEpilogue(s.outputs(0), e);
+  if (next.activation != kernels::Epilogue::None)
+    e = next.activation;
+  float *r = next.residual >= 0 ? ptr<float>(next.residual) : nullptr;
+  float *out = next.step >= 0 ? ptr<float>(next.out) : nullptr;
+  float *y = floatOut(s.outputs(0));
   // The library, or B packed once for a constant weight, is measured now, at prepare, when the choice is new.
   // A weight packed as it lies needs no other copy.
   const bool constant = constantWeight(s.inputs(1)) && !transA;
   std::shared_ptr<k::PackedGemm> packed;
-  // B packed for the kernel measured fastest for the GEMM `asTransB` (a constant's choice), where that is one.
+  // B packed for the kernel measured fastest for the GEMM `asTransB` (a constant's choice), where that is one,
+  // its primitive applying what it can of the epilogue (a residual added in place stays tec's).
+  const k::PackedGemm::Fused epilogueWanted{
+      b != nullptr, e, r != nullptr && graph->rootOf(next.out) != graph->rootOf(next.residual)};
   auto packIfChosen = [&](bool asTransB, const k::PackedGemm::SourcePacked &sourcePacked) {
     if (!constant)
       return;
     if (const auto kernel = k::PackedGemm::ofChoice(k::gemmLibrary({transA, asTransB, m, n, kk, true})))
-      packed = k::PackedGemm::create(*kernel, transB, m, n, kk, w, transB ? kk : n, sourcePacked);
+      packed = k::PackedGemm::create(*kernel, transB, m, n, kk, w, transB ? kk : n, sourcePacked, epilogueWanted);
   };
   // A weight only this GEMM reads leaves memory as it is packed or laid out, a piece at a time (the plan file
   // maps it): the mapped weight and its copy are never both resident.
@@ -561,15 +571,8 @@ Status CpuBackend::linear(const plan::Step &s) {
   }
   if (packed)
     readsThroughCopy(s.inputs(1));
-  float *b = s.inputs_size() > 2 ? floatIn(s.inputs(2)) : nullptr;
-  const FoldedStep next = foldIntoEpilogue(s.outputs(0), e);
-  if (next.activation != kernels::Epilogue::None)
-    e = next.activation;
-  float *r = next.residual >= 0 ? ptr<float>(next.residual) : nullptr;
-  float *out = next.step >= 0 ? ptr<float>(next.out) : nullptr;
-  float *y = floatOut(s.outputs(0));
   if (packed)
-    chosen[currentStep] = k::PackedGemm::name(packed->kernel());
+    chosen[currentStep] = packed->description();
   else if (const int library = k::gemmLibrary({transA, transB, m, n, kk, false}); // planSgemm's choice, measured now
            k::blas().libraries.size() > 1)
     chosen[currentStep] = k::blas().libraries[library].name + " SGEMM";

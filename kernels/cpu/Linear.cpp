@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <utility>
 
 namespace tec::kernels::cpu {
 
@@ -128,6 +129,20 @@ void linear(const float *x, const float *weight, const float *bias, float *y, in
             const PackedGemm *packed) {
   if (m == 0 || n == 0)
     return;
+  // What the packed GEMM's primitive applies as it stores C is not applied again; where that is all of the
+  // epilogue, the result goes straight to its place.
+  const float *fusedBias = nullptr, *fusedResidual = nullptr;
+  if (packed && k > 0) {
+    const PackedGemm::Fused &f = packed->fused();
+    if (f.bias)
+      std::swap(fusedBias, bias);
+    if (f.activation != Epilogue::None)
+      epilogue = Epilogue::None;
+    if (f.residual)
+      std::swap(fusedResidual, residual);
+    if (out && !bias && !residual && epilogue == Epilogue::None)
+      y = std::exchange(out, nullptr);
+  }
   auto withActivation = [&](auto act) {
     auto chunk = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
       const int64_t at = i0 * n + j0;
@@ -140,7 +155,7 @@ void linear(const float *x, const float *weight, const float *bias, float *y, in
     } else {
       const bool epilogueWork = bias || residual || out || epilogue != Epilogue::None;
       if (packed)
-        packed->run(x, y, epilogueWork ? GemmChunkEpilogue(chunk) : GemmChunkEpilogue());
+        packed->run(x, y, fusedBias, fusedResidual, epilogueWork ? GemmChunkEpilogue(chunk) : GemmChunkEpilogue());
       else
         planSgemm(transposeA, transposeB, m, n, k, 1.0f, x, transposeA ? m : k, weight, transposeB ? k : n, 0.0f, y,
                   n, epilogueWork ? GemmChunkEpilogue(chunk) : GemmChunkEpilogue());

@@ -20,7 +20,9 @@ struct OneDnn {
   X(dnnl_primitive_desc_iterator_create) X(dnnl_primitive_desc_iterator_next) X(dnnl_primitive_desc_iterator_fetch)    \
   X(dnnl_primitive_desc_iterator_destroy)                                                                              \
   X(dnnl_primitive_desc_destroy) X(dnnl_primitive_desc_query) X(dnnl_primitive_desc_query_md)                          \
-  X(dnnl_reorder_primitive_desc_create) X(dnnl_primitive_create) X(dnnl_primitive_destroy) X(dnnl_primitive_execute)
+  X(dnnl_reorder_primitive_desc_create) X(dnnl_primitive_create) X(dnnl_primitive_destroy) X(dnnl_primitive_execute)    \
+  X(dnnl_post_ops_create) X(dnnl_post_ops_destroy) X(dnnl_post_ops_append_eltwise) X(dnnl_post_ops_append_binary)      \
+  X(dnnl_primitive_attr_set_post_ops)
 #define TEC_DNNL_MEMBER(name) decltype(&::name) name = nullptr;
   TEC_DNNL_FUNCTIONS(TEC_DNNL_MEMBER)
 #undef TEC_DNNL_MEMBER

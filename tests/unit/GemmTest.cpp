@@ -50,51 +50,93 @@ struct LinearCase {
 
 class LinearKernel : public ::testing::TestWithParam<LinearCase> {};
 
-/// y = act(op(x) op(W) + b) against the same in double: both transposes, with and without a bias, every
+/// out = act(op(x) op(W) + b) + r against the same in double: both transposes, with and without a bias, every
 /// epilogue, GEMMs small enough to run whole and large enough to split over the pool (64 rows: by columns);
 /// where oneDNN can pack the weight once, the GEMM packed for its matmul and (but for a split by columns, whose
-/// strided chunks of C oneDNN convolves with its reference loops only) for its 1x1 convolution too.
+/// strided chunks of C oneDNN convolves with its reference loops only) for its 1x1 convolution too, each
+/// packed bare, with the bias in its primitive (a step run alone, --no-fusion) and with all it takes of the
+/// epilogue (the step with its activation and residual add folded in): the last two in the same bits.
 TEST_P(LinearKernel, MatchesADoublePrecisionProduct) {
   ASSERT_TRUE(blas().loaded) << blas().library;
   const auto c = GetParam();
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;
-  std::vector<float> x(c.m * c.k), w(c.k * c.n), b(c.n), y(c.m * c.n, NAN);
-  for (auto *v : {&x, &w, &b})
+  std::vector<float> x(c.m * c.k), w(c.k * c.n), b(c.n), r(c.m * c.n), y(c.m * c.n), out(c.m * c.n);
+  for (auto *v : {&x, &w, &b, &r})
     for (float &e : *v)
       e = normal(rng);
-  std::vector<std::unique_ptr<PackedGemm>> packed;
+  std::vector<double> expected(c.m * c.n);
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      double z = c.bias ? b[j] : 0;
+      for (int64_t p = 0; p < c.k; ++p)
+        z += double(c.transA ? x[p * c.m + i] : x[i * c.k + p]) * (c.transB ? w[j * c.k + p] : w[p * c.n + j]);
+      expected[i * c.n + j] = activate(c.epilogue, z) + r[i * c.n + j];
+    }
+  struct Form {
+    std::string name;
+    std::unique_ptr<PackedGemm> packed;
+  };
+  std::vector<Form> forms;
+  forms.push_back({"unpacked", nullptr});
   if (!c.transA && c.k > 0)
     for (PackedGemm::Kernel kernel : PackedGemm::kKernels) {
-      packed.push_back(PackedGemm::create(kernel, c.transB, c.m, c.n, c.k, w.data(), c.transB ? c.k : c.n));
       const bool columns = gemmSplit(c.m, c.n, c.k).by == GemmSplit::Columns;
-      EXPECT_EQ(packed.back() != nullptr,
-                PackedGemm::unavailable().empty() && (kernel == PackedGemm::Kernel::Matmul || !columns))
-          << PackedGemm::name(kernel) << ": " << PackedGemm::unavailable();
+      for (const FusedEpilogue &fused : {FusedEpilogue{}, FusedEpilogue{c.bias}, FusedEpilogue{c.bias, c.epilogue, true}}) {
+        auto packed = PackedGemm::create(kernel, c.transB, c.m, c.n, c.k, w.data(), c.transB ? c.k : c.n, {}, fused);
+        EXPECT_EQ(packed != nullptr,
+                  PackedGemm::unavailable().empty() && (kernel == PackedGemm::Kernel::Matmul || !columns))
+            << PackedGemm::name(kernel) << ": " << PackedGemm::unavailable();
+        if (packed)
+          forms.push_back({std::string(PackedGemm::name(kernel)) + (fused.bias ? ", bias" : "") +
+                               (fused.residual ? ", epilogue" : "") + " fused (took " +
+                               (packed->fused().bias ? "bias " : "") +
+                               (packed->fused().activation != Epilogue::None ? "activation " : "") +
+                               (packed->fused().residual ? "residual" : "") + ")",
+                           std::move(packed)});
+      }
     }
-  std::vector<const PackedGemm *> forms = {nullptr};
-  for (const auto &p : packed)
-    if (p)
-      forms.push_back(p.get());
-  for (const PackedGemm *form : forms)
-    for (int threads : {1, 2}) {
-      setThreads(threads);
+  for (int threads : {1, 2}) {
+    setThreads(threads);
+    std::vector<std::vector<float>> results;
+    for (const Form &form : forms) {
       std::fill(y.begin(), y.end(), NAN);
+      std::fill(out.begin(), out.end(), NAN);
       linear(x.data(), w.data(), c.bias ? b.data() : nullptr, y.data(), c.m, c.n, c.k, c.transA, c.transB,
-             c.epilogue, nullptr, nullptr, form);
+             c.epilogue, r.data(), out.data(), form.packed.get());
       double worst = 0;
-      for (int64_t i = 0; i < c.m; ++i)
-        for (int64_t j = 0; j < c.n; ++j) {
-          double z = c.bias ? b[j] : 0;
-          for (int64_t p = 0; p < c.k; ++p)
-            z += double(c.transA ? x[p * c.m + i] : x[i * c.k + p]) * (c.transB ? w[j * c.k + p] : w[p * c.n + j]);
-          worst = std::max(worst, std::abs(activate(c.epilogue, z) - y[i * c.n + j]) / (1 + std::abs(z)));
-        }
+      for (int64_t i = 0; i < c.m * c.n; ++i)
+        worst = std::max(worst, std::abs(expected[i] - out[i]) / (1 + std::abs(expected[i])));
       EXPECT_LT(worst, 2e-5) << c.m << "x" << c.n << "x" << c.k << " transA " << c.transA << " transB " << c.transB
-                             << " on " << threads << " threads"
-                             << (form ? std::string(", ") + PackedGemm::name(form->kernel()) : "");
+                             << " on " << threads << " threads, " << form.name;
+      results.push_back(out);
     }
+    for (size_t i = 3; i < forms.size(); i += 3) // each kernel's bias-fused and epilogue-fused forms
+      EXPECT_EQ(results[i - 1], results[i]) << forms[i - 1].name << " and " << forms[i].name << " on " << threads
+                                            << " threads";
+  }
   setThreads(0);
+}
+
+/// A GEMM split by rows, its bias, ReLU and residual applied by oneDNN's 1x1 convolution as it stores each
+/// chunk (a pointwise convolution's epilogue), where oneDNN is loaded.
+TEST(PackedGemm, TheConvolutionTakesTheBiasReluAndResidual) {
+  if (!PackedGemm::unavailable().empty())
+    GTEST_SKIP() << PackedGemm::unavailable();
+  std::vector<float> w(24 * 96, 0.5f);
+  ASSERT_EQ(gemmSplit(3136, 96, 24).by, GemmSplit::Rows);
+  auto packed = PackedGemm::create(PackedGemm::Kernel::Convolution, true, 3136, 96, 24, w.data(), 24, {},
+                                   FusedEpilogue{true, Epilogue::Relu, true});
+  ASSERT_NE(packed, nullptr);
+  EXPECT_TRUE(packed->fused().bias);
+  EXPECT_EQ(packed->fused().activation, Epilogue::Relu);
+  EXPECT_TRUE(packed->fused().residual);
+  auto silu = PackedGemm::create(PackedGemm::Kernel::Convolution, true, 3136, 96, 24, w.data(), 24, {},
+                                 FusedEpilogue{true, Epilogue::Silu, true});
+  ASSERT_NE(silu, nullptr);
+  EXPECT_TRUE(silu->fused().bias);
+  EXPECT_EQ(silu->fused().activation, Epilogue::None); // tec's SiLU, and so its residual add after it
+  EXPECT_FALSE(silu->fused().residual);
 }
 
 /// Where oneDNN 2 is loaded (./dev installs it), a weight packs once for the GEMM of a small batch (split by
@@ -130,6 +172,8 @@ INSTANTIATE_TEST_SUITE_P(
                       LinearCase{196, 112, 640, false, false, true, Epilogue::Silu},
                       // Split by rows into chunks of two heights (496 and 504), as a pointwise conv's.
                       LinearCase{1000, 40, 24, false, true, true, Epilogue::HardSwish},
+                      LinearCase{1000, 40, 24, false, false, true, Epilogue::Relu},
+                      LinearCase{1000, 40, 24, false, true, false, Epilogue::None},
                       LinearCase{49, 200, 96, false, true, true, Epilogue::Relu},
                       LinearCase{5, 300, 0, false, true, true, Epilogue::Relu}));
 
