@@ -96,20 +96,23 @@ struct Watchdog {
   std::once_flag started;
   int rank = 0;
 
+  // The timeout is stored before the thread starts and read after each sleep: a watchdog that read it
+  // first, before arm stored it, judged the first collective against 0 s and ended a rank that waited
+  // 10 ms for its peer on a busy machine ("not every rank joined within 0 s").
   void arm(const char *collective, double seconds) {
     if (seconds <= 0)
       return;
-    std::call_once(started, [this] { std::thread([this] { watch(); }).detach(); });
     timeout = seconds;
     since = Clock::now().time_since_epoch().count();
     what = collective;
+    std::call_once(started, [this] { std::thread([this] { watch(); }).detach(); });
   }
   void disarm() { what = nullptr; }
   void watch() {
     for (;;) {
-      const double limit = timeout;
-      std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(limit / 8, 0.01, 1.0)));
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(timeout / 8, 0.01, 1.0)));
       const char *running = what;
+      const double limit = timeout;
       const auto elapsed = Clock::now() - Clock::time_point(Clock::duration(since.load()));
       if (running && std::chrono::duration<double>(elapsed).count() > limit) {
         char message[256];
