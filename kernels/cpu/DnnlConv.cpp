@@ -4,7 +4,6 @@
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/ThreadPool.h"
 
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,15 +37,6 @@ dnnl_stream_t threadStream() {
   return stream;
 }
 
-/// oneDNN on `threads` OpenMP threads while it lives (1: inside a chunk of tec's pool).
-class OmpThreads {
-public:
-  explicit OmpThreads(int threads) : previous(omp_get_max_threads()) { omp_set_num_threads(threads); }
-  ~OmpThreads() { omp_set_num_threads(previous); }
-
-private:
-  int previous;
-};
 
 } // namespace
 

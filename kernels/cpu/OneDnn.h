@@ -5,6 +5,7 @@
 #define TEC_KERNELS_CPU_ONEDNN_H
 
 #include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
 
 #include <string>
 
@@ -32,6 +33,17 @@ struct OneDnn {
 };
 
 const OneDnn &oneDnn();
+
+/// oneDNN on `threads` OpenMP threads while it lives (1: inside a chunk of tec's pool; the setting is per
+/// thread).
+class OmpThreads {
+public:
+  explicit OmpThreads(int threads) : previous(omp_get_max_threads()) { omp_set_num_threads(threads); }
+  ~OmpThreads() { omp_set_num_threads(previous); }
+
+private:
+  int previous;
+};
 
 } // namespace tec::kernels::cpu
 

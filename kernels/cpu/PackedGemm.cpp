@@ -2,7 +2,6 @@
 #include "kernels/cpu/ThreadPool.h"
 
 #include <dlfcn.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -53,15 +52,6 @@ dnnl_memory_desc_t view(std::initializer_list<int64_t> dims, std::initializer_li
   return md;
 }
 
-/// oneDNN runs on OpenMP: one thread while it lives, inside a chunk of tec's pool (the setting is per thread).
-class SingleOmpThread {
-public:
-  SingleOmpThread() : previous(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~SingleOmpThread() { omp_set_num_threads(previous); }
-
-private:
-  int previous;
-};
 
 /// The views of one chunk's A (rows x k), B (k x width, from the chunk's first column), C (rows x width of
 /// C's n columns, the residual's view too) and bias (width) that `kernel`'s primitive reads: matrices for the
@@ -178,7 +168,7 @@ std::unique_ptr<PackedGemm> PackedGemm::create(Kernel kernel, bool transB, int64
   gemm->kernel_ = kernel;
   gemm->m = m, gemm->n = n, gemm->k = k;
   gemm->split = gemmSplit(m, n, k);
-  SingleOmpThread single;
+  OmpThreads single(1);
   std::vector<GemmSplit::Bounds> bounds;
   for (int64_t i = 0; i < gemm->split.count; ++i)
     bounds.push_back(gemm->split.chunk(i, m, n));
@@ -190,9 +180,15 @@ std::unique_ptr<PackedGemm> PackedGemm::create(Kernel kernel, bool transB, int64
   Fused asked = wanted;
   if (asked.activation != Epilogue::None && asked.activation != Epilogue::Relu)
     asked.activation = Epilogue::None, asked.residual = false;
+  std::vector<GemmSplit::Bounds> shapes; // one chunk of each height and columns
+  for (const GemmSplit::Bounds &c : bounds)
+    if (std::none_of(shapes.begin(), shapes.end(), [&](const GemmSplit::Bounds &s) {
+          return s.i1 - s.i0 == c.i1 - c.i0 && s.j0 == c.j0 && s.j1 == c.j1;
+        }))
+      shapes.push_back(c);
   std::optional<Fused> chosen;
   for (const Fused &form : {asked, Fused{wanted.bias}, Fused{}})
-    if (!chosen && std::all_of(bounds.begin(), bounds.end(),
+    if (!chosen && std::all_of(shapes.begin(), shapes.end(),
                                [&](const GemmSplit::Bounds &c) { return takes(kernel, viewsOfChunk(c), form); }))
       chosen = form;
   if (!chosen)
@@ -279,7 +275,7 @@ void PackedGemm::run(const float *a, float *c, const float *bias, const float *r
   runSplit(split, m, n, [&](int64_t i0, int64_t, int64_t j0, int64_t) {
     const Chunk &chunk = **std::find_if(chunks.begin(), chunks.end(),
                                         [&](const auto &ch) { return ch->bounds.i0 == i0 && ch->bounds.j0 == j0; });
-    SingleOmpThread single;
+    OmpThreads single(1);
     d.dnnl_memory_set_data_handle(chunk.a, const_cast<float *>(a + i0 * k));
     d.dnnl_memory_set_data_handle(chunk.c, c + i0 * n + j0);
     dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, chunk.a}, {DNNL_ARG_WEIGHTS, chunk.b}, {DNNL_ARG_DST, chunk.c}};
